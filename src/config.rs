@@ -1,0 +1,87 @@
+//! The one crawl configuration every part reads.
+//!
+//! CLI flags and (later) the TOML file both become a [`CrawlConfig`]. Units are in
+//! the field docs. Depends on nothing else in the crate.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the seen set answers "have we seen this fingerprint?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DedupMode {
+    /// Bloom filter, with every "maybe" confirmed against the exact fingerprints in
+    /// sled, so a false positive never loses a page (default).
+    #[default]
+    Exact,
+    /// Bloom filter alone: constant-size state, false positives drop pages.
+    Bloom,
+}
+
+/// Everything a crawl run is configured with.
+#[derive(Clone, Debug)]
+pub struct CrawlConfig {
+    /// State directory (default `data/default`).
+    pub data_dir: PathBuf,
+    /// Seed URLs given on this run; empty means "the seeds stored in the state".
+    pub seeds: Vec<String>,
+    /// Stop after this many pages fetched in this run.
+    pub max_pages: Option<u64>,
+    /// Do not follow links deeper than this (seeds are depth 0).
+    pub max_depth: Option<u32>,
+    /// Requests in flight at once (default 16).
+    pub concurrency: usize,
+    /// Hosts links may lead to; empty means "the hosts of the seeds".
+    pub allowed_hosts: Vec<String>,
+    /// `User-Agent` header and robots.txt product token.
+    pub user_agent: String,
+    /// Total time allowed for one request, headers and body (default 30 s).
+    pub request_timeout: Duration,
+    /// Longest pause between two reads of a body (default 10 s).
+    pub read_timeout: Duration,
+    /// Largest decoded body kept; longer bodies are cut and flagged (default 10 MiB).
+    pub max_body_bytes: usize,
+    /// Headers whose values take part in the request fingerprint (names, any case).
+    pub fingerprint_headers: Vec<String>,
+    /// Seen-set mode.
+    pub dedup: DedupMode,
+    /// Bloom filter size as a power of two of bits; used only when the state is created.
+    pub bloom_bits: u8,
+    /// Bloom filter hash count; used only when the state is created.
+    pub bloom_hashes: u8,
+    /// Follow links marked `rel=nofollow`.
+    pub follow_nofollow: bool,
+    /// Link URLs must match one of these regexes to be followed (empty: all).
+    pub allow: Vec<String>,
+    /// Link URLs matching any of these regexes are not followed.
+    pub deny: Vec<String>,
+    /// How long in-flight fetches may finish after the first Ctrl-C (default 2 s).
+    pub shutdown_grace: Duration,
+    /// Stream committed items to this JSON-lines file.
+    pub output: Option<PathBuf>,
+}
+
+impl Default for CrawlConfig {
+    fn default() -> CrawlConfig {
+        CrawlConfig {
+            data_dir: PathBuf::from("data/default"),
+            seeds: Vec::new(),
+            max_pages: None,
+            max_depth: None,
+            concurrency: 16,
+            allowed_hosts: Vec::new(),
+            user_agent: concat!("legcrawl/", env!("CARGO_PKG_VERSION")).to_owned(),
+            request_timeout: Duration::from_secs(30),
+            read_timeout: Duration::from_secs(10),
+            max_body_bytes: 10 * 1024 * 1024,
+            fingerprint_headers: Vec::new(),
+            dedup: DedupMode::Exact,
+            bloom_bits: 30,
+            bloom_hashes: 6,
+            follow_nofollow: true,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            shutdown_grace: Duration::from_secs(2),
+            output: None,
+        }
+    }
+}

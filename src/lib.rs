@@ -1,0 +1,35 @@
+//! legcrawl: a single-node, embedded-storage, incremental web crawler.
+//!
+//! # Layout
+//! - [`request`]: the [`request::Request`] record and its versioned encoding.
+//! - [`item`]: items (JSON objects) and their versioned encoding.
+//! - [`response`]: a fetched response as legs see it.
+//! - [`config`]: the one [`config::CrawlConfig`].
+//! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
+//! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
+//! - [`bloom`]: the memory-mapped Bloom filter and its math.
+//! - [`store`]: the sled state: frontier, seen set, items, seeds, runs, stats.
+//! - [`fetch`]: the hyper fetcher.
+//! - [`legs`]: the `Leg` trait, stacks of legs and the bundled legs.
+//! - [`engine`]: the tokio crawl loop, group commit and shutdown.
+//!
+//! # Data flow
+//! The engine leases requests from the frontier ([`store`]), the fetcher turns each
+//! into a [`response::Response`], the legs turn responses into new requests and items,
+//! and the engine completes the lease: items go to the sink and new requests (deduped
+//! by the seen set, never by legs) go back to the frontier, in one atomic step.
+//! Nothing flows the other way.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bloom;
+pub mod canon;
+pub mod config;
+pub mod engine;
+pub mod fetch;
+pub mod fingerprint;
+pub mod item;
+pub mod legs;
+pub mod request;
+pub mod response;
+pub mod store;
