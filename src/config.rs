@@ -17,6 +17,25 @@ pub enum DedupMode {
     Bloom,
 }
 
+impl DedupMode {
+    /// The name used on the command line and in the state (`exact`, `bloom`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DedupMode::Exact => "exact",
+            DedupMode::Bloom => "bloom",
+        }
+    }
+
+    /// Parses [`DedupMode::as_str`] names.
+    pub fn parse(name: &str) -> Option<DedupMode> {
+        match name {
+            "exact" => Some(DedupMode::Exact),
+            "bloom" => Some(DedupMode::Bloom),
+            _ => None,
+        }
+    }
+}
+
 /// Everything a crawl run is configured with.
 #[derive(Clone, Debug)]
 pub struct CrawlConfig {
@@ -42,12 +61,13 @@ pub struct CrawlConfig {
     pub max_body_bytes: usize,
     /// Headers whose values take part in the request fingerprint (names, any case).
     pub fingerprint_headers: Vec<String>,
-    /// Seen-set mode.
-    pub dedup: DedupMode,
-    /// Bloom filter size as a power of two of bits; used only when the state is created.
-    pub bloom_bits: u8,
-    /// Bloom filter hash count; used only when the state is created.
-    pub bloom_hashes: u8,
+    /// Seen-set mode. Fixed when the state is created (default [`DedupMode::Exact`]);
+    /// `None` means "as stored"; a different explicit value for an existing state is refused.
+    pub dedup: Option<DedupMode>,
+    /// Bloom filter size as a power of two of bits (default 30 = 128 MiB). Same rule as `dedup`.
+    pub bloom_bits: Option<u8>,
+    /// Bloom filter hash count (default 6). Same rule as `dedup`.
+    pub bloom_hashes: Option<u8>,
     /// Follow links marked `rel=nofollow`.
     pub follow_nofollow: bool,
     /// Link URLs must match one of these regexes to be followed (empty: all).
@@ -74,9 +94,9 @@ impl Default for CrawlConfig {
             read_timeout: Duration::from_secs(10),
             max_body_bytes: 10 * 1024 * 1024,
             fingerprint_headers: Vec::new(),
-            dedup: DedupMode::Exact,
-            bloom_bits: 30,
-            bloom_hashes: 6,
+            dedup: None,
+            bloom_bits: None,
+            bloom_hashes: None,
             follow_nofollow: true,
             allow: Vec::new(),
             deny: Vec::new(),

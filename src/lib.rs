@@ -5,6 +5,7 @@
 //! - [`item`]: items (JSON objects) and their versioned encoding.
 //! - [`response`]: a fetched response as legs see it.
 //! - [`config`]: the one [`config::CrawlConfig`].
+//! - [`clock`]: RFC 3339 timestamps.
 //! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
 //! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
 //! - [`bloom`]: the memory-mapped Bloom filter and its math.
@@ -24,6 +25,7 @@
 
 pub mod bloom;
 pub mod canon;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod fetch;

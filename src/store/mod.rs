@@ -1,1 +1,497 @@
-//! Placeholder; being written.
+//! The persistent crawl state: frontier, seen set, items, seeds, runs and counters.
+//!
+//! One data directory holds a sled database (`db/`), the memory-mapped Bloom filter
+//! (`bloom.bin`), a marker file naming the format (`LEGCRAWL`) and, while a crawl
+//! runs, `status.json`. A [`State`] is owned by one task of one process (sled locks
+//! the database), so it takes `&mut self` and needs no locking of its own.
+//!
+//! # Invariants
+//! - **Atomic completion.** Completing a lease removes its queue entry and inserts
+//!   the page's items, the new requests and their fingerprints in one sled batch.
+//!   Completions are grouped ([`State::commit`]): a group is one batch and one flush.
+//! - **Leases live in memory.** A leased request stays in the queue tree until its
+//!   completion is durable, so a process that dies leaves every unfinished request
+//!   queued: nothing has to be "returned" on open.
+//! - **Bloom never runs ahead.** Fingerprints of the open group sit in an in-memory
+//!   overlay; they reach the mapped bits only after the group's batch (which holds a
+//!   journal entry of them) is flushed. On open the journal is replayed; a
+//!   checkpoint msyncs the map and then truncates the journal.
+//!
+//! Depends on [`crate::bloom`], [`crate::fingerprint`], [`crate::request`],
+//! [`crate::item`] and [`crate::config`]; never on the fetcher or the legs.
+
+mod frontier;
+pub mod keys;
+pub mod records;
+mod seen;
+pub mod status;
+mod views;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub use frontier::Lease;
+pub use seen::{CommitOutcome, Completion, Seen};
+pub use views::{FrontierEntry, SeenAnswer, Summary};
+
+use crate::bloom::{BloomError, BloomFile, BloomParams};
+use crate::config::DedupMode;
+use crate::fingerprint::Fingerprint;
+use records::{Counters, Meta, RecordError, RunOutcome, RunRecord, unix_now};
+
+/// Version of the state layout as a whole.
+pub const STATE_FORMAT: u32 = 1;
+/// Name of the marker file that makes a directory legcrawl state.
+pub const MARKER_FILE: &str = "LEGCRAWL";
+/// A completion group is committed after this many pages...
+pub const GROUP_MAX_PAGES: usize = 64;
+/// ...or when its oldest completion is this old.
+pub const GROUP_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Errors of the state. Every variant names the directory or record concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The directory exists and holds something that is not legcrawl state.
+    #[error("{path}: not a legcrawl state directory (no {MARKER_FILE} marker, and not empty)")]
+    NotState {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// No state at that path (for read-only commands).
+    #[error("{path}: no legcrawl state here")]
+    Missing {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The state was written by another format version.
+    #[error("{path}: state format {found}, this build reads format {STATE_FORMAT}")]
+    Format {
+        /// The directory.
+        path: PathBuf,
+        /// What the marker or metadata says.
+        found: String,
+    },
+    /// Another process (a running crawl) holds the database.
+    #[error("{path}: the state is busy (a crawl is running on it); `dump summary` still works")]
+    Busy {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A setting fixed at creation was asked with another value.
+    #[error("{path}: the state was created with {setting} = {stored}; it cannot change to {requested} (use a new --data directory or reset)")]
+    Mismatch {
+        /// The directory.
+        path: PathBuf,
+        /// Which setting.
+        setting: &'static str,
+        /// The stored value.
+        stored: String,
+        /// The requested value.
+        requested: String,
+    },
+    /// A stored record could not be decoded.
+    #[error("{path}: unreadable {what} record: {reason}")]
+    Corrupt {
+        /// The directory.
+        path: PathBuf,
+        /// Which record (namespace and key).
+        what: String,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// The database failed.
+    #[error("{path}: database error: {source}")]
+    Db {
+        /// The directory.
+        path: PathBuf,
+        /// sled's error.
+        source: sled::Error,
+    },
+    /// The Bloom filter file failed.
+    #[error(transparent)]
+    Bloom(#[from] BloomError),
+    /// A file of the state could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// How to open a state directory.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    /// Create the state when the directory is missing or empty.
+    pub create: bool,
+    /// Dedup mode; `None` = as stored (or exact when creating).
+    pub dedup: Option<DedupMode>,
+    /// Bloom log2 bits; `None` = as stored (or 30).
+    pub bloom_bits: Option<u8>,
+    /// Bloom hash count; `None` = as stored (or 6).
+    pub bloom_hashes: Option<u8>,
+    /// Start a run record (crawls do; `dump` does not).
+    pub begin_run: bool,
+}
+
+/// Per-host queue bookkeeping kept in memory.
+#[derive(Debug)]
+struct HostQueue {
+    /// The host name (`example.com:8080`).
+    name: String,
+    /// Queue keys of this host currently leased.
+    leased: BTreeSet<[u8; keys::QUEUE_KEY_LEN]>,
+    /// False only when a scan found no unleased entry and nothing was added since.
+    maybe_ready: bool,
+}
+
+/// The open, uncommitted completion group.
+#[derive(Default)]
+struct Group {
+    batch: sled::Batch,
+    /// Fingerprints recorded in this group, in order (journal payload).
+    fingerprints: Vec<Fingerprint>,
+    /// The same fingerprints as a set: the Bloom overlay.
+    overlay: HashSet<Fingerprint>,
+    /// Queue keys completed in this group (still leased until the commit).
+    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN])>,
+    /// Hosts that got new queue entries in this group.
+    touched_hosts: BTreeSet<u32>,
+    /// First item sequence number written in this group.
+    first_item: Option<u64>,
+    pages: usize,
+    opened_at: Option<Instant>,
+    /// Anything at all to write.
+    dirty: bool,
+}
+
+/// An open crawl state. See the module documentation for its invariants.
+pub struct State {
+    dir: PathBuf,
+    db: sled::Db,
+    bloom: BloomFile,
+    meta: Meta,
+    dedup: DedupMode,
+    host_ids: HashMap<String, u32>,
+    hosts: BTreeMap<u32, HostQueue>,
+    leased: usize,
+    counters: Counters,
+    run: Option<RunRecord>,
+    run_counters: Counters,
+    group: Group,
+    next_item: u64,
+    next_group: u64,
+    /// Journal entries below this group number are applied to the map but not yet msynced.
+    checkpoint_pending: bool,
+}
+
+impl State {
+    /// Opens (or, with `options.create`, creates) the state in `dir`.
+    pub fn open(dir: &Path, options: &OpenOptions) -> Result<State, StoreError> {
+        let fresh = prepare_dir(dir, options.create)?;
+        let db = open_db(dir)?;
+        let (meta, bloom) = if fresh {
+            create_meta(dir, &db, options)?
+        } else {
+            load_meta(dir, &db, options)?
+        };
+        let dedup = DedupMode::parse(&meta.dedup).ok_or_else(|| StoreError::Corrupt {
+            path: dir.to_owned(),
+            what: "meta".into(),
+            reason: format!("unknown dedup mode {:?}", meta.dedup),
+        })?;
+        let mut state = State {
+            dir: dir.to_owned(),
+            db,
+            bloom,
+            meta,
+            dedup,
+            host_ids: HashMap::new(),
+            hosts: BTreeMap::new(),
+            leased: 0,
+            counters: Counters::default(),
+            run: None,
+            run_counters: Counters::default(),
+            group: Group::default(),
+            next_item: 0,
+            next_group: 0,
+            checkpoint_pending: false,
+        };
+        state.load_hosts()?;
+        state.load_counters()?;
+        state.next_item = state.last_u64_key(keys::ITEM)?.map_or(0, |n| n + 1);
+        state.next_group = state.replay_journal()?;
+        state.close_dead_runs()?;
+        if options.begin_run {
+            state.begin_run()?;
+        }
+        Ok(state)
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The dedup mode fixed at creation.
+    pub fn dedup(&self) -> DedupMode {
+        self.dedup
+    }
+
+    /// Requests in flight (leased and not yet committed).
+    pub fn in_flight(&self) -> usize {
+        self.leased
+    }
+
+    /// Requests in the queue, in flight included.
+    pub fn frontier_len(&self) -> u64 {
+        self.counters.get("frontier/queued")
+    }
+
+    /// Items stored.
+    pub fn items_len(&self) -> u64 {
+        self.next_item
+    }
+
+    /// A global counter.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters.get(name)
+    }
+
+    /// A counter of the current run.
+    pub fn run_counter(&self, name: &str) -> u64 {
+        self.run_counters.get(name)
+    }
+
+    /// The current run record, if a run was begun.
+    pub fn run(&self) -> Option<&RunRecord> {
+        self.run.as_ref()
+    }
+
+    /// Ends the current run: commits, checkpoints and records how it ended.
+    pub fn end_run(&mut self, outcome: RunOutcome) -> Result<(), StoreError> {
+        self.commit()?;
+        if let Some(mut run) = self.run.take() {
+            run.outcome = outcome;
+            run.ended_at = Some(unix_now());
+            run.updated_at = unix_now();
+            run.counters = self.run_counters.values().clone();
+            let key = keys::with_u64(keys::RUN, run.id);
+            self.db.insert(key, records::encode(&run)).map_err(|e| self.db_error(e))?;
+        }
+        self.checkpoint()
+    }
+
+    fn begin_run(&mut self) -> Result<(), StoreError> {
+        let id = self.last_u64_key(keys::RUN)?.map_or(1, |n| n + 1);
+        let now = unix_now();
+        let run = RunRecord {
+            id,
+            started_at: now,
+            updated_at: now,
+            ended_at: None,
+            outcome: RunOutcome::Running,
+            pid: std::process::id(),
+            counters: BTreeMap::new(),
+        };
+        let key = keys::with_u64(keys::RUN, id);
+        self.db.insert(key, records::encode(&run)).map_err(|e| self.db_error(e))?;
+        self.db.flush().map_err(|e| self.db_error(e))?;
+        self.run = Some(run);
+        Ok(())
+    }
+
+    /// Marks runs left "running" by a dead process as killed.
+    fn close_dead_runs(&mut self) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for entry in self.db.scan_prefix([keys::RUN]) {
+            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+            let mut run: RunRecord = self.decode_record("run", &key, &value)?;
+            if run.outcome == RunOutcome::Running {
+                run.outcome = RunOutcome::Killed;
+                batch.insert(key, records::encode(&run));
+            }
+        }
+        self.db.apply_batch(batch).map_err(|e| self.db_error(e))
+    }
+
+    fn load_counters(&mut self) -> Result<(), StoreError> {
+        let mut values = BTreeMap::new();
+        for entry in self.db.scan_prefix([keys::COUNTER]) {
+            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+            let name = String::from_utf8_lossy(&key[1..]).into_owned();
+            let bytes: [u8; 8] = value.as_ref().try_into().map_err(|_| StoreError::Corrupt {
+                path: self.dir.clone(),
+                what: format!("counter {name}"),
+                reason: format!("{} bytes, expected 8", value.len()),
+            })?;
+            values.insert(name, u64::from_le_bytes(bytes));
+        }
+        self.counters = Counters::from_values(values);
+        Ok(())
+    }
+
+    /// The u64 after the namespace byte of the last key in `namespace`.
+    fn last_u64_key(&self, namespace: u8) -> Result<Option<u64>, StoreError> {
+        let end = [namespace + 1];
+        match self.db.range([namespace]..end).next_back() {
+            None => Ok(None),
+            Some(entry) => {
+                let (key, _) = entry.map_err(|e| self.db_error(e))?;
+                keys::u64_after_prefix(&key).map(Some).ok_or_else(|| StoreError::Corrupt {
+                    path: self.dir.clone(),
+                    what: format!("key {key:?}"),
+                    reason: "too short".into(),
+                })
+            }
+        }
+    }
+
+    fn decode_record<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<T, StoreError> {
+        records::decode(value).map_err(|e: RecordError| StoreError::Corrupt {
+            path: self.dir.clone(),
+            what: format!("{what} {key:?}"),
+            reason: e.to_string(),
+        })
+    }
+
+    fn db_error(&self, source: sled::Error) -> StoreError {
+        StoreError::Db { path: self.dir.clone(), source }
+    }
+}
+
+/// Checks the directory; returns true when a new state must be created.
+fn prepare_dir(dir: &Path, create: bool) -> Result<bool, StoreError> {
+    let io_err = |source| StoreError::Io { path: dir.to_owned(), source };
+    let marker = dir.join(MARKER_FILE);
+    match fs::read_to_string(&marker) {
+        Ok(text) => {
+            let expected = marker_text();
+            if text.trim() != expected.trim() {
+                return Err(StoreError::Format { path: dir.to_owned(), found: text.trim().to_owned() });
+            }
+            Ok(false)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let empty = match fs::read_dir(dir) {
+                Ok(entries) => only_leftovers(entries).map_err(io_err)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+                Err(e) => return Err(io_err(e)),
+            };
+            if !empty {
+                return Err(StoreError::NotState { path: dir.to_owned() });
+            }
+            if !create {
+                return Err(StoreError::Missing { path: dir.to_owned() });
+            }
+            fs::create_dir_all(dir).map_err(io_err)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(StoreError::NotState { path: dir.to_owned() }),
+        Err(e) => Err(io_err(e)),
+    }
+}
+
+/// True when a directory holds nothing, or only what a creation that died before
+/// writing the marker leaves (`db/`, `bloom.bin`); those leftovers are removed.
+fn only_leftovers(entries: fs::ReadDir) -> io::Result<bool> {
+    let mut leftovers = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        match entry.file_name().to_str() {
+            Some("db") | Some("bloom.bin") => leftovers.push(entry.path()),
+            _ => return Ok(false),
+        }
+    }
+    for path in leftovers {
+        if path.is_dir() {
+            fs::remove_dir_all(&path)?;
+        } else {
+            fs::remove_file(&path)?;
+        }
+    }
+    Ok(true)
+}
+
+fn marker_text() -> String {
+    format!("legcrawl state format {STATE_FORMAT}\n")
+}
+
+fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
+    let path = dir.join("db");
+    sled::Config::new().path(&path).open().map_err(|source| match &source {
+        sled::Error::Io(io) if io.kind() == io::ErrorKind::WouldBlock || io.to_string().contains("lock") => {
+            StoreError::Busy { path: dir.to_owned() }
+        }
+        _ => StoreError::Db { path: dir.to_owned(), source },
+    })
+}
+
+fn create_meta(dir: &Path, db: &sled::Db, options: &OpenOptions) -> Result<(Meta, BloomFile), StoreError> {
+    let params = BloomParams {
+        bits: options.bloom_bits.unwrap_or(30),
+        hashes: options.bloom_hashes.unwrap_or(6),
+    };
+    let bloom_path = dir.join("bloom.bin");
+    let bloom = BloomFile::create(&bloom_path, params)?;
+    let meta = Meta {
+        format: STATE_FORMAT,
+        created_at: unix_now(),
+        bloom_bits: params.bits,
+        bloom_hashes: params.hashes,
+        dedup: options.dedup.unwrap_or_default().as_str().to_owned(),
+        next_queue_seq: 0,
+        next_host_id: 0,
+    };
+    let db_err = |source| StoreError::Db { path: dir.to_owned(), source };
+    db.insert(keys::META, records::encode(&meta)).map_err(db_err)?;
+    db.flush().map_err(db_err)?;
+    // The marker is written last: a directory with a marker is a complete state.
+    let marker = dir.join(MARKER_FILE);
+    fs::write(&marker, marker_text()).map_err(|source| StoreError::Io { path: marker, source })?;
+    Ok((meta, bloom))
+}
+
+fn load_meta(dir: &Path, db: &sled::Db, options: &OpenOptions) -> Result<(Meta, BloomFile), StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { path: dir.to_owned(), what: "meta".into(), reason };
+    let bytes = db
+        .get(keys::META)
+        .map_err(|source| StoreError::Db { path: dir.to_owned(), source })?
+        .ok_or_else(|| corrupt("missing".into()))?;
+    let meta: Meta = records::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    if meta.format != STATE_FORMAT {
+        return Err(StoreError::Format { path: dir.to_owned(), found: meta.format.to_string() });
+    }
+    let check = |setting: &'static str, stored: String, requested: Option<String>| match requested {
+        Some(requested) if requested != stored => Err(StoreError::Mismatch {
+            path: dir.to_owned(),
+            setting,
+            stored,
+            requested,
+        }),
+        _ => Ok(()),
+    };
+    check("bloom bits", meta.bloom_bits.to_string(), options.bloom_bits.map(|b| b.to_string()))?;
+    check("bloom hashes", meta.bloom_hashes.to_string(), options.bloom_hashes.map(|h| h.to_string()))?;
+    check("dedup", meta.dedup.clone(), options.dedup.map(|d| d.as_str().to_owned()))?;
+    let bloom = BloomFile::open(&dir.join("bloom.bin"))?;
+    let params = bloom.params();
+    if params.bits != meta.bloom_bits || params.hashes != meta.bloom_hashes {
+        return Err(corrupt(format!(
+            "bloom.bin has bits={} hashes={}, metadata says bits={} hashes={}",
+            params.bits, params.hashes, meta.bloom_bits, meta.bloom_hashes
+        )));
+    }
+    Ok((meta, bloom))
+}

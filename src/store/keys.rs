@@ -1,0 +1,121 @@
+//! Key layout of the one sled tree that holds the crawl state.
+//!
+//! Everything lives in a single tree so that a completion group is one
+//! `apply_batch` (sled makes a batch on one tree atomic across crashes). The first
+//! byte of a key names its namespace; integers are big-endian so that byte order
+//! is numeric order. Depends on nothing else in the crate.
+
+/// Namespace of the state metadata record (one key).
+pub const META: &[u8] = b"m";
+/// Queue: `q` · host id (u32) · inverted priority (u32) · sequence (u64) → request.
+pub const QUEUE: u8 = b'q';
+/// Host index: `h` · host id (u32) → host name.
+pub const HOST: u8 = b'h';
+/// Host lookup: `H` · host name → host id (u32).
+pub const HOST_BY_NAME: u8 = b'H';
+/// Exact seen set: `s` · fingerprint (20 bytes) → empty.
+pub const SEEN: u8 = b's';
+/// Bloom journal: `j` · group sequence (u64) → the group's fingerprints, concatenated.
+pub const JOURNAL: u8 = b'j';
+/// Items: `i` · item sequence (u64) → item.
+pub const ITEM: u8 = b'i';
+/// Run records: `r` · run id (u64) → run record.
+pub const RUN: u8 = b'r';
+/// Global counters: `c` · name → u64 (little-endian).
+pub const COUNTER: u8 = b'c';
+/// Seeds: `d` · URL → empty.
+pub const SEED: u8 = b'd';
+/// Output-file watermarks: `o` · path → first item sequence written to it (u64).
+pub const OUTPUT: u8 = b'o';
+
+/// Length of a queue key.
+pub const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;
+
+/// A key made of a namespace byte followed by `rest`.
+pub fn with_prefix(namespace: u8, rest: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + rest.len());
+    key.push(namespace);
+    key.extend_from_slice(rest);
+    key
+}
+
+/// A key made of a namespace byte followed by a big-endian u64.
+pub fn with_u64(namespace: u8, n: u64) -> Vec<u8> {
+    with_prefix(namespace, &n.to_be_bytes())
+}
+
+/// The prefix of every queue key of one host.
+pub fn queue_host_prefix(host_id: u32) -> [u8; 5] {
+    let mut key = [QUEUE, 0, 0, 0, 0];
+    key[1..5].copy_from_slice(&host_id.to_be_bytes());
+    key
+}
+
+/// A queue key: higher priorities sort first, then lower sequence numbers (FIFO).
+pub fn queue_key(host_id: u32, priority: i32, seq: u64) -> [u8; QUEUE_KEY_LEN] {
+    let mut key = [0u8; QUEUE_KEY_LEN];
+    key[..5].copy_from_slice(&queue_host_prefix(host_id));
+    // Map i32 onto u32 preserving order, then invert so the highest sorts first.
+    let ordered = (priority as u32) ^ 0x8000_0000;
+    key[5..9].copy_from_slice(&(!ordered).to_be_bytes());
+    key[9..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// The sequence number at the end of a queue key, if the key has the right length.
+pub fn queue_key_seq(key: &[u8]) -> Option<u64> {
+    let tail: [u8; 8] = key.get(9..QUEUE_KEY_LEN)?.try_into().ok()?;
+    Some(u64::from_be_bytes(tail))
+}
+
+/// The big-endian u64 after the namespace byte.
+pub fn u64_after_prefix(key: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = key.get(1..9)?.try_into().ok()?;
+    Some(u64::from_be_bytes(bytes))
+}
+
+/// The smallest key greater than every key starting with `prefix`, or None when
+/// the prefix is all 0xff.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_sort_by_priority_then_fifo() {
+        let mut keys = vec![
+            queue_key(1, 0, 5),
+            queue_key(1, 10, 9),
+            queue_key(1, -3, 1),
+            queue_key(1, 0, 2),
+            queue_key(1, i32::MAX, 100),
+            queue_key(1, i32::MIN, 0),
+        ];
+        keys.sort();
+        let order: Vec<u64> = keys.iter().map(|k| queue_key_seq(k).unwrap()).collect();
+        assert_eq!(order, vec![100, 9, 2, 5, 1, 0]);
+    }
+
+    #[test]
+    fn host_prefix_groups_hosts() {
+        assert!(queue_key(2, i32::MAX, 0) > queue_key(1, i32::MIN, u64::MAX));
+        assert!(queue_key(1, 0, 0).starts_with(&queue_host_prefix(1)));
+    }
+
+    #[test]
+    fn prefix_end_is_exclusive_upper_bound() {
+        assert_eq!(prefix_end(b"q"), Some(b"r".to_vec()));
+        assert_eq!(prefix_end(&[b'q', 0xff]), Some(b"r".to_vec()));
+        assert_eq!(prefix_end(&[0xff]), None);
+    }
+}

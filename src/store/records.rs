@@ -1,0 +1,213 @@
+//! The small records of the state: metadata, runs, counters.
+//!
+//! Each is stored as one format-version byte followed by JSON (these records are
+//! small, rarely written and read by `dump`, so readability beats compactness).
+//! Depends on [`crate::config`] only.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+/// Version byte written before every record of this module.
+pub const RECORD_VERSION: u8 = 1;
+
+/// Why a record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Empty value.
+    #[error("empty record")]
+    Empty,
+    /// Written by another format version.
+    #[error("record has format version {found}, this build reads version {RECORD_VERSION}")]
+    Version {
+        /// The version byte found.
+        found: u8,
+    },
+    /// Not valid JSON for the record type.
+    #[error("corrupt record: {0}")]
+    Corrupt(#[from] serde_json::Error),
+}
+
+/// Encodes a record: version byte, then JSON.
+pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+    let mut out = vec![RECORD_VERSION];
+    if let Err(error) = serde_json::to_writer(&mut out, record) {
+        unreachable!("serializing a record into memory failed: {error}");
+    }
+    out
+}
+
+/// Decodes a record written by [`encode`].
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
+    let (&version, rest) = bytes.split_first().ok_or(RecordError::Empty)?;
+    if version != RECORD_VERSION {
+        return Err(RecordError::Version { found: version });
+    }
+    Ok(serde_json::from_slice(rest)?)
+}
+
+/// Fixed facts about a state, chosen when it is created, plus its allocators.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Meta {
+    /// State format version (see [`super::STATE_FORMAT`]).
+    pub format: u32,
+    /// Unix seconds when the state was created.
+    pub created_at: u64,
+    /// Bloom filter size, log2 of bits.
+    pub bloom_bits: u8,
+    /// Bloom filter hash count.
+    pub bloom_hashes: u8,
+    /// `exact` or `bloom`.
+    pub dedup: String,
+    /// Next queue sequence number to hand out.
+    pub next_queue_seq: u64,
+    /// Next host id to hand out.
+    pub next_host_id: u32,
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// Still running (or the process died: see [`RunOutcome::Killed`]).
+    Running,
+    /// The frontier was drained.
+    Drained,
+    /// A limit (`--max-pages`, `--max-duration`) was reached.
+    Limit,
+    /// Stopped by Ctrl-C or SIGTERM; resume by running again.
+    Interrupted,
+    /// Found still "running" by a later run: the process died without closing.
+    Killed,
+    /// Stopped by an error.
+    Failed,
+}
+
+impl RunOutcome {
+    /// The snake_case name used in the record and in `dump runs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Running => "running",
+            RunOutcome::Drained => "drained",
+            RunOutcome::Limit => "limit",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Killed => "killed",
+            RunOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// One crawl run: when, how it ended, and what it counted.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunRecord {
+    /// Run number, from 1.
+    pub id: u64,
+    /// Unix seconds at start.
+    pub started_at: u64,
+    /// Unix seconds at the last commit or at the end.
+    pub updated_at: u64,
+    /// Unix seconds at a clean end; `None` while running or after a kill.
+    pub ended_at: Option<u64>,
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// Process id of the crawl.
+    pub pid: u32,
+    /// Counters of this run (`dupefilter/filtered`, `frontier/enqueued`, ...).
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Seconds since the Unix epoch, 0 if the clock is before it.
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// A set of named counters with the names changed since the last [`Counters::take_dirty`].
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    values: BTreeMap<String, u64>,
+    dirty: Vec<String>,
+}
+
+impl Counters {
+    /// Counters starting from stored values.
+    pub fn from_values(values: BTreeMap<String, u64>) -> Counters {
+        Counters { values, dirty: Vec::new() }
+    }
+
+    /// Adds `by` to `name`.
+    pub fn add(&mut self, name: &str, by: u64) {
+        if by == 0 {
+            return;
+        }
+        match self.values.get_mut(name) {
+            Some(value) => *value += by,
+            None => {
+                self.values.insert(name.to_owned(), by);
+            }
+        }
+        if !self.dirty.iter().any(|d| d == name) {
+            self.dirty.push(name.to_owned());
+        }
+    }
+
+    /// Subtracts `by` from `name`, saturating at 0 (for gauges such as queue length).
+    pub fn sub(&mut self, name: &str, by: u64) {
+        if let Some(value) = self.values.get_mut(name) {
+            *value = value.saturating_sub(by);
+            if !self.dirty.iter().any(|d| d == name) {
+                self.dirty.push(name.to_owned());
+            }
+        }
+    }
+
+    /// Current value of `name` (0 if never counted).
+    pub fn get(&self, name: &str) -> u64 {
+        self.values.get(name).copied().unwrap_or(0)
+    }
+
+    /// All values.
+    pub fn values(&self) -> &BTreeMap<String, u64> {
+        &self.values
+    }
+
+    /// The names changed since the last call, with their values.
+    pub fn take_dirty(&mut self) -> Vec<(String, u64)> {
+        let dirty = std::mem::take(&mut self.dirty);
+        dirty.into_iter().map(|name| (name.clone(), self.get(&name))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_reject_other_versions() {
+        let run = RunRecord {
+            id: 3,
+            started_at: 10,
+            updated_at: 11,
+            ended_at: None,
+            outcome: RunOutcome::Running,
+            pid: 42,
+            counters: BTreeMap::from([("a".to_owned(), 1)]),
+        };
+        let bytes = encode(&run);
+        assert_eq!(decode::<RunRecord>(&bytes).unwrap(), run);
+        let mut other = bytes.clone();
+        other[0] = 7;
+        assert!(matches!(decode::<RunRecord>(&other), Err(RecordError::Version { found: 7 })));
+        assert!(matches!(decode::<RunRecord>(&bytes[..5]), Err(RecordError::Corrupt(_))));
+    }
+
+    #[test]
+    fn counters_track_dirty_names_once() {
+        let mut counters = Counters::default();
+        counters.add("x", 2);
+        counters.add("x", 3);
+        counters.add("y", 0);
+        assert_eq!(counters.take_dirty(), vec![("x".to_owned(), 5)]);
+        assert!(counters.take_dirty().is_empty());
+    }
+}

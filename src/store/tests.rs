@@ -1,0 +1,205 @@
+//! Unit tests of the state: frontier order, leases, dedup, recovery, errors.
+
+use super::*;
+use crate::item::Item;
+use crate::request::Request;
+
+fn opts() -> OpenOptions {
+    OpenOptions { create: true, bloom_bits: Some(16), begin_run: true, ..OpenOptions::default() }
+}
+
+fn open(dir: &Path) -> State {
+    State::open(dir, &opts()).unwrap()
+}
+
+fn lease_all(state: &mut State) -> Vec<Lease> {
+    let mut leases = Vec::new();
+    while let Some(lease) = state.lease().unwrap() {
+        leases.push(lease);
+        assert!(leases.len() < 10_000, "lease loop ran away");
+    }
+    leases
+}
+
+fn page_item(url: &str) -> Item {
+    let mut item = Item::new();
+    item.insert("url".into(), url.into());
+    item
+}
+
+fn complete(state: &mut State, lease: Lease, links: &[&str]) {
+    let requests = links.iter().map(|u| Request::follow(&lease.request, *u)).collect();
+    let items = vec![page_item(&lease.request.url)];
+    state.complete(Completion { lease, requests, items, counters: vec![] }, &[]).unwrap();
+}
+
+#[test]
+fn seeds_then_overlapping_requests_filter_exactly_the_seeds() {
+    // The scrapy-redis example: 10 start requests, then 100 requests of which 10
+    // repeat the start URLs, give dupefilter/filtered = 10.
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let seeds: Vec<String> = (0..10).map(|i| format!("http://a.test/{i}")).collect();
+    assert_eq!(state.add_seeds(&seeds, &[]).unwrap(), 10);
+    for i in 0..100 {
+        state.enqueue(&Request::get(format!("http://a.test/{i}")), &[]).unwrap();
+    }
+    state.commit().unwrap();
+    assert_eq!(state.counter("dupefilter/filtered"), 10);
+    assert_eq!(state.frontier_len(), 100);
+    assert_eq!(state.summary().unwrap().seen, 100);
+}
+
+#[test]
+fn priority_then_fifo_across_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let mut push = |url: &str, priority: i32| {
+        let mut request = Request::get(url);
+        request.priority = priority;
+        state.enqueue(&request, &[]).unwrap();
+    };
+    push("http://a.test/1", 0);
+    push("http://b.test/1", 0);
+    push("http://a.test/2", 5);
+    push("http://b.test/2", 0);
+    push("http://c.test/1", -1);
+    state.commit().unwrap();
+    let order: Vec<String> = lease_all(&mut state).into_iter().map(|l| l.request.url).collect();
+    assert_eq!(order, ["http://a.test/2", "http://a.test/1", "http://b.test/1", "http://b.test/2", "http://c.test/1"]);
+}
+
+#[test]
+fn completion_is_atomic_and_leases_return_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut state = open(dir.path());
+        state.add_seeds(&["http://a.test/".to_owned()], &[]).unwrap();
+        let lease = state.lease().unwrap().unwrap();
+        complete(&mut state, lease, &["http://a.test/x", "http://a.test/y"]);
+        state.commit().unwrap();
+        let leases = lease_all(&mut state);
+        assert_eq!(leases.len(), 2);
+        assert_eq!(state.in_flight(), 2);
+        // Complete one but do not commit; lease the other and "die" (drop without end_run).
+        let mut leases = leases.into_iter();
+        complete(&mut state, leases.next().unwrap(), &["http://a.test/z"]);
+    }
+    let mut state = open(dir.path());
+    // The uncommitted completion is gone: both x and y are queued again, z never was.
+    let urls: Vec<String> = lease_all(&mut state).into_iter().map(|l| l.request.url).collect();
+    assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
+    assert_eq!(state.items_len(), 1);
+    let answer = state.seen_answer("http://a.test/z", &[]).unwrap();
+    assert_eq!((answer.bloom, answer.exact), (false, Some(false)));
+    let runs = state.runs().unwrap();
+    assert_eq!(runs[0].outcome, records::RunOutcome::Killed);
+}
+
+#[test]
+fn released_lease_is_leased_again_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    state.add_seeds(&["http://a.test/1".to_owned(), "http://a.test/2".to_owned()], &[]).unwrap();
+    let first = state.lease().unwrap().unwrap();
+    assert_eq!(first.request.url, "http://a.test/1");
+    state.release(first);
+    assert_eq!(state.in_flight(), 0);
+    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/1");
+}
+
+#[test]
+fn known_seeds_are_not_queued_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = vec!["http://a.test/".to_owned()];
+    {
+        let mut state = open(dir.path());
+        assert_eq!(state.add_seeds(&seeds, &[]).unwrap(), 1);
+        let lease = state.lease().unwrap().unwrap();
+        complete(&mut state, lease, &[]);
+        state.end_run(records::RunOutcome::Drained).unwrap();
+    }
+    let mut state = open(dir.path());
+    assert_eq!(state.add_seeds(&seeds, &[]).unwrap(), 0);
+    assert!(state.lease().unwrap().is_none());
+    assert_eq!(state.seeds().unwrap(), seeds);
+    let runs = state.runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].outcome, records::RunOutcome::Drained);
+    assert_eq!(runs[0].counters.get("pages/completed"), Some(&1));
+}
+
+#[test]
+fn items_keep_their_order_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut state = open(dir.path());
+        let seeds: Vec<String> = (0..5).map(|i| format!("http://a.test/{i}")).collect();
+        state.add_seeds(&seeds, &[]).unwrap();
+        for lease in lease_all(&mut state) {
+            complete(&mut state, lease, &[]);
+        }
+        let outcome = state.commit().unwrap();
+        assert_eq!(outcome.items, 0..5);
+        state.end_run(records::RunOutcome::Drained).unwrap();
+    }
+    let state = open(dir.path());
+    let mut urls = Vec::new();
+    state
+        .for_each_item(0, |_, text| {
+            urls.push(serde_json::from_str::<serde_json::Value>(text).unwrap()["url"].as_str().unwrap().to_owned());
+            true
+        })
+        .unwrap();
+    assert_eq!(urls, (0..5).map(|i| format!("http://a.test/{i}")).collect::<Vec<_>>());
+}
+
+#[test]
+fn journal_replay_restores_bloom_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut state = open(dir.path());
+        state.add_seeds(&["http://a.test/".to_owned()], &[]).unwrap();
+        // Committed (durable) but never checkpointed: the bits are in the journal only.
+    }
+    let state = open(dir.path());
+    let answer = state.seen_answer("http://a.test/", &[]).unwrap();
+    assert!(answer.bloom);
+    assert_eq!(answer.exact, Some(true));
+}
+
+#[test]
+fn foreign_directories_and_other_formats_are_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let err = State::open(dir.path(), &opts()).err().unwrap();
+    assert!(matches!(err, StoreError::NotState { .. }), "{err}");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+
+    let other = tempfile::tempdir().unwrap();
+    drop(open(other.path()));
+    fs::write(other.path().join(MARKER_FILE), "legcrawl state format 99\n").unwrap();
+    let err = State::open(other.path(), &opts()).err().unwrap();
+    assert!(matches!(err, StoreError::Format { .. }), "{err}");
+
+    let missing = dir.path().join("nothing");
+    let err = State::open(&missing, &OpenOptions::default()).err().unwrap();
+    assert!(matches!(err, StoreError::Missing { .. }), "{err}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn creation_settings_cannot_change() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let mut options = opts();
+    options.bloom_bits = Some(20);
+    let err = State::open(dir.path(), &options).err().unwrap();
+    assert!(matches!(err, StoreError::Mismatch { setting: "bloom bits", .. }), "{err}");
+    options.bloom_bits = None;
+    options.dedup = Some(DedupMode::Bloom);
+    let err = State::open(dir.path(), &options).err().unwrap();
+    assert!(matches!(err, StoreError::Mismatch { setting: "dedup", .. }), "{err}");
+    options.dedup = None;
+    assert!(State::open(dir.path(), &options).is_ok());
+}
