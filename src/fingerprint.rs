@@ -9,5 +9,9 @@ pub fn fingerprint(request: &crate::request::Request, _include_headers: &[String
     h.update(&request.body);
     h.finalize().into()
 }
-pub fn to_hex(fp: &Fingerprint) -> String { fp.iter().map(|b| format!("{b:02x}")).collect() }
-pub fn from_hex(_s: &str) -> Option<Fingerprint> { None }
+pub fn to_hex(fp: &Fingerprint) -> String {
+    fp.iter().map(|b| format!("{b:02x}")).collect()
+}
+pub fn from_hex(_s: &str) -> Option<Fingerprint> {
+    None
+}

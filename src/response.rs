@@ -33,7 +33,11 @@ pub struct Response {
 impl Response {
     /// The media type of `Content-Type`, lower case, without parameters (`text/html`).
     pub fn media_type(&self) -> Option<String> {
-        let value = self.headers.get(http::header::CONTENT_TYPE)?.to_str().ok()?;
+        let value = self
+            .headers
+            .get(http::header::CONTENT_TYPE)?
+            .to_str()
+            .ok()?;
         let media = value.split(';').next()?.trim().to_ascii_lowercase();
         (!media.is_empty()).then_some(media)
     }

@@ -1,1 +1,326 @@
-//! Placeholder; being written.
+//! The crawl loop: lease, fetch and process concurrently, complete in groups.
+//!
+//! One task owns the [`State`] and is the only writer: it leases up to
+//! `concurrency` requests, spawns a task per request ([`page::process`]: fetch,
+//! then legs), and completes each result into the open group, committing a group
+//! every 64 pages or 20 ms (or at once when nothing else can be leased). New
+//! requests pass the [`scope::Scope`] and then the seen set — dedup happens only
+//! here, never in legs.
+//!
+//! Shutdown is injected (as in mini-redis): when the `shutdown` future resolves
+//! the loop stops leasing, gives in-flight fetches `shutdown_grace` to finish,
+//! commits what finished, and ends the run as interrupted; unfinished leases
+//! simply stay queued. Depends on every other module; nothing depends on it.
+
+pub mod page;
+mod progress;
+pub mod scope;
+pub mod sink;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::config::CrawlConfig;
+use crate::fetch::{FetchError, Fetcher};
+use crate::legs::Leg;
+use crate::store::records::RunOutcome;
+use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
+use page::PageResult;
+use scope::Scope;
+use sink::{Sink, SinkError};
+
+/// Retries of a failed fetch before it is recorded as failed.
+pub const MAX_RETRIES: u32 = 2;
+
+/// Errors that stop a crawl.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The state failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The output file failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The fetcher could not be built.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// A configured leg refused its configuration.
+    #[error(transparent)]
+    Leg(#[from] crate::legs::LegError),
+    /// A seed is not an absolute http(s) URL.
+    #[error("seed {url:?} is not an absolute http(s) URL")]
+    BadSeed {
+        /// The seed as given.
+        url: String,
+    },
+}
+
+/// What a run did, for the summary printed at its end.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// How the run ended.
+    pub outcome: RunOutcome,
+    /// Run number.
+    pub run: u64,
+    /// Pages completed in this run.
+    pub pages: u64,
+    /// Items stored in this run.
+    pub items: u64,
+    /// Requests queued in this run.
+    pub enqueued: u64,
+    /// Duplicates dropped in this run.
+    pub filtered: u64,
+    /// Fetches that failed for good in this run.
+    pub failed: u64,
+    /// Requests left in the frontier.
+    pub frontier: u64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// Opens the state in `config.data_dir`, adds the seeds, and crawls until the
+/// frontier is drained, a limit is reached, or `shutdown` resolves.
+pub async fn run(
+    config: &CrawlConfig,
+    legs: Arc<dyn Leg>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<RunReport, EngineError> {
+    for seed in &config.seeds {
+        let ok = url::Url::parse(seed)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+        if !ok {
+            return Err(EngineError::BadSeed { url: seed.clone() });
+        }
+    }
+    let fetcher = Fetcher::new(crate::fetch::FetchSettings::from_config(config))?;
+    let options = OpenOptions {
+        create: true,
+        dedup: config.dedup,
+        bloom_bits: config.bloom_bits,
+        bloom_hashes: config.bloom_hashes,
+        begin_run: true,
+    };
+    let started = Instant::now();
+    let mut state = State::open(&config.data_dir, &options)?;
+    let result = Crawl::new(config, &mut state, fetcher, legs)?
+        .run(shutdown)
+        .await;
+    let outcome = match &result {
+        Ok(outcome) => *outcome,
+        Err(_) => RunOutcome::Failed,
+    };
+    state.end_run(outcome)?;
+    crate::store::status::remove(state.dir());
+    result?;
+    Ok(report(&state, outcome, started.elapsed()))
+}
+
+fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
+    let run = state.run_counter("pages/completed");
+    RunReport {
+        outcome,
+        run: state
+            .runs()
+            .ok()
+            .and_then(|r| r.last().map(|r| r.id))
+            .unwrap_or(0),
+        pages: run,
+        items: state.run_counter("items/stored"),
+        enqueued: state.run_counter("frontier/enqueued"),
+        filtered: state.run_counter("dupefilter/filtered"),
+        failed: state.run_counter("fetch/failed"),
+        frontier: state.frontier_len(),
+        elapsed,
+    }
+}
+
+/// The loop's working set.
+struct Crawl<'a> {
+    config: &'a CrawlConfig,
+    state: &'a mut State,
+    fetcher: Fetcher,
+    legs: Arc<dyn Leg>,
+    scope: Scope,
+    sink: Option<Sink>,
+    tasks: JoinSet<()>,
+    results: mpsc::UnboundedReceiver<(Lease, PageResult)>,
+    results_tx: mpsc::UnboundedSender<(Lease, PageResult)>,
+    /// Requests being fetched or processed right now (≤ concurrency). Leases
+    /// completed into the open group are no longer counted here.
+    fetching: usize,
+    leased_this_run: u64,
+    progress: progress::Progress,
+}
+
+impl<'a> Crawl<'a> {
+    fn new(
+        config: &'a CrawlConfig,
+        state: &'a mut State,
+        fetcher: Fetcher,
+        legs: Arc<dyn Leg>,
+    ) -> Result<Crawl<'a>, EngineError> {
+        state.add_seeds(&config.seeds, &config.fingerprint_headers)?;
+        let mut hosts = if config.allowed_hosts.is_empty() {
+            Scope::hosts_of(&state.seeds()?)
+        } else {
+            config.allowed_hosts.clone()
+        };
+        hosts.extend(Scope::hosts_of(&config.seeds));
+        let scope = Scope::new(hosts, config.max_depth);
+        let sink = match &config.output {
+            Some(path) => Some(Sink::open(path, state)?),
+            None => None,
+        };
+        let (results_tx, results) = mpsc::unbounded_channel();
+        let progress = progress::Progress::new(state.dir());
+        Ok(Crawl {
+            config,
+            state,
+            fetcher,
+            legs,
+            scope,
+            sink,
+            tasks: JoinSet::new(),
+            results,
+            results_tx,
+            fetching: 0,
+            leased_this_run: 0,
+            progress,
+        })
+    }
+
+    async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<RunOutcome, EngineError> {
+        tokio::pin!(shutdown);
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            let leasable = self.fill()?;
+            if self.fetching == 0 && !leasable {
+                // Nothing running, nothing to lease: commit what is open (it may
+                // reveal new requests), and stop only if it revealed none.
+                let pages = self.commit()?;
+                if self.limit_reached() {
+                    return Ok(RunOutcome::Limit);
+                }
+                if pages == 0 {
+                    return Ok(RunOutcome::Drained);
+                }
+                continue;
+            }
+            if !leasable && self.fetching < self.config.concurrency && !self.limit_reached() {
+                // Starved: publish the open group now so its links become leasable.
+                self.commit()?;
+                if self.fill()? {
+                    continue;
+                }
+            }
+            let deadline = self
+                .state
+                .group_deadline()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return self.stop().await,
+                Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
+                () = tokio::time::sleep_until(deadline.into()) => {}
+                _ = tick.tick() => self.progress.update(self.state),
+            }
+            if self.state.group_due() {
+                self.commit()?;
+            }
+        }
+    }
+
+    /// Leases and spawns until `concurrency` are in flight. Returns false when the
+    /// frontier had nothing leasable (or a limit stops leasing).
+    fn fill(&mut self) -> Result<bool, EngineError> {
+        while self.fetching < self.config.concurrency {
+            if self.limit_reached() {
+                return Ok(false);
+            }
+            let Some(lease) = self.state.lease()? else {
+                return Ok(false);
+            };
+            self.leased_this_run += 1;
+            self.fetching += 1;
+            let fetcher = self.fetcher.clone();
+            let legs = Arc::clone(&self.legs);
+            let tx = self.results_tx.clone();
+            self.tasks.spawn(async move {
+                let result = page::process(&fetcher, &legs, &lease.request, MAX_RETRIES).await;
+                // The receiver is gone only when the loop has stopped; the lease
+                // then stays queued, which is what a stop wants.
+                let _ = tx.send((lease, result));
+            });
+        }
+        Ok(true)
+    }
+
+    fn limit_reached(&self) -> bool {
+        self.config
+            .max_pages
+            .is_some_and(|max| self.leased_this_run >= max)
+    }
+
+    fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
+        self.fetching -= 1;
+        // Reap finished tasks so the set does not grow with the crawl.
+        while self.tasks.try_join_next().is_some() {}
+        let PageResult {
+            requests,
+            items,
+            mut counters,
+        } = result;
+        let mut accepted = Vec::with_capacity(requests.len());
+        for request in requests {
+            match self.scope.check(&request) {
+                Ok(()) => accepted.push(request),
+                Err(rejected) => counters.push((rejected.counter(), 1)),
+            }
+        }
+        let completion = Completion {
+            lease,
+            requests: accepted,
+            items,
+            counters,
+        };
+        self.state
+            .complete(completion, &self.config.fingerprint_headers)?;
+        Ok(())
+    }
+
+    /// Commits the open group and streams its items; returns pages committed.
+    fn commit(&mut self) -> Result<usize, EngineError> {
+        let outcome = self.state.commit()?;
+        if let Some(sink) = self.sink.as_mut()
+            && !outcome.items.is_empty()
+        {
+            sink.catch_up(self.state)?;
+        }
+        self.progress.committed(self.state, outcome.pages);
+        Ok(outcome.pages)
+    }
+
+    /// The first Ctrl-C: no more leases; let in-flight work finish for the grace
+    /// period, commit what finished, leave the rest queued.
+    async fn stop(mut self) -> Result<RunOutcome, EngineError> {
+        tracing::info!(
+            in_flight = self.state.in_flight(),
+            "stopping: finishing in-flight requests"
+        );
+        let deadline = Instant::now() + self.config.shutdown_grace;
+        while self.fetching > 0 {
+            tokio::select! {
+                Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
+                () = tokio::time::sleep_until(deadline.into()) => break,
+            }
+        }
+        self.tasks.abort_all();
+        self.commit()?;
+        self.progress.finish();
+        Ok(RunOutcome::Interrupted)
+    }
+}

@@ -57,9 +57,17 @@ impl State {
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
                 .map(u32::from_be_bytes)
                 .ok_or_else(|| self.corrupt("host index", &key, "bad key length"))?;
-            let name = String::from_utf8(value.to_vec()).map_err(|_| self.corrupt("host index", &key, "not UTF-8"))?;
+            let name = String::from_utf8(value.to_vec())
+                .map_err(|_| self.corrupt("host index", &key, "not UTF-8"))?;
             self.host_ids.insert(name.clone(), id);
-            self.hosts.insert(id, HostQueue { name, leased: BTreeSet::new(), maybe_ready: true });
+            self.hosts.insert(
+                id,
+                HostQueue {
+                    name,
+                    leased: BTreeSet::new(),
+                    maybe_ready: true,
+                },
+            );
         }
         Ok(())
     }
@@ -71,11 +79,24 @@ impl State {
         }
         let id = self.meta.next_host_id;
         self.meta.next_host_id += 1;
-        self.group.batch.insert(keys::with_prefix(keys::HOST, &id.to_be_bytes()), host.as_bytes());
-        self.group.batch.insert(keys::with_prefix(keys::HOST_BY_NAME, host.as_bytes()), &id.to_be_bytes());
+        self.group.batch.insert(
+            keys::with_prefix(keys::HOST, &id.to_be_bytes()),
+            host.as_bytes(),
+        );
+        self.group.batch.insert(
+            keys::with_prefix(keys::HOST_BY_NAME, host.as_bytes()),
+            &id.to_be_bytes(),
+        );
         self.group.dirty = true;
         self.host_ids.insert(host.to_owned(), id);
-        self.hosts.insert(id, HostQueue { name: host.to_owned(), leased: BTreeSet::new(), maybe_ready: true });
+        self.hosts.insert(
+            id,
+            HostQueue {
+                name: host.to_owned(),
+                leased: BTreeSet::new(),
+                maybe_ready: true,
+            },
+        );
         id
     }
 
@@ -116,7 +137,11 @@ impl State {
             queue.leased.insert(key);
         }
         self.leased += 1;
-        Ok(Some(Lease { request, host_id, key }))
+        Ok(Some(Lease {
+            request,
+            host_id,
+            key,
+        }))
     }
 
     /// Leases the best queued request over all hosts: highest priority, then the
@@ -151,7 +176,10 @@ impl State {
     }
 
     /// The first unleased entry of a host's range, decoded.
-    fn peek_host(&mut self, host_id: u32) -> Result<Option<([u8; keys::QUEUE_KEY_LEN], Request)>, StoreError> {
+    fn peek_host(
+        &mut self,
+        host_id: u32,
+    ) -> Result<Option<([u8; keys::QUEUE_KEY_LEN], Request)>, StoreError> {
         let Some(queue) = self.hosts.get(&host_id) else {
             return Ok(None);
         };
@@ -162,12 +190,15 @@ impl State {
         let mut found = None;
         for entry in self.db.scan_prefix(prefix) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let key: [u8; keys::QUEUE_KEY_LEN] =
-                key.as_ref().try_into().map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
+            let key: [u8; keys::QUEUE_KEY_LEN] = key
+                .as_ref()
+                .try_into()
+                .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
             if queue.leased.contains(&key) {
                 continue;
             }
-            let request = Request::decode(&value).map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+            let request =
+                Request::decode(&value).map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
             found = Some((key, request));
             break;
         }
@@ -180,6 +211,10 @@ impl State {
     }
 
     pub(super) fn corrupt(&self, what: &str, key: &[u8], reason: &str) -> StoreError {
-        StoreError::Corrupt { path: self.dir.clone(), what: format!("{what} {key:?}"), reason: reason.to_owned() }
+        StoreError::Corrupt {
+            path: self.dir.clone(),
+            what: format!("{what} {key:?}"),
+            reason: reason.to_owned(),
+        }
     }
 }

@@ -22,12 +22,13 @@
 
 mod frontier;
 pub mod keys;
+mod output;
 pub mod records;
 mod seen;
 pub mod status;
-mod views;
 #[cfg(test)]
 mod tests;
+mod views;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs;
@@ -83,7 +84,9 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// A setting fixed at creation was asked with another value.
-    #[error("{path}: the state was created with {setting} = {stored}; it cannot change to {requested} (use a new --data directory or reset)")]
+    #[error(
+        "{path}: the state was created with {setting} = {stored}; it cannot change to {requested} (use a new --data directory or reset)"
+    )]
     Mismatch {
         /// The directory.
         path: PathBuf,
@@ -283,7 +286,9 @@ impl State {
             run.updated_at = unix_now();
             run.counters = self.run_counters.values().clone();
             let key = keys::with_u64(keys::RUN, run.id);
-            self.db.insert(key, records::encode(&run)).map_err(|e| self.db_error(e))?;
+            self.db
+                .insert(key, records::encode(&run))
+                .map_err(|e| self.db_error(e))?;
         }
         self.checkpoint()
     }
@@ -301,7 +306,9 @@ impl State {
             counters: BTreeMap::new(),
         };
         let key = keys::with_u64(keys::RUN, id);
-        self.db.insert(key, records::encode(&run)).map_err(|e| self.db_error(e))?;
+        self.db
+            .insert(key, records::encode(&run))
+            .map_err(|e| self.db_error(e))?;
         self.db.flush().map_err(|e| self.db_error(e))?;
         self.run = Some(run);
         Ok(())
@@ -344,11 +351,13 @@ impl State {
             None => Ok(None),
             Some(entry) => {
                 let (key, _) = entry.map_err(|e| self.db_error(e))?;
-                keys::u64_after_prefix(&key).map(Some).ok_or_else(|| StoreError::Corrupt {
-                    path: self.dir.clone(),
-                    what: format!("key {key:?}"),
-                    reason: "too short".into(),
-                })
+                keys::u64_after_prefix(&key)
+                    .map(Some)
+                    .ok_or_else(|| StoreError::Corrupt {
+                        path: self.dir.clone(),
+                        what: format!("key {key:?}"),
+                        reason: "too short".into(),
+                    })
             }
         }
     }
@@ -367,19 +376,28 @@ impl State {
     }
 
     fn db_error(&self, source: sled::Error) -> StoreError {
-        StoreError::Db { path: self.dir.clone(), source }
+        StoreError::Db {
+            path: self.dir.clone(),
+            source,
+        }
     }
 }
 
 /// Checks the directory; returns true when a new state must be created.
 fn prepare_dir(dir: &Path, create: bool) -> Result<bool, StoreError> {
-    let io_err = |source| StoreError::Io { path: dir.to_owned(), source };
+    let io_err = |source| StoreError::Io {
+        path: dir.to_owned(),
+        source,
+    };
     let marker = dir.join(MARKER_FILE);
     match fs::read_to_string(&marker) {
         Ok(text) => {
             let expected = marker_text();
             if text.trim() != expected.trim() {
-                return Err(StoreError::Format { path: dir.to_owned(), found: text.trim().to_owned() });
+                return Err(StoreError::Format {
+                    path: dir.to_owned(),
+                    found: text.trim().to_owned(),
+                });
             }
             Ok(false)
         }
@@ -390,15 +408,21 @@ fn prepare_dir(dir: &Path, create: bool) -> Result<bool, StoreError> {
                 Err(e) => return Err(io_err(e)),
             };
             if !empty {
-                return Err(StoreError::NotState { path: dir.to_owned() });
+                return Err(StoreError::NotState {
+                    path: dir.to_owned(),
+                });
             }
             if !create {
-                return Err(StoreError::Missing { path: dir.to_owned() });
+                return Err(StoreError::Missing {
+                    path: dir.to_owned(),
+                });
             }
             fs::create_dir_all(dir).map_err(io_err)?;
             Ok(true)
         }
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(StoreError::NotState { path: dir.to_owned() }),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(StoreError::NotState {
+            path: dir.to_owned(),
+        }),
         Err(e) => Err(io_err(e)),
     }
 }
@@ -430,15 +454,29 @@ fn marker_text() -> String {
 
 fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
     let path = dir.join("db");
-    sled::Config::new().path(&path).open().map_err(|source| match &source {
-        sled::Error::Io(io) if io.kind() == io::ErrorKind::WouldBlock || io.to_string().contains("lock") => {
-            StoreError::Busy { path: dir.to_owned() }
-        }
-        _ => StoreError::Db { path: dir.to_owned(), source },
-    })
+    sled::Config::new()
+        .path(&path)
+        .open()
+        .map_err(|source| match &source {
+            sled::Error::Io(io)
+                if io.kind() == io::ErrorKind::WouldBlock || io.to_string().contains("lock") =>
+            {
+                StoreError::Busy {
+                    path: dir.to_owned(),
+                }
+            }
+            _ => StoreError::Db {
+                path: dir.to_owned(),
+                source,
+            },
+        })
 }
 
-fn create_meta(dir: &Path, db: &sled::Db, options: &OpenOptions) -> Result<(Meta, BloomFile), StoreError> {
+fn create_meta(
+    dir: &Path,
+    db: &sled::Db,
+    options: &OpenOptions,
+) -> Result<(Meta, BloomFile), StoreError> {
     let params = BloomParams {
         bits: options.bloom_bits.unwrap_or(30),
         hashes: options.bloom_hashes.unwrap_or(6),
@@ -454,24 +492,45 @@ fn create_meta(dir: &Path, db: &sled::Db, options: &OpenOptions) -> Result<(Meta
         next_queue_seq: 0,
         next_host_id: 0,
     };
-    let db_err = |source| StoreError::Db { path: dir.to_owned(), source };
-    db.insert(keys::META, records::encode(&meta)).map_err(db_err)?;
+    let db_err = |source| StoreError::Db {
+        path: dir.to_owned(),
+        source,
+    };
+    db.insert(keys::META, records::encode(&meta))
+        .map_err(db_err)?;
     db.flush().map_err(db_err)?;
     // The marker is written last: a directory with a marker is a complete state.
     let marker = dir.join(MARKER_FILE);
-    fs::write(&marker, marker_text()).map_err(|source| StoreError::Io { path: marker, source })?;
+    fs::write(&marker, marker_text()).map_err(|source| StoreError::Io {
+        path: marker,
+        source,
+    })?;
     Ok((meta, bloom))
 }
 
-fn load_meta(dir: &Path, db: &sled::Db, options: &OpenOptions) -> Result<(Meta, BloomFile), StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt { path: dir.to_owned(), what: "meta".into(), reason };
+fn load_meta(
+    dir: &Path,
+    db: &sled::Db,
+    options: &OpenOptions,
+) -> Result<(Meta, BloomFile), StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        path: dir.to_owned(),
+        what: "meta".into(),
+        reason,
+    };
     let bytes = db
         .get(keys::META)
-        .map_err(|source| StoreError::Db { path: dir.to_owned(), source })?
+        .map_err(|source| StoreError::Db {
+            path: dir.to_owned(),
+            source,
+        })?
         .ok_or_else(|| corrupt("missing".into()))?;
     let meta: Meta = records::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
     if meta.format != STATE_FORMAT {
-        return Err(StoreError::Format { path: dir.to_owned(), found: meta.format.to_string() });
+        return Err(StoreError::Format {
+            path: dir.to_owned(),
+            found: meta.format.to_string(),
+        });
     }
     let check = |setting: &'static str, stored: String, requested: Option<String>| match requested {
         Some(requested) if requested != stored => Err(StoreError::Mismatch {
@@ -482,9 +541,21 @@ fn load_meta(dir: &Path, db: &sled::Db, options: &OpenOptions) -> Result<(Meta, 
         }),
         _ => Ok(()),
     };
-    check("bloom bits", meta.bloom_bits.to_string(), options.bloom_bits.map(|b| b.to_string()))?;
-    check("bloom hashes", meta.bloom_hashes.to_string(), options.bloom_hashes.map(|h| h.to_string()))?;
-    check("dedup", meta.dedup.clone(), options.dedup.map(|d| d.as_str().to_owned()))?;
+    check(
+        "bloom bits",
+        meta.bloom_bits.to_string(),
+        options.bloom_bits.map(|b| b.to_string()),
+    )?;
+    check(
+        "bloom hashes",
+        meta.bloom_hashes.to_string(),
+        options.bloom_hashes.map(|h| h.to_string()),
+    )?;
+    check(
+        "dedup",
+        meta.dedup.clone(),
+        options.dedup.map(|d| d.as_str().to_owned()),
+    )?;
     let bloom = BloomFile::open(&dir.join("bloom.bin"))?;
     let params = bloom.params();
     if params.bits != meta.bloom_bits || params.hashes != meta.bloom_hashes {

@@ -119,7 +119,10 @@ pub struct RunRecord {
 
 /// Seconds since the Unix epoch, 0 if the clock is before it.
 pub fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// A set of named counters with the names changed since the last [`Counters::take_dirty`].
@@ -132,7 +135,10 @@ pub struct Counters {
 impl Counters {
     /// Counters starting from stored values.
     pub fn from_values(values: BTreeMap<String, u64>) -> Counters {
-        Counters { values, dirty: Vec::new() }
+        Counters {
+            values,
+            dirty: Vec::new(),
+        }
     }
 
     /// Adds `by` to `name`.
@@ -174,7 +180,10 @@ impl Counters {
     /// The names changed since the last call, with their values.
     pub fn take_dirty(&mut self) -> Vec<(String, u64)> {
         let dirty = std::mem::take(&mut self.dirty);
-        dirty.into_iter().map(|name| (name.clone(), self.get(&name))).collect()
+        dirty
+            .into_iter()
+            .map(|name| (name.clone(), self.get(&name)))
+            .collect()
     }
 }
 
@@ -197,8 +206,14 @@ mod tests {
         assert_eq!(decode::<RunRecord>(&bytes).unwrap(), run);
         let mut other = bytes.clone();
         other[0] = 7;
-        assert!(matches!(decode::<RunRecord>(&other), Err(RecordError::Version { found: 7 })));
-        assert!(matches!(decode::<RunRecord>(&bytes[..5]), Err(RecordError::Corrupt(_))));
+        assert!(matches!(
+            decode::<RunRecord>(&other),
+            Err(RecordError::Version { found: 7 })
+        ));
+        assert!(matches!(
+            decode::<RunRecord>(&bytes[..5]),
+            Err(RecordError::Corrupt(_))
+        ));
     }
 
     #[test]

@@ -64,14 +64,22 @@ impl State {
             DedupMode::Exact => {
                 let key = keys::with_prefix(keys::SEEN, fp);
                 let exact = self.db.contains_key(key).map_err(|e| self.db_error(e))?;
-                Ok(if exact { Seen::Duplicate } else { Seen::FalsePositive })
+                Ok(if exact {
+                    Seen::Duplicate
+                } else {
+                    Seen::FalsePositive
+                })
             }
         }
     }
 
     /// Offers a request to the frontier: dedup (unless `dont_filter`), record its
     /// fingerprint, queue it — all in the open group. Returns true if queued.
-    pub fn enqueue(&mut self, request: &Request, fingerprint_headers: &[String]) -> Result<bool, StoreError> {
+    pub fn enqueue(
+        &mut self,
+        request: &Request,
+        fingerprint_headers: &[String],
+    ) -> Result<bool, StoreError> {
         let fp = fingerprint::fingerprint(request, fingerprint_headers);
         let seen = self.check_seen(&fp)?;
         match seen {
@@ -93,7 +101,11 @@ impl State {
 
     /// Adds seed URLs. A URL new to the seed list is queued with `dont_filter`
     /// (and its fingerprint recorded); a known seed is not queued again. Commits.
-    pub fn add_seeds(&mut self, urls: &[String], fingerprint_headers: &[String]) -> Result<usize, StoreError> {
+    pub fn add_seeds(
+        &mut self,
+        urls: &[String],
+        fingerprint_headers: &[String],
+    ) -> Result<usize, StoreError> {
         let mut added = 0;
         for url in urls {
             let key = keys::with_prefix(keys::SEED, url.as_bytes());
@@ -122,8 +134,17 @@ impl State {
 
     /// Completes a lease in the open group: its queue entry goes, its items and
     /// new requests come, atomically with the rest of the group.
-    pub fn complete(&mut self, completion: Completion, fingerprint_headers: &[String]) -> Result<(), StoreError> {
-        let Completion { lease, requests, items, counters } = completion;
+    pub fn complete(
+        &mut self,
+        completion: Completion,
+        fingerprint_headers: &[String],
+    ) -> Result<(), StoreError> {
+        let Completion {
+            lease,
+            requests,
+            items,
+            counters,
+        } = completion;
         for request in &requests {
             self.enqueue(request, fingerprint_headers)?;
         }
@@ -131,7 +152,9 @@ impl State {
             let seq = self.next_item;
             self.next_item += 1;
             self.group.first_item.get_or_insert(seq);
-            self.group.batch.insert(keys::with_u64(keys::ITEM, seq), item::encode(item));
+            self.group
+                .batch
+                .insert(keys::with_u64(keys::ITEM, seq), item::encode(item));
         }
         self.count("items/stored", items.len() as u64);
         self.count("pages/completed", 1);
@@ -149,7 +172,11 @@ impl State {
 
     /// True when the open group should be committed (64 pages or 20 ms old).
     pub fn group_due(&self) -> bool {
-        self.group.pages >= GROUP_MAX_PAGES || self.group.opened_at.is_some_and(|t| t.elapsed() >= GROUP_MAX_AGE)
+        self.group.pages >= GROUP_MAX_PAGES
+            || self
+                .group
+                .opened_at
+                .is_some_and(|t| t.elapsed() >= GROUP_MAX_AGE)
     }
 
     /// Time until the open group is due, `None` when it is empty.
@@ -166,19 +193,28 @@ impl State {
         let mut group = std::mem::take(&mut self.group);
         if !group.fingerprints.is_empty() {
             let payload: Vec<u8> = group.fingerprints.concat();
-            group.batch.insert(keys::with_u64(keys::JOURNAL, self.next_group), payload);
+            group
+                .batch
+                .insert(keys::with_u64(keys::JOURNAL, self.next_group), payload);
             self.next_group += 1;
         }
         for (name, value) in self.counters.take_dirty() {
-            group.batch.insert(keys::with_prefix(keys::COUNTER, name.as_bytes()), &value.to_le_bytes());
+            group.batch.insert(
+                keys::with_prefix(keys::COUNTER, name.as_bytes()),
+                &value.to_le_bytes(),
+            );
         }
         group.batch.insert(keys::META, records::encode(&self.meta));
         if let Some(run) = self.run.as_mut() {
             run.updated_at = records::unix_now();
             run.counters = self.run_counters.values().clone();
-            group.batch.insert(keys::with_u64(keys::RUN, run.id), records::encode(run));
+            group
+                .batch
+                .insert(keys::with_u64(keys::RUN, run.id), records::encode(run));
         }
-        self.db.apply_batch(group.batch).map_err(|e| self.db_error(e))?;
+        self.db
+            .apply_batch(group.batch)
+            .map_err(|e| self.db_error(e))?;
         self.db.flush().map_err(|e| self.db_error(e))?;
         // Durable now: the bits may follow, and the leases may end.
         for fp in &group.fingerprints {
@@ -198,7 +234,10 @@ impl State {
             }
         }
         let first = group.first_item.unwrap_or(self.next_item);
-        Ok(CommitOutcome { pages: group.pages, items: first..self.next_item })
+        Ok(CommitOutcome {
+            pages: group.pages,
+            items: first..self.next_item,
+        })
     }
 
     /// Commits, msyncs the Bloom map, then truncates the journal it covers.
@@ -224,7 +263,8 @@ impl State {
         let mut next = 0;
         for entry in self.db.scan_prefix([keys::JOURNAL]) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let seq = keys::u64_after_prefix(&key).ok_or_else(|| self.corrupt("journal", &key, "short key"))?;
+            let seq = keys::u64_after_prefix(&key)
+                .ok_or_else(|| self.corrupt("journal", &key, "short key"))?;
             if value.len() % 20 != 0 {
                 return Err(self.corrupt("journal", &key, "length is not a multiple of 20"));
             }
@@ -241,7 +281,9 @@ impl State {
 
     fn record_fingerprint(&mut self, fp: Fingerprint) {
         if self.dedup == DedupMode::Exact {
-            self.group.batch.insert(keys::with_prefix(keys::SEEN, &fp), &[]);
+            self.group
+                .batch
+                .insert(keys::with_prefix(keys::SEEN, &fp), &[]);
         }
         self.group.overlay.insert(fp);
         self.group.fingerprints.push(fp);

@@ -5,7 +5,12 @@ use crate::item::Item;
 use crate::request::Request;
 
 fn opts() -> OpenOptions {
-    OpenOptions { create: true, bloom_bits: Some(16), begin_run: true, ..OpenOptions::default() }
+    OpenOptions {
+        create: true,
+        bloom_bits: Some(16),
+        begin_run: true,
+        ..OpenOptions::default()
+    }
 }
 
 fn open(dir: &Path) -> State {
@@ -28,9 +33,22 @@ fn page_item(url: &str) -> Item {
 }
 
 fn complete(state: &mut State, lease: Lease, links: &[&str]) {
-    let requests = links.iter().map(|u| Request::follow(&lease.request, *u)).collect();
+    let requests = links
+        .iter()
+        .map(|u| Request::follow(&lease.request, *u))
+        .collect();
     let items = vec![page_item(&lease.request.url)];
-    state.complete(Completion { lease, requests, items, counters: vec![] }, &[]).unwrap();
+    state
+        .complete(
+            Completion {
+                lease,
+                requests,
+                items,
+                counters: vec![],
+            },
+            &[],
+        )
+        .unwrap();
 }
 
 #[test]
@@ -42,7 +60,9 @@ fn seeds_then_overlapping_requests_filter_exactly_the_seeds() {
     let seeds: Vec<String> = (0..10).map(|i| format!("http://a.test/{i}")).collect();
     assert_eq!(state.add_seeds(&seeds, &[]).unwrap(), 10);
     for i in 0..100 {
-        state.enqueue(&Request::get(format!("http://a.test/{i}")), &[]).unwrap();
+        state
+            .enqueue(&Request::get(format!("http://a.test/{i}")), &[])
+            .unwrap();
     }
     state.commit().unwrap();
     assert_eq!(state.counter("dupefilter/filtered"), 10);
@@ -65,8 +85,20 @@ fn priority_then_fifo_across_hosts() {
     push("http://b.test/2", 0);
     push("http://c.test/1", -1);
     state.commit().unwrap();
-    let order: Vec<String> = lease_all(&mut state).into_iter().map(|l| l.request.url).collect();
-    assert_eq!(order, ["http://a.test/2", "http://a.test/1", "http://b.test/1", "http://b.test/2", "http://c.test/1"]);
+    let order: Vec<String> = lease_all(&mut state)
+        .into_iter()
+        .map(|l| l.request.url)
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "http://a.test/2",
+            "http://a.test/1",
+            "http://b.test/1",
+            "http://b.test/2",
+            "http://c.test/1"
+        ]
+    );
 }
 
 #[test]
@@ -74,7 +106,9 @@ fn completion_is_atomic_and_leases_return_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     {
         let mut state = open(dir.path());
-        state.add_seeds(&["http://a.test/".to_owned()], &[]).unwrap();
+        state
+            .add_seeds(&["http://a.test/".to_owned()], &[])
+            .unwrap();
         let lease = state.lease().unwrap().unwrap();
         complete(&mut state, lease, &["http://a.test/x", "http://a.test/y"]);
         state.commit().unwrap();
@@ -87,7 +121,10 @@ fn completion_is_atomic_and_leases_return_after_a_crash() {
     }
     let mut state = open(dir.path());
     // The uncommitted completion is gone: both x and y are queued again, z never was.
-    let urls: Vec<String> = lease_all(&mut state).into_iter().map(|l| l.request.url).collect();
+    let urls: Vec<String> = lease_all(&mut state)
+        .into_iter()
+        .map(|l| l.request.url)
+        .collect();
     assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
     assert_eq!(state.items_len(), 1);
     let answer = state.seen_answer("http://a.test/z", &[]).unwrap();
@@ -100,12 +137,20 @@ fn completion_is_atomic_and_leases_return_after_a_crash() {
 fn released_lease_is_leased_again_first() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
-    state.add_seeds(&["http://a.test/1".to_owned(), "http://a.test/2".to_owned()], &[]).unwrap();
+    state
+        .add_seeds(
+            &["http://a.test/1".to_owned(), "http://a.test/2".to_owned()],
+            &[],
+        )
+        .unwrap();
     let first = state.lease().unwrap().unwrap();
     assert_eq!(first.request.url, "http://a.test/1");
     state.release(first);
     assert_eq!(state.in_flight(), 0);
-    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/1");
+    assert_eq!(
+        state.lease().unwrap().unwrap().request.url,
+        "http://a.test/1"
+    );
 }
 
 #[test]
@@ -147,11 +192,21 @@ fn items_keep_their_order_across_reopen() {
     let mut urls = Vec::new();
     state
         .for_each_item(0, |_, text| {
-            urls.push(serde_json::from_str::<serde_json::Value>(text).unwrap()["url"].as_str().unwrap().to_owned());
+            urls.push(
+                serde_json::from_str::<serde_json::Value>(text).unwrap()["url"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
             true
         })
         .unwrap();
-    assert_eq!(urls, (0..5).map(|i| format!("http://a.test/{i}")).collect::<Vec<_>>());
+    assert_eq!(
+        urls,
+        (0..5)
+            .map(|i| format!("http://a.test/{i}"))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -159,7 +214,9 @@ fn journal_replay_restores_bloom_bits() {
     let dir = tempfile::tempdir().unwrap();
     {
         let mut state = open(dir.path());
-        state.add_seeds(&["http://a.test/".to_owned()], &[]).unwrap();
+        state
+            .add_seeds(&["http://a.test/".to_owned()], &[])
+            .unwrap();
         // Committed (durable) but never checkpointed: the bits are in the journal only.
     }
     let state = open(dir.path());
@@ -183,7 +240,9 @@ fn foreign_directories_and_other_formats_are_refused_untouched() {
     assert!(matches!(err, StoreError::Format { .. }), "{err}");
 
     let missing = dir.path().join("nothing");
-    let err = State::open(&missing, &OpenOptions::default()).err().unwrap();
+    let err = State::open(&missing, &OpenOptions::default())
+        .err()
+        .unwrap();
     assert!(matches!(err, StoreError::Missing { .. }), "{err}");
     assert!(!missing.exists());
 }
@@ -195,11 +254,29 @@ fn creation_settings_cannot_change() {
     let mut options = opts();
     options.bloom_bits = Some(20);
     let err = State::open(dir.path(), &options).err().unwrap();
-    assert!(matches!(err, StoreError::Mismatch { setting: "bloom bits", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            StoreError::Mismatch {
+                setting: "bloom bits",
+                ..
+            }
+        ),
+        "{err}"
+    );
     options.bloom_bits = None;
     options.dedup = Some(DedupMode::Bloom);
     let err = State::open(dir.path(), &options).err().unwrap();
-    assert!(matches!(err, StoreError::Mismatch { setting: "dedup", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            StoreError::Mismatch {
+                setting: "dedup",
+                ..
+            }
+        ),
+        "{err}"
+    );
     options.dedup = None;
     assert!(State::open(dir.path(), &options).is_ok());
 }

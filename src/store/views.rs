@@ -104,7 +104,8 @@ impl State {
                     return Ok(out);
                 }
                 let (key, value) = entry.map_err(|e| self.db_error(e))?;
-                let request = Request::decode(&value).map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+                let request = Request::decode(&value)
+                    .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
                 let leased = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
                     .map(|k| queue.leased.contains(&k))
                     .unwrap_or(false);
@@ -130,8 +131,10 @@ impl State {
         let end = [keys::ITEM + 1];
         for entry in self.db.range(start.as_slice()..end.as_slice()) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let seq = keys::u64_after_prefix(&key).ok_or_else(|| self.corrupt("item", &key, "short key"))?;
-            let text = item::json_text(&value).map_err(|e| self.corrupt("item", &key, &e.to_string()))?;
+            let seq = keys::u64_after_prefix(&key)
+                .ok_or_else(|| self.corrupt("item", &key, "short key"))?;
+            let text =
+                item::json_text(&value).map_err(|e| self.corrupt("item", &key, &e.to_string()))?;
             if !each(seq, text) {
                 break;
             }
@@ -140,7 +143,11 @@ impl State {
     }
 
     /// What the seen set says about a GET of `url`.
-    pub fn seen_answer(&self, url: &str, fingerprint_headers: &[String]) -> Result<SeenAnswer, StoreError> {
+    pub fn seen_answer(
+        &self,
+        url: &str,
+        fingerprint_headers: &[String],
+    ) -> Result<SeenAnswer, StoreError> {
         let canonical = canon::canonicalize_str(url).unwrap_or_else(|_| url.to_owned());
         let fp: Fingerprint = fingerprint::fingerprint(&Request::get(url), fingerprint_headers);
         let exact = match self.dedup {

@@ -1,0 +1,261 @@
+//! `legcrawl dump`: the views of a state, for people (tables) and scripts (JSON).
+
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use legcrawl::clock::rfc3339_secs;
+use legcrawl::store::records::RunRecord;
+use legcrawl::store::{OpenOptions, State, StoreError, Summary, status};
+
+use super::DataArg;
+
+/// Arguments of `dump`.
+#[derive(Debug, clap::Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    data: DataArg,
+    /// Print JSON (one object for summary and seen; one per line otherwise).
+    #[arg(long, global = true)]
+    json: bool,
+    /// At most this many entries (frontier, items, runs).
+    #[arg(long, global = true, value_name = "N")]
+    limit: Option<usize>,
+    #[command(subcommand)]
+    view: Option<View>,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+enum View {
+    /// Counts, Bloom filter fill and estimated false-positive rate (default).
+    Summary,
+    /// The head of the queue, in lease order per host.
+    Frontier,
+    /// Stored items as JSON lines.
+    Items,
+    /// What the seen set says about a URL.
+    Seen {
+        /// The URL to look up.
+        url: String,
+    },
+    /// Page records (incremental crawls).
+    Pages,
+    /// One line per run.
+    Runs,
+}
+
+pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
+    let view = args.view.clone().unwrap_or(View::Summary);
+    let dir = &args.data.data;
+    let state = match State::open(dir, &OpenOptions::default()) {
+        Ok(state) => state,
+        Err(StoreError::Busy { .. }) if matches!(view, View::Summary) => {
+            return live_summary(dir, args.json);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let mut out = BufWriter::new(io::stdout().lock());
+    let written = match view {
+        View::Summary => print_summary(&mut out, &state.summary()?, args.json, None),
+        View::Frontier => print_frontier(&mut out, &state, args.limit.unwrap_or(20), args.json),
+        View::Items => print_items(&mut out, &state, args.limit),
+        View::Seen { url } => print_seen(&mut out, &state, &url, args.json),
+        View::Pages => writeln!(
+            out,
+            "no page records (incremental re-crawls are not built yet)"
+        )
+        .map_err(Into::into),
+        View::Runs => print_runs(&mut out, &state.runs()?, args.limit, args.json),
+    };
+    finish(written.and_then(|()| out.flush().map_err(Into::into)))
+}
+
+/// A closed stdout (`dump items | head`) is not an error.
+fn finish(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
+    match result {
+        Err(e)
+            if e.downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(e),
+        Ok(()) => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn live_summary(dir: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    let live = status::read_live(dir).ok_or_else(|| StoreError::Busy {
+        path: dir.to_owned(),
+    })?;
+    let mut out = io::stdout().lock();
+    let note = format!(
+        "live: run {} (pid {}), {} pages this run, status written {}",
+        live.run,
+        live.pid,
+        live.run_pages,
+        rfc3339_secs(live.updated_at)
+    );
+    if json {
+        let mut value = serde_json::to_value(&live.summary)?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert("live".into(), serde_json::to_value(&live)?);
+        }
+        finish(writeln!(out, "{value}").map_err(Into::into))
+    } else {
+        finish(print_summary(&mut out, &live.summary, false, Some(&note)))
+    }
+}
+
+fn print_summary(
+    out: &mut impl Write,
+    s: &Summary,
+    json: bool,
+    note: Option<&str>,
+) -> anyhow::Result<()> {
+    if json {
+        writeln!(out, "{}", serde_json::to_string(s)?)?;
+        return Ok(());
+    }
+    if let Some(note) = note {
+        writeln!(out, "{note}")?;
+    }
+    let rows: [(&str, String); 12] = [
+        ("frontier", s.frontier.to_string()),
+        ("in flight", s.in_flight.to_string()),
+        ("seen", s.seen.to_string()),
+        ("items", s.items.to_string()),
+        ("pages", s.pages.to_string()),
+        ("filtered", s.filtered.to_string()),
+        ("hosts", s.hosts.to_string()),
+        ("runs", s.runs.to_string()),
+        ("dedup", s.dedup.clone()),
+        (
+            "bloom",
+            format!("2^{} bits, {} hashes", s.bloom_bits, s.bloom_hashes),
+        ),
+        (
+            "bloom fill",
+            format!(
+                "{:.6} (estimated FPR {:.3e})",
+                s.bloom_fill_ratio, s.bloom_fpr_estimate
+            ),
+        ),
+        (
+            "bloom false positives caught",
+            s.bloom_false_positives.to_string(),
+        ),
+    ];
+    for (name, value) in rows {
+        writeln!(out, "{name:<30} {value}")?;
+    }
+    Ok(())
+}
+
+fn print_frontier(
+    out: &mut impl Write,
+    state: &State,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    for entry in state.frontier_head(limit)? {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(&entry)?)?;
+        } else {
+            let r = &entry.request;
+            writeln!(
+                out,
+                "{:>8}  p={:<4} d={:<3} {}",
+                entry.seq, r.priority, r.depth, r.url
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn print_items(out: &mut impl Write, state: &State, limit: Option<usize>) -> anyhow::Result<()> {
+    let mut left = limit.unwrap_or(usize::MAX);
+    let mut failure = None;
+    state.for_each_item(0, |_, text| {
+        if left == 0 {
+            return false;
+        }
+        left -= 1;
+        match writeln!(out, "{text}") {
+            Ok(()) => true,
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        }
+    })?;
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+fn print_seen(out: &mut impl Write, state: &State, url: &str, json: bool) -> anyhow::Result<()> {
+    let answer = state
+        .seen_answer(url, &[])
+        .with_context(|| format!("looking up {url}"))?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&answer)?)?;
+        return Ok(());
+    }
+    let exact = match answer.exact {
+        Some(true) => "seen",
+        Some(false) => "not seen",
+        None => "not kept (dedup = bloom)",
+    };
+    writeln!(out, "url          {}", answer.url)?;
+    writeln!(out, "canonical    {}", answer.canonical)?;
+    writeln!(out, "fingerprint  {}", answer.fingerprint)?;
+    writeln!(
+        out,
+        "bloom        {}",
+        if answer.bloom {
+            "maybe seen"
+        } else {
+            "not seen"
+        }
+    )?;
+    writeln!(out, "exact        {exact}")?;
+    Ok(())
+}
+
+fn print_runs(
+    out: &mut impl Write,
+    runs: &[RunRecord],
+    limit: Option<usize>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let skip = limit.map_or(0, |l| runs.len().saturating_sub(l));
+    if !json {
+        writeln!(
+            out,
+            "{:>4}  {:<20}  {:<20}  {:<11}  {:>8}  {:>8}  {:>8}",
+            "run", "started", "ended", "outcome", "pages", "items", "filtered"
+        )?;
+    }
+    for run in &runs[skip..] {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(run)?)?;
+            continue;
+        }
+        let count = |name: &str| run.counters.get(name).copied().unwrap_or(0);
+        let ended = run.ended_at.map(rfc3339_secs).unwrap_or_else(|| "-".into());
+        writeln!(
+            out,
+            "{:>4}  {:<20}  {:<20}  {:<11}  {:>8}  {:>8}  {:>8}",
+            run.id,
+            rfc3339_secs(run.started_at),
+            ended,
+            run.outcome.as_str(),
+            count("pages/completed"),
+            count("items/stored"),
+            count("dupefilter/filtered")
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `legcrawl fetch URL`: one polite fetch, with the seed user agent's exit codes.
+//!
+//! Exit codes: 0 success; 2 HTTP error status (the error document goes to
+//! stderr); 3 connection or URL error; 4 forbidden by robots.txt; 5 read error
+//! (including timeouts while reading); 6 `Content-Length` mismatch.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use legcrawl::config::CrawlConfig;
+use legcrawl::fetch::{FetchError, FetchSettings, Fetcher};
+use legcrawl::request::Request;
+use legcrawl::response::Response;
+
+/// Redirect hops `fetch` follows.
+const MAX_REDIRECTS: usize = 10;
+
+/// Arguments of `fetch`.
+#[derive(Debug, clap::Args)]
+pub struct FetchArgs {
+    /// The URL to fetch.
+    url: String,
+    /// Write the body to FILE instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Print only the status line and headers.
+    #[arg(short = 'I', long = "head")]
+    head: bool,
+    /// User-Agent header (also the robots.txt product token).
+    #[arg(long, value_name = "UA")]
+    user_agent: Option<String>,
+    /// Send a From header with this e-mail address.
+    #[arg(long, value_name = "EMAIL")]
+    from: Option<String>,
+    /// Total seconds allowed for the request.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    timeout: f64,
+}
+
+pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
+    let mut config = CrawlConfig::default();
+    if let Some(ua) = &args.user_agent {
+        config.user_agent = ua.clone();
+    }
+    config.request_timeout =
+        std::time::Duration::try_from_secs_f64(args.timeout).map_err(|_| {
+            super::BadInput(format!(
+                "--timeout must be a non-negative number of seconds, got {}",
+                args.timeout
+            ))
+        })?;
+    let mut settings = FetchSettings::from_config(&config);
+    settings.from = args.from.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let fetched = runtime.block_on(fetch_following(&settings, &args.url));
+    let response = match fetched {
+        Ok(response) => response,
+        Err(error) => {
+            eprintln!("legcrawl: {error}");
+            return Ok(ExitCode::from(fetch_exit_code(&error)));
+        }
+    };
+    write_response(&args, &response)?;
+    if response.status >= 400 {
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn fetch_following(settings: &FetchSettings, url: &str) -> Result<Response, FetchError> {
+    let fetcher = Fetcher::new(settings.clone())?;
+    let mut request = Request::get(url);
+    for _ in 0..=MAX_REDIRECTS {
+        let response = fetcher.fetch(&request).await?;
+        let location = response
+            .headers
+            .get(http::header::LOCATION)
+            .and_then(|l| l.to_str().ok());
+        let target = match location {
+            Some(location) if (300..400).contains(&response.status) => {
+                response.url.join(location).ok()
+            }
+            _ => None,
+        };
+        let Some(target) = target else {
+            return Ok(response);
+        };
+        request.redirects.push(request.url.clone());
+        request.url = target.to_string();
+    }
+    Err(FetchError::InvalidUrl {
+        url: request.url,
+        reason: format!("more than {MAX_REDIRECTS} redirects"),
+    })
+}
+
+fn fetch_exit_code(error: &FetchError) -> u8 {
+    match error {
+        FetchError::ReadTimeout { .. } | FetchError::Read { .. } | FetchError::Decode { .. } => 5,
+        FetchError::LengthMismatch { .. } => 6,
+        _ => 3,
+    }
+}
+
+fn write_response(args: &FetchArgs, response: &Response) -> anyhow::Result<()> {
+    let error_doc = response.status >= 400;
+    let mut out: Box<dyn Write> = if error_doc {
+        Box::new(std::io::stderr().lock())
+    } else if let Some(path) = &args.output {
+        Box::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    if args.head {
+        let mut head = std::io::stdout().lock();
+        writeln!(head, "HTTP {}", response.status)?;
+        for (name, value) in &response.headers {
+            writeln!(
+                head,
+                "{}: {}",
+                name,
+                String::from_utf8_lossy(value.as_bytes())
+            )?;
+        }
+        return Ok(());
+    }
+    out.write_all(&response.body)?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! Command-line arguments (clap derive) and their dispatch.
+//!
+//! Two stages, as in ripgrep: raw flags here, validated into a
+//! [`legcrawl::config::CrawlConfig`] by [`crawl`] before anything runs.
+//!
+//! Exit codes: 0 success; 1 a runtime failure (I/O, database); 2 bad input — a
+//! usage error, a bad URL, a directory that is not legcrawl state, another format
+//! version, a busy state, a setting that cannot change; 130 interrupted (state
+//! saved). `fetch` has its own codes (see [`fetch`]).
+
+mod crawl;
+mod dump;
+mod fetch;
+mod reset;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use legcrawl::store::StoreError;
+
+/// A polite, incremental web crawler that resumes exactly.
+#[derive(Debug, Parser)]
+#[command(name = "legcrawl", version, about)]
+pub struct Args {
+    /// More logging (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Crawl from the given seeds, or resume the stored crawl.
+    Crawl(crawl::CrawlArgs),
+    /// Inspect a crawl state (works while a crawl runs for `summary`).
+    Dump(dump::DumpArgs),
+    /// Fetch one URL politely; body to stdout.
+    Fetch(fetch::FetchArgs),
+    /// Delete a crawl state (asks first unless --yes).
+    Reset(reset::ResetArgs),
+}
+
+/// The `--data` flag shared by every command that opens a state.
+#[derive(Debug, clap::Args)]
+pub struct DataArg {
+    /// State directory.
+    #[arg(long, default_value = "data/default", value_name = "DIR")]
+    pub data: PathBuf,
+}
+
+/// Runs the parsed command.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Command::Crawl(a) => crawl::run(a),
+        Command::Dump(a) => dump::run(a),
+        Command::Fetch(a) => fetch::run(a),
+        Command::Reset(a) => reset::run(a),
+    }
+}
+
+/// A failure that is the user's input, not the machine's: exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// Maps an error to the process exit code.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    if error.downcast_ref::<BadInput>().is_some() {
+        return 2;
+    }
+    match error.downcast_ref::<StoreError>() {
+        Some(
+            StoreError::NotState { .. }
+            | StoreError::Missing { .. }
+            | StoreError::Format { .. }
+            | StoreError::Busy { .. }
+            | StoreError::Mismatch { .. },
+        ) => 2,
+        _ => 1,
+    }
+}
+
+/// Logs to stderr: warnings by default, more with -v, or as RUST_LOG says.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

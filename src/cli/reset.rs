@@ -1,0 +1,76 @@
+//! `legcrawl reset`: delete a state (scrapy-redis `SCHEDULER_PERSIST=False`, made explicit).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use legcrawl::store::{self, StoreError};
+
+use super::{BadInput, DataArg};
+
+/// Arguments of `reset`.
+#[derive(Debug, clap::Args)]
+pub struct ResetArgs {
+    #[command(flatten)]
+    data: DataArg,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    yes: bool,
+}
+
+pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.data.data;
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(BadInput(format!(
+                "refusing to reset {} without --yes (stdin is not a terminal)",
+                dir.display()
+            ))
+            .into());
+        }
+        eprint!(
+            "Delete the crawl state in {}? Type 'yes' to confirm: ",
+            dir.display()
+        );
+        std::io::stderr().flush().ok();
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .context("reading the confirmation")?;
+        if answer.trim() != "yes" {
+            eprintln!("Not reset.");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    delete_state(dir)?;
+    eprintln!("Reset {}.", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes a legcrawl state directory; refuses anything else. A missing directory is fine.
+pub fn delete_state(dir: &std::path::Path) -> anyhow::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !dir.join(store::MARKER_FILE).is_file() {
+        let empty = std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if empty {
+            return Ok(());
+        }
+        return Err(StoreError::NotState {
+            path: dir.to_owned(),
+        }
+        .into());
+    }
+    // Opening takes sled's lock: a running crawl makes this fail with Busy. Other
+    // errors (say, another format version) do not prevent deleting the state.
+    if let Err(error @ StoreError::Busy { .. }) =
+        store::State::open(dir, &store::OpenOptions::default())
+    {
+        return Err(error.into());
+    }
+    std::fs::remove_dir_all(dir).with_context(|| format!("deleting {}", dir.display()))
+}

@@ -1,0 +1,93 @@
+//! What a running crawl shows: a progress line on a terminal, and the status file
+//! that lets `dump summary` answer while the crawl holds the state.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::store::State;
+use crate::store::status::{self, Status};
+
+/// How often the status file is rewritten.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// Progress display and status publication.
+pub struct Progress {
+    dir: PathBuf,
+    bar: Option<ProgressBar>,
+    last_status: Option<Instant>,
+    started: Instant,
+}
+
+impl Progress {
+    /// A progress display (a bar only when stderr is a terminal).
+    pub fn new(dir: &Path) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Progress {
+            dir: dir.to_owned(),
+            bar,
+            last_status: None,
+            started: Instant::now(),
+        }
+    }
+
+    /// Called after each commit.
+    pub fn committed(&mut self, state: &State, _pages: usize) {
+        if self.last_status.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
+            self.update(state);
+        }
+    }
+
+    /// Refreshes the bar and the status file.
+    pub fn update(&mut self, state: &State) {
+        let pages = state.run_counter("pages/completed");
+        if let Some(bar) = &self.bar {
+            let secs = self.started.elapsed().as_secs_f64().max(0.001);
+            bar.set_message(format!(
+                "{pages} pages ({:.0}/s), queue {}, in flight {}, errors {}",
+                pages as f64 / secs,
+                state.frontier_len(),
+                state.in_flight(),
+                state.run_counter("fetch/failed")
+            ));
+        }
+        if self.last_status.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
+            return;
+        }
+        self.last_status = Some(Instant::now());
+        let Ok(summary) = state.summary() else { return };
+        let status = Status {
+            pid: std::process::id(),
+            updated_at: crate::store::records::unix_now(),
+            run: state.run().map_or(0, |r| r.id),
+            run_pages: pages,
+            summary,
+        };
+        if let Err(error) = status::write(&self.dir, &status) {
+            tracing::warn!(%error, "could not write the status file");
+        }
+    }
+
+    /// Clears the bar.
+    pub fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

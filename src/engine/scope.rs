@@ -1,0 +1,97 @@
+//! The engine's request filter: hosts in scope, depth limit, schemes.
+//!
+//! Legs propose requests; this decides which may enter the frontier (as Scrapy's
+//! offsite middleware does), so a custom leg cannot lead a crawl off its sites.
+//! Depends on [`crate::request`] only.
+
+use std::collections::HashSet;
+
+use crate::request::Request;
+
+/// Why a proposed request was not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejected {
+    /// Its host is not one the crawl may visit.
+    Offsite,
+    /// Deeper than `--max-depth`.
+    TooDeep,
+    /// Not an absolute http(s) URL.
+    BadUrl,
+}
+
+impl Rejected {
+    /// The counter this rejection increments.
+    pub fn counter(self) -> &'static str {
+        match self {
+            Rejected::Offsite => "scope/offsite",
+            Rejected::TooDeep => "scope/too_deep",
+            Rejected::BadUrl => "scope/bad_url",
+        }
+    }
+}
+
+/// Hosts and depth a crawl stays within.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    hosts: HashSet<String>,
+    max_depth: Option<u32>,
+}
+
+impl Scope {
+    /// A scope of the given hosts (lower case, without port) and depth limit.
+    pub fn new(hosts: impl IntoIterator<Item = String>, max_depth: Option<u32>) -> Scope {
+        Scope {
+            hosts: hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+            max_depth,
+        }
+    }
+
+    /// The host of each seed URL (those that parse).
+    pub fn hosts_of<'a>(urls: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+        urls.into_iter()
+            .filter_map(|u| url::Url::parse(u).ok())
+            .filter_map(|u| u.host_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Accepts or rejects a proposed request.
+    pub fn check(&self, request: &Request) -> Result<(), Rejected> {
+        if self.max_depth.is_some_and(|max| request.depth > max) {
+            return Err(Rejected::TooDeep);
+        }
+        let url = url::Url::parse(&request.url).map_err(|_| Rejected::BadUrl)?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Rejected::BadUrl);
+        }
+        match url.host_str() {
+            Some(host) if self.hosts.contains(host) => Ok(()),
+            _ => Err(Rejected::Offsite),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_depth_and_schemes() {
+        let scope = Scope::new(["Example.com".to_owned()], Some(2));
+        let mut request = Request::get("http://example.com:8080/a");
+        assert_eq!(scope.check(&request), Ok(()));
+        request.depth = 3;
+        assert_eq!(scope.check(&request), Err(Rejected::TooDeep));
+        assert_eq!(
+            scope.check(&Request::get("http://other.com/")),
+            Err(Rejected::Offsite)
+        );
+        assert_eq!(
+            scope.check(&Request::get("ftp://example.com/")),
+            Err(Rejected::BadUrl)
+        );
+        assert_eq!(
+            scope.check(&Request::get("not a url")),
+            Err(Rejected::BadUrl)
+        );
+    }
+}
