@@ -402,6 +402,16 @@ mod tests {
     }
 
     #[test]
+    fn fetcher_and_its_future_are_send_and_sync() {
+        fn send_sync<T: Send + Sync + Clone>(_: &T) {}
+        fn send<T: Send>(_: &T) {}
+        let fetcher = fetcher();
+        send_sync(&fetcher);
+        let request = Request::get("http://a.example/");
+        send(&fetcher.fetch(&request));
+    }
+
+    #[test]
     fn bad_settings_are_errors() {
         let settings = FetchSettings {
             user_agent: "bad\nagent".into(),
