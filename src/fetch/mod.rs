@@ -1,1 +1,103 @@
-//! Placeholder; being written.
+//! The hyper fetcher: one HTTP exchange per [`crate::request::Request`].
+//!
+//! [`Fetcher`] owns one pooled hyper-util client (HTTP/1.1 and HTTP/2, http and
+//! https through rustls with the webpki roots, certificates verified) and turns a
+//! request into a [`crate::response::Response`] or a [`FetchError`]. It follows no
+//! redirects (a 3xx is a response; the engine decides), decodes gzip, br and
+//! deflate bodies, and bounds every fetch: `request_timeout` for the whole
+//! exchange, `read_timeout` for each wait on the body, `max_body_bytes` for the
+//! decoded body (longer bodies are cut and flagged `truncated`, so a compression
+//! bomb costs bounded memory and time).
+//!
+//! Depends on [`crate::request`], [`crate::response`] and [`crate::config`] only.
+//! Invariants: an HTTP status is never an error; when a body was read to its end
+//! and the response declared `Content-Length`, the raw bytes received equal it or
+//! the fetch fails with [`FetchError::LengthMismatch`].
+//!
+//! - `client`: the [`Fetcher`], request building and the exchange.
+//! - `body`: reading, decoding and limiting one body.
+//! - `error`: [`FetchError`].
+
+mod body;
+mod client;
+mod error;
+
+use std::time::Duration;
+
+pub use client::Fetcher;
+pub use error::{BoxError, FetchError};
+
+use crate::config::CrawlConfig;
+
+/// Default longest URL the fetcher sends, in bytes.
+pub const DEFAULT_MAX_URL_LEN: usize = 8192;
+
+/// How the fetcher talks to servers. Build it with [`FetchSettings::from_config`].
+#[derive(Clone, Debug)]
+pub struct FetchSettings {
+    /// `User-Agent` header sent with every request.
+    pub user_agent: String,
+    /// `From` header (an operator e-mail address), sent when set.
+    pub from: Option<String>,
+    /// Time allowed for a whole exchange: connect, headers and body.
+    pub request_timeout: Duration,
+    /// Longest wait for the next piece of a body once headers arrived.
+    pub read_timeout: Duration,
+    /// Largest decoded body kept, in bytes; a longer one is cut and flagged.
+    pub max_body_bytes: usize,
+    /// Longest URL sent, in bytes (default [`DEFAULT_MAX_URL_LEN`]); longer is an error.
+    pub max_url_len: usize,
+    /// Headers sent with every request after the defaults, replacing defaults of
+    /// the same name (a request's own headers replace these in turn).
+    pub extra_headers: Vec<(String, String)>,
+    /// Idle connections kept open per host for reuse.
+    pub pool_idle_per_host: usize,
+}
+
+impl FetchSettings {
+    /// The settings a crawl with `config` uses: its user agent, timeouts and body
+    /// limit, no `From`, no extra headers, and `max(concurrency, 8)` idle
+    /// connections per host.
+    pub fn from_config(config: &CrawlConfig) -> FetchSettings {
+        FetchSettings {
+            user_agent: config.user_agent.clone(),
+            from: None,
+            request_timeout: config.request_timeout,
+            read_timeout: config.read_timeout,
+            max_body_bytes: config.max_body_bytes,
+            max_url_len: DEFAULT_MAX_URL_LEN,
+            extra_headers: Vec::new(),
+            pool_idle_per_host: config.concurrency.max(8),
+        }
+    }
+}
+
+impl Default for FetchSettings {
+    fn default() -> FetchSettings {
+        FetchSettings::from_config(&CrawlConfig::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_follow_the_config() {
+        let config = CrawlConfig {
+            concurrency: 64,
+            max_body_bytes: 5,
+            ..CrawlConfig::default()
+        };
+        let settings = FetchSettings::from_config(&config);
+        assert_eq!(settings.pool_idle_per_host, 64);
+        assert_eq!(settings.max_body_bytes, 5);
+        assert_eq!(settings.max_url_len, DEFAULT_MAX_URL_LEN);
+        assert_eq!(FetchSettings::default().pool_idle_per_host, 16);
+        let small = CrawlConfig {
+            concurrency: 2,
+            ..CrawlConfig::default()
+        };
+        assert_eq!(FetchSettings::from_config(&small).pool_idle_per_host, 8);
+    }
+}

@@ -1,0 +1,6 @@
+//! The integration-test binary: one binary, shared helpers in `support`.
+//!
+//! Run with `cargo test --release --test it`.
+
+mod fetch;
+mod support;
