@@ -3,4 +3,5 @@
 //! Run with `cargo test --release --test it`.
 
 mod fetch;
+mod crash_store;
 mod support;
