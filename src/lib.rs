@@ -4,6 +4,7 @@
 //! - [`request`]: the [`request::Request`] record and its versioned encoding.
 //! - [`item`]: items (JSON objects) and their versioned encoding.
 //! - [`response`]: a fetched response as legs see it.
+//! - [`charset`]: body decoding: BOM, `Content-Type` charset, `<meta>`, then UTF-8.
 //! - [`config`]: the one [`config::CrawlConfig`].
 //! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
 //! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
@@ -24,6 +25,7 @@
 
 pub mod bloom;
 pub mod canon;
+pub mod charset;
 pub mod config;
 pub mod engine;
 pub mod fetch;
