@@ -4,6 +4,7 @@
 //! - [`request`]: the [`request::Request`] record and its versioned encoding.
 //! - [`item`]: items (JSON objects) and their versioned encoding.
 //! - [`response`]: a fetched response as legs see it.
+//! - [`charset`]: body decoding: BOM, `Content-Type` charset, `<meta>`, then UTF-8.
 //! - [`config`]: the one [`config::CrawlConfig`].
 //! - [`clock`]: RFC 3339 timestamps.
 //! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
@@ -25,6 +26,7 @@
 
 pub mod bloom;
 pub mod canon;
+pub mod charset;
 pub mod clock;
 pub mod config;
 pub mod engine;

@@ -59,4 +59,11 @@ impl Response {
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
+
+    /// The body as text, decoded by [`crate::charset::decode`] (BOM, then the
+    /// `Content-Type` charset, then `<meta>`, then UTF-8); borrowed when it is valid UTF-8.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        let content_type = self.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        crate::charset::decode(content_type, &self.body).0
+    }
 }

@@ -1,1 +1,216 @@
-//! Placeholder; being written.
+//! Legs: small, composable, synchronous pieces that turn a response into requests and items.
+//!
+//! This is Scrapy's SEP-016 "Leg Spider" in Rust. A [`Leg`] has four hooks:
+//! - [`Leg::configure`] (the SEP's `set_spider`): called once before the crawl with the
+//!   [`CrawlConfig`];
+//! - [`Leg::process_response`]: extract requests and items from one response;
+//! - [`Leg::process_request`]: rewrite or drop a request, whichever leg produced it;
+//! - [`Leg::process_item`]: rewrite or drop an item, whichever leg produced it.
+//!
+//! # How a response flows
+//! [`run`] asks the (root) leg for its [`Output`], then passes every request through the
+//! root's `process_request` and every item through its `process_item`. A [`Stack`] is
+//! itself a leg: its `process_response` runs every child in declared order and
+//! concatenates their outputs, and its `process_request` / `process_item` pass the value
+//! through every child in declared order, stopping at the first that drops it. Stacks
+//! nest, so the hooks of the whole tree run depth-first in declared order.
+//!
+//! # Rules for legs
+//! Legs are synchronous and CPU-only: no I/O, no clocks, no shared mutable state (they are
+//! `Send + Sync` and called concurrently). They see one page at a time, so they never
+//! deduplicate; the scheduler does. Expected outcomes (a non-HTML page, a link out of
+//! scope) are silence, not errors; only [`Leg::configure`] can fail.
+//!
+//! This module depends on [`crate::request`], [`crate::item`], [`crate::response`],
+//! [`crate::config`] and [`crate::charset`].
+//!
+//! # Example
+//! ```
+//! use legcrawl::item::Item;
+//! use legcrawl::legs::{self, LinkExtractor, Leg, PageItem, Stack};
+//! use legcrawl::response::Response;
+//!
+//! /// Tags every item with the crawl's name.
+//! struct Tag(&'static str);
+//! impl Leg for Tag {
+//!     fn process_item(&self, mut item: Item, _response: &Response) -> Option<Item> {
+//!         item.insert("crawl".into(), self.0.into());
+//!         Some(item)
+//!     }
+//! }
+//!
+//! let spider = Stack::new()
+//!     .push(LinkExtractor::new())
+//!     .push(PageItem::new())
+//!     .push(legs::filter_requests(|request| !request.url.ends_with(".pdf")))
+//!     .push(Tag("docs"));
+//! assert_eq!(spider.len(), 4);
+//! ```
+
+mod func;
+mod html;
+mod links;
+mod page_item;
+mod stack;
+
+pub use func::{filter_requests, from_fn, map_items};
+pub use links::LinkExtractor;
+pub use page_item::PageItem;
+pub use stack::Stack;
+
+use crate::config::CrawlConfig;
+use crate::item::Item;
+use crate::request::Request;
+use crate::response::Response;
+
+/// What `process_response` produces: new requests and items, in extraction order.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Requests to hand to the scheduler (which deduplicates them).
+    pub requests: Vec<Request>,
+    /// Items to hand to the sink.
+    pub items: Vec<Item>,
+}
+
+/// One composable piece of a spider. Every hook has a do-nothing default.
+pub trait Leg: Send + Sync {
+    /// The `set_spider` role: called once before the crawl with its configuration.
+    fn configure(&mut self, _config: &CrawlConfig) -> Result<(), LegError> {
+        Ok(())
+    }
+
+    /// Extract requests and items from a response, appending them to `out`.
+    fn process_response(&self, _response: &Response, _out: &mut Output) {}
+
+    /// Rewrite or drop (`None`) a request produced by any leg for `response`.
+    fn process_request(&self, request: Request, _response: &Response) -> Option<Request> {
+        Some(request)
+    }
+
+    /// Rewrite or drop (`None`) an item produced by any leg for `response`.
+    fn process_item(&self, item: Item, _response: &Response) -> Option<Item> {
+        Some(item)
+    }
+}
+
+/// Why a leg could not be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum LegError {
+    /// A regex setting does not compile.
+    #[error("leg {leg}: bad regex {pattern:?}: {source}")]
+    BadRegex {
+        /// The leg's name.
+        leg: &'static str,
+        /// The pattern as given.
+        pattern: String,
+        /// What the regex compiler said.
+        source: regex::Error,
+    },
+    /// Any other invalid setting.
+    #[error("leg {leg}: {message}")]
+    Invalid {
+        /// The leg's name.
+        leg: &'static str,
+        /// What is wrong, naming the setting.
+        message: String,
+    },
+}
+
+/// The engine's entry point: combine `leg`'s `process_response` output, then run each
+/// request through its `process_request` and each item through its `process_item`.
+pub fn run(leg: &dyn Leg, response: &Response) -> Output {
+    let mut raw = Output::default();
+    leg.process_response(response, &mut raw);
+    Output {
+        requests: raw
+            .requests
+            .into_iter()
+            .filter_map(|request| leg.process_request(request, response))
+            .collect(),
+        items: raw
+            .items
+            .into_iter()
+            .filter_map(|item| leg.process_item(item, response))
+            .collect(),
+    }
+}
+
+/// A 200 response to a `GET` of `url` at depth 0, fetched at 2021-01-01T00:00:00Z.
+#[cfg(test)]
+pub(crate) fn test_response(
+    url: &str,
+    content_type: Option<&str>,
+    body: impl Into<bytes::Bytes>,
+) -> Response {
+    let mut headers = http::HeaderMap::new();
+    if let Some(value) = content_type {
+        headers.insert(http::header::CONTENT_TYPE, value.parse().unwrap());
+    }
+    Response {
+        request: Request::get(url),
+        url: url::Url::parse(url).unwrap(),
+        status: 200,
+        headers,
+        body: body.into(),
+        truncated: false,
+        fetched_at: std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_609_459_200),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Emit(&'static str);
+    impl Leg for Emit {
+        fn process_response(&self, response: &Response, out: &mut Output) {
+            out.requests.push(Request::follow(
+                &response.request,
+                format!("http://e.com/{}", self.0),
+            ));
+            let mut item = Item::new();
+            item.insert("from".into(), self.0.into());
+            out.items.push(item);
+        }
+    }
+
+    #[test]
+    fn run_applies_every_hook_to_every_output() {
+        let leg = Stack::new()
+            .push(Emit("a"))
+            .push(Emit("b"))
+            .push(filter_requests(|request| !request.url.ends_with('b')))
+            .push(map_items(|mut item| {
+                item.insert("seen".into(), true.into());
+                Some(item)
+            }));
+        let response = test_response("http://e.com/", Some("text/html"), "");
+        let out = run(&leg, &response);
+        let urls: Vec<_> = out.requests.iter().map(|r| r.url.as_str()).collect();
+        assert_eq!(urls, ["http://e.com/a"]);
+        assert_eq!(out.requests[0].depth, 1);
+        assert_eq!(out.items.len(), 2);
+        assert!(out.items.iter().all(|item| item["seen"] == true));
+    }
+
+    #[test]
+    fn default_leg_is_a_no_op() {
+        struct Nothing;
+        impl Leg for Nothing {}
+        let response = test_response("http://e.com/", None, "x");
+        let out = run(&Nothing, &response);
+        assert!(out.requests.is_empty() && out.items.is_empty());
+    }
+
+    #[test]
+    fn errors_name_leg_and_pattern() {
+        let pattern = String::from("(");
+        let source = regex::Regex::new(&pattern).unwrap_err();
+        let error = LegError::BadRegex {
+            leg: "links",
+            pattern,
+            source,
+        };
+        assert!(error.to_string().starts_with("leg links: bad regex \"(\""));
+    }
+}

@@ -1,0 +1,316 @@
+//! [`LinkExtractor`]: follows the links of HTML pages (the SEP's regex link extractor).
+//!
+//! Runs only on 2xx HTML responses ([`Response::is_html`]). The body is decoded with
+//! [`crate::charset`] and scanned at tokenizer level (no DOM). Links are read from
+//! `a[href]`, `area[href]`, `link[rel~=next][href]` and, when enabled, `img[src]` and
+//! `iframe[src]`. The first `<base href>` of the document is the base of every link, as
+//! in browsers (even links before it). URLs are resolved with [`Url::join`] (queries in
+//! the page's encoding, as browsers do), fragments are dropped, and only `http`/`https`
+//! URLs other than the page itself are kept. A link is then kept when it passes, in
+//! order: `rel=nofollow` (and `<meta name=robots content=nofollow|none>` for the whole
+//! page) unless nofollow links are followed; the host scope; the allow regexes (any,
+//! when there are some); the deny regexes (none). No link is emitted from a page at
+//! depth >= `max_depth`. Emitted requests are `Request::follow(&response.request, url)`,
+//! in document order, duplicates included (the scheduler deduplicates).
+
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+
+use html5ever::local_name;
+use html5ever::tendril::StrTendril;
+use html5ever::tokenizer::{Tag, TagKind};
+use regex::Regex;
+use url::Url;
+
+use super::html::{self, Visitor, attr, has_token};
+use super::{Leg, LegError, Output};
+use crate::config::CrawlConfig;
+use crate::request::Request;
+use crate::response::Response;
+
+/// The name used in [`LegError`]s.
+const LEG: &str = "links";
+
+/// Extracts followable links from HTML pages.
+///
+/// Settings made with the builder methods are kept by [`Leg::configure`]; the others
+/// (allow, deny, allowed hosts, nofollow, max depth) are taken from the [`CrawlConfig`].
+#[derive(Debug, Clone, Default)]
+pub struct LinkExtractor {
+    allow: Vec<Regex>,
+    deny: Vec<Regex>,
+    /// Lower-case host names; empty means "the host of the page's request URL".
+    allowed_hosts: Vec<String>,
+    follow_nofollow: bool,
+    max_depth: Option<u32>,
+    images: bool,
+    iframes: bool,
+    pinned: Pinned,
+}
+
+/// Which settings were set explicitly and must survive `configure`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pinned {
+    allow: bool,
+    deny: bool,
+    allowed_hosts: bool,
+    follow_nofollow: bool,
+    max_depth: bool,
+}
+
+impl LinkExtractor {
+    /// An extractor with no regexes, seed-host scoping, `nofollow` links skipped, no depth
+    /// limit, and neither images nor iframes.
+    pub fn new() -> LinkExtractor {
+        LinkExtractor::default()
+    }
+
+    /// Only follow URLs matching one of `patterns` (empty: all).
+    pub fn allow<S: AsRef<str>>(mut self, patterns: &[S]) -> Result<LinkExtractor, LegError> {
+        self.allow = compile(patterns)?;
+        self.pinned.allow = true;
+        Ok(self)
+    }
+
+    /// Never follow URLs matching one of `patterns`.
+    pub fn deny<S: AsRef<str>>(mut self, patterns: &[S]) -> Result<LinkExtractor, LegError> {
+        self.deny = compile(patterns)?;
+        self.pinned.deny = true;
+        Ok(self)
+    }
+
+    /// Only follow links to these hosts (empty: the host of the page's request URL).
+    pub fn allowed_hosts<S: AsRef<str>>(mut self, hosts: &[S]) -> Result<LinkExtractor, LegError> {
+        self.allowed_hosts = normalize_hosts(hosts)?;
+        self.pinned.allowed_hosts = true;
+        Ok(self)
+    }
+
+    /// Follow links marked `rel=nofollow` (and pages marked robots `nofollow`).
+    pub fn follow_nofollow(mut self, follow: bool) -> LinkExtractor {
+        self.follow_nofollow = follow;
+        self.pinned.follow_nofollow = true;
+        self
+    }
+
+    /// Emit no links from pages at this depth or deeper (`None`: no limit).
+    pub fn max_depth(mut self, max_depth: Option<u32>) -> LinkExtractor {
+        self.max_depth = max_depth;
+        self.pinned.max_depth = true;
+        self
+    }
+
+    /// Also follow `img[src]`.
+    pub fn images(mut self, on: bool) -> LinkExtractor {
+        self.images = on;
+        self
+    }
+
+    /// Also follow `iframe[src]`.
+    pub fn iframes(mut self, on: bool) -> LinkExtractor {
+        self.iframes = on;
+        self
+    }
+
+    /// True when `url` (absolute, fragment-free) passes host scope, allow and deny.
+    fn in_scope(&self, url: &Url, default_host: Option<&str>) -> bool {
+        let Some(host) = url.host_str() else {
+            return false;
+        };
+        let host_ok = if self.allowed_hosts.is_empty() {
+            default_host == Some(host)
+        } else {
+            self.allowed_hosts.iter().any(|allowed| allowed == host)
+        };
+        host_ok
+            && (self.allow.is_empty() || self.allow.iter().any(|re| re.is_match(url.as_str())))
+            && !self.deny.iter().any(|re| re.is_match(url.as_str()))
+    }
+}
+
+impl Leg for LinkExtractor {
+    fn configure(&mut self, config: &CrawlConfig) -> Result<(), LegError> {
+        if !self.pinned.allow {
+            self.allow = compile(&config.allow)?;
+        }
+        if !self.pinned.deny {
+            self.deny = compile(&config.deny)?;
+        }
+        if !self.pinned.allowed_hosts {
+            self.allowed_hosts = normalize_hosts(&config.allowed_hosts)?;
+        }
+        if !self.pinned.follow_nofollow {
+            self.follow_nofollow = config.follow_nofollow;
+        }
+        if !self.pinned.max_depth {
+            self.max_depth = config.max_depth;
+        }
+        Ok(())
+    }
+
+    fn process_response(&self, response: &Response, out: &mut Output) {
+        if !response.is_success() || !response.is_html() {
+            return;
+        }
+        if self
+            .max_depth
+            .is_some_and(|max| response.request.depth >= max)
+        {
+            return;
+        }
+        let content_type = response
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let (text, encoding) = crate::charset::decode(content_type, &response.body);
+        let mut links = Links {
+            extractor: self,
+            base: None,
+            hrefs: Vec::new(),
+            page_nofollow: false,
+        };
+        html::scan(&text, &mut links);
+        if links.page_nofollow {
+            return;
+        }
+        let page = strip_fragment(&response.url);
+        let base = links
+            .base
+            .and_then(|href| page.join(&href).ok())
+            .filter(is_web)
+            .unwrap_or_else(|| page.clone());
+        let request_host = request_host(response);
+        // Browsers encode a link's query in the page's encoding.
+        let encode: &dyn Fn(&str) -> Cow<'_, [u8]> = &|s| encoding.encode(s).0;
+        let mut options = Url::options().base_url(Some(&base));
+        if encoding.output_encoding() != encoding_rs::UTF_8 {
+            options = options.encoding_override(Some(encode));
+        }
+        for href in &links.hrefs {
+            let Ok(mut url) = options.parse(href) else {
+                continue;
+            };
+            url.set_fragment(None);
+            if is_web(&url) && url != page && self.in_scope(&url, request_host.as_deref()) {
+                out.requests
+                    .push(Request::follow(&response.request, String::from(url)));
+            }
+        }
+    }
+}
+
+/// Collects raw link values during the scan; resolution waits for the `<base>`.
+struct Links<'a> {
+    extractor: &'a LinkExtractor,
+    base: Option<StrTendril>,
+    hrefs: Vec<StrTendril>,
+    page_nofollow: bool,
+}
+
+impl Visitor for Links<'_> {
+    fn tag(&mut self, tag: Tag, _foreign: bool) -> ControlFlow<()> {
+        if tag.kind != TagKind::StartTag {
+            return ControlFlow::Continue(());
+        }
+        let skip_nofollow = !self.extractor.follow_nofollow;
+        let nofollow = || {
+            skip_nofollow
+                && attr(&tag, &local_name!("rel")).is_some_and(|rel| has_token(rel, "nofollow"))
+        };
+        let value = match tag.name {
+            local_name!("a") | local_name!("area") if !nofollow() => {
+                attr(&tag, &local_name!("href"))
+            }
+            local_name!("link")
+                if !nofollow()
+                    && attr(&tag, &local_name!("rel"))
+                        .is_some_and(|rel| has_token(rel, "next")) =>
+            {
+                attr(&tag, &local_name!("href"))
+            }
+            local_name!("img") if self.extractor.images => attr(&tag, &local_name!("src")),
+            local_name!("iframe") if self.extractor.iframes => attr(&tag, &local_name!("src")),
+            local_name!("base") if self.base.is_none() => {
+                self.base = attr(&tag, &local_name!("href")).map(StrTendril::from_slice);
+                None
+            }
+            local_name!("meta") if skip_nofollow => {
+                let robots = attr(&tag, &local_name!("name"))
+                    .is_some_and(|n| n.eq_ignore_ascii_case("robots"));
+                let content = attr(&tag, &local_name!("content")).unwrap_or("");
+                if robots
+                    && (has_list_token(content, "nofollow") || has_list_token(content, "none"))
+                {
+                    self.page_nofollow = true;
+                    return ControlFlow::Break(());
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(value) = value {
+            self.hrefs.push(StrTendril::from_slice(value));
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// True when the comma-separated robots directive list contains `token`.
+fn has_list_token(list: &str, token: &str) -> bool {
+    list.split(',')
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+fn is_web(url: &Url) -> bool {
+    matches!(url.scheme(), "http" | "https")
+}
+
+fn strip_fragment(url: &Url) -> Url {
+    let mut url = url.clone();
+    url.set_fragment(None);
+    url
+}
+
+/// The host of the URL the page was requested with (the scope when no hosts are set).
+fn request_host(response: &Response) -> Option<String> {
+    match Url::parse(&response.request.url) {
+        Ok(url) => url.host_str().map(str::to_owned),
+        Err(_) => response.url.host_str().map(str::to_owned),
+    }
+}
+
+fn compile<S: AsRef<str>>(patterns: &[S]) -> Result<Vec<Regex>, LegError> {
+    patterns
+        .iter()
+        .map(|pattern| {
+            let pattern = pattern.as_ref();
+            Regex::new(pattern).map_err(|source| LegError::BadRegex {
+                leg: LEG,
+                pattern: pattern.to_owned(),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Host names as `Url` writes them (lower case, IDNA), from `host` or `host:port`.
+fn normalize_hosts<S: AsRef<str>>(hosts: &[S]) -> Result<Vec<String>, LegError> {
+    hosts
+        .iter()
+        .map(|host| {
+            let given = host.as_ref().trim();
+            Url::parse(&format!("http://{given}/"))
+                .ok()
+                .filter(|url| url.path() == "/" && url.username().is_empty())
+                .and_then(|url| url.host_str().map(str::to_owned))
+                .ok_or_else(|| LegError::Invalid {
+                    leg: LEG,
+                    message: format!("allowed host {given:?} is not a host name"),
+                })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "links_tests.rs"]
+mod tests;
