@@ -63,8 +63,11 @@
 //!
 //! # Speed
 //! Canonicalization runs for every extracted link. It writes the canonical serialization
-//! once into one `String`; when that equals the input (minus the fragment) no re-parse
-//! happens, and [`canonicalize_str`] never re-parses at all.
+//! once into one `String` (no allocation beyond it unless the query must be sorted or
+//! stripped). [`canonicalize_with`] returns a clone when nothing changed, and otherwise
+//! patches a clone with the `url` crate's setters, which re-parse only the changed
+//! path, query or fragment; only a changed userinfo or host escape costs a full
+//! re-parse. [`canonicalize_str`] never re-parses.
 
 use url::{Position, Url};
 
@@ -118,22 +121,20 @@ pub fn canonicalize(url: &Url) -> Url {
 
 /// Canonicalizes `url` with the given rules.
 pub fn canonicalize_with(url: &Url, rules: &Rules) -> Url {
-    let canonical = canonical_string(url, rules);
-    let current = url.as_str();
-    if canonical == current {
+    let canonical = Canonical::of(url, rules);
+    if canonical.text == url.as_str() {
         return url.clone();
     }
-    if canonical == url[..Position::AfterQuery] {
-        let mut out = url.clone();
-        out.set_fragment(None);
+    if let Some(out) = canonical.apply_to(url) {
         return out;
     }
-    match Url::parse(&canonical) {
+    match Url::parse(&canonical.text) {
         Ok(out) => out,
         Err(error) => {
             // Cannot happen: the canonical string only differs from a valid
             // serialization in ways the parser accepts. Keep the input rather than panic.
-            tracing::warn!(url = current, %canonical, %error, "canonical URL does not re-parse");
+            let text = &canonical.text;
+            tracing::warn!(url = url.as_str(), %text, %error, "canonical URL does not re-parse");
             url.clone()
         }
     }
@@ -143,7 +144,7 @@ pub fn canonicalize_with(url: &Url, rules: &Rules) -> Url {
 /// [`Rules::default`].
 pub fn canonicalize_str(input: &str) -> Result<String, CanonError> {
     match Url::parse(input) {
-        Ok(url) => Ok(canonical_string(&url, &Rules::default())),
+        Ok(url) => Ok(Canonical::of(&url, &Rules::default()).text),
         Err(source) => Err(CanonError::Parse {
             input: input.to_owned(),
             source,
@@ -151,46 +152,81 @@ pub fn canonicalize_str(input: &str) -> Result<String, CanonError> {
     }
 }
 
-/// Writes the canonical serialization of `url` into a new string, without re-parsing.
-fn canonical_string(url: &Url, rules: &Rules) -> String {
-    let norm = rules.normalize_percent;
-    let mut out = String::with_capacity(url.as_str().len());
-    push_part(&mut out, &url[..Position::BeforeHost], norm);
-    let host_start = out.len();
-    push_part(
-        &mut out,
-        &url[Position::BeforeHost..Position::AfterHost],
-        norm,
-    );
-    lowercase_outside_escapes(&mut out, host_start);
-    out.push_str(&url[Position::AfterHost..Position::AfterPath]);
-    let path_start = out.len() - url.path().len();
-    if norm {
-        out.truncate(path_start);
-        push_part(&mut out, url.path(), true);
-    }
-    if let Some(query) = url.query() {
-        if url.cannot_be_a_base() {
-            out.push('?');
-            push_part(&mut out, query, norm);
-        } else {
-            push_query(&mut out, query, rules);
-        }
-    }
-    match url.fragment() {
-        Some(fragment) if !rules.drop_fragment => {
-            out.push('#');
-            push_part(&mut out, fragment, norm);
-        }
-        _ => {
-            if url.cannot_be_a_base() && url.query().is_none() {
-                // The parser strips trailing spaces of an opaque path once nothing follows.
-                let end = out.trim_end_matches(' ').len();
-                out.truncate(end);
+/// A canonical serialization and where its parts are: `text[..path.start]` is
+/// scheme, userinfo, host and port, `text[path]` the path, `text[path.end..query_end]`
+/// the `?query` (or nothing) and `text[query_end..]` the `#fragment` (or nothing).
+struct Canonical {
+    text: String,
+    path: std::ops::Range<usize>,
+    query_end: usize,
+}
+
+impl Canonical {
+    /// Writes the canonical serialization of `url`, without re-parsing.
+    fn of(url: &Url, rules: &Rules) -> Canonical {
+        let norm = rules.normalize_percent;
+        let mut out = String::with_capacity(url.as_str().len());
+        push_part(&mut out, &url[..Position::BeforeHost], norm);
+        let host_start = out.len();
+        let host = &url[Position::BeforeHost..Position::AfterHost];
+        push_part(&mut out, host, norm);
+        lowercase_outside_escapes(&mut out, host_start);
+        out.push_str(&url[Position::AfterHost..Position::BeforePath]);
+        let path_start = out.len();
+        push_part(&mut out, url.path(), norm);
+        let mut path_end = out.len();
+        if let Some(query) = url.query() {
+            if url.cannot_be_a_base() {
+                out.push('?');
+                push_part(&mut out, query, norm);
+            } else {
+                push_query(&mut out, query, rules);
             }
         }
+        let mut query_end = out.len();
+        match url.fragment() {
+            Some(fragment) if !rules.drop_fragment => {
+                out.push('#');
+                push_part(&mut out, fragment, norm);
+            }
+            _ if url.cannot_be_a_base() && query_end == path_end => {
+                // The parser strips trailing spaces of an opaque path once nothing follows.
+                out.truncate(out.trim_end_matches(' ').len());
+                path_end = out.len();
+                query_end = out.len();
+            }
+            _ => {}
+        }
+        Canonical {
+            text: out,
+            path: path_start..path_end,
+            query_end,
+        }
     }
-    out
+
+    /// Turns a clone of `url` into the canonical URL with the `url` crate's setters,
+    /// which re-parse only the parts that changed. `None` when the scheme-to-port
+    /// prefix changed or the setters would not give exactly `self.text`; the caller
+    /// then re-parses the whole text.
+    fn apply_to(&self, url: &Url) -> Option<Url> {
+        if self.text[..self.path.start] != url[..Position::BeforePath] {
+            return None;
+        }
+        let mut out = url.clone();
+        let fragment = self.text[self.query_end..].strip_prefix('#');
+        if fragment != url.fragment() {
+            out.set_fragment(fragment);
+        }
+        let query = self.text[self.path.end..self.query_end].strip_prefix('?');
+        if query != url.query() {
+            out.set_query(query);
+        }
+        let path = &self.text[self.path.clone()];
+        if path != url.path() {
+            out.set_path(path);
+        }
+        (out.as_str() == self.text).then_some(out)
+    }
 }
 
 /// Appends `?` and the processed query, or nothing when no argument remains.
@@ -198,7 +234,7 @@ fn push_query(out: &mut String, query: &str, rules: &Rules) {
     let mark = out.len();
     out.push('?');
     let start = out.len();
-    for piece in query.split('&').filter(|piece| !piece.is_empty()) {
+    for piece in split_byte(query, b'&').filter(|piece| !piece.is_empty()) {
         if out.len() > start {
             out.push('&');
         }
@@ -206,12 +242,11 @@ fn push_query(out: &mut String, query: &str, rules: &Rules) {
     }
     let written = &out[start..];
     let needs_strip = !rules.strip_query_params.is_empty()
-        && written.split('&').any(|piece| stripped(piece, rules));
+        && split_byte(written, b'&').any(|piece| stripped(piece, rules));
     let needs_sort = rules.sort_query && !is_sorted_by_key(written);
     if needs_strip || needs_sort {
-        let mut pieces: Vec<&str> = written
-            .split('&')
-            .filter(|piece| !stripped(piece, rules))
+        let mut pieces: Vec<&str> = split_byte(written, b'&')
+            .filter(|piece| !needs_strip || !stripped(piece, rules))
             .collect();
         if rules.sort_query {
             // `sort_by` is stable: repeated keys keep their relative order.
@@ -228,12 +263,36 @@ fn push_query(out: &mut String, query: &str, rules: &Rules) {
 
 /// The key of a query piece: everything before its first `=`.
 fn key(piece: &str) -> &str {
-    piece.split_once('=').map_or(piece, |(key, _)| key)
+    find_byte(piece, b'=').map_or(piece, |i| &piece[..i])
+}
+
+/// The index of the first `byte` (ASCII) in `s`. A plain loop: the strings are short,
+/// and `str::find(char)` costs more in setup than it saves.
+fn find_byte(s: &str, byte: u8) -> Option<usize> {
+    s.bytes().position(|b| b == byte)
+}
+
+/// Splits `s` at every `sep` (ASCII); like `str::split`, cheaper on short strings.
+fn split_byte(s: &str, sep: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        match find_byte(current, sep) {
+            Some(i) => {
+                rest = Some(&current[i + 1..]);
+                Some(&current[..i])
+            }
+            None => {
+                rest = None;
+                Some(current)
+            }
+        }
+    })
 }
 
 /// Whether the `&`-joined pieces are already in key order.
 fn is_sorted_by_key(query: &str) -> bool {
-    let mut pieces = query.split('&');
+    let mut pieces = split_byte(query, b'&');
     let Some(mut previous) = pieces.next() else {
         return true;
     };
@@ -281,24 +340,19 @@ fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
 
 /// Appends `part`, normalizing its percent escapes when `normalize` is set.
 fn push_part(out: &mut String, part: &str, normalize: bool) {
-    if !normalize {
-        out.push_str(part);
-        return;
-    }
-    let bytes = part.as_bytes();
-    let mut run_start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        let escape = match bytes.get(i..i + 3) {
-            Some(&[b'%', hi, lo]) => hex(hi).zip(hex(lo)).map(|(hi, lo)| hi << 4 | lo),
+    let mut rest = part;
+    while let (true, Some(i)) = (normalize, find_byte(rest, b'%')) {
+        out.push_str(&rest[..i]);
+        let escape = match rest.as_bytes().get(i + 1..i + 3) {
+            Some(&[hi, lo]) => hex(hi).zip(hex(lo)).map(|(hi, lo)| hi << 4 | lo),
             _ => None,
         };
+        // `i + 1` and `i + 3` sit just after ASCII bytes, hence on char boundaries.
         let Some(value) = escape else {
-            i += 1;
+            out.push('%');
+            rest = &rest[i + 1..];
             continue;
         };
-        // `i` and `i + 3` sit on ASCII bytes, hence on char boundaries.
-        out.push_str(&part[run_start..i]);
         if is_unreserved(value) {
             out.push(char::from(value));
         } else {
@@ -306,10 +360,9 @@ fn push_part(out: &mut String, part: &str, normalize: bool) {
             out.push(char::from(HEX_UPPER[usize::from(value >> 4)]));
             out.push(char::from(HEX_UPPER[usize::from(value & 0xf)]));
         }
-        i += 3;
-        run_start = i;
+        rest = &rest[i + 3..];
     }
-    out.push_str(&part[run_start..]);
+    out.push_str(rest);
 }
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";

@@ -81,6 +81,20 @@ const CASES: &[(&str, &str)] = &[
     ("javascript:void(0)", "javascript:void(0)"),
 ];
 
+/// When the prefix is unchanged, the setter path must reproduce the text exactly, so
+/// that `canonicalize_with` never needs its full re-parse for such URLs.
+fn assert_setters_exact(url: &Url, rules: &Rules) {
+    let canonical = Canonical::of(url, rules);
+    if canonical.text[..canonical.path.start] == url[..Position::BeforePath] {
+        let applied = canonical.apply_to(url);
+        assert_eq!(
+            applied.as_ref().map(Url::as_str),
+            Some(canonical.text.as_str()),
+            "{url}"
+        );
+    }
+}
+
 #[test]
 fn table() {
     assert!(CASES.len() >= 35);
@@ -89,6 +103,8 @@ fn table() {
         let url = Url::parse(input).unwrap();
         let got = canonicalize(&url);
         let text = canonicalize_str(input).unwrap();
+        assert_setters_exact(&url, &Rules::default());
+        assert_setters_exact(&url, &with(|r| r.drop_fragment = false));
         if got.as_str() != expected || text != expected {
             failures.push(format!(
                 "{input:?}: url {:?}, str {text:?}, want {expected:?}",
@@ -276,6 +292,8 @@ proptest! {
         prop_assert_eq!(&canonicalize(&once), &once);
         prop_assert_eq!(canonicalize_str(&input).unwrap(), once.as_str());
         prop_assert_eq!(once.fragment(), None);
+        assert_setters_exact(&url, &Rules::default());
+        assert_setters_exact(&url, &with(|r| r.drop_fragment = false));
     }
 
     #[test]

@@ -118,9 +118,9 @@ impl CrawlArgs {
 /// The bundled legs the CLI crawls with: links, canonical URLs, a page item.
 fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
     let mut stack = Stack::new()
-        .push(legs::links::LinkExtractor::default())
-        .push(legs::canonicalize::Canonicalize::default())
-        .push(legs::page_item::PageItem::default());
+        .push(legs::LinkExtractor::default())
+        .push(legs::Canonicalize::default())
+        .push(legs::PageItem::default());
     stack
         .configure(config)
         .map_err(|e| BadInput(e.to_string()))?;

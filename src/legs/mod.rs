@@ -47,12 +47,14 @@
 //! assert_eq!(spider.len(), 4);
 //! ```
 
+mod canonicalize;
 mod func;
 mod html;
 mod links;
 mod page_item;
 mod stack;
 
+pub use canonicalize::Canonicalize;
 pub use func::{filter_requests, from_fn, map_items};
 pub use links::LinkExtractor;
 pub use page_item::PageItem;
