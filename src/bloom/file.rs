@@ -321,8 +321,11 @@ impl BloomFile {
     }
 
     /// Pre-faults the whole bit region for writing (Linux `MADV_POPULATE_WRITE`), so later
-    /// inserts take no first-touch page faults. On a sparse file this allocates all `m/8` bytes
-    /// on disk. A no-op elsewhere.
+    /// inserts take no first-touch page faults. Meant right after [`create`](Self::create):
+    /// it allocates all `m/8` bytes on disk and dirties every page (one full write-back), which
+    /// random probing would do anyway within the first ~10^5 keys. Do not call it after `open`
+    /// of a large filter (it would rewrite the whole file). A no-op on other systems.
+    /// Cost for 2^30 bits: 0.22–0.26 s (see the `create_2^30_bits` bench).
     pub fn prefault(&self) -> Result<(), BloomError> {
         #[cfg(target_os = "linux")]
         {

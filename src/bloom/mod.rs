@@ -69,14 +69,22 @@
 //!   only to read it does not dirty it); `flush` writes 1 after the bits are synced.
 //! - `ones` is exact: every 0→1 transition is counted. When `open` finds the clean flag at 0 (the
 //!   last process died after changing bits) it recounts with a popcount over the map; for
-//!   `2^30` bits (128 MiB) that took about 60 ms with the file in the page cache on the
-//!   2-core development machine (`cargo bench --bench bloom`, `open_dirty`); reading a cold
-//!   file from disk adds the time to read 128 MiB.
+//!   `2^30` bits (128 MiB) that took 48–65 ms (three runs) with the file in the page cache on the
+//!   2-core development machine (`cargo bench --bench bloom`, `open_2^30_bits/dirty_recount`;
+//!   a clean open takes 18–25 µs); a cold file adds the time to read 128 MiB from disk.
 //! - The hot path (`contains`, `insert`) allocates nothing and does no division.
 //! - The memory map is the one `unsafe` block of the crate; see `file.rs` for its SAFETY
 //!   argument. Truncating the file from outside while it is mapped is the documented hazard
 //!   (the process would get SIGBUS); the state directory lock held through sled keeps other
 //!   legcrawl processes away.
+//!
+//! # Performance (2^30 bits, k = 6, one core, `benches/bloom.rs`)
+//! Once the pages are mapped, the dedup step (`if !contains { insert }`) runs at 3.5–9 M/s both
+//! mapped and in memory (each probe is a cache and TLB miss; both use 4 KiB pages; the
+//! machine was shared with other jobs, so runs vary). The first touch of each page of a
+//! freshly created sparse file costs page faults plus an ext4 block allocation, so the first
+//! 1 M keys into a new file run at about 1.1–1.3 M/s against 2.7–3.6 M/s in memory;
+//! [`BloomFile::prefault`] right after `create` (0.22–0.26 s) removes that.
 
 mod file;
 mod filter;

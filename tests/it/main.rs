@@ -2,6 +2,7 @@
 //!
 //! Run with `cargo test --release --test it`.
 
+mod crawl;
 mod fetch;
 mod crash_store;
 mod support;

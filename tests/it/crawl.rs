@@ -1,0 +1,248 @@
+//! End-to-end crawls with the real binary against an in-process site on 127.0.0.1:
+//! completeness, dedup counts, kill -9 resume, SIGINT/SIGTERM, exit codes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::support::cli::{self, dump_items, dump_summary, item_path, legcrawl, run};
+use crate::support::{Site, TestResponse, TestServer, handler};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn crawl(data: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["crawl"];
+    all.extend_from_slice(args);
+    run(legcrawl(data, &all), LIMIT)
+}
+
+fn item_paths(data: &Path) -> Vec<String> {
+    dump_items(data).iter().map(item_path).collect()
+}
+
+fn assert_each_once(paths: &[String], expected: &BTreeSet<String>) {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for p in paths {
+        *counts.entry(p.as_str()).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "items stored more than once: {twice:?}");
+    let got: BTreeSet<String> = paths.iter().cloned().collect();
+    let missing: Vec<_> = expected.difference(&got).take(5).collect();
+    let extra: Vec<_> = got.difference(expected).take(5).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "missing {missing:?}, unexpected {extra:?}");
+}
+
+#[test]
+fn crawl_finds_exactly_the_reachable_pages_once() {
+    let site = Site::generate(3000, 7);
+    let server = TestServer::start(site.handler());
+    let data = tempfile::tempdir().unwrap();
+    let out = crawl(data.path(), &[&server.url("/"), "--bloom-bits", "20"]);
+    assert!(out.status.success(), "crawl failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_each_once(&item_paths(data.path()), &site.reachable());
+    for path in site.reachable() {
+        assert_eq!(server.hits(&path), 1, "{path} fetched {} times", server.hits(&path));
+    }
+    let summary = dump_summary(data.path());
+    assert_eq!(summary["items"], 3001);
+    assert_eq!(summary["frontier"], 0);
+    assert_eq!(summary["in_flight"], 0);
+    let runs = run(legcrawl(data.path(), &["dump", "runs", "--json"]), LIMIT);
+    let runs = cli::parse_lines(&runs.stdout);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["outcome"], "drained");
+    assert!(runs[0]["counters"]["scope/offsite"].as_u64().unwrap() > 0, "the off-site link was proposed and refused");
+    // A second run with nothing new fetches nothing.
+    let before = server.requests();
+    let out = crawl(data.path(), &[]);
+    assert!(out.status.success());
+    assert_eq!(server.requests(), before);
+}
+
+#[test]
+fn scrapy_redis_example_filters_exactly_ten() {
+    // 10 seeds; each seed page links to itself and to 9 new pages: 100 requests of
+    // which 10 repeat a seed, so exactly 10 are filtered.
+    let server = TestServer::start(handler(|req| {
+        let path = req.path().to_owned();
+        if let Some(i) = path.strip_prefix("/s/").and_then(|n| n.parse::<usize>().ok()) {
+            let mut body = format!("<title>seed {i}</title><a href=\"/s/{i}\">self</a>");
+            for j in 0..9 {
+                body.push_str(&format!("<a href=\"/t/{}\">t</a>", i * 9 + j));
+            }
+            TestResponse::html(body)
+        } else {
+            TestResponse::html("<title>leaf</title>")
+        }
+    }));
+    let data = tempfile::tempdir().unwrap();
+    let seeds: Vec<String> = (0..10).map(|i| server.url(&format!("/s/{i}"))).collect();
+    let mut args: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    args.extend(["--bloom-bits", "20"]);
+    let out = crawl(data.path(), &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = dump_summary(data.path());
+    assert_eq!(summary["filtered"], 10);
+    assert_eq!(summary["items"], 100);
+}
+
+#[test]
+fn output_file_gets_every_item_once() {
+    let site = Site::generate(500, 3);
+    let server = TestServer::start(site.handler());
+    let data = tempfile::tempdir().unwrap();
+    let output = data.path().join("items.jsonl");
+    let out_arg = output.to_str().unwrap();
+    let first = crawl(data.path(), &[&server.url("/"), "--bloom-bits", "20", "--max-pages", "200", "--output", out_arg]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let lines = cli::parse_lines(&std::fs::read(&output).unwrap());
+    assert_eq!(lines.len(), 200);
+    let second = crawl(data.path(), &["--output", out_arg]);
+    assert!(second.status.success());
+    let lines = cli::parse_lines(&std::fs::read(&output).unwrap());
+    let paths: Vec<String> = lines.iter().map(item_path).collect();
+    assert_each_once(&paths, &site.reachable());
+}
+
+/// A site whose every response waits a little, so crawls last long enough to be
+/// interrupted.
+fn slow_site(pages: usize, delay: Duration) -> (Site, TestServer) {
+    let site = Site::generate(pages, 11);
+    let inner = site.handler();
+    let server = TestServer::start(handler(move |req| inner(req).delay(delay)));
+    (site, server)
+}
+
+fn next_random(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn kill_nine_thirty_times_then_exactly_the_site() {
+    const KILLS: u64 = 30;
+    const CONCURRENCY: u64 = 8;
+    let (site, server) = slow_site(2500, Duration::from_millis(8));
+    let data = tempfile::tempdir().unwrap();
+    let output = data.path().join("out.jsonl");
+    let seed = server.url("/");
+    let mut rng = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("kill-moment seed {rng}");
+    let args = ["crawl", &seed, "--concurrency", "8", "--bloom-bits", "20", "--output", output.to_str().unwrap()];
+    for round in 0..KILLS {
+        let mut child = legcrawl(data.path(), &args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(40 + next_random(&mut rng) % 200));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        eprintln!("round {round}: {status}, {} requests so far", server.requests());
+    }
+    let out = run(legcrawl(data.path(), &args), LIMIT);
+    assert!(out.status.success(), "final run failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_each_once(&item_paths(data.path()), &site.reachable());
+    let lines = cli::parse_lines(&std::fs::read(&output).unwrap());
+    assert_each_once(&lines.iter().map(item_path).collect::<Vec<_>>(), &site.reachable());
+    // Invariant 3: refetches are bounded by what was in flight or uncommitted at each kill.
+    let pages = site.reachable().len() as u64;
+    let fetches: u64 = site.reachable().iter().map(|p| server.hits(p)).sum();
+    let bound = pages + KILLS * (CONCURRENCY + legcrawl::store::GROUP_MAX_PAGES as u64);
+    assert!(fetches <= bound, "{fetches} fetches for {pages} pages exceeds {bound}");
+    eprintln!("{fetches} fetches for {pages} pages ({} refetched)", fetches - pages);
+}
+
+fn interrupt_then_resume(sig: i32) {
+    let (site, server) = slow_site(1500, Duration::from_millis(10));
+    let data = tempfile::tempdir().unwrap();
+    let seed = server.url("/");
+    let child = legcrawl(data.path(), &["crawl", &seed, "--concurrency", "8", "--bloom-bits", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it has made progress, then look at it live.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.requests() < 100 {
+        assert!(Instant::now() < deadline, "crawl made no progress");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let live = dump_summary(data.path());
+    assert!(live["live"]["pid"].as_u64() == Some(child.id() as u64), "live summary while running: {live}");
+    let sent = Instant::now();
+    cli::signal(child.id(), sig);
+    let out = cli::wait_output(child, Duration::from_secs(10));
+    let took = sent.elapsed();
+    assert_eq!(out.status.code(), Some(130), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(took < Duration::from_secs(3), "exit took {took:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("resume with"), "{}", String::from_utf8_lossy(&out.stderr));
+    let resumed = run(legcrawl(data.path(), &["crawl"]), LIMIT);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    for path in site.reachable() {
+        assert_eq!(server.hits(&path), 1, "{path} fetched {} times across the interrupt", server.hits(&path));
+    }
+    assert_each_once(&item_paths(data.path()), &site.reachable());
+}
+
+#[test]
+fn sigint_exits_130_and_resume_fetches_nothing_twice() {
+    interrupt_then_resume(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_is_a_graceful_stop_too() {
+    interrupt_then_resume(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_reaches_a_crawl_started_in_the_background_by_a_script() {
+    // Non-interactive shells start background jobs with SIGINT ignored; legcrawl
+    // must still stop gracefully on `kill -INT`.
+    let (_site, server) = slow_site(1500, Duration::from_millis(10));
+    let data = tempfile::tempdir().unwrap();
+    let pidfile = data.path().join("pid");
+    let codefile = data.path().join("code");
+    let script = format!(
+        "\"{bin}\" crawl --data \"{d}\" {seed} --bloom-bits 20 --concurrency 4 2>/dev/null & echo $! > \"{p}\"; wait $!; echo $? > \"{c}\"",
+        bin = cli::bin(),
+        d = data.path().join("state").display(),
+        seed = server.url("/"),
+        p = pidfile.display(),
+        c = codefile.display()
+    );
+    let mut shell = std::process::Command::new("sh").arg("-c").arg(&script).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.requests() < 50 {
+        assert!(Instant::now() < deadline, "background crawl made no progress");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    cli::signal(pid, libc::SIGINT);
+    let status = cli::wait_status(&mut shell, Duration::from_secs(10));
+    assert!(status.success());
+    assert_eq!(std::fs::read_to_string(&codefile).unwrap().trim(), "130");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_two() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("precious.txt"), "keep me").unwrap();
+    for args in [vec!["dump"], vec!["dump", "items"], vec!["crawl", "http://127.0.0.1:9/"]] {
+        let out = run(legcrawl(dir.path(), &args), LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("not a legcrawl state"), "{err}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing was created");
+    let missing = dir.path().join("none");
+    let out = run(legcrawl(&missing, &["dump"]), LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    let state = dir.path().join("state");
+    let out = crawl(&state, &["not a url"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = crawl(&state, &["--dedup", "fuzzy"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,100 @@
+//! Running the real `legcrawl` binary from tests, with bounded waits.
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of the binary cargo built for this test run.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_legcrawl")
+}
+
+/// A `legcrawl` command with `--data` added after the subcommand.
+pub fn legcrawl(data: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.arg(args[0]).arg("--data").arg(data).args(&args[1..]);
+    cmd.env("RUST_LOG", "error");
+    cmd
+}
+
+/// Runs to completion (at most `limit`), capturing output.
+pub fn run(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn legcrawl");
+    wait_output(child, limit)
+}
+
+/// Waits for a spawned child (with piped output) at most `limit`; kills it and
+/// panics if it takes longer.
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let status = wait_status(&mut child, limit);
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        std::io::Read::read_to_end(&mut out, &mut stdout).expect("read stdout");
+    }
+    if let Some(mut err) = child.stderr.take() {
+        std::io::Read::read_to_end(&mut err, &mut stderr).expect("read stderr");
+    }
+    Output { status, stdout, stderr }
+}
+
+/// Waits for a child at most `limit`; kills it and panics if it takes longer.
+pub fn wait_status(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("poll child") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("legcrawl did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Sends a signal to a process.
+pub fn signal(pid: u32, signal: i32) {
+    let rc = unsafe_kill(pid, signal);
+    assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
+}
+
+#[allow(unsafe_code)]
+fn unsafe_kill(pid: u32, signal: i32) -> i32 {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(pid as libc::pid_t, signal) }
+}
+
+/// The items of `dump items`, parsed.
+pub fn dump_items(data: &Path) -> Vec<serde_json::Value> {
+    let out = run(legcrawl(data, &["dump", "items"]), Duration::from_secs(60));
+    assert!(out.status.success(), "dump items failed: {}", String::from_utf8_lossy(&out.stderr));
+    parse_lines(&out.stdout)
+}
+
+/// JSON lines → values.
+pub fn parse_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// `dump summary --json`, parsed.
+pub fn dump_summary(data: &Path) -> serde_json::Value {
+    let out = run(legcrawl(data, &["dump", "summary", "--json"]), Duration::from_secs(30));
+    assert!(out.status.success(), "dump summary failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("summary JSON")
+}
+
+/// The path (with query) of an item's `url`.
+pub fn item_path(item: &serde_json::Value) -> String {
+    let url = url::Url::parse(item["url"].as_str().expect("url field")).expect("item url parses");
+    match url.query() {
+        Some(q) if !q.is_empty() => format!("{}?{q}", url.path()),
+        _ => url.path().to_owned(),
+    }
+}
