@@ -208,6 +208,17 @@ struct Links<'a> {
 }
 
 impl Visitor for Links<'_> {
+    fn wants(&self, name: &[u8]) -> bool {
+        match name {
+            b"a" | b"area" | b"link" => true,
+            b"base" => self.base.is_none(),
+            b"meta" => !self.extractor.follow_nofollow,
+            b"img" => self.extractor.images,
+            b"iframe" => self.extractor.iframes,
+            _ => false,
+        }
+    }
+
     fn tag(&mut self, tag: Tag, _foreign: bool) -> ControlFlow<()> {
         if tag.kind != TagKind::StartTag {
             return ControlFlow::Continue(());

@@ -116,6 +116,10 @@ struct TitleFinder {
 }
 
 impl Visitor for TitleFinder {
+    fn wants(&self, name: &[u8]) -> bool {
+        name == b"title"
+    }
+
     fn tag(&mut self, tag: Tag, foreign: bool) -> ControlFlow<()> {
         if tag.name != local_name!("title") || foreign {
             return ControlFlow::Continue(());
