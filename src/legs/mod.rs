@@ -51,6 +51,7 @@ mod func;
 mod html;
 mod links;
 mod page_item;
+mod skim;
 mod stack;
 
 pub use func::{filter_requests, from_fn, map_items};

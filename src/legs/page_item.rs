@@ -20,11 +20,9 @@
 use std::ops::ControlFlow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use html5ever::local_name;
-use html5ever::tokenizer::{Tag, TagKind};
 use serde_json::Value;
 
-use super::html::{self, Visitor};
+use super::html::{self, StartTag, Visitor};
 use super::{Leg, Output};
 use crate::item::Item;
 use crate::response::Response;
@@ -120,16 +118,16 @@ impl Visitor for TitleFinder {
         name == b"title"
     }
 
-    fn tag(&mut self, tag: Tag, foreign: bool) -> ControlFlow<()> {
-        if tag.name != local_name!("title") || foreign {
-            return ControlFlow::Continue(());
+    fn start_tag(&mut self, tag: &StartTag<'_>) -> ControlFlow<()> {
+        if !tag.foreign && matches!(self.state, TitleState::Before) {
+            self.state = TitleState::Inside;
         }
-        match (&self.state, tag.kind) {
-            (TitleState::Before, TagKind::StartTag) => {
-                self.state = TitleState::Inside;
-                ControlFlow::Continue(())
-            }
-            (TitleState::Inside, TagKind::EndTag) => ControlFlow::Break(()),
+        ControlFlow::Continue(())
+    }
+
+    fn end_tag(&mut self, name: &str) -> ControlFlow<()> {
+        match (&self.state, name) {
+            (TitleState::Inside, "title") => ControlFlow::Break(()),
             _ => ControlFlow::Continue(()),
         }
     }
