@@ -1,7 +1,8 @@
 //! [`LinkExtractor`]: follows the links of HTML pages (the SEP's regex link extractor).
 //!
 //! Runs only on 2xx HTML responses ([`Response::is_html`]). The body is decoded with
-//! [`crate::charset`] and scanned at tokenizer level (no DOM). Links are read from
+//! [`crate::charset`] and scanned at tokenizer level, no DOM (`html.rs`: a byte skimmer
+//! plus html5ever's tokenizer for the tags read). Links are read from
 //! `a[href]`, `area[href]`, `link[rel~=next][href]` and, when enabled, `img[src]` and
 //! `iframe[src]`. The first `<base href>` of the document is the base of every link, as
 //! in browsers (even links before it). URLs are resolved with [`Url::join`] (queries in

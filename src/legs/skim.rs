@@ -87,89 +87,26 @@ pub(super) struct AttrSpan {
 pub(super) fn tag_end(
     bytes: &[u8],
     from: usize,
-    mut spans: Option<&mut Vec<AttrSpan>>,
+    spans: Option<&mut Vec<AttrSpan>>,
 ) -> Option<(usize, bool)> {
-    let mut push = |span: AttrSpan| {
-        if let Some(spans) = spans.as_deref_mut() {
-            spans.push(span);
-        }
+    let mut parser = TagParser {
+        state: S::BeforeName,
+        span: AttrSpan::default(),
+        slash: false,
+        spans,
     };
-    let mut state = S::BeforeName;
-    let mut span = AttrSpan::default();
-    let mut slash = false;
     let mut i = from;
     while i < bytes.len() {
-        let b = bytes[i];
-        let after_slash = std::mem::take(&mut slash);
-        state = match state {
-            S::Quoted(q) => {
-                i = memchr(q, bytes, i)?;
-                span.value.1 = i;
-                push(span);
-                S::BeforeName
-            }
-            S::Unquoted if b == b'>' || is_space(b) => {
-                span.value.1 = i;
-                push(span);
-                if b == b'>' {
-                    return Some((i, false));
-                }
-                S::BeforeName
-            }
-            S::Unquoted => S::Unquoted,
-            S::BeforeValue => match b {
-                b'>' => {
-                    push(span);
-                    return Some((i, false));
-                }
-                b'"' | b'\'' => {
-                    span.value = (i + 1, i + 1);
-                    S::Quoted(b)
-                }
-                _ if is_space(b) => S::BeforeValue,
-                _ => {
-                    span.value = (i, i);
-                    S::Unquoted
-                }
-            },
-            S::Name if !(is_space(b) || matches!(b, b'=' | b'/' | b'>')) => S::Name,
-            S::Name | S::AfterName | S::BeforeName => {
-                // A name in progress ends here; `AfterName` means an attribute is pending.
-                if state == S::Name {
-                    span.name.1 = i;
-                    state = S::AfterName;
-                }
-                let pending = state == S::AfterName;
-                match b {
-                    b'>' => {
-                        if pending {
-                            push(span);
-                        }
-                        return Some((i, after_slash));
-                    }
-                    b'/' => {
-                        if pending {
-                            push(span);
-                        }
-                        slash = true;
-                        S::BeforeName
-                    }
-                    b'=' if pending => S::BeforeValue,
-                    _ if is_space(b) => state,
-                    _ => {
-                        if pending {
-                            push(span);
-                        }
-                        span = AttrSpan {
-                            name: (i, i + 1),
-                            value: (i, i),
-                        };
-                        S::Name
-                    }
-                }
-            }
+        let after_slash = std::mem::take(&mut parser.slash);
+        let step = match parser.state {
+            S::Quoted(_) | S::Unquoted | S::BeforeValue => parser.value_step(bytes, i),
+            S::BeforeName | S::Name | S::AfterName => parser.name_step(bytes[i], i, after_slash),
         };
-        i += 1;
+        match step {
+            Step::Next(next) => i = next,
+            Step::Done(gt, self_closing) => return Some((gt, self_closing)),
+            Step::Eof => return None,
+        }
     }
     None
 }
@@ -183,6 +120,109 @@ enum S {
     BeforeValue,
     Quoted(u8),
     Unquoted,
+}
+
+/// What one step of [`TagParser`] decided.
+enum Step {
+    /// Go on at this index.
+    Next(usize),
+    /// The tag ends at this `>`; self-closing or not.
+    Done(usize, bool),
+    /// The input ends inside the tag.
+    Eof,
+}
+
+struct TagParser<'s> {
+    state: S,
+    /// The attribute being read.
+    span: AttrSpan,
+    /// The previous byte was a `/` that may make the tag self-closing.
+    slash: bool,
+    spans: Option<&'s mut Vec<AttrSpan>>,
+}
+
+impl TagParser<'_> {
+    fn push(&mut self) {
+        if let Some(spans) = self.spans.as_deref_mut() {
+            spans.push(self.span);
+        }
+    }
+
+    /// One step in the value states.
+    fn value_step(&mut self, bytes: &[u8], i: usize) -> Step {
+        let b = bytes[i];
+        self.state = match self.state {
+            S::Quoted(q) => {
+                let Some(close) = memchr(q, bytes, i) else {
+                    return Step::Eof;
+                };
+                self.span.value.1 = close;
+                self.push();
+                self.state = S::BeforeName;
+                return Step::Next(close + 1);
+            }
+            S::Unquoted if b == b'>' || is_space(b) => {
+                self.span.value.1 = i;
+                self.push();
+                if b == b'>' {
+                    return Step::Done(i, false);
+                }
+                S::BeforeName
+            }
+            S::BeforeValue if b == b'>' => {
+                self.push();
+                return Step::Done(i, false);
+            }
+            S::BeforeValue if b == b'"' || b == b'\'' => {
+                self.span.value = (i + 1, i + 1);
+                S::Quoted(b)
+            }
+            S::BeforeValue if !is_space(b) => {
+                self.span.value = (i, i);
+                S::Unquoted
+            }
+            state => state,
+        };
+        Step::Next(i + 1)
+    }
+
+    /// One step in the attribute-name states; `AfterName` means an attribute is pending.
+    fn name_step(&mut self, b: u8, i: usize, after_slash: bool) -> Step {
+        let ends_name = is_space(b) || matches!(b, b'=' | b'/' | b'>');
+        if self.state == S::Name {
+            if !ends_name {
+                return Step::Next(i + 1);
+            }
+            self.span.name.1 = i;
+            self.state = S::AfterName;
+        }
+        let pending = self.state == S::AfterName;
+        self.state = match b {
+            b'>' | b'/' => {
+                if pending {
+                    self.push();
+                }
+                if b == b'>' {
+                    return Step::Done(i, after_slash);
+                }
+                self.slash = true;
+                S::BeforeName
+            }
+            b'=' if pending => S::BeforeValue,
+            _ if is_space(b) => self.state,
+            _ => {
+                if pending {
+                    self.push();
+                }
+                self.span = AttrSpan {
+                    name: (i, i + 1),
+                    value: (i, i),
+                };
+                S::Name
+            }
+        };
+        Step::Next(i + 1)
+    }
 }
 
 /// From just after `<!--`, the index just past the comment's end.
