@@ -64,7 +64,10 @@ mod tests {
         let bytes = encode(&item);
         assert_eq!(decode(&bytes).unwrap(), item);
         assert_eq!(json_text(&bytes).unwrap(), r#"{"url":"http://e.com/"}"#);
-        assert!(matches!(decode(&[2, b'{']), Err(DecodeError::Version { found: 2 })));
+        assert!(matches!(
+            decode(&[2, b'{']),
+            Err(DecodeError::Version { found: 2 })
+        ));
         assert!(matches!(decode(&[1, b'{']), Err(DecodeError::Corrupt(_))));
     }
 }

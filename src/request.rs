@@ -90,7 +90,9 @@ impl Request {
         let mut out = Vec::with_capacity(64 + self.url.len());
         out.push(FORMAT_VERSION);
         // Encoding into a Vec cannot fail for these field types.
-        if let Err(error) = bincode::encode_into_std_write(self, &mut out, bincode::config::standard()) {
+        if let Err(error) =
+            bincode::encode_into_std_write(self, &mut out, bincode::config::standard())
+        {
             unreachable!("encoding a request into memory failed: {error}");
         }
         out
@@ -126,8 +128,14 @@ mod tests {
     fn wrong_version_and_garbage_are_errors() {
         let mut bytes = Request::get("http://e.com/").encode();
         bytes[0] = 9;
-        assert!(matches!(Request::decode(&bytes), Err(DecodeError::Version { found: 9 })));
+        assert!(matches!(
+            Request::decode(&bytes),
+            Err(DecodeError::Version { found: 9 })
+        ));
         assert!(matches!(Request::decode(&[]), Err(DecodeError::Empty)));
-        assert!(matches!(Request::decode(&[FORMAT_VERSION, 0xff, 0xff]), Err(DecodeError::Corrupt(_))));
+        assert!(matches!(
+            Request::decode(&[FORMAT_VERSION, 0xff, 0xff]),
+            Err(DecodeError::Corrupt(_))
+        ));
     }
 }

@@ -33,7 +33,11 @@ pub struct Response {
 impl Response {
     /// The media type of `Content-Type`, lower case, without parameters (`text/html`).
     pub fn media_type(&self) -> Option<String> {
-        let value = self.headers.get(http::header::CONTENT_TYPE)?.to_str().ok()?;
+        let value = self
+            .headers
+            .get(http::header::CONTENT_TYPE)?
+            .to_str()
+            .ok()?;
         let media = value.split(';').next()?.trim().to_ascii_lowercase();
         (!media.is_empty()).then_some(media)
     }
@@ -59,7 +63,10 @@ impl Response {
     /// The body as text, decoded by [`crate::charset::decode`] (BOM, then the
     /// `Content-Type` charset, then `<meta>`, then UTF-8); borrowed when it is valid UTF-8.
     pub fn text(&self) -> std::borrow::Cow<'_, str> {
-        let content_type = self.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let content_type = self
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
         crate::charset::decode(content_type, &self.body).0
     }
 }
