@@ -63,7 +63,10 @@ impl Response {
     /// The body as text, decoded by [`crate::charset::decode`] (BOM, then the
     /// `Content-Type` charset, then `<meta>`, then UTF-8); borrowed when it is valid UTF-8.
     pub fn text(&self) -> std::borrow::Cow<'_, str> {
-        let content_type = self.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let content_type = self
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
         crate::charset::decode(content_type, &self.body).0
     }
 }

@@ -1,15 +1,28 @@
-//! Tokenizer-level HTML scanning shared by the bundled legs (no tree is built).
+//! HTML scanning shared by the bundled legs: a byte-level skimmer plus html5ever's tokenizer.
 //!
-//! [`scan`] feeds text to html5ever's tokenizer and hands start/end tags and text to a
-//! [`Visitor`], which can stop the scan early. Without a tree builder nobody tells the
-//! tokenizer about raw-text elements, so the sink does it: `script` switches to script
-//! data, `style`/`xmp`/`iframe`/`noembed`/`noframes` to raw text, `title`/`textarea` to
-//! RCDATA and `plaintext` to plain text, as the HTML tree builder would; markup inside
-//! them is text, never tags. `noscript` is parsed as markup (scripting disabled), so
-//! links in it are seen. Inside `svg`/`math` (tracked by a simple depth count) no raw-text
-//! switch happens and tags are reported as foreign. Never returns `Script` or
-//! `EncodingIndicator` to the tokenizer, so its `end()` cannot panic.
+//! Running html5ever's tokenizer over a whole page costs more than the crawler's budget
+//! per page (it builds every tag name and attribute char by char; see `benches/legs.rs`),
+//! and the legs read only a handful of elements. So [`scan`] splits the work:
+//! - the skimmer ([`super::skim`]) walks the page with fast searches for `<` and follows
+//!   the tokenizer's states only as far as needed to find where each piece of markup
+//!   ends: comments (`<!-- -->`, `<!-->`, `--!>`), doctypes and bogus comments, start and
+//!   end tags (quoted values may hold `>`), and the contents of raw-text elements outside
+//!   `svg`/`math`: `script`, `style`, `xmp`, `iframe`, `noembed`, `noframes`, `title`,
+//!   `textarea` (skipped to their end tag) and `plaintext` (the rest of the page);
+//! - a start tag the [`Visitor`] wants is reported from the skimmer's attribute spans when
+//!   that is exact (no NUL or CR in the tag, no character reference other than
+//!   `&amp; &lt; &gt; &quot; &apos;`); otherwise the tag alone is handed to html5ever's
+//!   tokenizer, which decodes it. A wanted RCDATA element (`title`) is always tokenized
+//!   whole by html5ever, so the visitor also sees its decoded text and end tag.
+//!
+//! Known simplifications (the rest is tested against html5ever's tokenizer run over the
+//! whole input, on random documents): `noscript` is parsed as markup (scripting
+//! disabled), so links in it are seen; the script-data escape states (`<!--<script>`
+//! inside a script) are not modelled; `svg`/`math` nesting is a plain depth count without
+//! the tree builder's break-out rules. The sink never returns `Script` or
+//! `EncodingIndicator` to html5ever, so its `end()` cannot panic.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 
@@ -18,32 +31,223 @@ use html5ever::tokenizer::states::RawKind;
 use html5ever::tokenizer::{
     BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
-use html5ever::{LocalName, local_name};
 
-/// Bytes handed to the tokenizer at a time; bounds the work done after a visitor stops.
+use super::skim::{self, AttrSpan, MAX_NAME, Markup};
+
+/// Bytes handed to html5ever at a time; bounds the work done after a visitor stops.
 const CHUNK_BYTES: usize = 2048;
 
-/// Receives the tokens of one document.
-pub(crate) trait Visitor {
-    /// A start or end tag; `foreign` is true inside `svg` or `math`.
-    fn tag(&mut self, tag: Tag, foreign: bool) -> ControlFlow<()>;
+/// A start tag as visitors see it: lower-case names, decoded values, duplicates dropped.
+#[derive(Debug)]
+pub(crate) struct StartTag<'a> {
+    /// Tag name, ASCII lower case.
+    pub(crate) name: &'a str,
+    /// Attributes in source order, the first of each name only.
+    pub(crate) attrs: &'a [(Cow<'a, str>, Cow<'a, str>)],
+    /// Inside `svg` or `math`.
+    pub(crate) foreign: bool,
+}
 
-    /// A run of character data (entities already decoded).
+impl StartTag<'_> {
+    /// The value of attribute `name` (lower case).
+    pub(crate) fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| &**v)
+    }
+}
+
+/// Receives the wanted tags of one document.
+pub(crate) trait Visitor {
+    /// True when start tags named `name` (ASCII lower case) are to be reported.
+    fn wants(&self, name: &[u8]) -> bool;
+
+    /// A wanted start tag.
+    fn start_tag(&mut self, tag: &StartTag<'_>) -> ControlFlow<()>;
+
+    /// An end tag inside a wanted RCDATA element (its own, unless the input ends first).
+    fn end_tag(&mut self, _name: &str) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    /// Character data inside a wanted RCDATA element (references already decoded).
     fn text(&mut self, _text: &str) -> ControlFlow<()> {
         ControlFlow::Continue(())
     }
 }
 
-/// Tokenizes `html`, calling `visitor` until the input ends or the visitor breaks.
+/// The kinds of element content that are not markup.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Raw {
+    /// `title`, `textarea`: text with character references, up to the end tag.
+    Rcdata,
+    /// `style`, `xmp`, `iframe`, `noembed`, `noframes`: text up to the end tag.
+    Rawtext,
+    /// `script`.
+    Script,
+    /// `plaintext`: the rest of the document.
+    Plaintext,
+}
+
+/// The raw-text kind of an HTML element by its lower-case name.
+pub(crate) fn raw_kind(name: &[u8]) -> Option<Raw> {
+    match name {
+        b"script" => Some(Raw::Script),
+        b"style" | b"xmp" | b"iframe" | b"noembed" | b"noframes" => Some(Raw::Rawtext),
+        b"title" | b"textarea" => Some(Raw::Rcdata),
+        b"plaintext" => Some(Raw::Plaintext),
+        _ => None,
+    }
+}
+
+/// Scans `html`, reporting wanted tags to `visitor` until the input ends or it breaks.
 pub(crate) fn scan<V: Visitor>(html: &str, visitor: &mut V) {
+    let bytes = html.as_bytes();
+    let mut scanner = Scanner {
+        html,
+        foreign: 0,
+        spans: Vec::new(),
+        attrs: Vec::new(),
+    };
+    let mut pos = 0;
+    while let Some(offset) = html[pos..].find('<') {
+        let start = pos + offset;
+        pos = match skim::markup_at(bytes, start) {
+            Markup::Text => start + 1,
+            Markup::Skip(end) => end,
+            Markup::Eof => return,
+            Markup::EndTag { name_end, end } => {
+                let mut buf = [0; MAX_NAME];
+                if matches!(
+                    skim::lower(&bytes[start + 2..name_end], &mut buf),
+                    b"svg" | b"math"
+                ) {
+                    scanner.foreign = scanner.foreign.saturating_sub(1);
+                }
+                end
+            }
+            Markup::StartTag {
+                name_end,
+                end,
+                self_closing,
+            } => {
+                let tag = Found {
+                    start,
+                    name_end,
+                    end,
+                    self_closing,
+                };
+                match scanner.start_tag(tag, visitor) {
+                    Some(next) => next,
+                    None => return,
+                }
+            }
+        };
+    }
+}
+
+/// A start tag found by the skimmer: `<` at `start`, name up to `name_end`, `>` before `end`.
+#[derive(Clone, Copy)]
+struct Found {
+    start: usize,
+    name_end: usize,
+    end: usize,
+    self_closing: bool,
+}
+
+/// Scan state, with buffers reused from tag to tag.
+struct Scanner<'h> {
+    html: &'h str,
+    /// Open `svg`/`math` elements.
+    foreign: u32,
+    spans: Vec<AttrSpan>,
+    attrs: Vec<(Cow<'h, str>, Cow<'h, str>)>,
+}
+
+impl<'h> Scanner<'h> {
+    /// Handles one start tag; returns where to go on, or `None` to stop the scan.
+    fn start_tag<V: Visitor>(&mut self, tag: Found, visitor: &mut V) -> Option<usize> {
+        let bytes = self.html.as_bytes();
+        let mut buf = [0; MAX_NAME];
+        let name = skim::lower(&bytes[tag.start + 1..tag.name_end], &mut buf);
+        if matches!(name, b"svg" | b"math") && !tag.self_closing {
+            self.foreign += 1;
+        }
+        let foreign = self.foreign > 0;
+        let raw = if foreign { None } else { raw_kind(name) };
+        // Where the element's raw content ends: the `<` of its end tag.
+        let content_end = || {
+            raw.and_then(|_| skim::find_end_tag(bytes, tag.end, name))
+                .unwrap_or(bytes.len())
+        };
+        if visitor.wants(name) {
+            if raw == Some(Raw::Rcdata) {
+                let region_end = match skim::markup_at(bytes, content_end()) {
+                    Markup::EndTag { end, .. } => end,
+                    _ => bytes.len(),
+                };
+                tokenize(&self.html[tag.start..region_end], foreign, visitor).continue_value()?;
+                return Some(region_end);
+            }
+            let name = std::str::from_utf8(name).unwrap_or_default();
+            let flow = match self.fast_attrs(tag) {
+                true => visitor.start_tag(&StartTag {
+                    name,
+                    attrs: &self.attrs,
+                    foreign,
+                }),
+                false => tokenize(&self.html[tag.start..tag.end], foreign, visitor),
+            };
+            flow.continue_value()?;
+        }
+        match raw {
+            None => Some(tag.end),
+            Some(Raw::Plaintext) => None,
+            Some(_) => Some(content_end()),
+        }
+    }
+
+    /// Fills `self.attrs` from the skimmer's spans; false when html5ever must decode the tag.
+    fn fast_attrs(&mut self, tag: Found) -> bool {
+        let tag_bytes = &self.html.as_bytes()[tag.start..tag.end];
+        if tag_bytes.iter().any(|&b| b == b'\0' || b == b'\r') {
+            return false;
+        }
+        self.spans.clear();
+        self.attrs.clear();
+        if skim::tag_end(self.html.as_bytes(), tag.name_end, Some(&mut self.spans)).is_none() {
+            return false;
+        }
+        for span in &self.spans {
+            let raw_name = &self.html[span.name.0..span.name.1];
+            let name = match raw_name.bytes().any(|b| b.is_ascii_uppercase()) {
+                true => Cow::Owned(raw_name.to_ascii_lowercase()),
+                false => Cow::Borrowed(raw_name),
+            };
+            if self.attrs.iter().any(|(seen, _)| *seen == name) {
+                continue;
+            }
+            let Some(value) = skim::decode_value(&self.html[span.value.0..span.value.1]) else {
+                return false;
+            };
+            self.attrs.push((name, value));
+        }
+        true
+    }
+}
+
+/// Runs html5ever's tokenizer over `region`, switching to raw-text states (outside
+/// foreign content) as the tree builder would, and reports its tags and text.
+fn tokenize<V: Visitor>(region: &str, foreign: bool, visitor: &mut V) -> ControlFlow<()> {
     let sink = Sink {
         visitor: RefCell::new(visitor),
-        foreign: Cell::new(0),
+        foreign,
         stopped: Cell::new(false),
     };
     let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
     let queue = BufferQueue::default();
-    let mut rest = html;
+    let mut rest = region;
     while !rest.is_empty() {
         let mut cut = rest.len().min(CHUNK_BYTES);
         while !rest.is_char_boundary(cut) {
@@ -54,18 +258,11 @@ pub(crate) fn scan<V: Visitor>(html: &str, visitor: &mut V) {
         // The sink never blocks on scripts, so this always returns `Done`.
         let _ = tokenizer.feed(&queue);
         if tokenizer.sink.stopped.get() {
-            return;
+            return ControlFlow::Break(());
         }
     }
     tokenizer.end();
-}
-
-/// The value of attribute `name` (no namespace) on `tag`.
-pub(crate) fn attr<'t>(tag: &'t Tag, name: &LocalName) -> Option<&'t str> {
-    tag.attrs
-        .iter()
-        .find(|attr| attr.name.ns.is_empty() && attr.name.local == *name)
-        .map(|attr| &*attr.value)
+    ControlFlow::Continue(())
 }
 
 /// True when the space-separated token list `list` contains `token` (ASCII case-insensitive).
@@ -74,42 +271,46 @@ pub(crate) fn has_token(list: &str, token: &str) -> bool {
         .any(|t| t.eq_ignore_ascii_case(token))
 }
 
-struct Sink<'v, V> {
-    visitor: RefCell<&'v mut V>,
-    /// Open `svg`/`math` elements.
-    foreign: Cell<u32>,
-    stopped: Cell<bool>,
+/// The tokenizer state html5ever's tree builder would pick after `tag`.
+fn next_state(tag: &Tag, foreign: bool) -> TokenSinkResult<()> {
+    if foreign || tag.kind != TagKind::StartTag {
+        return TokenSinkResult::Continue;
+    }
+    match raw_kind(tag.name.as_bytes()) {
+        Some(Raw::Script) => TokenSinkResult::RawData(RawKind::ScriptData),
+        Some(Raw::Rawtext) => TokenSinkResult::RawData(RawKind::Rawtext),
+        Some(Raw::Rcdata) => TokenSinkResult::RawData(RawKind::Rcdata),
+        Some(Raw::Plaintext) => TokenSinkResult::Plaintext,
+        None => TokenSinkResult::Continue,
+    }
 }
 
-impl<V> Sink<'_, V> {
-    /// Updates the foreign depth for `tag` and says which state the tokenizer goes to next.
-    fn track(&self, tag: &Tag) -> TokenSinkResult<()> {
-        let depth = self.foreign.get();
-        let is_foreign_root = matches!(tag.name, local_name!("svg") | local_name!("math"));
-        match tag.kind {
-            TagKind::StartTag if is_foreign_root && !tag.self_closing => {
-                self.foreign.set(depth + 1)
-            }
-            TagKind::EndTag if is_foreign_root => self.foreign.set(depth.saturating_sub(1)),
-            _ => {}
-        }
-        if depth > 0 || tag.kind != TagKind::StartTag {
-            return TokenSinkResult::Continue;
-        }
-        match tag.name {
-            local_name!("script") => TokenSinkResult::RawData(RawKind::ScriptData),
-            local_name!("style")
-            | local_name!("xmp")
-            | local_name!("iframe")
-            | local_name!("noembed")
-            | local_name!("noframes") => TokenSinkResult::RawData(RawKind::Rawtext),
-            local_name!("title") | local_name!("textarea") => {
-                TokenSinkResult::RawData(RawKind::Rcdata)
-            }
-            local_name!("plaintext") => TokenSinkResult::Plaintext,
-            _ => TokenSinkResult::Continue,
-        }
+/// Reports an html5ever tag to the visitor in the [`StartTag`] form.
+fn report<V: Visitor>(visitor: &mut V, tag: &Tag, foreign: bool) -> ControlFlow<()> {
+    if tag.kind == TagKind::EndTag {
+        return visitor.end_tag(&tag.name);
     }
+    let attrs: Vec<(Cow<'_, str>, Cow<'_, str>)> = tag
+        .attrs
+        .iter()
+        .map(|attr| {
+            (
+                Cow::Borrowed(&*attr.name.local),
+                Cow::Borrowed(&*attr.value),
+            )
+        })
+        .collect();
+    visitor.start_tag(&StartTag {
+        name: &tag.name,
+        attrs: &attrs,
+        foreign,
+    })
+}
+
+struct Sink<'v, V> {
+    visitor: RefCell<&'v mut V>,
+    foreign: bool,
+    stopped: Cell<bool>,
 }
 
 impl<V: Visitor> TokenSink for Sink<'_, V> {
@@ -121,11 +322,10 @@ impl<V: Visitor> TokenSink for Sink<'_, V> {
         }
         let mut visitor = self.visitor.borrow_mut();
         let (flow, next) = match token {
-            Token::TagToken(tag) => {
-                let next = self.track(&tag);
-                let foreign = self.foreign.get() > 0;
-                (visitor.tag(tag, foreign), next)
-            }
+            Token::TagToken(tag) => (
+                report(&mut **visitor, &tag, self.foreign),
+                next_state(&tag, self.foreign),
+            ),
             Token::CharacterTokens(text) => (visitor.text(&text), TokenSinkResult::Continue),
             _ => (ControlFlow::Continue(()), TokenSinkResult::Continue),
         };
@@ -137,97 +337,5 @@ impl<V: Visitor> TokenSink for Sink<'_, V> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Records start tags (with `!` when foreign) and text.
-    #[derive(Default)]
-    struct Record {
-        log: Vec<String>,
-        stop_at: Option<&'static str>,
-    }
-
-    impl Visitor for Record {
-        fn tag(&mut self, tag: Tag, foreign: bool) -> ControlFlow<()> {
-            let kind = if tag.kind == TagKind::StartTag {
-                ""
-            } else {
-                "/"
-            };
-            let mark = if foreign { "!" } else { "" };
-            self.log.push(format!("<{kind}{mark}{}>", &*tag.name));
-            if self.stop_at == Some(&*tag.name) {
-                return ControlFlow::Break(());
-            }
-            ControlFlow::Continue(())
-        }
-        fn text(&mut self, text: &str) -> ControlFlow<()> {
-            self.log.push(text.to_owned());
-            ControlFlow::Continue(())
-        }
-    }
-
-    fn record(html: &str) -> String {
-        let mut visitor = Record::default();
-        scan(html, &mut visitor);
-        visitor.log.concat()
-    }
-
-    #[test]
-    fn raw_text_elements_hide_markup() {
-        assert_eq!(
-            record("<script>if (a<b) x='<a href=y>'</script><p>"),
-            "<script>if (a<b) x='<a href=y>'</script><p>"
-        );
-        assert_eq!(record("<STYLE>a{}<a></style>"), "<style>a{}<a></style>");
-        assert_eq!(
-            record("<title>A &amp; <b>B</b></title>"),
-            "<title>A & <b>B</b></title>"
-        );
-        assert_eq!(
-            record("<noscript><a></noscript>"),
-            "<noscript><a></noscript>"
-        );
-    }
-
-    #[test]
-    fn foreign_content_is_marked_and_not_raw() {
-        assert_eq!(
-            record("<svg><style><a></a></style></svg><b>"),
-            "<!svg><!style><!a></!a></!style></svg><b>"
-        );
-    }
-
-    #[test]
-    fn visitor_can_stop_and_utf8_chunks_stay_whole() {
-        let mut visitor = Record {
-            stop_at: Some("i"),
-            ..Record::default()
-        };
-        scan("<b><i><u>", &mut visitor);
-        assert_eq!(visitor.log.concat(), "<b><i>");
-        let long = format!("<p>{}</p>", "é".repeat(3 * CHUNK_BYTES));
-        assert_eq!(
-            record(&long).chars().filter(|&c| c == 'é').count(),
-            3 * CHUNK_BYTES
-        );
-    }
-
-    #[test]
-    fn broken_markup_never_panics() {
-        for html in [
-            "<",
-            "<a href=\"x",
-            "<!--",
-            "<script>",
-            "</",
-            "<a\0b>",
-            "<![CDATA[x",
-            "&#xffffff;<p",
-        ] {
-            record(html);
-        }
-        assert!(has_token(" Next\tnoFollow ", "nofollow"));
-        assert!(!has_token("nofollowed", "nofollow"));
-    }
-}
+#[path = "html_tests.rs"]
+mod tests;

@@ -1,7 +1,8 @@
 //! [`LinkExtractor`]: follows the links of HTML pages (the SEP's regex link extractor).
 //!
 //! Runs only on 2xx HTML responses ([`Response::is_html`]). The body is decoded with
-//! [`crate::charset`] and scanned at tokenizer level (no DOM). Links are read from
+//! [`crate::charset`] and scanned at tokenizer level, no DOM (`html.rs`: a byte skimmer
+//! plus html5ever's tokenizer for the tags read). Links are read from
 //! `a[href]`, `area[href]`, `link[rel~=next][href]` and, when enabled, `img[src]` and
 //! `iframe[src]`. The first `<base href>` of the document is the base of every link, as
 //! in browsers (even links before it). URLs are resolved with [`Url::join`] (queries in
@@ -16,13 +17,10 @@
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 
-use html5ever::local_name;
-use html5ever::tendril::StrTendril;
-use html5ever::tokenizer::{Tag, TagKind};
 use regex::Regex;
 use url::Url;
 
-use super::html::{self, Visitor, attr, has_token};
+use super::html::{self, StartTag, Visitor, has_token};
 use super::{Leg, LegError, Output};
 use crate::config::CrawlConfig;
 use crate::request::Request;
@@ -202,42 +200,41 @@ impl Leg for LinkExtractor {
 /// Collects raw link values during the scan; resolution waits for the `<base>`.
 struct Links<'a> {
     extractor: &'a LinkExtractor,
-    base: Option<StrTendril>,
-    hrefs: Vec<StrTendril>,
+    base: Option<String>,
+    hrefs: Vec<String>,
     page_nofollow: bool,
 }
 
 impl Visitor for Links<'_> {
-    fn tag(&mut self, tag: Tag, _foreign: bool) -> ControlFlow<()> {
-        if tag.kind != TagKind::StartTag {
-            return ControlFlow::Continue(());
+    fn wants(&self, name: &[u8]) -> bool {
+        match name {
+            b"a" | b"area" | b"link" => true,
+            b"base" => self.base.is_none(),
+            b"meta" => !self.extractor.follow_nofollow,
+            b"img" => self.extractor.images,
+            b"iframe" => self.extractor.iframes,
+            _ => false,
         }
+    }
+
+    fn start_tag(&mut self, tag: &StartTag<'_>) -> ControlFlow<()> {
         let skip_nofollow = !self.extractor.follow_nofollow;
-        let nofollow = || {
-            skip_nofollow
-                && attr(&tag, &local_name!("rel")).is_some_and(|rel| has_token(rel, "nofollow"))
-        };
+        let rel = tag.attr("rel").unwrap_or("");
+        let followable = !(skip_nofollow && has_token(rel, "nofollow"));
         let value = match tag.name {
-            local_name!("a") | local_name!("area") if !nofollow() => {
-                attr(&tag, &local_name!("href"))
-            }
-            local_name!("link")
-                if !nofollow()
-                    && attr(&tag, &local_name!("rel"))
-                        .is_some_and(|rel| has_token(rel, "next")) =>
-            {
-                attr(&tag, &local_name!("href"))
-            }
-            local_name!("img") if self.extractor.images => attr(&tag, &local_name!("src")),
-            local_name!("iframe") if self.extractor.iframes => attr(&tag, &local_name!("src")),
-            local_name!("base") if self.base.is_none() => {
-                self.base = attr(&tag, &local_name!("href")).map(StrTendril::from_slice);
+            "a" | "area" if followable => tag.attr("href"),
+            "link" if followable && has_token(rel, "next") => tag.attr("href"),
+            "img" if self.extractor.images => tag.attr("src"),
+            "iframe" if self.extractor.iframes => tag.attr("src"),
+            "base" if self.base.is_none() => {
+                self.base = tag.attr("href").map(str::to_owned);
                 None
             }
-            local_name!("meta") if skip_nofollow => {
-                let robots = attr(&tag, &local_name!("name"))
+            "meta" if skip_nofollow => {
+                let robots = tag
+                    .attr("name")
                     .is_some_and(|n| n.eq_ignore_ascii_case("robots"));
-                let content = attr(&tag, &local_name!("content")).unwrap_or("");
+                let content = tag.attr("content").unwrap_or("");
                 if robots
                     && (has_list_token(content, "nofollow") || has_list_token(content, "none"))
                 {
@@ -249,7 +246,7 @@ impl Visitor for Links<'_> {
             _ => None,
         };
         if let Some(value) = value {
-            self.hrefs.push(StrTendril::from_slice(value));
+            self.hrefs.push(value.to_owned());
         }
         ControlFlow::Continue(())
     }

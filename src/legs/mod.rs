@@ -52,6 +52,7 @@ mod func;
 mod html;
 mod links;
 mod page_item;
+mod skim;
 mod stack;
 
 pub use canonicalize::Canonicalize;

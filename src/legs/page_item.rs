@@ -20,11 +20,9 @@
 use std::ops::ControlFlow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use html5ever::local_name;
-use html5ever::tokenizer::{Tag, TagKind};
 use serde_json::Value;
 
-use super::html::{self, Visitor};
+use super::html::{self, StartTag, Visitor};
 use super::{Leg, Output};
 use crate::item::Item;
 use crate::response::Response;
@@ -116,16 +114,20 @@ struct TitleFinder {
 }
 
 impl Visitor for TitleFinder {
-    fn tag(&mut self, tag: Tag, foreign: bool) -> ControlFlow<()> {
-        if tag.name != local_name!("title") || foreign {
-            return ControlFlow::Continue(());
+    fn wants(&self, name: &[u8]) -> bool {
+        name == b"title"
+    }
+
+    fn start_tag(&mut self, tag: &StartTag<'_>) -> ControlFlow<()> {
+        if !tag.foreign && matches!(self.state, TitleState::Before) {
+            self.state = TitleState::Inside;
         }
-        match (&self.state, tag.kind) {
-            (TitleState::Before, TagKind::StartTag) => {
-                self.state = TitleState::Inside;
-                ControlFlow::Continue(())
-            }
-            (TitleState::Inside, TagKind::EndTag) => ControlFlow::Break(()),
+        ControlFlow::Continue(())
+    }
+
+    fn end_tag(&mut self, name: &str) -> ControlFlow<()> {
+        match (&self.state, name) {
+            (TitleState::Inside, "title") => ControlFlow::Break(()),
             _ => ControlFlow::Continue(()),
         }
     }
