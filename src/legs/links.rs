@@ -7,7 +7,8 @@
 //! `iframe[src]`. The first `<base href>` of the document is the base of every link, as
 //! in browsers (even links before it). URLs are resolved with [`Url::join`] (queries in
 //! the page's encoding, as browsers do), fragments are dropped, and only `http`/`https`
-//! URLs other than the page itself are kept. A link is then kept when it passes, in
+//! URLs are kept — links back to the page itself included: dropping them would be
+//! dedup, which is the scheduler's job (and its `dupefilter/filtered` count). A link is then kept when it passes, in
 //! order: `rel=nofollow` (and `<meta name=robots content=nofollow|none>` for the whole
 //! page) unless nofollow links are followed; the host scope; the allow regexes (any,
 //! when there are some); the deny regexes (none). No link is emitted from a page at
@@ -189,7 +190,7 @@ impl Leg for LinkExtractor {
                 continue;
             };
             url.set_fragment(None);
-            if is_web(&url) && url != page && self.in_scope(&url, request_host.as_deref()) {
+            if is_web(&url) && self.in_scope(&url, request_host.as_deref()) {
                 out.requests
                     .push(Request::follow(&response.request, String::from(url)));
             }

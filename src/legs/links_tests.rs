@@ -70,11 +70,12 @@ fn first_base_href_applies_to_every_link() {
 }
 
 #[test]
-fn drops_self_links_fragments_and_non_web_schemes() {
+fn keeps_self_links_and_drops_fragments_and_non_web_schemes() {
     let html = r##"<a href="#top"> <a href=""> <a href="page.html#x"> <a href="javascript:go()">
         <a href="mailto:a@example.com"> <a href="tel:+1"> <a href="data:text/html,hi">
         <a href="ftp://example.com/f"> <a href="http://[bad"> <a href="HTTPS://EXAMPLE.COM/Up">"##;
-    assert_eq!(links(html), ["https://example.com/Up"]);
+    let page = "http://example.com/dir/page.html";
+    assert_eq!(links(html), [page, page, page, "https://example.com/Up"]);
 }
 
 #[test]

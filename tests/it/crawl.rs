@@ -83,7 +83,7 @@ fn scrapy_redis_example_filters_exactly_ten() {
     let out = crawl(data.path(), &args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary = dump_summary(data.path());
-    assert_eq!(summary["filtered"], 10);
+    assert_eq!(summary["filtered"], 10, "{summary} {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(summary["items"], 100);
 }
 
