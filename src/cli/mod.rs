@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use legcrawl::engine::EngineError;
 use legcrawl::store::StoreError;
 
 /// A polite, incremental web crawler that resumes exactly.
@@ -70,7 +71,20 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     if error.downcast_ref::<BadInput>().is_some() {
         return 2;
     }
-    match error.downcast_ref::<StoreError>() {
+    let store =
+        error
+            .downcast_ref::<StoreError>()
+            .or_else(|| match error.downcast_ref::<EngineError>() {
+                Some(EngineError::Store(e)) => Some(e),
+                _ => None,
+            });
+    if matches!(
+        error.downcast_ref::<EngineError>(),
+        Some(EngineError::BadSeed { .. } | EngineError::Leg(_))
+    ) {
+        return 2;
+    }
+    match store {
         Some(
             StoreError::NotState { .. }
             | StoreError::Missing { .. }

@@ -22,7 +22,12 @@ impl Default for Canonicalize {
     /// RFC 3986-safe rules: percent-encoding normalized, fragment dropped.
     fn default() -> Canonicalize {
         Canonicalize {
-            rules: Rules { sort_query: false, normalize_percent: true, drop_fragment: true, strip_query_params: Vec::new() },
+            rules: Rules {
+                sort_query: false,
+                normalize_percent: true,
+                drop_fragment: true,
+                strip_query_params: Vec::new(),
+            },
         }
     }
 }
@@ -55,10 +60,23 @@ mod tests {
     fn default_rules_are_safe_and_rules_are_opt_in() {
         let response = test_response("http://a.test/", Some("text/html"), &b""[..]);
         let leg = Canonicalize::default();
-        let out = leg.process_request(Request::get("http://a.test/%7Euser/?b=2&a=1#top"), &response).unwrap();
+        let out = leg
+            .process_request(
+                Request::get("http://a.test/%7Euser/?b=2&a=1#top"),
+                &response,
+            )
+            .unwrap();
         assert_eq!(out.url, "http://a.test/~user/?b=2&a=1");
-        let strict = Canonicalize::with_rules(Rules { strip_query_params: vec!["utm_*".into()], ..Rules::default() });
-        let out = strict.process_request(Request::get("http://a.test/?utm_source=x&b=2&a=1"), &response).unwrap();
+        let strict = Canonicalize::with_rules(Rules {
+            strip_query_params: vec!["utm_*".into()],
+            ..Rules::default()
+        });
+        let out = strict
+            .process_request(
+                Request::get("http://a.test/?utm_source=x&b=2&a=1"),
+                &response,
+            )
+            .unwrap();
         assert_eq!(out.url, "http://a.test/?a=1&b=2");
     }
 }

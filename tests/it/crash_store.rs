@@ -25,7 +25,10 @@ fn url(i: u64) -> String {
 }
 
 fn page_index(url: &str) -> u64 {
-    url.rsplit('/').next().and_then(|n| n.parse().ok()).expect("synthetic URL")
+    url.rsplit('/')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("synthetic URL")
 }
 
 /// The links of page i: 20 pseudo-random pages (deterministic).
@@ -34,7 +37,12 @@ fn links(i: u64) -> impl Iterator<Item = u64> {
 }
 
 fn options() -> OpenOptions {
-    OpenOptions { create: true, bloom_bits: Some(24), begin_run: true, ..OpenOptions::default() }
+    OpenOptions {
+        create: true,
+        bloom_bits: Some(24),
+        begin_run: true,
+        ..OpenOptions::default()
+    }
 }
 
 /// Child body: crawl the synthetic site until drained (or killed).
@@ -49,15 +57,29 @@ fn run_child(dir: &Path) {
             continue;
         };
         let i = page_index(&lease.request.url);
-        let requests = links(i).map(|j| Request::follow(&lease.request, url(j))).collect();
+        let requests = links(i)
+            .map(|j| Request::follow(&lease.request, url(j)))
+            .collect();
         let mut item = Item::new();
         item.insert("url".into(), lease.request.url.clone().into());
-        state.complete(Completion { lease, requests, items: vec![item], counters: vec![] }, &[]).expect("complete");
+        state
+            .complete(
+                Completion {
+                    lease,
+                    requests,
+                    items: vec![item],
+                    counters: vec![],
+                },
+                &[],
+            )
+            .expect("complete");
         if state.group_due() || state.in_flight() >= 64 {
             state.commit().expect("commit");
         }
     }
-    state.end_run(legcrawl::store::records::RunOutcome::Drained).expect("end run");
+    state
+        .end_run(legcrawl::store::records::RunOutcome::Drained)
+        .expect("end run");
 }
 
 #[test]
@@ -70,7 +92,12 @@ fn crash_child() {
 
 fn spawn_child(dir: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().expect("test binary path"))
-        .args(["--exact", "crash_store::crash_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_store::crash_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -86,24 +113,41 @@ fn check_invariants(dir: &Path) -> usize {
         .for_each_item(0, |_, text| {
             let item: serde_json::Value = serde_json::from_str(text).expect("item JSON");
             let url = item["url"].as_str().expect("url field").to_owned();
-            assert!(completed.insert(url.clone()), "invariant 1: item for {url} stored twice");
+            assert!(
+                completed.insert(url.clone()),
+                "invariant 1: item for {url} stored twice"
+            );
             true
         })
         .expect("read items");
-    let queued: HashSet<String> =
-        state.frontier_head(usize::MAX).expect("frontier").into_iter().map(|e| e.request.url).collect();
+    let queued: HashSet<String> = state
+        .frontier_head(usize::MAX)
+        .expect("frontier")
+        .into_iter()
+        .map(|e| e.request.url)
+        .collect();
     for i in 0..PAGES {
         let u = url(i);
         let answer = state.seen_answer(&u, &[]).expect("seen lookup");
         let known = completed.contains(&u) || queued.contains(&u);
         if answer.exact == Some(true) {
-            assert!(known, "invariant 2: {u} is marked seen but neither completed nor queued");
+            assert!(
+                known,
+                "invariant 2: {u} is marked seen but neither completed nor queued"
+            );
         }
         // A 2^24-bit filter holding at most 60k keys has a false-positive rate
         // around 1e-12: a "maybe" the exact set denies means the bits ran ahead.
-        assert!(!answer.bloom || answer.exact == Some(true), "Bloom bits ran ahead of the durable frontier for {u}");
+        assert!(
+            !answer.bloom || answer.exact == Some(true),
+            "Bloom bits ran ahead of the durable frontier for {u}"
+        );
         if known {
-            assert_eq!(answer.exact, Some(true), "{u} is queued or completed but not marked seen");
+            assert_eq!(
+                answer.exact,
+                Some(true),
+                "{u} is queued or completed but not marked seen"
+            );
         }
     }
     completed.len()
@@ -121,7 +165,9 @@ fn next_random(state: &mut u64) -> u64 {
 #[test]
 fn kill_nine_30_times_keeps_invariants() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
     eprintln!("kill-moment seed {seed}");
     let mut rng = seed;
     let mut progress = Vec::new();
@@ -142,8 +188,15 @@ fn kill_nine_30_times_keeps_invariants() {
     assert!(started.elapsed() < Duration::from_secs(300));
     let done = check_invariants(dir.path());
     let reachable: HashSet<u64> = reachable_pages();
-    assert_eq!(done, reachable.len(), "the finished crawl holds every reachable page once");
-    assert!(progress.windows(2).all(|w| w[0] <= w[1]), "completed pages never go backwards: {progress:?}");
+    assert_eq!(
+        done,
+        reachable.len(),
+        "the finished crawl holds every reachable page once"
+    );
+    assert!(
+        progress.windows(2).all(|w| w[0] <= w[1]),
+        "completed pages never go backwards: {progress:?}"
+    );
 }
 
 fn reachable_pages() -> HashSet<u64> {

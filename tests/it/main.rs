@@ -2,7 +2,7 @@
 //!
 //! Run with `cargo test --release --test it`.
 
+mod crash_store;
 mod crawl;
 mod fetch;
-mod crash_store;
 mod support;

@@ -1,5 +1,6 @@
 //! Running the real `legcrawl` binary from tests, with bounded waits.
 
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -27,16 +28,34 @@ pub fn run(mut cmd: Command, limit: Duration) -> Output {
 /// Waits for a spawned child (with piped output) at most `limit`; kills it and
 /// panics if it takes longer.
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    // Drain the pipes while waiting, or a child with much to say blocks forever.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
     let status = wait_status(&mut child, limit);
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    if let Some(mut out) = child.stdout.take() {
-        std::io::Read::read_to_end(&mut out, &mut stdout).expect("read stdout");
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
     }
-    if let Some(mut err) = child.stderr.take() {
-        std::io::Read::read_to_end(&mut err, &mut stderr).expect("read stderr");
-    }
-    Output { status, stdout, stderr }
 }
 
 /// Waits for a child at most `limit`; kills it and panics if it takes longer.
@@ -70,7 +89,11 @@ fn unsafe_kill(pid: u32, signal: i32) -> i32 {
 /// The items of `dump items`, parsed.
 pub fn dump_items(data: &Path) -> Vec<serde_json::Value> {
     let out = run(legcrawl(data, &["dump", "items"]), Duration::from_secs(60));
-    assert!(out.status.success(), "dump items failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "dump items failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     parse_lines(&out.stdout)
 }
 
@@ -85,8 +108,15 @@ pub fn parse_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
 
 /// `dump summary --json`, parsed.
 pub fn dump_summary(data: &Path) -> serde_json::Value {
-    let out = run(legcrawl(data, &["dump", "summary", "--json"]), Duration::from_secs(30));
-    assert!(out.status.success(), "dump summary failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = run(
+        legcrawl(data, &["dump", "summary", "--json"]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "dump summary failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("summary JSON")
 }
 
