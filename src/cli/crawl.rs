@@ -118,9 +118,9 @@ impl CrawlArgs {
 /// The bundled legs the CLI crawls with: links, canonical URLs, a page item.
 fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
     let mut stack = Stack::new()
-        .push(legs::LinkExtractor::default())
+        .push(legs::LinkExtractor::new())
         .push(legs::Canonicalize::default())
-        .push(legs::PageItem::default());
+        .push(legs::PageItem::new());
     stack
         .configure(config)
         .map_err(|e| BadInput(e.to_string()))?;

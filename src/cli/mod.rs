@@ -80,7 +80,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             });
     if matches!(
         error.downcast_ref::<EngineError>(),
-        Some(EngineError::BadSeed { .. } | EngineError::Leg(_))
+        Some(EngineError::BadSeed { .. } | EngineError::NoSeeds { .. } | EngineError::Leg(_))
     ) {
         return 2;
     }

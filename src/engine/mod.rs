@@ -51,6 +51,12 @@ pub enum EngineError {
     /// A configured leg refused its configuration.
     #[error(transparent)]
     Leg(#[from] crate::legs::LegError),
+    /// No seed was given and the state has none stored.
+    #[error("no seeds: give URLs to crawl (the state in {dir} has none stored)")]
+    NoSeeds {
+        /// The state directory.
+        dir: String,
+    },
     /// A seed is not an absolute http(s) URL.
     #[error("seed {url:?} is not an absolute http(s) URL")]
     BadSeed {
@@ -164,8 +170,14 @@ impl<'a> Crawl<'a> {
         legs: Arc<dyn Leg>,
     ) -> Result<Crawl<'a>, EngineError> {
         state.add_seeds(&config.seeds, &config.fingerprint_headers)?;
+        let stored = state.seeds()?;
+        if stored.is_empty() {
+            return Err(EngineError::NoSeeds {
+                dir: state.dir().display().to_string(),
+            });
+        }
         let mut hosts = if config.allowed_hosts.is_empty() {
-            Scope::hosts_of(&state.seeds()?)
+            Scope::hosts_of(&stored)
         } else {
             config.allowed_hosts.clone()
         };

@@ -101,7 +101,7 @@ fn redirect_target(response: &crate::response::Response) -> Option<url::Url> {
 fn follow_redirect(request: &Request, mut target: url::Url, result: &mut PageResult) {
     target.set_fragment(None);
     let target = target.to_string();
-    let looped = target == request.url || request.redirects.iter().any(|hop| *hop == target);
+    let looped = target == request.url || request.redirects.contains(&target);
     if looped {
         result.counters.push(("redirect/loop", 1));
         return;

@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn queue_keys_sort_by_priority_then_fifo() {
-        let mut keys = vec![
+        let mut keys = [
             queue_key(1, 0, 5),
             queue_key(1, 10, 9),
             queue_key(1, -3, 1),

@@ -368,6 +368,9 @@ fn bad_input_is_one_line_and_exit_two() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let out = crawl(&state, &[]);
+    assert_eq!(out.status.code(), Some(2), "no seeds anywhere");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no seeds"));
     let out = crawl(&state, &["--dedup", "fuzzy"]);
     assert_eq!(out.status.code(), Some(2));
 }
