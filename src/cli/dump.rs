@@ -8,7 +8,7 @@ use legcrawl::clock::rfc3339_secs;
 use legcrawl::store::records::RunRecord;
 use legcrawl::store::{OpenOptions, State, StoreError, Summary, status};
 
-use super::DataArg;
+use super::{DataArg, finish};
 
 /// Arguments of `dump`.
 #[derive(Debug, clap::Args)]
@@ -68,20 +68,6 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         View::Runs => print_runs(&mut out, &state.runs()?, args.limit, args.json),
     };
     finish(written.and_then(|()| out.flush().map_err(Into::into)))
-}
-
-/// A closed stdout (`dump items | head`) is not an error.
-fn finish(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
-    match result {
-        Err(e)
-            if e.downcast_ref::<io::Error>()
-                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
-        {
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => Err(e),
-        Ok(()) => Ok(ExitCode::SUCCESS),
-    }
 }
 
 fn live_summary(dir: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {

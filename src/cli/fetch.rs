@@ -65,7 +65,7 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(fetch_exit_code(&error)));
         }
     };
-    write_response(&args, &response)?;
+    super::finish(write_response(&args, &response))?;
     if response.status >= 400 {
         return Ok(ExitCode::from(2));
     }

@@ -66,6 +66,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[error("{0}")]
 pub struct BadInput(pub String);
 
+/// Success, unless writing failed for another reason than a closed stdout
+/// (`dump items | head` is not an error).
+pub fn finish(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
+    let broken_pipe = |e: &anyhow::Error| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    };
+    match result {
+        Err(e) if broken_pipe(&e) => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e),
+        Ok(()) => Ok(ExitCode::SUCCESS),
+    }
+}
+
 /// Maps an error to the process exit code.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
     if error.downcast_ref::<BadInput>().is_some() {
