@@ -307,6 +307,9 @@ impl<'a> Crawl<'a> {
     /// Commits the open group and streams its items; returns pages committed.
     fn commit(&mut self) -> Result<usize, EngineError> {
         let outcome = self.state.commit()?;
+        if self.state.checkpoint_due() {
+            self.state.checkpoint()?;
+        }
         if let Some(sink) = self.sink.as_mut()
             && !outcome.items.is_empty()
         {

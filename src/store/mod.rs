@@ -53,6 +53,11 @@ pub const MARKER_FILE: &str = "LEGCRAWL";
 pub const GROUP_MAX_PAGES: usize = 64;
 /// ...or when its oldest completion is this old.
 pub const GROUP_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(20);
+/// A checkpoint (msync of the Bloom map, journal truncated) is due after this long...
+pub const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+/// ...or after this many journaled fingerprints, whichever comes first; this bounds
+/// both the journal's size and the replay work of an open after a crash.
+pub const CHECKPOINT_MAX_JOURNALED: u64 = 1 << 20;
 
 /// Errors of the state. Every variant names the directory or record concerned.
 #[derive(Debug, thiserror::Error)]
@@ -190,8 +195,12 @@ pub struct State {
     group: Group,
     next_item: u64,
     next_group: u64,
-    /// Journal entries below this group number are applied to the map but not yet msynced.
+    /// Journal entries exist whose bits are applied to the map but not yet msynced.
     checkpoint_pending: bool,
+    /// Fingerprints journaled since the last checkpoint.
+    journaled: u64,
+    /// When the last checkpoint ran (or the state was opened).
+    last_checkpoint: Instant,
 }
 
 impl State {
@@ -225,6 +234,8 @@ impl State {
             next_item: 0,
             next_group: 0,
             checkpoint_pending: false,
+            journaled: 0,
+            last_checkpoint: Instant::now(),
         };
         state.load_hosts()?;
         state.load_counters()?;

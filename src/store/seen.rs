@@ -221,6 +221,7 @@ impl State {
             self.bloom.insert(fp);
         }
         self.checkpoint_pending |= !group.fingerprints.is_empty();
+        self.journaled += group.fingerprints.len() as u64;
         for (host_id, key) in &group.completed {
             if let Some(queue) = self.hosts.get_mut(host_id)
                 && queue.leased.remove(key)
@@ -255,7 +256,16 @@ impl State {
         self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         self.db.flush().map_err(|e| self.db_error(e))?;
         self.checkpoint_pending = false;
+        self.journaled = 0;
+        self.last_checkpoint = Instant::now();
         Ok(())
+    }
+
+    /// True when a checkpoint should run (see [`super::CHECKPOINT_EVERY`]).
+    pub fn checkpoint_due(&self) -> bool {
+        self.checkpoint_pending
+            && (self.journaled >= super::CHECKPOINT_MAX_JOURNALED
+                || self.last_checkpoint.elapsed() >= super::CHECKPOINT_EVERY)
     }
 
     /// Sets the bits of every journaled fingerprint; returns the next group number.
@@ -274,6 +284,7 @@ impl State {
                 self.bloom.insert(&fp);
             }
             self.checkpoint_pending = true;
+            self.journaled += (value.len() / 20) as u64;
             next = seq + 1;
         }
         Ok(next)

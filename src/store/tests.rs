@@ -280,3 +280,23 @@ fn creation_settings_cannot_change() {
     options.dedup = None;
     assert!(State::open(dir.path(), &options).is_ok());
 }
+
+#[test]
+fn checkpoint_truncates_the_journal_and_keeps_the_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut state = open(dir.path());
+        state
+            .add_seeds(&["http://a.test/".to_owned()], &[])
+            .unwrap();
+        assert!(state.db.scan_prefix([keys::JOURNAL]).next().is_some());
+        state.checkpoint().unwrap();
+        assert!(state.db.scan_prefix([keys::JOURNAL]).next().is_none());
+        assert!(!state.checkpoint_due());
+    }
+    let state = open(dir.path());
+    assert!(
+        state.seen_answer("http://a.test/", &[]).unwrap().bloom,
+        "bits survive via the msynced map"
+    );
+}
