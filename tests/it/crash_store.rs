@@ -153,15 +153,6 @@ fn check_invariants(dir: &Path) -> usize {
     completed.len()
 }
 
-/// splitmix64: a fixed, dependency-free PRNG for kill moments.
-fn next_random(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[test]
 fn kill_nine_30_times_keeps_invariants() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -173,7 +164,7 @@ fn kill_nine_30_times_keeps_invariants() {
     let mut progress = Vec::new();
     for round in 0..KILLS {
         let mut child = spawn_child(dir.path());
-        let wait = Duration::from_millis(30 + next_random(&mut rng) % 270);
+        let wait = Duration::from_millis(30 + crate::support::splitmix64(&mut rng) % 270);
         std::thread::sleep(wait);
         child.kill().expect("SIGKILL the child");
         child.wait().expect("reap the child");

@@ -159,14 +159,6 @@ fn slow_site(pages: usize, delay: Duration) -> (Site, TestServer) {
     (site, server)
 }
 
-fn next_random(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[test]
 fn kill_nine_thirty_times_then_exactly_the_site() {
     const KILLS: u64 = 30;
@@ -196,7 +188,9 @@ fn kill_nine_thirty_times_then_exactly_the_site() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(40 + next_random(&mut rng) % 200));
+        std::thread::sleep(Duration::from_millis(
+            40 + crate::support::splitmix64(&mut rng) % 200,
+        ));
         child.kill().unwrap();
         let status = child.wait().unwrap();
         eprintln!(
