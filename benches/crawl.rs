@@ -21,7 +21,7 @@
 //! the last completion; temp-dir removal is not timed. CPU is the whole process
 //! (server included) from `/proc/self/stat`.
 //!
-//! Run: `cargo bench --bench crawl` (about a minute). Environment:
+//! Run: `cargo bench --bench crawl` (about 30 s). Environment:
 //! `CRAWL_BENCH_ITERS` (default 7), `CRAWL_BENCH_PAGES` (default 5000),
 //! `CRAWL_BENCH_ONLY` (a substring of the variant names to run).
 
