@@ -1,0 +1,584 @@
+//! Crawl throughput in pages/s: the real engine with persistence next to the bare
+//! fetcher, so the cost of the state and the legs is visible.
+//!
+//! An in-process hyper 1 server (HTTP/1.1 keep-alive, one runtime thread, bodies
+//! precomputed) serves a deterministic site of [`PAGES`] pages `/p/{i}.html`
+//! (2–4 KB, a `<title>`, [`LINKS`] links in four spellings, page `i` always links
+//! to `i + 1`) plus the index `/`, so a complete crawl fetches `PAGES + 1` URLs.
+//! The crawler runs on its own 2-worker runtime, like one box in production.
+//!
+//! Variants, run round-robin (after one discarded warm-up round) so drift from
+//! other load on the machine hits all of them alike:
+//! - `engine/bloom24`, `engine/bloom30`: `engine::run` with the bundled legs
+//!   (as `legcrawl crawl` builds them) and a fresh state directory under the
+//!   system temp dir per iteration; each iteration must end `Drained` with every
+//!   page completed, none failed, and every URL served exactly once.
+//! - `bare_fetcher`: the same `Fetcher` (fresh per iteration), 16 tasks pulling
+//!   the `PAGES + 1` URLs from a shared index; bodies read, no legs, no store.
+//! - `fetch_plus_legs`: as `bare_fetcher`, plus `legs::run` with the bundled legs.
+//!
+//! Timed: from before `engine::run` (state open included) or the first fetch to
+//! the last completion; temp-dir removal is not timed. CPU is the whole process
+//! (server included) from `/proc/self/stat`.
+//!
+//! Run: `cargo bench --bench crawl` (about 30 s). Environment:
+//! `CRAWL_BENCH_ITERS` (default 7), `CRAWL_BENCH_PAGES` (default 5000),
+//! `CRAWL_BENCH_ONLY` (a substring of the variant names to run).
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use legcrawl::config::CrawlConfig;
+use legcrawl::engine;
+use legcrawl::fetch::{FetchSettings, Fetcher};
+use legcrawl::legs::{self, Leg, Stack};
+use legcrawl::request::Request;
+use legcrawl::store::records::RunOutcome;
+use tokio::sync::oneshot;
+
+/// Pages on the site, besides the index.
+const PAGES: usize = 5000;
+/// Links on each page.
+const LINKS: usize = 10;
+/// Measured iterations per variant.
+const ITERS: usize = 7;
+/// Requests in flight, for the engine and the fetcher variants alike.
+const CONCURRENCY: usize = 16;
+/// Throughput the engine must reach, pages/s.
+const TARGET_PAGES_PER_S: f64 = 5000.0;
+/// Largest share of the bare fetcher's throughput state and legs may cost.
+const TARGET_OVERHEAD: f64 = 0.30;
+/// Filler sentence, repeated to bring pages to 2–4 KB.
+const FILLER: &str = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod \
+    tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud \
+    exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. ";
+
+/// The site's bodies: index 0 is `/`, index `i + 1` is `/p/{i}.html`.
+struct Site {
+    bodies: Vec<Bytes>,
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Site {
+    /// `pages` pages whose absolute links name `authority` (`127.0.0.1:PORT`).
+    fn generate(pages: usize, authority: &str) -> Site {
+        let mut rng = 0x5eed_u64;
+        let index = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index</title>\
+                     </head><body><h1>Index</h1><a href=\"p/0.html\">start</a></body></html>\n";
+        let mut bodies = vec![Bytes::from_static(index.as_bytes())];
+        bodies.extend((0..pages).map(|i| Bytes::from(page(i, pages, authority, &mut rng))));
+        Site { bodies }
+    }
+
+    /// The body at `path`, if it is on the site.
+    fn body(&self, path: &str) -> Option<&Bytes> {
+        if path == "/" {
+            return self.bodies.first();
+        }
+        let i: usize = path
+            .strip_prefix("/p/")?
+            .strip_suffix(".html")?
+            .parse()
+            .ok()?;
+        self.bodies.get(i + 1)
+    }
+
+    /// Mean, smallest and largest page body (the index excluded), in bytes.
+    fn sizes(&self) -> (usize, usize, usize) {
+        let pages = &self.bodies[1..];
+        let total: usize = pages.iter().map(Bytes::len).sum();
+        let min = pages.iter().map(Bytes::len).min().unwrap_or(0);
+        let max = pages.iter().map(Bytes::len).max().unwrap_or(0);
+        (total / pages.len().max(1), min, max)
+    }
+}
+
+/// Page `i`: a title, filler paragraphs (2–4 KB in all) and [`LINKS`] links.
+fn page(i: usize, pages: usize, authority: &str, rng: &mut u64) -> String {
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>Page {i} of the bench site</title>\
+         <link rel=\"stylesheet\" href=\"/static/site.css\"></head>\
+         <body><header><h1>Page {i}</h1></header><main>\n"
+    );
+    let paragraphs = 6 + i % 5;
+    for k in 0..LINKS {
+        let target = if k == 0 {
+            (i + 1) % pages
+        } else {
+            (splitmix64(rng) % pages as u64) as usize
+        };
+        let href = match k % 4 {
+            0 => format!("{target}.html"),
+            1 => format!("/p/{target}.html"),
+            2 => format!("../p/{target}.html"),
+            _ => format!("http://{authority}/p/{target}.html"),
+        };
+        let _ = write!(html, "<p><a href=\"{href}\">Page {target}</a> ");
+        if k < paragraphs {
+            html.push_str(FILLER);
+        }
+        html.push_str("</p>\n");
+    }
+    html.push_str("</main><footer><p>&copy; bench</p></footer></body></html>\n");
+    html
+}
+
+/// The bench server: one thread, one current-thread runtime; stops when dropped.
+struct Server {
+    addr: SocketAddr,
+    served: Arc<AtomicU64>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds, generates the site and serves it; also returns [`Site::sizes`].
+    fn start(pages: usize) -> anyhow::Result<(Server, (usize, usize, usize))> {
+        let listener = StdListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let site = Arc::new(Site::generate(pages, &addr.to_string()));
+        let sizes = site.sizes();
+        let served = Arc::new(AtomicU64::new(0));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("server runtime")?;
+        let (stop, stopped) = oneshot::channel();
+        let counter = Arc::clone(&served);
+        let thread = std::thread::Builder::new()
+            .name("bench-server".into())
+            .spawn(move || runtime.block_on(accept_loop(listener, site, counter, stopped)))?;
+        let server = Server {
+            addr,
+            served,
+            stop: Some(stop),
+            thread: Some(thread),
+        };
+        Ok((server, sizes))
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: StdListener,
+    site: Arc<Site>,
+    served: Arc<AtomicU64>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (site, served) = (Arc::clone(&site), Arc::clone(&served));
+        tokio::spawn(async move {
+            let service =
+                service_fn(move |request| std::future::ready(answer(&site, &served, &request)));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn answer(
+    site: &Site,
+    served: &AtomicU64,
+    request: &http::Request<Incoming>,
+) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    served.fetch_add(1, Ordering::Relaxed);
+    let mut response = http::Response::new(Full::new(Bytes::new()));
+    match site.body(request.uri().path()) {
+        Some(body) => {
+            *response.body_mut() = Full::new(body.clone());
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+        }
+        None => *response.status_mut() = http::StatusCode::NOT_FOUND,
+    }
+    Ok(response)
+}
+
+/// The legs `legcrawl crawl` runs with (as in `src/cli/crawl.rs`).
+fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
+    let mut stack = Stack::new()
+        .push(legs::LinkExtractor::default())
+        .push(legs::Canonicalize::default())
+        .push(legs::PageItem);
+    stack.configure(config)?;
+    Ok(Arc::new(stack))
+}
+
+/// What is being measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Variant {
+    Engine { bloom_bits: u8 },
+    BareFetcher,
+    FetchPlusLegs,
+}
+
+impl Variant {
+    fn name(self) -> String {
+        match self {
+            Variant::Engine { bloom_bits } => format!("engine/bloom{bloom_bits}"),
+            Variant::BareFetcher => "bare_fetcher".into(),
+            Variant::FetchPlusLegs => "fetch_plus_legs".into(),
+        }
+    }
+}
+
+/// Everything an iteration needs.
+struct Bench {
+    runtime: tokio::runtime::Runtime,
+    server: Server,
+    pages: usize,
+    urls: Arc<Vec<Request>>,
+}
+
+/// One measured iteration.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    pages: u64,
+    wall: Duration,
+    cpu: Duration,
+}
+
+impl Sample {
+    fn rate(&self) -> f64 {
+        self.pages as f64 / self.wall.as_secs_f64()
+    }
+}
+
+/// User + system CPU time of this process so far (all threads).
+fn process_cpu() -> Duration {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return Duration::ZERO;
+    };
+    // Fields after the `(comm)`: state is field 3; utime, stime are 14 and 15.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // CLK_TCK is 100 on Linux for every architecture this runs on.
+    Duration::from_millis(ticks * 10)
+}
+
+impl Bench {
+    fn new(pages: usize) -> anyhow::Result<Bench> {
+        let (server, (mean, min, max)) = Server::start(pages)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("bench-crawler")
+            .enable_all()
+            .build()
+            .context("crawler runtime")?;
+        let urls = std::iter::once(server.url("/"))
+            .chain((0..pages).map(|i| server.url(&format!("/p/{i}.html"))))
+            .map(Request::get)
+            .collect();
+        println!(
+            "site: {} URLs, page bodies {mean} B mean ({min}..{max}), server {}",
+            pages + 1,
+            server.addr
+        );
+        Ok(Bench {
+            runtime,
+            server,
+            pages,
+            urls: Arc::new(urls),
+        })
+    }
+
+    fn run(&self, variant: Variant) -> anyhow::Result<Sample> {
+        let served = self.server.served();
+        let cpu = process_cpu();
+        let (pages, wall) = match variant {
+            Variant::Engine { bloom_bits } => self.engine(bloom_bits)?,
+            Variant::BareFetcher => self.fetch_all(None)?,
+            Variant::FetchPlusLegs => {
+                let legs = bundled_legs(&self.config(std::path::Path::new("unused"), 24))?;
+                self.fetch_all(Some(legs))?
+            }
+        };
+        let cpu = process_cpu().saturating_sub(cpu);
+        let expected = (self.pages + 1) as u64;
+        let served = self.server.served() - served;
+        ensure!(
+            pages == expected && served == expected,
+            "{}: {pages} pages completed, {served} requests served, expected {expected}",
+            variant.name()
+        );
+        Ok(Sample { pages, wall, cpu })
+    }
+
+    fn config(&self, data_dir: &std::path::Path, bloom_bits: u8) -> CrawlConfig {
+        CrawlConfig {
+            data_dir: data_dir.to_path_buf(),
+            seeds: vec![self.server.url("/")],
+            concurrency: CONCURRENCY,
+            bloom_bits: Some(bloom_bits),
+            ..CrawlConfig::default()
+        }
+    }
+
+    /// A full engine run in a fresh state directory; checks it crawled everything.
+    fn engine(&self, bloom_bits: u8) -> anyhow::Result<(u64, Duration)> {
+        let dir = tempfile::Builder::new()
+            .prefix("legcrawl-bench-")
+            .tempdir()?;
+        let config = self.config(&dir.path().join("state"), bloom_bits);
+        let legs = bundled_legs(&config)?;
+        let started = Instant::now();
+        let report = self
+            .runtime
+            .block_on(engine::run(&config, legs, std::future::pending()))?;
+        let wall = started.elapsed();
+        if report.outcome != RunOutcome::Drained || report.failed != 0 {
+            bail!(
+                "engine run ended {:?} with {} failed",
+                report.outcome,
+                report.failed
+            );
+        }
+        drop(dir);
+        Ok((report.pages, wall))
+    }
+
+    /// Every URL once, [`CONCURRENCY`] tasks pulling from a shared index.
+    fn fetch_all(&self, legs: Option<Arc<dyn Leg>>) -> anyhow::Result<(u64, Duration)> {
+        let fetcher = Fetcher::new(FetchSettings::from_config(
+            &self.config(std::path::Path::new("unused"), 24),
+        ))?;
+        let next = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let pages = self.runtime.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..CONCURRENCY {
+                let (fetcher, next, urls) =
+                    (fetcher.clone(), Arc::clone(&next), Arc::clone(&self.urls));
+                let legs = legs.clone();
+                tasks.spawn(
+                    async move { fetch_worker(&fetcher, &next, &urls, legs.as_deref()).await },
+                );
+            }
+            let mut pages = 0;
+            while let Some(joined) = tasks.join_next().await {
+                pages += joined??;
+            }
+            anyhow::Ok(pages)
+        })?;
+        Ok((pages, started.elapsed()))
+    }
+}
+
+/// Fetches URLs from `urls` until the shared index runs out; returns pages fetched.
+async fn fetch_worker(
+    fetcher: &Fetcher,
+    next: &AtomicUsize,
+    urls: &[Request],
+    legs: Option<&dyn Leg>,
+) -> anyhow::Result<u64> {
+    let mut pages = 0;
+    loop {
+        let Some(request) = urls.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            return Ok(pages);
+        };
+        let response = fetcher.fetch(request).await?;
+        ensure!(
+            response.status == 200 && !response.body.is_empty(),
+            "{}: status {}, {} bytes",
+            request.url,
+            response.status,
+            response.body.len()
+        );
+        if let Some(legs) = legs {
+            let output = legs::run(legs, &response);
+            ensure!(!output.items.is_empty(), "{}: no item", request.url);
+            black_box(output);
+        }
+        black_box(&response.body);
+        pages += 1;
+    }
+}
+
+/// Median, min and max of `values` (not empty).
+fn spread(values: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    (median, sorted[0], sorted[n - 1])
+}
+
+fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
+    match std::env::var(name) {
+        Ok(value) => value.parse().with_context(|| format!("{name}={value:?}")),
+        Err(_) => Ok(default),
+    }
+}
+
+/// Prints one line per variant; returns the median pages/s of each.
+fn summarize(variants: &[Variant], samples: &[Vec<Sample>]) -> Vec<f64> {
+    println!(
+        "\n{:<18} {:>10} {:>10} {:>10} {:>12} {:>14}",
+        "variant", "median/s", "min/s", "max/s", "median wall", "CPU ms/1k pg"
+    );
+    let mut medians = Vec::new();
+    for (variant, runs) in variants.iter().zip(samples) {
+        let rates: Vec<f64> = runs.iter().map(Sample::rate).collect();
+        let (median, min, max) = spread(&rates);
+        let walls: Vec<f64> = runs.iter().map(|s| s.wall.as_secs_f64()).collect();
+        let cpu: Vec<f64> = runs
+            .iter()
+            .map(|s| s.cpu.as_secs_f64() * 1e6 / s.pages as f64)
+            .collect();
+        println!(
+            "{:<18} {median:>10.0} {min:>10.0} {max:>10.0} {:>10.3} s {:>14.1}",
+            variant.name(),
+            spread(&walls).0,
+            spread(&cpu).0
+        );
+        medians.push(median);
+    }
+    medians
+}
+
+fn verdict(variants: &[Variant], medians: &[f64]) {
+    let rate = |wanted: Variant| {
+        variants
+            .iter()
+            .position(|v| *v == wanted)
+            .map(|i| medians[i])
+    };
+    let Some(bare) = rate(Variant::BareFetcher) else {
+        return;
+    };
+    println!();
+    if let Some(legs) = rate(Variant::FetchPlusLegs) {
+        println!(
+            "fetch_plus_legs / bare_fetcher = {:.3} (legs cost {:.1} %)",
+            legs / bare,
+            (1.0 - legs / bare) * 100.0
+        );
+    }
+    for (variant, engine) in variants.iter().zip(medians) {
+        if !matches!(variant, Variant::Engine { .. }) {
+            continue;
+        }
+        let ratio = engine / bare;
+        let overhead = 1.0 - ratio;
+        println!(
+            "{} / bare_fetcher = {ratio:.3}: state + legs cost {:.1} % (target < {:.0} %: {}); \
+             {engine:.0} pages/s (target >= {TARGET_PAGES_PER_S:.0}: {})",
+            variant.name(),
+            overhead * 100.0,
+            TARGET_OVERHEAD * 100.0,
+            if overhead < TARGET_OVERHEAD {
+                "met"
+            } else {
+                "NOT met"
+            },
+            if *engine >= TARGET_PAGES_PER_S {
+                "met"
+            } else {
+                "NOT met"
+            },
+        );
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let iters = env_usize("CRAWL_BENCH_ITERS", ITERS)?.max(1);
+    let pages = env_usize("CRAWL_BENCH_PAGES", PAGES)?.max(2);
+    let only = std::env::var("CRAWL_BENCH_ONLY").unwrap_or_default();
+    let variants: Vec<Variant> = [
+        Variant::Engine { bloom_bits: 24 },
+        Variant::Engine { bloom_bits: 30 },
+        Variant::BareFetcher,
+        Variant::FetchPlusLegs,
+    ]
+    .into_iter()
+    .filter(|v| v.name().contains(&only))
+    .collect();
+    ensure!(
+        !variants.is_empty(),
+        "CRAWL_BENCH_ONLY={only:?} matches no variant"
+    );
+    let bench = Bench::new(pages)?;
+    println!(
+        "{iters} iterations per variant after one warm-up round, concurrency {CONCURRENCY}, \
+         temp dir {}, load average {}",
+        std::env::temp_dir().display(),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    let mut samples = vec![Vec::new(); variants.len()];
+    for round in 0..=iters {
+        for (variant, runs) in variants.iter().zip(samples.iter_mut()) {
+            let sample = bench.run(*variant)?;
+            if round > 0 {
+                runs.push(sample);
+            }
+        }
+    }
+    let medians = summarize(&variants, &samples);
+    verdict(&variants, &medians);
+    Ok(())
+}
