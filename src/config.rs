@@ -6,6 +6,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The per-host delay for remote hosts when none is configured.
+pub const DEFAULT_DELAY: Duration = Duration::from_secs(1);
+
 /// How the seen set answers "have we seen this fingerprint?".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DedupMode {
@@ -78,6 +81,30 @@ pub struct CrawlConfig {
     pub shutdown_grace: Duration,
     /// Stream committed items to this JSON-lines file.
     pub output: Option<PathBuf>,
+    /// Optional `From` header: a contact e-mail for site operators.
+    pub from: Option<String>,
+    /// Extra request headers sent with every request (name, value).
+    pub extra_headers: Vec<(String, String)>,
+    /// Longest URL fetched or followed, in bytes (default 8192).
+    pub max_url_len: usize,
+    /// Retries of a failed request (timeouts, connection errors, 408/429/5xx; default 2).
+    pub max_retries: u32,
+    /// First retry backoff; doubles with every retry of the same request (default 1 s).
+    pub retry_backoff: Duration,
+    /// Requests in flight at once to one host (default 2).
+    pub per_host: usize,
+    /// Least time between the starts of two requests to one host. `None` (the
+    /// default) means [`DEFAULT_DELAY`] for remote hosts and none for loopback
+    /// hosts (`localhost`, 127.0.0.0/8, `::1`), which are your own machine.
+    pub delay: Option<Duration>,
+    /// Randomize each per-host delay between 0.5× and 1.5× of `delay`.
+    pub jitter: bool,
+    /// Obey robots.txt (default true).
+    pub obey_robots: bool,
+    /// How long a fetched robots.txt is trusted before it is fetched again (default 24 h).
+    pub robots_ttl: Duration,
+    /// Largest `Crawl-delay` honoured (default 30 s); longer values are capped.
+    pub max_crawl_delay: Duration,
 }
 
 impl Default for CrawlConfig {
@@ -102,6 +129,17 @@ impl Default for CrawlConfig {
             deny: Vec::new(),
             shutdown_grace: Duration::from_secs(2),
             output: None,
+            from: None,
+            extra_headers: Vec::new(),
+            max_url_len: 8192,
+            max_retries: 2,
+            retry_backoff: Duration::from_secs(1),
+            per_host: 2,
+            delay: None,
+            jitter: false,
+            obey_robots: true,
+            robots_ttl: Duration::from_secs(24 * 3600),
+            max_crawl_delay: Duration::from_secs(30),
         }
     }
 }

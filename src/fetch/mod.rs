@@ -55,18 +55,18 @@ pub struct FetchSettings {
 }
 
 impl FetchSettings {
-    /// The settings a crawl with `config` uses: its user agent, timeouts and body
-    /// limit, no `From`, no extra headers, and `max(concurrency, 8)` idle
+    /// The settings a crawl with `config` uses: its user agent, `From`, extra
+    /// headers, timeouts, body and URL limits, and `max(concurrency, 8)` idle
     /// connections per host.
     pub fn from_config(config: &CrawlConfig) -> FetchSettings {
         FetchSettings {
             user_agent: config.user_agent.clone(),
-            from: None,
+            from: config.from.clone(),
             request_timeout: config.request_timeout,
             read_timeout: config.read_timeout,
             max_body_bytes: config.max_body_bytes,
-            max_url_len: DEFAULT_MAX_URL_LEN,
-            extra_headers: Vec::new(),
+            max_url_len: config.max_url_len,
+            extra_headers: config.extra_headers.clone(),
             pool_idle_per_host: config.concurrency.max(8),
         }
     }
