@@ -11,7 +11,7 @@
 //! commit of the lease's completion, so an unfinished lease survives any crash as
 //! a queued request.
 
-use std::collections::BTreeSet;
+use std::ops::Bound;
 
 use super::{HostQueue, State, StoreError, keys};
 use crate::request::Request;
@@ -60,14 +60,7 @@ impl State {
             let name = String::from_utf8(value.to_vec())
                 .map_err(|_| self.corrupt("host index", &key, "not UTF-8"))?;
             self.host_ids.insert(name.clone(), id);
-            self.hosts.insert(
-                id,
-                HostQueue {
-                    name,
-                    leased: BTreeSet::new(),
-                    maybe_ready: true,
-                },
-            );
+            self.hosts.insert(id, HostQueue::new(name));
         }
         Ok(())
     }
@@ -89,14 +82,7 @@ impl State {
         );
         self.group.dirty = true;
         self.host_ids.insert(host.to_owned(), id);
-        self.hosts.insert(
-            id,
-            HostQueue {
-                name: host.to_owned(),
-                leased: BTreeSet::new(),
-                maybe_ready: true,
-            },
-        );
+        self.hosts.insert(id, HostQueue::new(host.to_owned()));
         id
     }
 
@@ -109,7 +95,10 @@ impl State {
         let key = keys::queue_key(id, request.priority, seq);
         self.group.batch.insert(&key[..], request.encode());
         self.group.dirty = true;
-        self.group.touched_hosts.insert(id);
+        let smallest = self.group.touched_hosts.entry(id).or_insert(key);
+        if key < *smallest {
+            *smallest = key;
+        }
         self.counters.add("frontier/queued", 1);
     }
 
@@ -130,38 +119,25 @@ impl State {
     /// Leases the best queued request of one host, if it has an unleased one.
     /// Requests added in the open (uncommitted) group are not visible yet.
     pub fn lease_from(&mut self, host_id: u32) -> Result<Option<Lease>, StoreError> {
-        let Some((key, request)) = self.peek_host(host_id)? else {
-            return Ok(None);
-        };
-        if let Some(queue) = self.hosts.get_mut(&host_id) {
-            queue.leased.insert(key);
-        }
-        self.leased += 1;
-        Ok(Some(Lease {
-            request,
-            host_id,
-            key,
-        }))
+        Ok(self
+            .peek_host(host_id)?
+            .map(|(key, request)| self.take(host_id, key, request)))
     }
 
     /// Leases the best queued request over all hosts: highest priority, then the
     /// oldest. Costs one short range read per host with queued requests.
     pub fn lease(&mut self) -> Result<Option<Lease>, StoreError> {
         let ids: Vec<u32> = self.ready_hosts().map(|(id, _, _)| id).collect();
-        let mut best: Option<(u32, [u8; keys::QUEUE_KEY_LEN])> = None;
+        let mut best: Option<(u32, [u8; keys::QUEUE_KEY_LEN], Request)> = None;
         for id in ids {
-            if let Some((key, _)) = self.peek_host(id)? {
+            if let Some((key, request)) = self.peek_host(id)? {
                 // Compare priority and sequence, ignoring the host part of the key.
-                let better = best.is_none_or(|(_, b)| key[5..] < b[5..]);
-                if better {
-                    best = Some((id, key));
+                if best.as_ref().is_none_or(|(_, b, _)| key[5..] < b[5..]) {
+                    best = Some((id, key, request));
                 }
             }
         }
-        match best {
-            Some((id, _)) => self.lease_from(id),
-            None => Ok(None),
-        }
+        Ok(best.map(|(id, key, request)| self.take(id, key, request)))
     }
 
     /// Gives a lease back unfinished (e.g. after the shutdown grace period). The
@@ -172,10 +148,22 @@ impl State {
                 self.leased -= 1;
             }
             queue.maybe_ready = true;
+            queue.cursor = None;
         }
     }
 
-    /// The first unleased entry of a host's range, decoded.
+    /// Marks the entry at `key` leased; it is the first unleased entry after the
+    /// host's cursor, so it becomes the cursor.
+    fn take(&mut self, host_id: u32, key: [u8; keys::QUEUE_KEY_LEN], request: Request) -> Lease {
+        if let Some(queue) = self.hosts.get_mut(&host_id) {
+            queue.leased.insert(key);
+            queue.cursor = Some(key);
+        }
+        self.leased += 1;
+        Lease { request, host_id, key }
+    }
+
+    /// The first unleased entry of a host's range after its cursor, decoded.
     fn peek_host(
         &mut self,
         host_id: u32,
@@ -187,8 +175,16 @@ impl State {
             return Ok(None);
         }
         let prefix = keys::queue_host_prefix(host_id);
+        let from = match &queue.cursor {
+            Some(cursor) => Bound::Excluded(cursor.to_vec()),
+            None => Bound::Included(prefix.to_vec()),
+        };
+        let to = match keys::prefix_end(&prefix) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
         let mut found = None;
-        for entry in self.db.scan_prefix(prefix) {
+        for entry in self.db.range::<Vec<u8>, _>((from, to)) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
             let key: [u8; keys::QUEUE_KEY_LEN] = key
                 .as_ref()

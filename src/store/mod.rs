@@ -157,6 +157,17 @@ struct HostQueue {
     leased: BTreeSet<[u8; keys::QUEUE_KEY_LEN]>,
     /// False only when a scan found no unleased entry and nothing was added since.
     maybe_ready: bool,
+    /// Every key of this host up to and including the cursor is leased (or gone),
+    /// so the next lease scans from just after it instead of from the host's
+    /// first key. Reset when a lease is released or a key sorting before it is
+    /// added (a higher priority).
+    cursor: Option<[u8; keys::QUEUE_KEY_LEN]>,
+}
+
+impl HostQueue {
+    fn new(name: String) -> HostQueue {
+        HostQueue { name, leased: BTreeSet::new(), maybe_ready: true, cursor: None }
+    }
 }
 
 /// The open, uncommitted completion group.
@@ -169,8 +180,8 @@ struct Group {
     overlay: HashSet<Fingerprint>,
     /// Queue keys completed in this group (still leased until the commit).
     completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN])>,
-    /// Hosts that got new queue entries in this group.
-    touched_hosts: BTreeSet<u32>,
+    /// Hosts that got new queue entries in this group, with the smallest new key.
+    touched_hosts: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// First item sequence number written in this group.
     first_item: Option<u64>,
     pages: usize,

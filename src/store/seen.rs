@@ -229,9 +229,13 @@ impl State {
                 self.leased -= 1;
             }
         }
-        for host_id in &group.touched_hosts {
+        for (host_id, smallest) in &group.touched_hosts {
             if let Some(queue) = self.hosts.get_mut(host_id) {
                 queue.maybe_ready = true;
+                // A new key before the cursor (a higher priority) must be seen.
+                if queue.cursor.is_some_and(|cursor| *smallest < cursor) {
+                    queue.cursor = None;
+                }
             }
         }
         let first = group.first_item.unwrap_or(self.next_item);

@@ -300,3 +300,26 @@ fn checkpoint_truncates_the_journal_and_keeps_the_bits() {
         "bits survive via the msynced map"
     );
 }
+
+#[test]
+fn lease_cursor_sees_higher_priorities_and_released_leases() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for url in ["http://a.test/1", "http://a.test/2", "http://a.test/3"] {
+        state.enqueue(&Request::get(url), &[]).unwrap();
+    }
+    state.commit().unwrap();
+    let first = state.lease().unwrap().unwrap();
+    assert_eq!(first.request.url, "http://a.test/1");
+    let mut urgent = Request::get("http://a.test/urgent");
+    urgent.priority = 5;
+    state.enqueue(&urgent, &[]).unwrap();
+    state.commit().unwrap();
+    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/urgent");
+    let second = state.lease().unwrap().unwrap();
+    assert_eq!(second.request.url, "http://a.test/2");
+    state.release(first);
+    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/1");
+    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/3");
+    assert!(state.lease().unwrap().is_none());
+}
