@@ -368,6 +368,8 @@ impl Bench {
             data_dir: data_dir.to_path_buf(),
             seeds: vec![self.server.url("/")],
             concurrency: CONCURRENCY,
+            // One host: let it use the whole concurrency, as the bare fetcher does.
+            per_host: CONCURRENCY,
             bloom_bits: Some(bloom_bits),
             ..CrawlConfig::default()
         }

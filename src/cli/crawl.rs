@@ -67,6 +67,25 @@ pub struct CrawlArgs {
     /// Largest decoded body in bytes (longer ones are cut and flagged).
     #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
     max_body: usize,
+    /// Requests in flight at once to one host.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    per_host: usize,
+    /// Seconds between the starts of two requests to one host [default: 1 for
+    /// remote hosts, 0 for loopback].
+    #[arg(long, value_name = "SECS")]
+    delay: Option<f64>,
+    /// Randomize each per-host delay between 0.5x and 1.5x.
+    #[arg(long)]
+    jitter: bool,
+    /// Retries of a failed request (timeouts, connection errors, 408/429/5xx).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    retries: u32,
+    /// Send a From header with this contact e-mail.
+    #[arg(long, value_name = "EMAIL")]
+    from: Option<String>,
+    /// Seconds a body read may stall before the request fails.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    read_timeout: f64,
     /// Seconds in-flight requests may finish after the first Ctrl-C.
     #[arg(long, default_value_t = 2.0, value_name = "SECS")]
     grace: f64,
@@ -88,9 +107,13 @@ fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
 impl CrawlArgs {
     /// Validates the flags into a configuration.
     fn config(&self) -> anyhow::Result<CrawlConfig> {
-        if self.concurrency == 0 {
-            return Err(BadInput("--concurrency must be at least 1".into()).into());
+        if self.concurrency == 0 || self.per_host == 0 {
+            return Err(BadInput("--concurrency and --per-host must be at least 1".into()).into());
         }
+        let delay = match self.delay {
+            Some(secs) => Some(seconds("delay", secs)?),
+            None => None,
+        };
         let defaults = CrawlConfig::default();
         Ok(CrawlConfig {
             data_dir: self.data.data.clone(),
@@ -101,6 +124,12 @@ impl CrawlArgs {
             allowed_hosts: self.allow_hosts.clone(),
             user_agent: self.user_agent.clone().unwrap_or(defaults.user_agent),
             request_timeout: seconds("timeout", self.timeout)?,
+            read_timeout: seconds("read-timeout", self.read_timeout)?,
+            per_host: self.per_host,
+            delay,
+            jitter: self.jitter,
+            max_retries: self.retries,
+            from: self.from.clone(),
             max_body_bytes: self.max_body,
             dedup: self.dedup,
             bloom_bits: self.bloom_bits,

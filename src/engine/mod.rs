@@ -13,6 +13,7 @@
 //! simply stay queued. Depends on every other module; nothing depends on it.
 
 pub mod page;
+pub mod politeness;
 mod progress;
 pub mod scope;
 pub mod sink;
@@ -29,12 +30,32 @@ use crate::fetch::{FetchError, Fetcher};
 use crate::legs::Leg;
 use crate::store::records::RunOutcome;
 use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
-use page::PageResult;
+use page::{PageResult, RetryPolicy};
+use politeness::Politeness;
 use scope::Scope;
 use sink::{Sink, SinkError};
 
-/// Retries of a failed fetch before it is recorded as failed.
-pub const MAX_RETRIES: u32 = 2;
+/// What one `fill` pass found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fill {
+    /// `concurrency` requests are in flight.
+    Full,
+    /// Some host has (or may have) requests but politeness holds them: until the
+    /// given instant, or until a request of it finishes (`None`).
+    Waiting(Option<Instant>),
+    /// No host has an unleased, visible request (or a limit stops leasing).
+    Empty,
+}
+
+impl Fill {
+    fn waiting(self, at: Option<Instant>) -> Fill {
+        match (self, at) {
+            (Fill::Waiting(Some(a)), Some(b)) => Fill::Waiting(Some(a.min(b))),
+            (Fill::Waiting(Some(a)), None) => Fill::Waiting(Some(a)),
+            (_, at) => Fill::Waiting(at),
+        }
+    }
+}
 
 /// Errors that stop a crawl.
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +180,10 @@ struct Crawl<'a> {
     /// completed into the open group are no longer counted here.
     fetching: usize,
     leased_this_run: u64,
+    politeness: Politeness,
+    retry: RetryPolicy,
+    /// Rotates which host `fill` serves first, so hosts take turns.
+    turn: usize,
     progress: progress::Progress,
 }
 
@@ -201,6 +226,12 @@ impl<'a> Crawl<'a> {
             results_tx,
             fetching: 0,
             leased_this_run: 0,
+            politeness: Politeness::new(config),
+            retry: RetryPolicy {
+                max_retries: config.max_retries,
+                backoff: config.retry_backoff,
+            },
+            turn: 0,
             progress,
         })
     }
@@ -209,35 +240,33 @@ impl<'a> Crawl<'a> {
         tokio::pin!(shutdown);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
-            let leasable = self.fill()?;
-            if self.fetching == 0 && !leasable {
-                // Nothing running, nothing to lease: commit what is open (it may
-                // reveal new requests), and stop only if it revealed none.
+            let fill = self.fill()?;
+            if fill == Fill::Empty {
+                // Nothing leasable. Commit what is open: it may reveal new requests.
                 let pages = self.commit()?;
-                if self.limit_reached() {
-                    return Ok(RunOutcome::Limit);
+                if self.fetching == 0 {
+                    if self.limit_reached() {
+                        return Ok(RunOutcome::Limit);
+                    }
+                    if pages == 0 {
+                        return Ok(RunOutcome::Drained);
+                    }
                 }
-                if pages == 0 {
-                    return Ok(RunOutcome::Drained);
-                }
-                continue;
-            }
-            if !leasable && self.fetching < self.config.concurrency && !self.limit_reached() {
-                // Starved: publish the open group now so its links become leasable.
-                self.commit()?;
-                if self.fill()? {
+                if pages > 0 && !self.limit_reached() {
                     continue;
                 }
             }
-            let deadline = self
-                .state
-                .group_deadline()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let far = Instant::now() + Duration::from_secs(3600);
+            let group = self.state.group_deadline().unwrap_or(far);
+            let wake = match fill {
+                Fill::Waiting(Some(at)) => at.min(group),
+                _ => group,
+            };
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
                 Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
-                () = tokio::time::sleep_until(deadline.into()) => {}
+                () = tokio::time::sleep_until(wake.into()) => {}
                 _ = tick.tick() => self.progress.update(self.state),
             }
             if self.state.group_due() {
@@ -246,29 +275,62 @@ impl<'a> Crawl<'a> {
         }
     }
 
-    /// Leases and spawns until `concurrency` are in flight. Returns false when the
-    /// frontier had nothing leasable (or a limit stops leasing).
-    fn fill(&mut self) -> Result<bool, EngineError> {
-        while self.fetching < self.config.concurrency {
-            if self.limit_reached() {
-                return Ok(false);
+    /// Leases and spawns until `concurrency` requests are in flight, host by host
+    /// in turn, as far as each host's politeness allows.
+    fn fill(&mut self) -> Result<Fill, EngineError> {
+        let now = Instant::now();
+        let hosts: Vec<(u32, String)> = self
+            .state
+            .ready_hosts()
+            .map(|(id, name, _)| (id, name.to_owned()))
+            .collect();
+        let mut fill = Fill::Empty;
+        let turn = self.turn;
+        self.turn = self.turn.wrapping_add(1);
+        for k in 0..hosts.len() {
+            let (id, name) = &hosts[(turn + k) % hosts.len()];
+            loop {
+                if self.fetching >= self.config.concurrency {
+                    return Ok(Fill::Full);
+                }
+                if self.limit_reached() {
+                    return Ok(Fill::Empty);
+                }
+                match self.politeness.ready_at(*id, name, now) {
+                    // At its in-flight limit: a finishing request wakes the loop.
+                    None => {
+                        fill = fill.waiting(None);
+                        break;
+                    }
+                    Some(at) if at > now => {
+                        fill = fill.waiting(Some(at));
+                        break;
+                    }
+                    Some(_) => {}
+                }
+                let Some(lease) = self.state.lease_from(*id)? else {
+                    break;
+                };
+                self.politeness.started(*id, name, now);
+                self.spawn(lease);
             }
-            let Some(lease) = self.state.lease()? else {
-                return Ok(false);
-            };
-            self.leased_this_run += 1;
-            self.fetching += 1;
-            let fetcher = self.fetcher.clone();
-            let legs = Arc::clone(&self.legs);
-            let tx = self.results_tx.clone();
-            self.tasks.spawn(async move {
-                let result = page::process(&fetcher, &legs, &lease.request, MAX_RETRIES).await;
-                // The receiver is gone only when the loop has stopped; the lease
-                // then stays queued, which is what a stop wants.
-                let _ = tx.send((lease, result));
-            });
         }
-        Ok(true)
+        Ok(fill)
+    }
+
+    fn spawn(&mut self, lease: Lease) {
+        self.leased_this_run += 1;
+        self.fetching += 1;
+        let fetcher = self.fetcher.clone();
+        let legs = Arc::clone(&self.legs);
+        let tx = self.results_tx.clone();
+        let retry = self.retry;
+        self.tasks.spawn(async move {
+            let result = page::process(&fetcher, &legs, &lease.request, retry).await;
+            // The receiver is gone only when the loop has stopped; the lease
+            // then stays queued, which is what a stop wants.
+            let _ = tx.send((lease, result));
+        });
     }
 
     fn limit_reached(&self) -> bool {
@@ -279,12 +341,20 @@ impl<'a> Crawl<'a> {
 
     fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
         self.fetching -= 1;
+        self.politeness.finished(lease.host_id);
+        if let Some(wait) = result.backoff
+            && let Some(host) = self.state.host_name(lease.host_id).map(str::to_owned)
+        {
+            self.politeness
+                .back_off(lease.host_id, &host, Instant::now(), wait);
+        }
         // Reap finished tasks so the set does not grow with the crawl.
         while self.tasks.try_join_next().is_some() {}
         let PageResult {
             requests,
             items,
             mut counters,
+            ..
         } = result;
         let mut accepted = Vec::with_capacity(requests.len());
         for request in requests {

@@ -6,6 +6,7 @@
 //! Depends on [`crate::fetch`], [`crate::legs`] and [`crate::request`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::fetch::{FetchError, Fetcher};
 use crate::item::Item;
@@ -17,6 +18,25 @@ pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
 /// Redirect hops followed from one request before giving up.
 pub const MAX_REDIRECTS: usize = 10;
 
+/// Longest `Retry-After` honoured; longer values are capped.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// How failures are retried.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryPolicy {
+    /// Retries before a request is recorded as failed.
+    pub max_retries: u32,
+    /// Backoff before the first retry; doubles with each further retry.
+    pub backoff: Duration,
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `retries + 1`.
+    pub fn wait(&self, retries: u32) -> Duration {
+        self.backoff.saturating_mul(1u32 << retries.min(16))
+    }
+}
+
 /// What fetching and processing one request produced.
 #[derive(Debug, Default)]
 pub struct PageResult {
@@ -26,6 +46,9 @@ pub struct PageResult {
     pub items: Vec<Item>,
     /// Counter increments.
     pub counters: Vec<(&'static str, u64)>,
+    /// No request to this host should start before this much time has passed
+    /// (retry backoff, `Retry-After`).
+    pub backoff: Option<Duration>,
 }
 
 /// Fetches `request` and runs the legs on the response.
@@ -33,22 +56,29 @@ pub async fn process(
     fetcher: &Fetcher,
     legs: &Arc<dyn Leg>,
     request: &Request,
-    max_retries: u32,
+    retry: RetryPolicy,
 ) -> PageResult {
     let mut result = PageResult::default();
     let response = match fetcher.fetch(request).await {
         Ok(response) => response,
         Err(error) => {
-            fetch_failed(request, &error, max_retries, &mut result);
+            fetch_failed(request, &error, retry, &mut result);
             return result;
         }
     };
     result.counters.push(("pages/fetched", 1));
     result.counters.push((status_counter(response.status), 1));
-    if RETRY_STATUSES.contains(&response.status) && request.retries < max_retries {
-        result.requests.push(retry(request));
-        result.counters.push(("retry/scheduled", 1));
-        return result;
+    if RETRY_STATUSES.contains(&response.status) {
+        let wait = retry_after(&response).unwrap_or_else(|| retry.wait(request.retries));
+        if request.retries < retry.max_retries {
+            result.requests.push(again(request));
+            result.counters.push(("retry/scheduled", 1));
+            result.backoff = Some(wait);
+            return result;
+        }
+        result.counters.push(("retry/exhausted", 1));
+        // 429/503 still ask the host to slow down, even when we give up on the page.
+        result.backoff = Some(wait);
     }
     if (300..400).contains(&response.status)
         && let Some(target) = redirect_target(&response)
@@ -65,11 +95,17 @@ pub async fn process(
     result
 }
 
-fn fetch_failed(request: &Request, error: &FetchError, max_retries: u32, result: &mut PageResult) {
-    if error.is_retryable() && request.retries < max_retries {
+fn fetch_failed(
+    request: &Request,
+    error: &FetchError,
+    retry: RetryPolicy,
+    result: &mut PageResult,
+) {
+    if error.is_retryable() && request.retries < retry.max_retries {
         tracing::debug!(url = %request.url, %error, retries = request.retries, "fetch failed, will retry");
-        result.requests.push(retry(request));
+        result.requests.push(again(request));
         result.counters.push(("retry/scheduled", 1));
+        result.backoff = Some(retry.wait(request.retries));
     } else {
         tracing::warn!(url = %request.url, %error, "fetch failed");
         result.counters.push(("fetch/failed", 1));
@@ -79,8 +115,20 @@ fn fetch_failed(request: &Request, error: &FetchError, max_retries: u32, result:
     }
 }
 
+/// The seconds of a `Retry-After` header (an HTTP date is not parsed: the
+/// default backoff applies), capped at [`MAX_RETRY_AFTER`].
+fn retry_after(response: &crate::response::Response) -> Option<Duration> {
+    let value = response
+        .headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?;
+    let secs: u64 = value.trim().parse().ok()?;
+    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
+}
+
 /// The same request again, counting one more retry; bypasses the seen set.
-fn retry(request: &Request) -> Request {
+fn again(request: &Request) -> Request {
     let mut again = request.clone();
     again.retries += 1;
     again.dont_filter = true;

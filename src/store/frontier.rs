@@ -160,7 +160,11 @@ impl State {
             queue.cursor = Some(key);
         }
         self.leased += 1;
-        Lease { request, host_id, key }
+        Lease {
+            request,
+            host_id,
+            key,
+        }
     }
 
     /// The first unleased entry of a host's range after its cursor, decoded.

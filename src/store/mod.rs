@@ -166,7 +166,12 @@ struct HostQueue {
 
 impl HostQueue {
     fn new(name: String) -> HostQueue {
-        HostQueue { name, leased: BTreeSet::new(), maybe_ready: true, cursor: None }
+        HostQueue {
+            name,
+            leased: BTreeSet::new(),
+            maybe_ready: true,
+            cursor: None,
+        }
     }
 }
 

@@ -315,11 +315,20 @@ fn lease_cursor_sees_higher_priorities_and_released_leases() {
     urgent.priority = 5;
     state.enqueue(&urgent, &[]).unwrap();
     state.commit().unwrap();
-    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/urgent");
+    assert_eq!(
+        state.lease().unwrap().unwrap().request.url,
+        "http://a.test/urgent"
+    );
     let second = state.lease().unwrap().unwrap();
     assert_eq!(second.request.url, "http://a.test/2");
     state.release(first);
-    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/1");
-    assert_eq!(state.lease().unwrap().unwrap().request.url, "http://a.test/3");
+    assert_eq!(
+        state.lease().unwrap().unwrap().request.url,
+        "http://a.test/1"
+    );
+    assert_eq!(
+        state.lease().unwrap().unwrap().request.url,
+        "http://a.test/3"
+    );
     assert!(state.lease().unwrap().is_none());
 }

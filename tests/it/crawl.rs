@@ -41,7 +41,10 @@ fn crawl_finds_exactly_the_reachable_pages_once() {
     let site = Site::generate(3000, 7);
     let server = TestServer::start(site.handler());
     let data = tempfile::tempdir().unwrap();
-    let out = crawl(data.path(), &[&server.url("/"), "--bloom-bits", "20"]);
+    let out = crawl(
+        data.path(),
+        &[&server.url("/"), "--bloom-bits", "20", "--per-host", "16"],
+    );
     assert!(
         out.status.success(),
         "crawl failed: {}",
@@ -230,7 +233,16 @@ fn interrupt_then_resume(sig: i32) {
     let seed = server.url("/");
     let child = legcrawl(
         data.path(),
-        &["crawl", &seed, "--concurrency", "8", "--bloom-bits", "20"],
+        &[
+            "crawl",
+            &seed,
+            "--concurrency",
+            "8",
+            "--per-host",
+            "8",
+            "--bloom-bits",
+            "20",
+        ],
     )
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped())
@@ -300,7 +312,7 @@ fn sigint_reaches_a_crawl_started_in_the_background_by_a_script() {
     let pidfile = data.path().join("pid");
     let codefile = data.path().join("code");
     let script = format!(
-        "\"{bin}\" crawl --data \"{d}\" {seed} --bloom-bits 20 --concurrency 4 2>/dev/null & echo $! > \"{p}\"; wait $!; echo $? > \"{c}\"",
+        "\"{bin}\" crawl --data \"{d}\" {seed} --bloom-bits 20 --concurrency 4 --per-host 4 2>/dev/null & echo $! > \"{p}\"; wait $!; echo $? > \"{c}\"",
         bin = cli::bin(),
         d = data.path().join("state").display(),
         seed = server.url("/"),

@@ -1,0 +1,234 @@
+//! Per-host politeness: how many requests a host may have in flight, and when
+//! the next one may start.
+//!
+//! Each host has a slot: requests in flight (at most `per_host`) and the earliest
+//! start of its next request (`delay` after the previous start, stretched by
+//! robots.txt `Crawl-delay`, `Retry-After` and retry backoff). The engine asks
+//! [`Politeness::may_start`] before leasing from a host, so one slow or
+//! rate-limited host never holds the others back. Pure bookkeeping: no I/O, the
+//! clock is passed in. Depends on [`crate::config`] only.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use crate::config::{CrawlConfig, DEFAULT_DELAY};
+
+/// One host's politeness state.
+#[derive(Debug)]
+struct Slot {
+    in_flight: usize,
+    next_start: Instant,
+    /// The configured (or loopback-free) delay.
+    delay: Duration,
+    /// robots.txt `Crawl-delay`, already capped.
+    crawl_delay: Option<Duration>,
+}
+
+/// Politeness bookkeeping for every host of a crawl.
+#[derive(Debug)]
+pub struct Politeness {
+    per_host: usize,
+    delay: Option<Duration>,
+    jitter: bool,
+    slots: HashMap<u32, Slot>,
+    rng: u64,
+}
+
+impl Politeness {
+    /// Politeness as `config` asks (`per_host`, `delay`, `jitter`).
+    pub fn new(config: &CrawlConfig) -> Politeness {
+        Politeness {
+            per_host: config.per_host.max(1),
+            delay: config.delay,
+            jitter: config.jitter,
+            slots: HashMap::new(),
+            rng: 0x853c_49e6_748f_ea9b,
+        }
+    }
+
+    fn slot(&mut self, host_id: u32, host: &str, now: Instant) -> &mut Slot {
+        let delay = self.delay.unwrap_or_else(|| {
+            if is_loopback(host) {
+                Duration::ZERO
+            } else {
+                DEFAULT_DELAY
+            }
+        });
+        self.slots.entry(host_id).or_insert(Slot {
+            in_flight: 0,
+            next_start: now,
+            delay,
+            crawl_delay: None,
+        })
+    }
+
+    /// When the host may start its next request: `None` if it is at its in-flight
+    /// limit (a finishing request will wake the engine), else the instant (≤ now
+    /// means "now").
+    pub fn ready_at(&mut self, host_id: u32, host: &str, now: Instant) -> Option<Instant> {
+        let per_host = self.per_host;
+        let slot = self.slot(host_id, host, now);
+        (slot.in_flight < per_host).then_some(slot.next_start)
+    }
+
+    /// True when a request to the host may start now.
+    pub fn may_start(&mut self, host_id: u32, host: &str, now: Instant) -> bool {
+        self.ready_at(host_id, host, now)
+            .is_some_and(|at| at <= now)
+    }
+
+    /// Records the start of a request to the host.
+    pub fn started(&mut self, host_id: u32, host: &str, now: Instant) {
+        let jitter = self.jitter.then(|| next_unit(&mut self.rng));
+        let slot = self.slot(host_id, host, now);
+        slot.in_flight += 1;
+        let base = slot.delay.max(slot.crawl_delay.unwrap_or(Duration::ZERO));
+        let wait = match jitter {
+            Some(unit) => base.mul_f64(0.5 + unit),
+            None => base,
+        };
+        slot.next_start = slot.next_start.max(now + wait);
+    }
+
+    /// Records the end of a request to the host.
+    pub fn finished(&mut self, host_id: u32) {
+        if let Some(slot) = self.slots.get_mut(&host_id) {
+            slot.in_flight = slot.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// No request to the host starts before `now + wait` (Retry-After, backoff).
+    pub fn back_off(&mut self, host_id: u32, host: &str, now: Instant, wait: Duration) {
+        let slot = self.slot(host_id, host, now);
+        slot.next_start = slot.next_start.max(now + wait);
+    }
+
+    /// Sets the host's robots.txt `Crawl-delay` (already capped by the caller).
+    pub fn set_crawl_delay(
+        &mut self,
+        host_id: u32,
+        host: &str,
+        now: Instant,
+        delay: Option<Duration>,
+    ) {
+        self.slot(host_id, host, now).crawl_delay = delay;
+    }
+}
+
+/// True for `localhost`, 127.0.0.0/8 and `::1` (with or without a port).
+pub fn is_loopback(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !name.ends_with(':') && port.chars().all(|c| c.is_ascii_digit()) => {
+            name
+        }
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A uniform number in [0, 1) from a splitmix64 state.
+fn next_unit(state: &mut u64) -> f64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn politeness(per_host: usize, delay: Option<Duration>) -> Politeness {
+        Politeness::new(&CrawlConfig {
+            per_host,
+            delay,
+            ..CrawlConfig::default()
+        })
+    }
+
+    #[test]
+    fn per_host_limit_and_delay() {
+        let mut p = politeness(2, Some(Duration::from_millis(100)));
+        let t0 = Instant::now();
+        assert!(p.may_start(1, "a.test", t0));
+        p.started(1, "a.test", t0);
+        assert!(
+            !p.may_start(1, "a.test", t0),
+            "delay holds the second start"
+        );
+        let t1 = t0 + Duration::from_millis(100);
+        assert!(p.may_start(1, "a.test", t1));
+        p.started(1, "a.test", t1);
+        let t2 = t1 + Duration::from_millis(200);
+        assert_eq!(
+            p.ready_at(1, "a.test", t2),
+            None,
+            "two in flight: at the limit"
+        );
+        p.finished(1);
+        assert!(p.may_start(1, "a.test", t2));
+        assert!(p.may_start(2, "b.test", t0), "another host is independent");
+    }
+
+    #[test]
+    fn crawl_delay_and_backoff_stretch_the_wait() {
+        let mut p = politeness(4, Some(Duration::ZERO));
+        let t0 = Instant::now();
+        p.set_crawl_delay(1, "a.test", t0, Some(Duration::from_secs(2)));
+        p.started(1, "a.test", t0);
+        assert_eq!(
+            p.ready_at(1, "a.test", t0),
+            Some(t0 + Duration::from_secs(2))
+        );
+        p.back_off(1, "a.test", t0, Duration::from_secs(5));
+        assert_eq!(
+            p.ready_at(1, "a.test", t0),
+            Some(t0 + Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn loopback_hosts_get_no_default_delay() {
+        let mut p = politeness(4, None);
+        let t0 = Instant::now();
+        p.started(1, "127.0.0.1:8080", t0);
+        assert!(p.may_start(1, "127.0.0.1:8080", t0));
+        p.started(2, "example.com", t0);
+        assert_eq!(p.ready_at(2, "example.com", t0), Some(t0 + DEFAULT_DELAY));
+        for host in [
+            "localhost",
+            "LOCALHOST:80",
+            "127.1.2.3",
+            "[::1]:8080",
+            "::1",
+        ] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["example.com", "10.0.0.1:80", "[::2]:1"] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn jitter_stays_within_half_to_one_and_a_half() {
+        let mut p = Politeness::new(&CrawlConfig {
+            per_host: 100,
+            delay: Some(Duration::from_millis(100)),
+            jitter: true,
+            ..CrawlConfig::default()
+        });
+        let t0 = Instant::now();
+        for i in 0..50 {
+            p.started(i, "a.test", t0);
+            let at = p.ready_at(i, "a.test", t0).unwrap() - t0;
+            assert!(
+                at >= Duration::from_millis(50) && at < Duration::from_millis(150),
+                "{at:?}"
+            );
+        }
+    }
+}
