@@ -13,17 +13,19 @@
 //! - `depth`, `referer` (or `null`): from the request;
 //! - `content_type`: the media type without parameters, or `null`;
 //! - `bytes`: the body length after content decoding;
-//! - `truncated`: present (and `true`) only when the body was cut at the size limit.
+//! - `truncated`: present (and `true`) only when the body was cut at the size limit;
+//! - `redirects`: present only after redirects: the URLs that redirected here, oldest
+//!   first (the engine follows redirects as new requests carrying this chain).
 //!
 //! The title is found by a tokenizer scan that stops at `</title>`, so it costs little.
 
 use std::ops::ControlFlow;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
 use super::html::{self, StartTag, Visitor};
 use super::{Leg, Output};
+use crate::clock::rfc3339;
 use crate::item::Item;
 use crate::response::Response;
 
@@ -67,6 +69,12 @@ impl Leg for PageItem {
             response.media_type().map_or(Value::Null, Value::String),
         );
         item.insert("bytes".into(), response.body.len().into());
+        if !response.request.redirects.is_empty() {
+            item.insert(
+                "redirects".into(),
+                response.request.redirects.clone().into(),
+            );
+        }
         if response.truncated {
             item.insert("truncated".into(), true.into());
         }
@@ -142,49 +150,6 @@ impl Visitor for TitleFinder {
         }
         ControlFlow::Continue(())
     }
-}
-
-/// `time` as RFC 3339 UTC with milliseconds, e.g. `2021-01-01T00:00:00.000Z`.
-pub(crate) fn rfc3339(time: SystemTime) -> String {
-    let millis: i128 = match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => after.as_millis() as i128,
-        Err(before) => -(before.duration().as_millis() as i128),
-    };
-    let (secs, ms) = (millis.div_euclid(1000), millis.rem_euclid(1000));
-    let (days, secs_of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        secs_of_day / 3600,
-        secs_of_day / 60 % 60,
-        secs_of_day % 60
-    )
-}
-
-/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01.
-///
-/// Works in 400-year eras (146,097 days each) counted from 0000-03-01, so that the leap
-/// day is the last day of each shifted year: the day of the era gives the year of the
-/// era, the day of that March-based year gives the month by the 153-days-per-5-months
-/// rule, and January and February move to the next calendar year.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    const DAYS_PER_ERA: i64 = 146_097;
-    // 1970-01-01 is day 719,468 counted from 0000-03-01.
-    let shifted = days + 719_468;
-    let era = shifted.div_euclid(DAYS_PER_ERA);
-    let day_of_era = shifted.rem_euclid(DAYS_PER_ERA);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153; // 0 = March ... 11 = February
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month as u32, day as u32)
 }
 
 #[cfg(test)]
