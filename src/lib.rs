@@ -12,6 +12,7 @@
 //! - [`bloom`]: the memory-mapped Bloom filter and its math.
 //! - [`store`]: the sled state: frontier, seen set, items, seeds, runs, stats.
 //! - [`fetch`]: the hyper fetcher.
+//! - [`robots`]: robots.txt (RFC 9309) rules and the per-origin robots.txt cache.
 //! - [`legs`]: the `Leg` trait, stacks of legs and the bundled legs.
 //! - [`engine`]: the tokio crawl loop, group commit and shutdown.
 //!
@@ -36,4 +37,5 @@ pub mod item;
 pub mod legs;
 pub mod request;
 pub mod response;
+pub mod robots;
 pub mod store;

@@ -5,4 +5,5 @@
 mod crash_store;
 mod crawl;
 mod fetch;
+mod robots;
 mod support;
