@@ -86,6 +86,9 @@ pub struct CrawlArgs {
     /// Seconds a body read may stall before the request fails.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     read_timeout: f64,
+    /// Do not fetch or obey robots.txt (only for sites you run yourself).
+    #[arg(long)]
+    ignore_robots: bool,
     /// Seconds in-flight requests may finish after the first Ctrl-C.
     #[arg(long, default_value_t = 2.0, value_name = "SECS")]
     grace: f64,
@@ -130,6 +133,7 @@ impl CrawlArgs {
             jitter: self.jitter,
             max_retries: self.retries,
             from: self.from.clone(),
+            obey_robots: !self.ignore_robots,
             max_body_bytes: self.max_body,
             dedup: self.dedup,
             bloom_bits: self.bloom_bits,

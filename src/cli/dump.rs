@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
 use legcrawl::store::records::RunRecord;
-use legcrawl::store::{OpenOptions, State, StoreError, Summary, status};
+use legcrawl::store::{Blocked, OpenOptions, State, StoreError, Summary, status};
 
 use super::{DataArg, finish};
 
@@ -42,6 +42,8 @@ enum View {
     Pages,
     /// One line per run.
     Runs,
+    /// Requests not fetched because robots.txt disallows them.
+    Blocked,
 }
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
@@ -66,6 +68,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         )
         .map_err(Into::into),
         View::Runs => print_runs(&mut out, &state.runs()?, args.limit, args.json),
+        View::Blocked => print_blocked(&mut out, &state.blocked()?, args.json),
     };
     finish(written.and_then(|()| out.flush().map_err(Into::into)))
 }
@@ -106,13 +109,14 @@ fn print_summary(
     if let Some(note) = note {
         writeln!(out, "{note}")?;
     }
-    let rows: [(&str, String); 12] = [
+    let rows: [(&str, String); 13] = [
         ("frontier", s.frontier.to_string()),
         ("in flight", s.in_flight.to_string()),
         ("seen", s.seen.to_string()),
         ("items", s.items.to_string()),
         ("pages", s.pages.to_string()),
         ("filtered", s.filtered.to_string()),
+        ("robots disallowed", s.robots_disallowed.to_string()),
         ("hosts", s.hosts.to_string()),
         ("runs", s.runs.to_string()),
         ("dedup", s.dedup.clone()),
@@ -242,6 +246,24 @@ fn print_runs(
             count("items/stored"),
             count("dupefilter/filtered")
         )?;
+    }
+    Ok(())
+}
+
+fn print_blocked(out: &mut impl Write, blocked: &[Blocked], json: bool) -> anyhow::Result<()> {
+    for b in blocked {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(b)?)?;
+        } else {
+            writeln!(
+                out,
+                "{:<8} {:>5}x  {}  {}",
+                b.reason,
+                b.count,
+                rfc3339_secs(b.at),
+                b.url
+            )?;
+        }
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! `legcrawl fetch URL`: one polite fetch, with the seed user agent's exit codes.
 //!
 //! Exit codes: 0 success; 2 HTTP error status (the error document goes to
-//! stderr); 3 connection or URL error; 4 forbidden by robots.txt; 5 read error
-//! (including timeouts while reading); 6 `Content-Length` mismatch.
+//! stderr); 3 connection or URL error; 4 forbidden by robots.txt (also while its
+//! robots.txt answers 5xx or cannot be reached); 5 read error (including
+//! timeouts while reading); 6 `Content-Length` mismatch.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use legcrawl::config::CrawlConfig;
 use legcrawl::fetch::{FetchError, FetchSettings, Fetcher};
 use legcrawl::request::Request;
 use legcrawl::response::Response;
+use legcrawl::robots::{RobotsCache, RobotsSettings, Verdict};
 
 /// Redirect hops `fetch` follows.
 const MAX_REDIRECTS: usize = 10;
@@ -34,6 +36,9 @@ pub struct FetchArgs {
     /// Send a From header with this e-mail address.
     #[arg(long, value_name = "EMAIL")]
     from: Option<String>,
+    /// Do not fetch or obey robots.txt.
+    #[arg(long)]
+    ignore_robots: bool,
     /// Total seconds allowed for the request.
     #[arg(long, default_value_t = 30.0, value_name = "SECS")]
     timeout: f64,
@@ -57,6 +62,12 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    if !args.ignore_robots
+        && let Some(refusal) = runtime.block_on(robots_refusal(&settings, &config, &args.url))?
+    {
+        eprintln!("legcrawl: {refusal}");
+        return Ok(ExitCode::from(4));
+    }
     let fetched = runtime.block_on(fetch_following(&settings, &args.url));
     let response = match fetched {
         Ok(response) => response,
@@ -70,6 +81,30 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why robots.txt forbids fetching `url` now, if it does. A URL that does not
+/// parse is left to the fetch, which reports it (exit 3).
+async fn robots_refusal(
+    settings: &FetchSettings,
+    config: &CrawlConfig,
+    url: &str,
+) -> anyhow::Result<Option<String>> {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return Ok(None);
+    };
+    let fetcher = Fetcher::new(settings.clone())?;
+    let robots = RobotsCache::new(fetcher, RobotsSettings::from_config(config));
+    Ok(match robots.check(&parsed).await {
+        Verdict::Allowed { .. } => None,
+        Verdict::Disallowed => Some(format!(
+            "robots.txt forbids {url} for {}",
+            config.user_agent
+        )),
+        Verdict::Unavailable { .. } => Some(format!(
+            "robots.txt of {url} is unavailable (server error or unreachable): not fetching for now"
+        )),
+    })
 }
 
 async fn fetch_following(settings: &FetchSettings, url: &str) -> Result<Response, FetchError> {

@@ -28,6 +28,7 @@ use tokio::task::JoinSet;
 use crate::config::CrawlConfig;
 use crate::fetch::{FetchError, Fetcher};
 use crate::legs::Leg;
+use crate::robots::{RobotsCache, RobotsSettings};
 use crate::store::records::RunOutcome;
 use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
 use page::{PageResult, RetryPolicy};
@@ -182,6 +183,8 @@ struct Crawl<'a> {
     leased_this_run: u64,
     politeness: Politeness,
     retry: RetryPolicy,
+    /// robots.txt answers per host (None with `obey_robots` off).
+    robots: Option<RobotsCache>,
     /// Rotates which host `fill` serves first, so hosts take turns.
     turn: usize,
     progress: progress::Progress,
@@ -212,6 +215,13 @@ impl<'a> Crawl<'a> {
             Some(path) => Some(Sink::open(path, state)?),
             None => None,
         };
+        let robots = if config.obey_robots {
+            let cache = RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(config));
+            cache.preload(state.robots_records()?);
+            Some(cache)
+        } else {
+            None
+        };
         let (results_tx, results) = mpsc::unbounded_channel();
         let progress = progress::Progress::new(state.dir());
         Ok(Crawl {
@@ -227,6 +237,7 @@ impl<'a> Crawl<'a> {
             fetching: 0,
             leased_this_run: 0,
             politeness: Politeness::new(config),
+            robots,
             retry: RetryPolicy {
                 max_retries: config.max_retries,
                 backoff: config.retry_backoff,
@@ -325,8 +336,10 @@ impl<'a> Crawl<'a> {
         let legs = Arc::clone(&self.legs);
         let tx = self.results_tx.clone();
         let retry = self.retry;
+        let robots = self.robots.clone();
         self.tasks.spawn(async move {
-            let result = page::process(&fetcher, &legs, &lease.request, retry).await;
+            let result =
+                page::process(&fetcher, &legs, &lease.request, retry, robots.as_ref()).await;
             // The receiver is gone only when the loop has stopped; the lease
             // then stays queued, which is what a stop wants.
             let _ = tx.send((lease, result));
@@ -374,8 +387,14 @@ impl<'a> Crawl<'a> {
         Ok(())
     }
 
-    /// Commits the open group and streams its items; returns pages committed.
+    /// Commits the open group (with any robots.txt answers fetched since the
+    /// last one) and streams its items; returns pages committed.
     fn commit(&mut self) -> Result<usize, EngineError> {
+        if let Some(robots) = &self.robots {
+            for record in robots.take_new_records() {
+                self.state.put_robots(&record.origin, &record);
+            }
+        }
         let outcome = self.state.commit()?;
         if self.state.checkpoint_due() {
             self.state.checkpoint()?;

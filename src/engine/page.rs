@@ -3,7 +3,7 @@
 //! Runs inside a tokio task per request, so fetching and the legs' CPU work are
 //! spread over the runtime's threads. It touches no state: it returns a
 //! [`PageResult`] that the engine loop (the state's only owner) completes.
-//! Depends on [`crate::fetch`], [`crate::legs`] and [`crate::request`].
+//! Depends on [`crate::fetch`], [`crate::robots`], [`crate::legs`] and [`crate::request`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use crate::fetch::{FetchError, Fetcher};
 use crate::item::Item;
 use crate::legs::{self, Leg};
 use crate::request::Request;
+use crate::robots::{RobotsCache, Verdict};
 
 /// Responses with these statuses are retried (with the request's retry count).
 pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
@@ -47,8 +48,12 @@ pub struct PageResult {
     /// Counter increments.
     pub counters: Vec<(&'static str, u64)>,
     /// No request to this host should start before this much time has passed
-    /// (retry backoff, `Retry-After`).
+    /// (retry backoff, `Retry-After`, robots.txt unavailable).
     pub backoff: Option<Duration>,
+    /// The host's robots.txt `Crawl-delay` (capped), when robots.txt was consulted.
+    pub crawl_delay: Option<Duration>,
+    /// Set when the request was not fetched by rule (`robots`).
+    pub blocked: Option<&'static str>,
 }
 
 /// Fetches `request` and runs the legs on the response.
@@ -57,8 +62,14 @@ pub async fn process(
     legs: &Arc<dyn Leg>,
     request: &Request,
     retry: RetryPolicy,
+    robots: Option<&RobotsCache>,
 ) -> PageResult {
     let mut result = PageResult::default();
+    if let Some(robots) = robots
+        && !obeys_robots(robots, request, &mut result).await
+    {
+        return result;
+    }
     let response = match fetcher.fetch(request).await {
         Ok(response) => response,
         Err(error) => {
@@ -93,6 +104,34 @@ pub async fn process(
         result.counters.push(("fetch/truncated", 1));
     }
     result
+}
+
+/// Asks robots.txt about `request`; false when it must not be fetched now (the
+/// result then says why: blocked, or put back for later).
+async fn obeys_robots(robots: &RobotsCache, request: &Request, result: &mut PageResult) -> bool {
+    let Ok(url) = url::Url::parse(&request.url) else {
+        return true;
+    };
+    match robots.check(&url).await {
+        Verdict::Allowed { crawl_delay } => {
+            result.crawl_delay = crawl_delay;
+            true
+        }
+        Verdict::Disallowed => {
+            result.counters.push(("robots/disallowed", 1));
+            result.blocked = Some("robots");
+            false
+        }
+        Verdict::Unavailable { retry_after } => {
+            // robots.txt failed (5xx, unreachable): everything waits, nothing is lost.
+            let mut later = request.clone();
+            later.dont_filter = true;
+            result.requests.push(later);
+            result.counters.push(("robots/unavailable", 1));
+            result.backoff = Some(retry_after);
+            false
+        }
+    }
 }
 
 fn fetch_failed(

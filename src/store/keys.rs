@@ -28,6 +28,11 @@ pub const SEED: u8 = b'd';
 /// Output-file watermarks: `o` · path → first item sequence written to it (u64).
 pub const OUTPUT: u8 = b'o';
 
+/// Cached robots.txt: `R` · origin (`http://host:port`) → record.
+pub const ROBOTS: u8 = b'R';
+/// Requests not fetched by rule (robots.txt): `b` · URL → record.
+pub const BLOCKED: u8 = b'b';
+
 /// Length of a queue key.
 pub const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;
 

@@ -24,6 +24,7 @@ mod frontier;
 pub mod keys;
 mod output;
 pub mod records;
+mod robots;
 mod seen;
 pub mod status;
 #[cfg(test)]
@@ -37,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub use frontier::Lease;
+pub use robots::Blocked;
 pub use seen::{CommitOutcome, Completion, Seen};
 pub use views::{FrontierEntry, SeenAnswer, Summary};
 
@@ -479,7 +481,24 @@ fn marker_text() -> String {
     format!("legcrawl state format {STATE_FORMAT}\n")
 }
 
+/// Attempts to take sled's lock before a state counts as busy: a process that
+/// just closed the state may release the lock a moment after it returns.
+const LOCK_ATTEMPTS: u32 = 10;
+
 fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
+    let mut attempt = 1;
+    loop {
+        match try_open_db(dir) {
+            Err(StoreError::Busy { .. }) if attempt < LOCK_ATTEMPTS => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn try_open_db(dir: &Path) -> Result<sled::Db, StoreError> {
     let path = dir.join("db");
     sled::Config::new()
         .path(&path)

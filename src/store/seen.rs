@@ -117,6 +117,10 @@ impl State {
             request.dont_filter = true;
             self.enqueue(&request, fingerprint_headers)?;
             added += 1;
+            // Long seed lists are committed in chunks, to keep each batch small.
+            if added % 1024 == 0 {
+                self.commit()?;
+            }
         }
         self.commit()?;
         Ok(added)

@@ -35,6 +35,8 @@ pub struct Summary {
     pub bloom_false_positives: u64,
     /// Requests dropped as duplicates.
     pub filtered: u64,
+    /// Requests robots.txt kept us from fetching (see `dump blocked`).
+    pub robots_disallowed: u64,
     /// `exact` or `bloom`.
     pub dedup: String,
     /// Hosts known to the frontier.
@@ -88,6 +90,7 @@ impl State {
             bloom_fpr_estimate: self.bloom.fpr_estimate(),
             bloom_false_positives: self.counter("bloom/false_positive"),
             filtered: self.counter("dupefilter/filtered"),
+            robots_disallowed: self.counter("robots/disallowed"),
             dedup: self.dedup.as_str().to_owned(),
             hosts: self.hosts.len() as u64,
             runs,
