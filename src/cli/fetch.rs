@@ -36,6 +36,9 @@ pub struct FetchArgs {
     /// Send a From header with this e-mail address.
     #[arg(long, value_name = "EMAIL")]
     from: Option<String>,
+    /// Seconds a body read may stall before the fetch fails (exit 5).
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    read_timeout: f64,
     /// Do not fetch or obey robots.txt.
     #[arg(long)]
     ignore_robots: bool,
@@ -54,6 +57,13 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
             super::BadInput(format!(
                 "--timeout must be a non-negative number of seconds, got {}",
                 args.timeout
+            ))
+        })?;
+    config.read_timeout =
+        std::time::Duration::try_from_secs_f64(args.read_timeout).map_err(|_| {
+            super::BadInput(format!(
+                "--read-timeout must be a non-negative number of seconds, got {}",
+                args.read_timeout
             ))
         })?;
     let mut settings = FetchSettings::from_config(&config);
@@ -101,8 +111,12 @@ async fn robots_refusal(
             "robots.txt forbids {url} for {}",
             config.user_agent
         )),
+        // An unreachable host is the fetch's error to report (exit 3), not robots'.
+        Verdict::Unavailable { .. } if robots.take_new_records().iter().all(|r| r.status == 0) => {
+            None
+        }
         Verdict::Unavailable { .. } => Some(format!(
-            "robots.txt of {url} is unavailable (server error or unreachable): not fetching for now"
+            "robots.txt of {url} answers with a server error: not fetching for now"
         )),
     })
 }

@@ -355,11 +355,18 @@ impl<'a> Crawl<'a> {
     fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
         self.fetching -= 1;
         self.politeness.finished(lease.host_id);
-        if let Some(wait) = result.backoff
-            && let Some(host) = self.state.host_name(lease.host_id).map(str::to_owned)
-        {
-            self.politeness
-                .back_off(lease.host_id, &host, Instant::now(), wait);
+        if let Some(host) = self.state.host_name(lease.host_id).map(str::to_owned) {
+            let now = Instant::now();
+            if let Some(wait) = result.backoff {
+                self.politeness.back_off(lease.host_id, &host, now, wait);
+            }
+            if result.crawl_delay.is_some() {
+                self.politeness
+                    .set_crawl_delay(lease.host_id, &host, now, result.crawl_delay);
+            }
+        }
+        if let Some(reason) = result.blocked {
+            self.state.record_blocked(&lease.request.url, reason)?;
         }
         // Reap finished tasks so the set does not grow with the crawl.
         while self.tasks.try_join_next().is_some() {}

@@ -5,5 +5,6 @@
 mod crash_store;
 mod crawl;
 mod fetch;
+mod polite;
 mod robots;
 mod support;
