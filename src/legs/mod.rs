@@ -48,17 +48,24 @@
 //! ```
 
 mod canonicalize;
+mod css_items;
+mod feed;
 mod func;
 mod html;
 mod links;
 mod page_item;
+mod sitemap;
 mod skim;
 mod stack;
+mod xml;
 
 pub use canonicalize::Canonicalize;
+pub use css_items::{CssItems, CssItemsSettings, FieldSettings};
+pub use feed::{FeedLinks, FeedSettings};
 pub use func::{filter_requests, from_fn, map_items};
 pub use links::LinkExtractor;
 pub use page_item::PageItem;
+pub use sitemap::{SITEMAP_META, Sitemap, SitemapSettings};
 pub use stack::Stack;
 
 use crate::config::CrawlConfig;
