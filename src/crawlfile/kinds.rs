@@ -19,8 +19,8 @@ use super::Pattern;
 use super::span;
 use crate::canon::Rules;
 use crate::legs::{
-    CallbackRules, Canonicalize, ItemIdSetter, Leg, LegError, LinkExtractor, PageItem, Stack,
-    TrapGuard,
+    CallbackRules, Canonicalize, CssItems, FeedLinks, ItemIdSetter, Leg, LegError, LinkExtractor,
+    PageItem, Sitemap, Stack, TrapGuard,
 };
 
 /// A spanned value of the parsed document.
@@ -58,6 +58,9 @@ const KINDS: &[(&str, Build)] = &[
     ("trap_guard", |t| simple(t, TrapGuard::new)),
     ("stack", build_stack),
     ("callback_rules", build_callback_rules),
+    ("feed", |t| simple(t, FeedLinks::new)),
+    ("sitemap", |t| simple(t, Sitemap::new)),
+    ("css_items", |t| simple(t, CssItems::new)),
 ];
 
 /// The names of the leg kinds a crawl file may use.
@@ -223,18 +226,21 @@ fn settings<S: DeserializeOwned>(table: Value<'_>) -> Result<S, Located> {
     S::deserialize(table.into_deserializer()).map_err(|e| Located::toml(&e, kind_span))
 }
 
-/// Places a constructor's error at the string value it quotes, else at the `kind`.
+/// Places a constructor's error at the string value it quotes (the last-quoted one when
+/// it quotes several: messages name the context first, `field "a": bad selector "h1.."`),
+/// else at the `kind`.
 fn place(table: &Value<'_>, error: &LegError) -> Located {
     let message = error.to_string();
-    let quoted = |text: &str| match error {
-        LegError::BadRegex { pattern, .. } => text == pattern,
-        _ => message.contains(&format!("{text:?}")),
+    let quoted_at = |text: &str| match error {
+        LegError::BadRegex { pattern, .. } => (text == pattern).then_some(0),
+        _ => message.rfind(&format!("{text:?}")),
     };
     let span = match table.get_ref() {
         DeValue::Table(t) => span::entries(t)
             .into_iter()
-            .find(|entry| entry.text.as_deref().is_some_and(quoted))
-            .map(|entry| entry.value),
+            .filter_map(|entry| Some((entry.text.as_deref().and_then(quoted_at)?, entry.value)))
+            .max_by_key(|(at, _)| *at)
+            .map(|(_, span)| span),
         _ => None,
     };
     Located {

@@ -33,7 +33,9 @@
 //! `page_item`; `item_id` (`fields`, `id_field`); `trap_guard` (`max_path_depth`,
 //! `max_segment_repeats`, `max_query_params`, `max_url_len`); `stack` (`legs = [..]`);
 //! `callback_rules` (`rules = [{ pattern = "/product/", legs = [..] }]`,
-//! `otherwise = [..]`). Durations are strings (`"250ms"`, `"30s"`, `"1m30s"`, `"24h"`),
+//! `otherwise = [..]`); `feed` ([`legs::FeedSettings`]); `sitemap`
+//! ([`legs::SitemapSettings`]); `css_items` ([`legs::CssItemsSettings`]: `item`,
+//! `fields = [{ name, selector, attr, all, required }]`). Durations are strings (`"250ms"`, `"30s"`, `"1m30s"`, `"24h"`),
 //! sizes integers or strings (`"10MiB"`), see [`units`].
 //!
 //! # Errors

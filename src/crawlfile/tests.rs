@@ -282,3 +282,19 @@ fn every_kind_is_listed_and_read_errors_name_the_path() {
         "{error}"
     );
 }
+
+#[test]
+fn bad_selectors_point_at_the_selector() {
+    fails_at(
+        "[[legs]]\nkind = \"css_items\"\nfields = [\n  { name = \"a\", selector = \"h1..x\" },\n]\n",
+        4,
+        "legs[0].fields[0].selector",
+        "bad selector \"h1..x\"",
+    );
+    fails_at(
+        "[[legs]]\nkind = \"feed\"\nallow = [\"(\"]\n",
+        3,
+        "legs[0].allow[0]",
+        "bad regex",
+    );
+}
