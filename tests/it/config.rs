@@ -2,9 +2,10 @@
 //! naming file, line and key, a shop crawl driven only by a file, and flags over the file.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
-use crate::support::cli::{dump_items, dump_summary, legcrawl, run};
+use crate::support::cli::{self, dump_items, dump_summary, legcrawl, run};
 use crate::support::{Site, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -213,4 +214,44 @@ fn flags_given_on_the_command_line_override_the_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(dump_summary(&data)["items"], 43);
+}
+
+#[test]
+fn the_file_chooses_the_state_directory_unless_data_is_given() {
+    let site = Site::generate(5, 1);
+    let server = TestServer::start(site.handler());
+    let dir = tempfile::tempdir().unwrap();
+    let from_file = dir.path().join("from-file");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "seeds = [\"{}\"]\ndata = \"{}\"\n[limits]\nmax_pages = 2\n",
+            server.url("/"),
+            from_file.display()
+        ),
+    );
+    let mut cmd = Command::new(cli::bin());
+    cmd.args(["crawl", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "error");
+    let out = run(cmd, LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(dump_summary(&from_file)["items"], 2);
+    let given = dir.path().join("given");
+    let out = crawl_with(&given, &config, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        dump_summary(&given)["items"],
+        2,
+        "--data beats the file's data"
+    );
+    assert_eq!(dump_summary(&from_file)["items"], 2);
 }
