@@ -6,6 +6,7 @@
 //! - [`response`]: a fetched response as legs see it.
 //! - [`charset`]: body decoding: BOM, `Content-Type` charset, `<meta>`, then UTF-8.
 //! - [`config`]: the one [`config::CrawlConfig`].
+//! - [`crawlfile`]: the TOML crawl file → a `CrawlConfig` and a stack of legs.
 //! - [`clock`]: RFC 3339 timestamps.
 //! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
 //! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
@@ -30,6 +31,7 @@ pub mod canon;
 pub mod charset;
 pub mod clock;
 pub mod config;
+pub mod crawlfile;
 pub mod engine;
 pub mod fetch;
 pub mod fingerprint;

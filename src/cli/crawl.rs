@@ -1,6 +1,6 @@
 //! `legcrawl crawl`: flags → [`CrawlConfig`], the bundled legs, signals, summary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use legcrawl::config::{CrawlConfig, DedupMode};
+use legcrawl::crawlfile;
 use legcrawl::engine::{self, RunReport};
-use legcrawl::legs::{self, Leg, Stack};
+use legcrawl::legs::{Leg, Stack};
 use legcrawl::store::records::RunOutcome;
 
 use super::{BadInput, DataArg};
@@ -21,15 +22,19 @@ pub struct CrawlArgs {
     urls: Vec<String>,
     #[command(flatten)]
     data: DataArg,
+    /// Read settings and legs from this TOML crawl file (see data/examples/); every
+    /// flag given on the command line overrides the file.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Stop after this many pages in this run (it resumes in the next).
     #[arg(long, value_name = "N")]
     max_pages: Option<u64>,
     /// Do not follow links deeper than N (seeds are depth 0).
     #[arg(long, value_name = "N")]
     max_depth: Option<u32>,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    concurrency: usize,
+    /// Requests in flight at once [default: 16].
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
     /// Append committed items to this JSON-lines file (never twice across resumes).
     #[arg(long, value_name = "FILE.jsonl")]
     output: Option<PathBuf>,
@@ -61,15 +66,18 @@ pub struct CrawlArgs {
     /// Skip links marked rel=nofollow.
     #[arg(long)]
     obey_nofollow: bool,
-    /// Total seconds allowed per request.
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    timeout: f64,
-    /// Largest decoded body in bytes (longer ones are cut and flagged).
-    #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
-    max_body: usize,
-    /// Requests in flight at once to one host.
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    per_host: usize,
+    /// Total seconds allowed per request [default: 30].
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Seconds a body read may stall before the request fails [default: 10].
+    #[arg(long, value_name = "SECS")]
+    read_timeout: Option<f64>,
+    /// Largest decoded body in bytes; longer ones are cut and flagged [default: 10 MiB].
+    #[arg(long, value_name = "BYTES")]
+    max_body: Option<usize>,
+    /// Requests in flight at once to one host [default: 2].
+    #[arg(long, value_name = "N")]
+    per_host: Option<usize>,
     /// Seconds between the starts of two requests to one host [default: 1 for
     /// remote hosts, 0 for loopback].
     #[arg(long, value_name = "SECS")]
@@ -77,21 +85,18 @@ pub struct CrawlArgs {
     /// Randomize each per-host delay between 0.5x and 1.5x.
     #[arg(long)]
     jitter: bool,
-    /// Retries of a failed request (timeouts, connection errors, 408/429/5xx).
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    retries: u32,
+    /// Retries of a failed request (timeouts, connection errors, 408/429/5xx) [default: 2].
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
     /// Send a From header with this contact e-mail.
     #[arg(long, value_name = "EMAIL")]
     from: Option<String>,
-    /// Seconds a body read may stall before the request fails.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    read_timeout: f64,
     /// Do not fetch or obey robots.txt (only for sites you run yourself).
     #[arg(long)]
     ignore_robots: bool,
-    /// Seconds in-flight requests may finish after the first Ctrl-C.
-    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
-    grace: f64,
+    /// Seconds in-flight requests may finish after the first Ctrl-C [default: 2].
+    #[arg(long, value_name = "SECS")]
+    grace: Option<f64>,
 }
 
 fn parse_dedup(value: &str) -> Result<DedupMode, String> {
@@ -108,52 +113,80 @@ fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
 }
 
 impl CrawlArgs {
-    /// Validates the flags into a configuration.
-    fn config(&self) -> anyhow::Result<CrawlConfig> {
-        if self.concurrency == 0 || self.per_host == 0 {
+    /// Validates the flags into a configuration: the `--config` file's (or the
+    /// defaults), then every flag given on the command line over it. Also returns the
+    /// file's legs, if it has any.
+    fn config(&self) -> anyhow::Result<(CrawlConfig, Option<Stack>)> {
+        let (mut config, file_legs) = match &self.config {
+            Some(path) => {
+                let file = crawlfile::load(path).map_err(|e| BadInput(e.to_string()))?;
+                (file.config, file.legs)
+            }
+            None => (CrawlConfig::default(), None),
+        };
+        // `--data` has a default, so only a value other than it overrides the file.
+        if self.config.is_none() || self.data.data != Path::new(DEFAULT_DATA) {
+            config.data_dir = self.data.data.clone();
+        }
+        let given = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
+        set(&mut config.seeds, given(&self.urls));
+        config.max_pages = self.max_pages.or(config.max_pages);
+        config.max_depth = self.max_depth.or(config.max_depth);
+        if self.concurrency == Some(0) || self.per_host == Some(0) {
             return Err(BadInput("--concurrency and --per-host must be at least 1".into()).into());
         }
-        let delay = match self.delay {
-            Some(secs) => Some(seconds("delay", secs)?),
-            None => None,
-        };
-        let defaults = CrawlConfig::default();
-        Ok(CrawlConfig {
-            data_dir: self.data.data.clone(),
-            seeds: self.urls.clone(),
-            max_pages: self.max_pages,
-            max_depth: self.max_depth,
-            concurrency: self.concurrency,
-            allowed_hosts: self.allow_hosts.clone(),
-            user_agent: self.user_agent.clone().unwrap_or(defaults.user_agent),
-            request_timeout: seconds("timeout", self.timeout)?,
-            read_timeout: seconds("read-timeout", self.read_timeout)?,
-            per_host: self.per_host,
-            delay,
-            jitter: self.jitter,
-            max_retries: self.retries,
-            from: self.from.clone(),
-            obey_robots: !self.ignore_robots,
-            max_body_bytes: self.max_body,
-            dedup: self.dedup,
-            bloom_bits: self.bloom_bits,
-            bloom_hashes: self.bloom_hashes,
-            follow_nofollow: !self.obey_nofollow,
-            allow: self.allow.clone(),
-            deny: self.deny.clone(),
-            shutdown_grace: seconds("grace", self.grace)?,
-            output: self.output.clone(),
-            ..defaults
-        })
+        set(&mut config.concurrency, self.concurrency);
+        set(&mut config.per_host, self.per_host);
+        if let Some(delay) = self.delay {
+            config.delay = Some(seconds("delay", delay)?);
+        }
+        if self.jitter {
+            config.jitter = true;
+        }
+        set(&mut config.max_retries, self.retries);
+        config.from = self.from.clone().or(config.from);
+        if self.ignore_robots {
+            config.obey_robots = false;
+        }
+        set(&mut config.allowed_hosts, given(&self.allow_hosts));
+        set(&mut config.user_agent, self.user_agent.clone());
+        if let Some(timeout) = self.timeout {
+            config.request_timeout = seconds("timeout", timeout)?;
+        }
+        if let Some(read_timeout) = self.read_timeout {
+            config.read_timeout = seconds("read-timeout", read_timeout)?;
+        }
+        set(&mut config.max_body_bytes, self.max_body);
+        config.dedup = self.dedup.or(config.dedup);
+        config.bloom_bits = self.bloom_bits.or(config.bloom_bits);
+        config.bloom_hashes = self.bloom_hashes.or(config.bloom_hashes);
+        if self.obey_nofollow {
+            config.follow_nofollow = false;
+        }
+        set(&mut config.allow, given(&self.allow));
+        set(&mut config.deny, given(&self.deny));
+        if let Some(grace) = self.grace {
+            config.shutdown_grace = seconds("grace", grace)?;
+        }
+        config.output = self.output.clone().or(config.output);
+        Ok((config, file_legs))
     }
 }
 
-/// The bundled legs the CLI crawls with: links, canonical URLs, a page item.
-fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
-    let mut stack = Stack::new()
-        .push(legs::LinkExtractor::new())
-        .push(legs::Canonicalize::default())
-        .push(legs::PageItem::new());
+/// The `--data` default (as `DataArg` declares it).
+const DEFAULT_DATA: &str = "data/default";
+
+/// Sets `slot` when the flag was given.
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
+/// The legs the CLI crawls with: the crawl file's, else the bundled ones (links,
+/// canonical URLs, a page item), configured with `config`.
+fn bundled_legs(config: &CrawlConfig, file_legs: Option<Stack>) -> anyhow::Result<Arc<dyn Leg>> {
+    let mut stack = file_legs.unwrap_or_else(crawlfile::default_legs);
     stack
         .configure(config)
         .map_err(|e| BadInput(e.to_string()))?;
@@ -161,11 +194,11 @@ fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
 }
 
 pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config()?;
+    let (config, file_legs) = args.config()?;
     if args.fresh {
         super::reset::delete_state(&config.data_dir)?;
     }
-    let legs = bundled_legs(&config)?;
+    let legs = bundled_legs(&config, file_legs)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -47,19 +47,32 @@
 //! assert_eq!(spider.len(), 4);
 //! ```
 
+mod callback_rules;
 mod canonicalize;
+mod css_items;
+mod feed;
 mod func;
 mod html;
+mod item_id;
 mod links;
 mod page_item;
+mod sitemap;
 mod skim;
 mod stack;
+mod trap_guard;
+mod xml;
 
+pub use callback_rules::CallbackRules;
 pub use canonicalize::Canonicalize;
+pub use css_items::{CssItems, CssItemsSettings, FieldSettings};
+pub use feed::{FeedLinks, FeedSettings};
 pub use func::{filter_requests, from_fn, map_items};
+pub use item_id::{ItemIdSetter, ItemIdSettings};
 pub use links::LinkExtractor;
 pub use page_item::PageItem;
+pub use sitemap::{SITEMAP_META, Sitemap, SitemapSettings};
 pub use stack::Stack;
+pub use trap_guard::{TrapGuard, TrapGuardSettings};
 
 use crate::config::CrawlConfig;
 use crate::item::Item;

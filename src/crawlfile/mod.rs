@@ -1,0 +1,183 @@
+//! The crawl file (`legcrawl crawl --config crawl.toml`): TOML → [`CrawlConfig`] + legs.
+//!
+//! [`load`] reads a file and [`parse`] its text into a [`CrawlFile`]: the crawl's
+//! settings applied over [`CrawlConfig::default`], and the `[[legs]]` built into a
+//! [`Stack`] (`None` when the file has no `legs`: the caller uses its default, see
+//! [`default_legs`]). The CLI then applies every flag given on the command line over
+//! the file's config. Per-leg settings belong to their leg and are not overridden by
+//! flags; a `links` leg without its own `allow`, `deny`, `allowed_hosts`,
+//! `follow_nofollow` or `max_depth` takes them from the config (`[scope]` and flags).
+//!
+//! # Schema
+//! ```toml
+//! seeds = ["https://docs.example.org/"]   # seed URLs (command-line URLs replace them)
+//! data = "data/docs"                       # state directory (relative to the current
+//! output = "docs.jsonl"                    #   directory, like --data and --output)
+//!
+//! [scope]        # allowed_hosts = [..], max_depth = 5, allow = [regex..],
+//!                # deny = [regex..], follow_nofollow = true
+//! [limits]       # max_pages, concurrency, timeout = "30s", read_timeout = "10s",
+//!                # max_body = "10MiB", max_url_len = 8192, max_retries = 2,
+//!                # retry_backoff = "1s", grace = "2s" (Ctrl-C grace)
+//! [politeness]   # per_host = 2, delay = "1s", jitter = false, obey_robots = true,
+//!                # robots_ttl = "24h", max_crawl_delay = "30s", user_agent, from
+//! [headers]      # "Accept-Language" = "fr": extra headers on every request
+//! [dedup]        # mode = "exact" | "bloom", bloom_bits = 30, bloom_hashes = 6,
+//!                # fingerprint_headers = [..]
+//!
+//! [[legs]]       # in order; each has a `kind` and that kind's settings
+//! kind = "links" # allow, deny, allowed_hosts, follow_nofollow, images, iframes, max_depth
+//! ```
+//! Leg kinds: `links`; `canonicalize` (`rules = ["sort-query-args",
+//! "normalize-percent-encoding", "drop-fragment"]`, `strip_query_params = ["utm_*"]`);
+//! `page_item`; `item_id` (`fields`, `id_field`); `trap_guard` (`max_path_depth`,
+//! `max_segment_repeats`, `max_query_params`, `max_url_len`); `stack` (`legs = [..]`);
+//! `callback_rules` (`rules = [{ pattern = "/product/", legs = [..] }]`,
+//! `otherwise = [..]`); `feed` ([`legs::FeedSettings`]); `sitemap`
+//! ([`legs::SitemapSettings`]); `css_items` ([`legs::CssItemsSettings`]: `item`,
+//! `fields = [{ name, selector, attr, all, required }]`). Durations are strings (`"250ms"`, `"30s"`, `"1m30s"`, `"24h"`),
+//! sizes integers or strings (`"10MiB"`), see [`units`].
+//!
+//! # Errors
+//! Any mistake — a syntax error, an unknown key, a wrong type, a bad duration, regex or
+//! header, an unknown leg kind, a leg's own validation — is one [`CrawlFileError`]
+//! whose one-line message names the file, the line and column, and the key:
+//! `crawl.toml:7:11: limits.timeout: expected a duration such as "30s" ...`.
+//!
+//! Depends on [`crate::config`], [`crate::legs`], [`crate::canon`] and `toml`.
+
+mod kinds;
+mod settings;
+mod span;
+pub mod units;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::IntoDeserializer;
+use toml::de::DeTable;
+
+pub use kinds::{CanonRule, CanonicalizeSettings, LinkSettings, NoSettings, kind_names};
+
+use crate::config::CrawlConfig;
+use crate::legs::{self, Stack};
+use kinds::Located;
+
+/// A parsed crawl file.
+#[derive(Debug)]
+pub struct CrawlFile {
+    /// Where it was read from (as given).
+    pub path: PathBuf,
+    /// [`CrawlConfig::default`] with the file's settings applied.
+    pub config: CrawlConfig,
+    /// The file's `[[legs]]`, unconfigured; `None` when it has none.
+    pub legs: Option<Stack>,
+}
+
+/// Why a crawl file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CrawlFileError {
+    /// The file could not be read.
+    #[error("{}: cannot read the crawl file: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file is not a valid crawl file.
+    #[error("{}:{line}:{column}: {}{message}", path.display(), key.as_ref().map_or(String::new(), |k| format!("{k}: ")))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the mistake.
+        line: usize,
+        /// 1-based column (in characters).
+        column: usize,
+        /// Dotted path of the key at the mistake (`legs[1].allow[0]`), when there is one.
+        key: Option<String>,
+        /// What is wrong (one line).
+        message: String,
+    },
+}
+
+/// A regex setting, checked when the file is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pattern(pub String);
+
+impl AsRef<str> for Pattern {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Pattern, D::Error> {
+        let text = String::deserialize(de)?;
+        match regex::Regex::new(&text) {
+            Ok(_) => Ok(Pattern(text)),
+            Err(e) => Err(serde::de::Error::custom(format!(
+                "bad regex {text:?}: {}",
+                one_line(&e.to_string())
+            ))),
+        }
+    }
+}
+
+/// The legs the CLI crawls with when a file has no `[[legs]]`: links, canonical URLs
+/// (the [`legs::Canonicalize`] default rules), a page item.
+pub fn default_legs() -> Stack {
+    Stack::new()
+        .push(legs::LinkExtractor::new())
+        .push(legs::Canonicalize::default())
+        .push(legs::PageItem::new())
+}
+
+/// Reads and parses the crawl file at `path`.
+pub fn load(path: &Path) -> Result<CrawlFile, CrawlFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CrawlFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parses crawl-file `text`; `path` is only used in errors and [`CrawlFile::path`].
+pub fn parse(text: &str, path: &Path) -> Result<CrawlFile, CrawlFileError> {
+    let mut root =
+        DeTable::parse(text).map_err(|e| invalid(text, path, &[], Located::toml(&e, 0..0)))?;
+    let entries = span::entries(root.get_ref());
+    let fail = |located: Located| invalid(text, path, &entries, located);
+    let legs = root.get_mut().remove("legs");
+    let root_span = root.span();
+    let settings = settings::FileSettings::deserialize(root.into_deserializer())
+        .map_err(|e| fail(Located::toml(&e, root_span)))?;
+    let mut config = CrawlConfig::default();
+    settings.apply(&mut config, &entries).map_err(fail)?;
+    let legs = legs.map(kinds::build_list).transpose().map_err(fail)?;
+    Ok(CrawlFile {
+        path: path.to_owned(),
+        config,
+        legs,
+    })
+}
+
+/// The [`CrawlFileError::Invalid`] for `located`.
+fn invalid(text: &str, path: &Path, entries: &[span::Entry], located: Located) -> CrawlFileError {
+    let (line, column) = span::line_column(text, located.span.start);
+    CrawlFileError::Invalid {
+        path: path.to_owned(),
+        line,
+        column,
+        key: span::key_at(entries, located.span.start).map(str::to_owned),
+        message: one_line(&located.message),
+    }
+}
+
+/// `text` with its lines joined by spaces and runs of spaces collapsed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,190 @@
+//! The crawl settings of a crawl file (everything but `[[legs]]`) and how they fill a
+//! [`CrawlConfig`].
+//!
+//! Every field is optional: an absent field leaves the [`CrawlConfig::default`] value.
+//! Checks that serde cannot express (ranges, header syntax) name the key through the
+//! document's spans. Depends on [`crate::config`] and the sibling modules.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::Pattern;
+use super::kinds::Located;
+use super::span::Entry;
+use super::units::{FileDuration, FileSize};
+use crate::config::{CrawlConfig, DedupMode};
+
+/// The top level of a crawl file, `legs` excepted.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct FileSettings {
+    seeds: Option<Vec<String>>,
+    data: Option<PathBuf>,
+    output: Option<PathBuf>,
+    scope: Scope,
+    limits: Limits,
+    politeness: Politeness,
+    headers: BTreeMap<String, String>,
+    dedup: Dedup,
+}
+
+/// `[scope]`: which links are followed (read by `links` legs without settings of
+/// their own).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Scope {
+    allowed_hosts: Option<Vec<String>>,
+    max_depth: Option<u32>,
+    allow: Option<Vec<Pattern>>,
+    deny: Option<Vec<Pattern>>,
+    follow_nofollow: Option<bool>,
+}
+
+/// `[limits]`: how much and how fast.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Limits {
+    max_pages: Option<u64>,
+    concurrency: Option<NonZeroUsize>,
+    timeout: Option<FileDuration>,
+    read_timeout: Option<FileDuration>,
+    max_body: Option<FileSize>,
+    max_url_len: Option<FileSize>,
+    max_retries: Option<u32>,
+    retry_backoff: Option<FileDuration>,
+    grace: Option<FileDuration>,
+}
+
+/// `[politeness]`: how the crawl treats each host.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Politeness {
+    per_host: Option<NonZeroUsize>,
+    delay: Option<FileDuration>,
+    jitter: Option<bool>,
+    obey_robots: Option<bool>,
+    robots_ttl: Option<FileDuration>,
+    max_crawl_delay: Option<FileDuration>,
+    user_agent: Option<String>,
+    from: Option<String>,
+}
+
+/// `[dedup]`: the seen set (fixed when the state is created).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Dedup {
+    mode: Option<ModeName>,
+    bloom_bits: Option<u8>,
+    bloom_hashes: Option<u8>,
+    fingerprint_headers: Option<Vec<String>>,
+}
+
+/// [`DedupMode`] as the file names it.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ModeName {
+    Exact,
+    Bloom,
+}
+
+/// Sets `slot` when the file gave a value.
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
+impl FileSettings {
+    /// Checks what serde could not, then writes every given value into `config`.
+    pub fn apply(self, config: &mut CrawlConfig, entries: &[Entry]) -> Result<(), Located> {
+        self.check(entries)?;
+        set(&mut config.seeds, self.seeds);
+        set(&mut config.data_dir, self.data);
+        config.output = self.output.or(config.output.take());
+        let s = self.scope;
+        set(&mut config.allowed_hosts, s.allowed_hosts);
+        config.max_depth = s.max_depth.or(config.max_depth);
+        set(&mut config.allow, s.allow.map(strings));
+        set(&mut config.deny, s.deny.map(strings));
+        set(&mut config.follow_nofollow, s.follow_nofollow);
+        let l = self.limits;
+        config.max_pages = l.max_pages.or(config.max_pages);
+        set(
+            &mut config.concurrency,
+            l.concurrency.map(NonZeroUsize::get),
+        );
+        set(&mut config.request_timeout, l.timeout.map(|d| d.0));
+        set(&mut config.read_timeout, l.read_timeout.map(|d| d.0));
+        set(&mut config.max_body_bytes, l.max_body.map(|s| clamp(s.0)));
+        set(&mut config.max_url_len, l.max_url_len.map(|s| clamp(s.0)));
+        set(&mut config.max_retries, l.max_retries);
+        set(&mut config.retry_backoff, l.retry_backoff.map(|d| d.0));
+        set(&mut config.shutdown_grace, l.grace.map(|d| d.0));
+        let p = self.politeness;
+        set(&mut config.per_host, p.per_host.map(NonZeroUsize::get));
+        config.delay = p.delay.map(|d| d.0).or(config.delay);
+        set(&mut config.jitter, p.jitter);
+        set(&mut config.obey_robots, p.obey_robots);
+        set(&mut config.robots_ttl, p.robots_ttl.map(|d| d.0));
+        set(&mut config.max_crawl_delay, p.max_crawl_delay.map(|d| d.0));
+        set(&mut config.user_agent, p.user_agent);
+        config.from = p.from.or(config.from.take());
+        config.extra_headers.extend(self.headers);
+        let d = self.dedup;
+        config.dedup = d.mode.map(|mode| match mode {
+            ModeName::Exact => DedupMode::Exact,
+            ModeName::Bloom => DedupMode::Bloom,
+        });
+        config.bloom_bits = d.bloom_bits.or(config.bloom_bits);
+        config.bloom_hashes = d.bloom_hashes.or(config.bloom_hashes);
+        set(&mut config.fingerprint_headers, d.fingerprint_headers);
+        Ok(())
+    }
+
+    /// Range and syntax checks, placed at the offending key.
+    fn check(&self, entries: &[Entry]) -> Result<(), Located> {
+        let at = |path: &str, message: String| {
+            let span = entries
+                .iter()
+                .find(|entry| entry.path == path)
+                .map_or(0..0, |entry| entry.value.clone());
+            Err(Located { span, message })
+        };
+        if let Some(bits) = self.dedup.bloom_bits.filter(|b| !(10..=36).contains(b)) {
+            return at("dedup.bloom_bits", format!("must be 10 to 36, got {bits}"));
+        }
+        if let Some(k) = self.dedup.bloom_hashes.filter(|k| !(1..=32).contains(k)) {
+            return at("dedup.bloom_hashes", format!("must be 1 to 32, got {k}"));
+        }
+        for (name, value) in &self.headers {
+            let path = format!("headers.{name}");
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return at(&path, format!("{name:?} is not a header name"));
+            }
+            if http::HeaderValue::from_str(value).is_err() {
+                return at(&path, format!("{value:?} is not a header value"));
+            }
+        }
+        for (i, seed) in self.seeds.iter().flatten().enumerate() {
+            if let Err(e) = url::Url::parse(seed) {
+                return at(
+                    &format!("seeds[{i}]"),
+                    format!("{seed:?} is not a URL: {e}"),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn strings(patterns: Vec<Pattern>) -> Vec<String> {
+    patterns.into_iter().map(|p| p.0).collect()
+}
+
+/// A byte count as `usize` (saturating on 32-bit targets).
+fn clamp(bytes: u64) -> usize {
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}

@@ -1,0 +1,265 @@
+//! [`FeedLinks`]: follows the entries of RSS and Atom feeds.
+//!
+//! Runs on 2xx responses whose media type is `application/rss+xml`,
+//! `application/atom+xml`, `application/xml` or `text/xml`; with `sniff` on, also on
+//! any other non-HTML response whose first 1024 bytes contain `<rss`, `<feed`, `:feed`
+//! (a prefixed Atom root) or `<rdf:RDF`. The body is decoded by `xml::decode` (BOM, `Content-Type` charset, XML
+//! declaration, UTF-8) and streamed with quick-xml, no DOM. Documents whose root is not
+//! `rss`, `rdf:RDF` or (any prefix) `feed` yield nothing.
+//!
+//! Links read, in document order:
+//! - RSS 2.0 / 1.0: the text of `item/link` (unprefixed), and with `guids` on, the text
+//!   of `item/guid` unless it has `isPermaLink="false"`;
+//! - Atom: `entry/link/@href` whose `rel` is absent or `alternate`.
+//!
+//! Every value is resolved against the nearest `xml:base` (itself resolved against the
+//! outer one, down to the response URL), fragments are dropped, only `http`/`https`
+//! URLs are kept, then the allow regexes (any, when there are some) and the deny
+//! regexes (none) decide. Malformed XML stops the pass at the error; the links found
+//! before it are kept. Emits `Request::follow(&response.request, url)`, duplicates
+//! included (the scheduler deduplicates). Host scope and depth are the engine's.
+//!
+//! # Example
+//! ```
+//! use legcrawl::legs::{self, FeedLinks, FeedSettings};
+//! # use legcrawl::{request::Request, response::Response};
+//! # let response = Response {
+//! #     request: Request::get("http://blog.example/feed"),
+//! #     url: url::Url::parse("http://blog.example/feed").unwrap(),
+//! #     status: 200,
+//! #     headers: http::HeaderMap::new(),
+//! #     body: bytes::Bytes::from_static(br#"<rss version="2.0"><channel>
+//! #       <item><link>/posts/1</link></item>
+//! #       <item><link>http://blog.example/drafts/2</link></item>
+//! #     </channel></rss>"#),
+//! #     truncated: false,
+//! #     fetched_at: std::time::UNIX_EPOCH,
+//! # };
+//! let settings = FeedSettings { deny: vec!["/drafts/".into()], ..FeedSettings::default() };
+//! let leg = FeedLinks::new(settings)?;
+//! let out = legs::run(&leg, &response); // an RSS body, sniffed (no Content-Type)
+//! let urls: Vec<_> = out.requests.iter().map(|r| r.url.as_str()).collect();
+//! assert_eq!(urls, ["http://blog.example/posts/1"]);
+//! # Ok::<(), legcrawl::legs::LegError>(())
+//! ```
+
+use std::ops::ControlFlow;
+
+use quick_xml::events::BytesStart;
+use url::Url;
+
+use super::xml::{self, UrlFilter, XmlVisitor};
+use super::{Leg, LegError, Output};
+use crate::request::Request;
+use crate::response::Response;
+
+/// The name used in [`LegError`]s.
+const LEG: &str = "feed";
+
+/// How many leading body bytes are searched when sniffing for a feed.
+const SNIFF_BYTES: usize = 1024;
+
+/// Media types that are always parsed.
+const FEED_TYPES: [&str; 4] = [
+    "application/rss+xml",
+    "application/atom+xml",
+    "application/xml",
+    "text/xml",
+];
+
+/// The settings of [`FeedLinks`], as read from the config file.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeedSettings {
+    /// Also parse non-HTML responses of other (or no) media types whose first
+    /// 1024 bytes contain `<rss`, `<feed`, `:feed` or `<rdf:RDF`. Default `true`.
+    pub sniff: bool,
+    /// Also follow RSS `item/guid` values that are permalinks (no `isPermaLink="false"`).
+    /// Default `false`.
+    pub guids: bool,
+    /// Regexes (Rust `regex` syntax, unanchored) on the absolute URL; when non-empty, a
+    /// link must match one. Default empty.
+    pub allow: Vec<String>,
+    /// Regexes on the absolute URL; a link matching any is dropped. Default empty.
+    pub deny: Vec<String>,
+}
+
+impl Default for FeedSettings {
+    fn default() -> FeedSettings {
+        FeedSettings {
+            sniff: true,
+            guids: false,
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+}
+
+/// Extracts entry links from RSS and Atom feeds (see the module doc).
+#[derive(Clone, Debug)]
+pub struct FeedLinks {
+    sniff: bool,
+    guids: bool,
+    filter: UrlFilter,
+}
+
+impl FeedLinks {
+    /// Builds the leg; fails with [`LegError::BadRegex`] naming the first bad pattern.
+    pub fn new(settings: FeedSettings) -> Result<FeedLinks, LegError> {
+        Ok(FeedLinks {
+            sniff: settings.sniff,
+            guids: settings.guids,
+            filter: UrlFilter::new(LEG, &settings.allow, &settings.deny)?,
+        })
+    }
+
+    /// True when the response should be parsed as a feed.
+    fn wants(&self, response: &Response) -> bool {
+        if !response.is_success() {
+            return false;
+        }
+        let media = response.media_type();
+        if media.as_deref().is_some_and(|m| FEED_TYPES.contains(&m)) {
+            return true;
+        }
+        self.sniff && !response.is_html() && sniffs_as_feed(&response.body)
+    }
+}
+
+/// True when the first [`SNIFF_BYTES`] bytes hold a feed root element.
+fn sniffs_as_feed(body: &[u8]) -> bool {
+    let head = &body[..body.len().min(SNIFF_BYTES)];
+    [&b"<rss"[..], b"<feed", b"<rdf:RDF", b":feed"]
+        .iter()
+        .any(|needle| head.windows(needle.len()).any(|w| w == *needle))
+}
+
+impl Leg for FeedLinks {
+    fn process_response(&self, response: &Response, out: &mut Output) {
+        if !self.wants(response) {
+            return;
+        }
+        let content_type = response
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let text = xml::decode(content_type, &response.body);
+        let mut page = response.url.clone();
+        page.set_fragment(None);
+        let mut feed = Feed {
+            leg: self,
+            kind: Kind::Unknown,
+            page,
+            bases: Vec::new(),
+            guid_permalink: true,
+            urls: Vec::new(),
+        };
+        if let Err(error) = xml::walk(&text, &mut feed) {
+            tracing::debug!(url = %response.url, %error, "feed: stopped at malformed XML");
+        }
+        for url in feed.urls {
+            out.requests.push(Request::follow(&response.request, url));
+        }
+    }
+}
+
+/// Which vocabulary the root element announced.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Unknown,
+    Rss,
+    Atom,
+}
+
+/// Walk state: the `xml:base` stack and the accepted URLs.
+struct Feed<'a> {
+    leg: &'a FeedLinks,
+    kind: Kind,
+    /// The response URL without fragment: the outermost base.
+    page: Url,
+    /// The base of each open element, innermost last.
+    bases: Vec<Url>,
+    /// The `isPermaLink` of the `guid` being read.
+    guid_permalink: bool,
+    urls: Vec<String>,
+}
+
+impl Feed<'_> {
+    fn base(&self) -> &Url {
+        self.bases.last().unwrap_or(&self.page)
+    }
+
+    /// Resolves `value` against the current base and keeps it if it passes.
+    fn push(&mut self, value: &str) {
+        let value = value.trim();
+        if value.is_empty() {
+            return;
+        }
+        let Ok(mut url) = self.base().join(value) else {
+            return;
+        };
+        url.set_fragment(None);
+        if xml::is_web(&url) && self.leg.filter.accepts(url.as_str()) {
+            self.urls.push(url.into());
+        }
+    }
+
+    /// True when `path` ends with `parent/child` (local names for Atom).
+    fn at(path: &[String], parent: &str, child: &str, prefixed: bool) -> bool {
+        fn name(n: &str, prefixed: bool) -> &str {
+            if prefixed { xml::local(n) } else { n }
+        }
+        matches!(path, [.., p, c] if name(p, prefixed) == parent && name(c, prefixed) == child)
+    }
+}
+
+impl XmlVisitor for Feed<'_> {
+    fn open(&mut self, path: &[String], tag: &BytesStart<'_>) -> ControlFlow<()> {
+        if path.len() == 1 {
+            self.kind = match path[0].as_str() {
+                "rss" | "rdf:RDF" | "RDF" => Kind::Rss,
+                name if xml::local(name) == "feed" => Kind::Atom,
+                _ => return ControlFlow::Break(()),
+            };
+        }
+        let base = match xml::attr(tag, "xml:base") {
+            Some(href) => self
+                .base()
+                .join(href.trim())
+                .unwrap_or_else(|_| self.base().clone()),
+            None => self.base().clone(),
+        };
+        self.bases.push(base);
+        match self.kind {
+            Kind::Atom if Self::at(path, "entry", "link", true) => {
+                let rel = xml::attr(tag, "rel");
+                let alternate = rel.as_deref().is_none_or(|r| r.trim() == "alternate");
+                if let (true, Some(href)) = (alternate, xml::attr(tag, "href")) {
+                    self.push(&href);
+                }
+            }
+            Kind::Rss if self.leg.guids && Self::at(path, "item", "guid", false) => {
+                self.guid_permalink = xml::attr(tag, "isPermaLink")
+                    .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn close(&mut self, path: &[String], text: &str) -> ControlFlow<()> {
+        if self.kind == Kind::Rss {
+            let guid =
+                self.leg.guids && self.guid_permalink && Self::at(path, "item", "guid", false);
+            if guid || Self::at(path, "item", "link", false) {
+                self.push(text);
+            }
+        }
+        self.bases.pop();
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+#[path = "feed_tests.rs"]
+mod tests;

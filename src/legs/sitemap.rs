@@ -1,0 +1,342 @@
+//! [`Sitemap`]: finds pages through robots.txt `Sitemap:` lines and sitemaps.org files.
+//!
+//! Three inputs, all on 2xx responses only:
+//! - **robots.txt** (a response whose URL path is exactly `/robots.txt`): every
+//!   `Sitemap:` line (directive name in any case, `#` comments stripped), resolved
+//!   against the robots URL, becomes a sitemap request.
+//! - **sitemap XML**: `urlset/url/loc` values become page requests, and
+//!   `sitemapindex/sitemap/loc` values become sitemap requests (when `follow_sitemaps`).
+//!   A response is read as a sitemap when its request carries `meta["sitemap"]`, or its
+//!   body is gzip, or its media type is XML (`application/xml`, `text/xml`) or gzip
+//!   (`application/gzip`, `application/x-gzip`), or it has no media type and its path
+//!   ends in `.xml` or `.xml.gz`; HTML responses are skipped unless marked. Other XML
+//!   roots yield nothing (the pass stops at the root element).
+//! - **gzip sitemaps**: a body starting with the gzip magic bytes `1f 8b` (a `.xml.gz`
+//!   file served without `Content-Encoding`; the fetcher already undid that one) is
+//!   decompressed in memory with `flate2`, at most `max_bytes` bytes (sitemaps.org's
+//!   limit is 50 MiB uncompressed). A corrupt or over-long stream is parsed as far as
+//!   it was decompressed.
+//!
+//! Per file at most `max_urls` `<loc>` entries (or `Sitemap:` lines) are read
+//! (sitemaps.org: 50,000); the rest is ignored with a debug log. Values are trimmed,
+//! resolved against the response URL, stripped of fragments and kept when `http`/`https`.
+//! Page URLs must then pass `allow`/`deny`, sitemap URLs `sitemap_allow`. Sitemap
+//! requests are marked `meta["sitemap"] = "1"` (see [`SITEMAP_META`]) so this leg (and
+//! later processing) knows them. Everything is `Request::follow(&response.request, url)`,
+//! duplicates included; host scope and depth are the engine's.
+//!
+//! Depends on [`crate::request`], [`crate::response`], `flate2` and the `xml` helpers.
+//!
+//! # Example
+//! ```
+//! use legcrawl::legs::{self, Sitemap, SitemapSettings};
+//! # use legcrawl::{request::Request, response::Response};
+//! # let response = |url: &str, body: &'static str| Response {
+//! #     request: Request::get(url),
+//! #     url: url::Url::parse(url).unwrap(),
+//! #     status: 200,
+//! #     headers: http::HeaderMap::new(),
+//! #     body: bytes::Bytes::from_static(body.as_bytes()),
+//! #     truncated: false,
+//! #     fetched_at: std::time::UNIX_EPOCH,
+//! # };
+//! let leg = Sitemap::new(SitemapSettings::default())?;
+//! let robots = response("http://e.com/robots.txt", "User-agent: *\nSitemap: /sitemap.xml\n");
+//! let out = legs::run(&leg, &robots);
+//! assert_eq!(out.requests[0].url, "http://e.com/sitemap.xml");
+//! assert_eq!(out.requests[0].meta["sitemap"], "1");
+//!
+//! let sitemap = response(
+//!     "http://e.com/sitemap.xml",
+//!     "<urlset><url><loc>http://e.com/a</loc></url><url><loc>http://e.com/b</loc></url></urlset>",
+//! );
+//! let urls: Vec<_> = legs::run(&leg, &sitemap).requests.into_iter().map(|r| r.url).collect();
+//! assert_eq!(urls, ["http://e.com/a", "http://e.com/b"]);
+//! # Ok::<(), legcrawl::legs::LegError>(())
+//! ```
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::ops::ControlFlow;
+
+use quick_xml::events::BytesStart;
+use url::Url;
+
+use super::xml::{self, UrlFilter, XmlVisitor};
+use super::{Leg, LegError, Output};
+use crate::request::Request;
+use crate::response::Response;
+
+/// The name used in [`LegError`]s.
+const LEG: &str = "sitemap";
+
+/// The request `meta` key (value `"1"`) that marks a request for a sitemap file.
+pub const SITEMAP_META: &str = "sitemap";
+
+/// The sitemaps.org limit on entries per file: the default of `max_urls`.
+const DEFAULT_MAX_URLS: usize = 50_000;
+
+/// The sitemaps.org limit on uncompressed size (50 MiB): the default of `max_bytes`.
+const DEFAULT_MAX_BYTES: usize = 50 * 1024 * 1024;
+
+/// The settings of [`Sitemap`], as read from the config file.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SitemapSettings {
+    /// Read `Sitemap:` lines from `/robots.txt` responses. Default `true`.
+    pub robots_txt: bool,
+    /// Follow the `<sitemap><loc>` entries of sitemap index files. Default `true`.
+    pub follow_sitemaps: bool,
+    /// Regexes (Rust `regex` syntax, unanchored) on sitemap URLs (index entries and
+    /// robots.txt lines); when non-empty, one must match. Default empty (all).
+    pub sitemap_allow: Vec<String>,
+    /// Regexes on page URLs (`<url><loc>`); when non-empty, one must match. Default empty.
+    pub allow: Vec<String>,
+    /// Regexes on page URLs; a page matching any is dropped. Default empty.
+    pub deny: Vec<String>,
+    /// Most `<loc>` entries (or `Sitemap:` lines) read from one file, at least 1.
+    /// Default 50,000 (the sitemaps.org limit).
+    pub max_urls: usize,
+    /// Most bytes a gzip sitemap is decompressed to, at least 1. Default
+    /// 50 MiB (52,428,800, the sitemaps.org limit).
+    pub max_bytes: usize,
+}
+
+impl Default for SitemapSettings {
+    fn default() -> SitemapSettings {
+        SitemapSettings {
+            robots_txt: true,
+            follow_sitemaps: true,
+            sitemap_allow: Vec::new(),
+            allow: Vec::new(),
+            deny: Vec::new(),
+            max_urls: DEFAULT_MAX_URLS,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// Turns robots.txt `Sitemap:` lines, sitemap indexes and sitemaps into requests.
+#[derive(Clone, Debug)]
+pub struct Sitemap {
+    robots_txt: bool,
+    follow_sitemaps: bool,
+    sitemaps: UrlFilter,
+    pages: UrlFilter,
+    max_urls: usize,
+    max_bytes: usize,
+}
+
+impl Sitemap {
+    /// Builds the leg; fails naming the first bad regex, or a zero limit.
+    pub fn new(settings: SitemapSettings) -> Result<Sitemap, LegError> {
+        for (name, value) in [
+            ("max_urls", settings.max_urls),
+            ("max_bytes", settings.max_bytes),
+        ] {
+            if value == 0 {
+                return Err(LegError::Invalid {
+                    leg: LEG,
+                    message: format!("{name} must be at least 1"),
+                });
+            }
+        }
+        Ok(Sitemap {
+            robots_txt: settings.robots_txt,
+            follow_sitemaps: settings.follow_sitemaps,
+            sitemaps: UrlFilter::new(LEG, &settings.sitemap_allow, &[])?,
+            pages: UrlFilter::new(LEG, &settings.allow, &settings.deny)?,
+            max_urls: settings.max_urls,
+            max_bytes: settings.max_bytes,
+        })
+    }
+
+    /// `Sitemap:` lines of a robots.txt body, in order.
+    fn robots(&self, response: &Response, out: &mut Output) {
+        let text = response.text();
+        let mut read = 0;
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("");
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
+            if !name.trim().eq_ignore_ascii_case("sitemap") {
+                continue;
+            }
+            if read == self.max_urls {
+                tracing::debug!(url = %response.url, max = self.max_urls, "sitemap: robots.txt lines capped");
+                break;
+            }
+            read += 1;
+            if let Some(url) = resolve(&response.url, value) {
+                if self.sitemaps.accepts(&url) {
+                    out.requests.push(sitemap_request(response, url));
+                }
+            }
+        }
+    }
+
+    /// `<loc>` entries of a sitemap or sitemap index.
+    fn sitemap(&self, response: &Response, out: &mut Output) {
+        let body = self.body(response);
+        let content_type = response
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .filter(|_| !is_gzip(&response.body));
+        let text = xml::decode(content_type, &body);
+        let mut walk = Walk {
+            leg: self,
+            page: &response.url,
+            root: Root::Other,
+            read: 0,
+            pages: Vec::new(),
+            sitemaps: Vec::new(),
+        };
+        if let Err(error) = xml::walk(&text, &mut walk) {
+            tracing::debug!(url = %response.url, %error, "sitemap: stopped at malformed XML");
+        }
+        if walk.read == self.max_urls {
+            tracing::debug!(url = %response.url, max = self.max_urls, "sitemap: entries capped");
+        }
+        for url in walk.pages {
+            out.requests.push(Request::follow(&response.request, url));
+        }
+        for url in walk.sitemaps {
+            out.requests.push(sitemap_request(response, url));
+        }
+    }
+
+    /// The body, decompressed (up to `max_bytes`) when it is gzip.
+    fn body<'a>(&self, response: &'a Response) -> Cow<'a, [u8]> {
+        if !is_gzip(&response.body) {
+            return Cow::Borrowed(&response.body);
+        }
+        let mut out = Vec::new();
+        let limit = u64::try_from(self.max_bytes).unwrap_or(u64::MAX);
+        let mut reader = flate2::read::MultiGzDecoder::new(&response.body[..]).take(limit);
+        // On error, `out` keeps what was decompressed before it.
+        if let Err(error) = reader.read_to_end(&mut out) {
+            tracing::debug!(url = %response.url, %error, "sitemap: corrupt gzip, keeping the decoded part");
+        } else if out.len() == self.max_bytes {
+            tracing::debug!(url = %response.url, max = self.max_bytes, "sitemap: gzip cut at max_bytes");
+        }
+        Cow::Owned(out)
+    }
+}
+
+impl Leg for Sitemap {
+    fn process_response(&self, response: &Response, out: &mut Output) {
+        if !response.is_success() {
+            return;
+        }
+        if response.url.path() == "/robots.txt" {
+            if self.robots_txt {
+                self.robots(response, out);
+            }
+        } else if looks_like_sitemap(response) {
+            self.sitemap(response, out);
+        }
+    }
+}
+
+fn is_gzip(body: &[u8]) -> bool {
+    body.starts_with(&[0x1f, 0x8b])
+}
+
+/// The gate described in the module doc.
+fn looks_like_sitemap(response: &Response) -> bool {
+    if response.request.meta.contains_key(SITEMAP_META) || is_gzip(&response.body) {
+        return true;
+    }
+    match response.media_type().as_deref() {
+        Some("application/xml" | "text/xml" | "application/gzip" | "application/x-gzip") => true,
+        Some(_) => false,
+        None => {
+            let path = response.url.path();
+            !response.is_html() && (path.ends_with(".xml") || path.ends_with(".xml.gz"))
+        }
+    }
+}
+
+/// `value` trimmed, resolved against `base`, without fragment, if it is a web URL.
+fn resolve(base: &Url, value: &str) -> Option<String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return None;
+    }
+    let mut url = base.join(value).ok()?;
+    url.set_fragment(None);
+    xml::is_web(&url).then(|| url.into())
+}
+
+fn sitemap_request(response: &Response, url: String) -> Request {
+    let mut request = Request::follow(&response.request, url);
+    request.meta.insert(SITEMAP_META.to_owned(), "1".to_owned());
+    request
+}
+
+/// Which kind of sitemap file the root element announced.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Root {
+    Other,
+    UrlSet,
+    Index,
+}
+
+/// Walk state: the accepted page and sitemap URLs, and how many entries were read.
+struct Walk<'a> {
+    leg: &'a Sitemap,
+    page: &'a Url,
+    root: Root,
+    read: usize,
+    pages: Vec<String>,
+    sitemaps: Vec<String>,
+}
+
+impl XmlVisitor for Walk<'_> {
+    fn open(&mut self, path: &[String], _tag: &BytesStart<'_>) -> ControlFlow<()> {
+        if let [root] = path {
+            self.root = match xml::local(root) {
+                "urlset" => Root::UrlSet,
+                "sitemapindex" => Root::Index,
+                _ => return ControlFlow::Break(()),
+            };
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn close(&mut self, path: &[String], text: &str) -> ControlFlow<()> {
+        let [_, entry, loc] = path else {
+            return ControlFlow::Continue(());
+        };
+        if xml::local(loc) != "loc" {
+            return ControlFlow::Continue(());
+        }
+        let url = resolve(self.page, text);
+        match (self.root, xml::local(entry)) {
+            (Root::UrlSet, "url") => {
+                if let Some(url) = url.filter(|u| self.leg.pages.accepts(u)) {
+                    self.pages.push(url);
+                }
+            }
+            (Root::Index, "sitemap") => {
+                let follow = self.leg.follow_sitemaps;
+                if let Some(url) = url.filter(|u| follow && self.leg.sitemaps.accepts(u)) {
+                    self.sitemaps.push(url);
+                }
+            }
+            _ => return ControlFlow::Continue(()),
+        }
+        self.read += 1;
+        if self.read == self.leg.max_urls {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "sitemap_tests.rs"]
+mod tests;
