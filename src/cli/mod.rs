@@ -34,7 +34,7 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Crawl from the given seeds, or resume the stored crawl.
-    Crawl(crawl::CrawlArgs),
+    Crawl(Box<crawl::CrawlArgs>),
     /// Inspect a crawl state (works while a crawl runs for `summary`).
     Dump(dump::DumpArgs),
     /// Fetch one URL politely; body to stdout.
@@ -54,7 +54,7 @@ pub struct DataArg {
 /// Runs the parsed command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Command::Crawl(a) => crawl::run(a),
+        Command::Crawl(a) => crawl::run(*a),
         Command::Dump(a) => dump::run(a),
         Command::Fetch(a) => fetch::run(a),
         Command::Reset(a) => reset::run(a),
