@@ -5,6 +5,7 @@
 mod config;
 mod crash_store;
 mod crawl;
+mod examples;
 mod fetch;
 mod polite;
 mod robots;
