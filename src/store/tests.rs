@@ -332,3 +332,45 @@ fn lease_cursor_sees_higher_priorities_and_released_leases() {
     );
     assert!(state.lease().unwrap().is_none());
 }
+
+#[test]
+fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
+    // A 2^10-bit filter holding 3,000 keys answers "maybe" for almost anything.
+    let urls: Vec<String> = (0..3000).map(|i| format!("http://a.test/{i}")).collect();
+    for (dedup, all_queued) in [(DedupMode::Exact, true), (DedupMode::Bloom, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = OpenOptions {
+            bloom_bits: Some(10),
+            bloom_hashes: Some(2),
+            dedup: Some(dedup),
+            ..opts()
+        };
+        let mut state = State::open(dir.path(), &options).unwrap();
+        for (i, url) in urls.iter().enumerate() {
+            state.enqueue(&Request::get(url.clone()), &[]).unwrap();
+            if i % 64 == 63 {
+                state.commit().unwrap();
+            }
+        }
+        state.commit().unwrap();
+        let queued = state.frontier_len();
+        if all_queued {
+            assert_eq!(
+                queued, 3000,
+                "exact mode never loses a page to a false positive"
+            );
+            assert!(
+                state.counter("bloom/false_positive") > 100,
+                "false positives are counted"
+            );
+            assert_eq!(state.counter("dupefilter/filtered"), 0);
+        } else {
+            assert!(queued < 3000, "bloom mode drops false positives");
+            assert_eq!(queued + state.counter("dupefilter/filtered"), 3000);
+            assert!(
+                state.db.scan_prefix([keys::SEEN]).next().is_none(),
+                "bloom mode keeps no exact set"
+            );
+        }
+    }
+}
