@@ -87,6 +87,8 @@ pub struct LinkSettings {
     pub iframes: bool,
     /// Emit no links from pages at this depth or deeper.
     pub max_depth: Option<u32>,
+    /// Only links inside elements matching these CSS selectors (Scrapy's `restrict_css`).
+    pub restrict_css: Vec<String>,
 }
 
 impl LinkSettings {
@@ -94,7 +96,8 @@ impl LinkSettings {
     pub fn build(self) -> Result<LinkExtractor, LegError> {
         let mut leg = LinkExtractor::new()
             .images(self.images)
-            .iframes(self.iframes);
+            .iframes(self.iframes)
+            .restrict_css(&self.restrict_css)?;
         if let Some(allow) = self.allow {
             leg = leg.allow(&allow)?;
         }

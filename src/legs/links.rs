@@ -44,6 +44,8 @@ pub struct LinkExtractor {
     max_depth: Option<u32>,
     images: bool,
     iframes: bool,
+    /// When not empty, only links inside elements matching one of these selectors.
+    restrict: Vec<scraper::Selector>,
     pinned: Pinned,
 }
 
@@ -103,6 +105,24 @@ impl LinkExtractor {
     pub fn images(mut self, on: bool) -> LinkExtractor {
         self.images = on;
         self
+    }
+
+    /// Only follow links inside elements matching one of these CSS selectors (like
+    /// Scrapy's `restrict_css`; e.g. `["#content", "nav.pager"]`). Empty: the whole page.
+    pub fn restrict_css<S: AsRef<str>>(
+        mut self,
+        selectors: &[S],
+    ) -> Result<LinkExtractor, LegError> {
+        self.restrict = selectors
+            .iter()
+            .map(|s| {
+                scraper::Selector::parse(s.as_ref()).map_err(|error| LegError::Invalid {
+                    leg: LEG,
+                    message: format!("restrict_css: bad selector {:?}: {error}", s.as_ref()),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(self)
     }
 
     /// Also follow `iframe[src]`.
@@ -172,6 +192,9 @@ impl Leg for LinkExtractor {
         if links.page_nofollow {
             return;
         }
+        if !self.restrict.is_empty() {
+            links.hrefs = self.restricted_hrefs(&text);
+        }
         let page = strip_fragment(&response.url);
         let base = links
             .base
@@ -194,6 +217,40 @@ impl Leg for LinkExtractor {
                 out.requests
                     .push(Request::follow(&response.request, String::from(url)));
             }
+        }
+    }
+}
+
+impl LinkExtractor {
+    /// The link values inside the `restrict_css` regions, in document order per
+    /// region (a DOM parse with scraper: only when regions are configured).
+    fn restricted_hrefs(&self, text: &str) -> Vec<String> {
+        let document = scraper::Html::parse_document(text);
+        let mut hrefs = Vec::new();
+        for region in &self.restrict {
+            for element in document.select(region) {
+                for node in std::iter::once(element)
+                    .chain(element.descendants().filter_map(scraper::ElementRef::wrap))
+                {
+                    if let Some(href) = self.link_of(node.value()) {
+                        hrefs.push(href.to_owned());
+                    }
+                }
+            }
+        }
+        hrefs
+    }
+
+    /// The followable link of one element, by the same rules as the scan.
+    fn link_of<'e>(&self, element: &'e scraper::node::Element) -> Option<&'e str> {
+        let rel = element.attr("rel").unwrap_or("");
+        let followable = self.follow_nofollow || !has_token(rel, "nofollow");
+        match element.name() {
+            "a" | "area" if followable => element.attr("href"),
+            "link" if followable && has_token(rel, "next") => element.attr("href"),
+            "img" if self.images => element.attr("src"),
+            "iframe" if self.iframes => element.attr("src"),
+            _ => None,
         }
     }
 }

@@ -317,3 +317,25 @@ fn non_ascii_links_in_a_legacy_encoding() {
 fn duplicates_are_kept_for_the_scheduler() {
     assert_eq!(links("<a href=x><a href=x>").len(), 2);
 }
+
+#[test]
+fn restrict_css_keeps_only_links_inside_the_regions() {
+    let html = r#"<html><body><nav><a href=/nav>n</a></nav>
+        <div id=content><p><a href=/one>1</a> <a rel=nofollow href=/nf>x</a></p>
+        <a href=/two>2</a></div><div class="pager"><link rel=next href=/page2><a href=/p3>3</a></div>
+        <footer><a href=/foot>f</a></footer>"#;
+    let leg = LinkExtractor::new()
+        .restrict_css(&["#content", "div.pager"])
+        .unwrap();
+    assert_eq!(
+        links_with(&leg, html),
+        [
+            "http://example.com/one",
+            "http://example.com/two",
+            "http://example.com/page2",
+            "http://example.com/p3"
+        ]
+    );
+    let err = LinkExtractor::new().restrict_css(&["div[["]).err().unwrap();
+    assert!(err.to_string().contains("div[["), "{err}");
+}
