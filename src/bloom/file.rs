@@ -18,7 +18,7 @@ use super::{BloomError, BloomParams, Key};
 /// Magic bytes at offset 0.
 pub(crate) const MAGIC: &[u8; 8] = b"LEGBLOOM";
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// Header size: one page, so the bit region is page aligned.
 pub(crate) const HEADER_LEN: usize = 4096;
 /// Offset of the version `u32`.

@@ -26,7 +26,12 @@ impl BitStorage for Box<[u8]> {
     }
 }
 
-/// The probe sequence of one key (enhanced double hashing, see the module doc of `bloom`).
+/// Bits in one block: a 4 KiB page. All probes of a key stay in one block, so a
+/// key touches one page of a memory-mapped filter instead of `k`.
+pub(crate) const BLOCK_BITS_LOG2: u8 = 15;
+
+/// The probe sequence of one key (enhanced double hashing within the key's block,
+/// see the module doc of `bloom`).
 struct Probes {
     /// Current position, `h1 + i·h2 + (i³ − i)/6` before masking.
     x: u64,
@@ -36,8 +41,10 @@ struct Probes {
     i: u64,
     /// Probes to produce (`k`).
     k: u64,
-    /// `m − 1`.
+    /// Block size − 1 (the block is the whole filter when `m` is smaller).
     mask: u64,
+    /// First bit of the key's block.
+    base: u64,
 }
 
 impl Probes {
@@ -45,14 +52,20 @@ impl Probes {
     fn new(key: &Key, params: BloomParams) -> Probes {
         let mut h1 = [0u8; 8];
         let mut h2 = [0u8; 8];
+        let mut h3 = [0u8; 4];
         h1.copy_from_slice(&key[0..8]);
         h2.copy_from_slice(&key[8..16]);
+        h3.copy_from_slice(&key[16..20]);
+        let block_log2 = params.bits.min(BLOCK_BITS_LOG2);
+        let blocks = 1u64 << (params.bits - block_log2);
+        let block = u64::from(u32::from_le_bytes(h3)) & (blocks - 1);
         Probes {
             x: u64::from_le_bytes(h1),
             y: u64::from_le_bytes(h2) | 1,
             i: 0,
             k: u64::from(params.hashes),
-            mask: params.bit_count() - 1,
+            mask: (1u64 << block_log2) - 1,
+            base: block << block_log2,
         }
     }
 }
@@ -66,7 +79,7 @@ impl Iterator for Probes {
             return None;
         }
         // Lossless: validated parameters make every index fit in usize.
-        let index = (self.x & self.mask) as usize;
+        let index = (self.base | (self.x & self.mask)) as usize;
         self.i += 1;
         self.x = self.x.wrapping_add(self.y);
         self.y = self.y.wrapping_add(self.i);

@@ -48,7 +48,7 @@ fn create_layout_and_sparse_size() {
     drop(f);
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[..8], b"LEGBLOOM");
-    assert_eq!(&bytes[OFF_VERSION..OFF_VERSION + 4], &1u32.to_le_bytes());
+    assert_eq!(&bytes[OFF_VERSION..OFF_VERSION + 4], &2u32.to_le_bytes());
     assert_eq!(bytes[OFF_BITS], 30);
     assert_eq!(bytes[OFF_BITS + 1], 6);
     assert_eq!(bytes[OFF_CLEAN], 1, "an untouched filter is clean");
