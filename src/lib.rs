@@ -18,11 +18,13 @@
 //! - [`engine`]: the tokio crawl loop, group commit and shutdown.
 //!
 //! # Data flow
-//! The engine leases requests from the frontier ([`store`]), the fetcher turns each
-//! into a [`response::Response`], the legs turn responses into new requests and items,
-//! and the engine completes the lease: items go to the sink and new requests (deduped
-//! by the seen set, never by legs) go back to the frontier, in one atomic step.
-//! Nothing flows the other way.
+//! frontier → politeness → fetcher → legs → sink + frontier. The engine leases
+//! requests from the frontier ([`store`]) host by host as per-host politeness allows
+//! (`engine::politeness`), asks [`robots`] before each fetch, the fetcher turns each
+//! request into a [`response::Response`], the legs turn responses into new requests and
+//! items, and the engine completes the lease: items go to the sink and new requests
+//! (scoped, then deduped by the seen set — never by legs) go back to the frontier, in
+//! one atomic step. Nothing flows the other way.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,8 +1,9 @@
 //! The crawl loop: lease, fetch and process concurrently, complete in groups.
 //!
 //! One task owns the [`State`] and is the only writer: it leases up to
-//! `concurrency` requests, spawns a task per request ([`page::process`]: fetch,
-//! then legs), and completes each result into the open group, committing a group
+//! `concurrency` requests — host by host, as far as [`politeness::Politeness`]
+//! allows — spawns a task per request ([`page::process`]: robots.txt, fetch, then
+//! legs), and completes each result into the open group, committing a group
 //! every 64 pages or 20 ms (or at once when nothing else can be leased). New
 //! requests pass the [`scope::Scope`] and then the seen set — dedup happens only
 //! here, never in legs.
