@@ -37,7 +37,7 @@ pub fn decode<'a>(content_type: Option<&str>, body: &'a [u8]) -> (Cow<'a, str>, 
 }
 
 /// The encoding named by the `charset` parameter of a `Content-Type` value.
-fn header_charset(content_type: &str) -> Option<&'static Encoding> {
+pub(crate) fn header_charset(content_type: &str) -> Option<&'static Encoding> {
     content_type.split(';').skip(1).find_map(|param| {
         let (name, value) = param.split_once('=')?;
         if !name.trim().eq_ignore_ascii_case("charset") {

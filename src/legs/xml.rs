@@ -32,22 +32,10 @@ pub(super) fn decode<'a>(content_type: Option<&str>, body: &'a [u8]) -> Cow<'a, 
         return encoding.decode_without_bom_handling(&body[bom_len..]).0;
     }
     let encoding = content_type
-        .and_then(header_charset)
+        .and_then(crate::charset::header_charset)
         .or_else(|| declared_encoding(body))
         .unwrap_or(UTF_8);
     encoding.decode_without_bom_handling(body).0
-}
-
-/// The encoding named by the `charset` parameter of a `Content-Type` value.
-fn header_charset(content_type: &str) -> Option<&'static Encoding> {
-    content_type.split(';').skip(1).find_map(|param| {
-        let (name, value) = param.split_once('=')?;
-        if !name.trim().eq_ignore_ascii_case("charset") {
-            return None;
-        }
-        let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
-        Encoding::for_label(value.as_bytes())
-    })
 }
 
 /// The `encoding="..."` of a leading `<?xml ...?>` declaration. A UTF-16 label in
