@@ -105,6 +105,10 @@ pub struct CrawlConfig {
     pub robots_ttl: Duration,
     /// Largest `Crawl-delay` honoured (default 30 s); longer values are capped.
     pub max_crawl_delay: Duration,
+    /// Wait before asking again for a robots.txt that answered 5xx or could not be
+    /// reached (default 60 s). After three such answers in a row a host is left
+    /// alone for the rest of the run, its requests kept for the next one.
+    pub robots_retry: Duration,
 }
 
 impl Default for CrawlConfig {
@@ -140,6 +144,7 @@ impl Default for CrawlConfig {
             obey_robots: true,
             robots_ttl: Duration::from_secs(24 * 3600),
             max_crawl_delay: Duration::from_secs(30),
+            robots_retry: Duration::from_secs(60),
         }
     }
 }

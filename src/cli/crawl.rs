@@ -91,6 +91,10 @@ pub struct CrawlArgs {
     /// Send a From header with this contact e-mail.
     #[arg(long, value_name = "EMAIL")]
     from: Option<String>,
+    /// Seconds before asking again for a robots.txt that answered 5xx or could not be
+    /// reached [default: 60]; after three such answers the host waits for the next run.
+    #[arg(long, value_name = "SECS")]
+    robots_retry: Option<f64>,
     /// Do not fetch or obey robots.txt (only for sites you run yourself).
     #[arg(long)]
     ignore_robots: bool,
@@ -147,6 +151,9 @@ impl CrawlArgs {
         config.from = self.from.clone().or(config.from);
         if self.ignore_robots {
             config.obey_robots = false;
+        }
+        if let Some(retry) = self.robots_retry {
+            config.robots_retry = seconds("robots-retry", retry)?;
         }
         set(&mut config.allowed_hosts, given(&self.allow_hosts));
         set(&mut config.user_agent, self.user_agent.clone());

@@ -20,7 +20,7 @@
 //!                # max_body = "10MiB", max_url_len = 8192, max_retries = 2,
 //!                # retry_backoff = "1s", grace = "2s" (Ctrl-C grace)
 //! [politeness]   # per_host = 2, delay = "1s", jitter = false, obey_robots = true,
-//!                # robots_ttl = "24h", max_crawl_delay = "30s", user_agent, from
+//!                # robots_ttl = "24h", robots_retry = "60s", max_crawl_delay = "30s", user_agent, from
 //! [headers]      # "Accept-Language" = "fr": extra headers on every request
 //! [dedup]        # mode = "exact" | "bloom", bloom_bits = 30, bloom_hashes = 6,
 //!                # fingerprint_headers = [..]

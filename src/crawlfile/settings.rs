@@ -67,6 +67,8 @@ struct Politeness {
     jitter: Option<bool>,
     obey_robots: Option<bool>,
     robots_ttl: Option<FileDuration>,
+    /// Wait before asking again for a robots.txt that failed (5xx, unreachable).
+    robots_retry: Option<FileDuration>,
     max_crawl_delay: Option<FileDuration>,
     user_agent: Option<String>,
     from: Option<String>,
@@ -129,6 +131,7 @@ impl FileSettings {
         set(&mut config.jitter, p.jitter);
         set(&mut config.obey_robots, p.obey_robots);
         set(&mut config.robots_ttl, p.robots_ttl.map(|d| d.0));
+        set(&mut config.robots_retry, p.robots_retry.map(|d| d.0));
         set(&mut config.max_crawl_delay, p.max_crawl_delay.map(|d| d.0));
         set(&mut config.user_agent, p.user_agent);
         config.from = p.from.or(config.from.take());

@@ -301,6 +301,9 @@ impl<'a> Crawl<'a> {
         self.turn = self.turn.wrapping_add(1);
         for k in 0..hosts.len() {
             let (id, name) = &hosts[(turn + k) % hosts.len()];
+            if self.politeness.is_parked(*id) {
+                continue;
+            }
             loop {
                 if self.fetching >= self.config.concurrency {
                     return Ok(Fill::Full);
@@ -369,6 +372,7 @@ impl<'a> Crawl<'a> {
         if let Some(reason) = result.blocked {
             self.state.record_blocked(&lease.request.url, reason)?;
         }
+        let parked = self.note_robots(lease.host_id, &result);
         // Reap finished tasks so the set does not grow with the crawl.
         while self.tasks.try_join_next().is_some() {}
         let PageResult {
@@ -377,6 +381,9 @@ impl<'a> Crawl<'a> {
             mut counters,
             ..
         } = result;
+        if parked {
+            counters.push(("robots/host_parked", 1));
+        }
         let mut accepted = Vec::with_capacity(requests.len());
         for request in requests {
             match self.scope.check(&request) {
@@ -393,6 +400,31 @@ impl<'a> Crawl<'a> {
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
         Ok(())
+    }
+
+    /// Parks a host whose robots.txt keeps failing (see [`politeness::ROBOTS_ATTEMPTS`]);
+    /// true when this result parked it.
+    fn note_robots(&mut self, host_id: u32, result: &PageResult) -> bool {
+        if !result.robots_unavailable {
+            if result.blocked.is_none() {
+                self.politeness.robots_ok(host_id);
+            }
+            return false;
+        }
+        let Some(host) = self.state.host_name(host_id).map(str::to_owned) else {
+            return false;
+        };
+        let parked = self
+            .politeness
+            .robots_unavailable(host_id, &host, Instant::now());
+        if parked {
+            tracing::warn!(
+                %host,
+                attempts = politeness::ROBOTS_ATTEMPTS,
+                "robots.txt keeps failing: leaving this host's requests for the next run"
+            );
+        }
+        parked
     }
 
     /// Commits the open group (with any robots.txt answers fetched since the

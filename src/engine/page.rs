@@ -54,6 +54,9 @@ pub struct PageResult {
     pub crawl_delay: Option<Duration>,
     /// Set when the request was not fetched by rule (`robots`).
     pub blocked: Option<&'static str>,
+    /// The host's robots.txt answered 5xx or could not be reached; the request was
+    /// put back.
+    pub robots_unavailable: bool,
 }
 
 /// Fetches `request` and runs the legs on the response.
@@ -128,6 +131,7 @@ async fn obeys_robots(robots: &RobotsCache, request: &Request, result: &mut Page
             later.dont_filter = true;
             result.requests.push(later);
             result.counters.push(("robots/unavailable", 1));
+            result.robots_unavailable = true;
             result.backoff = Some(retry_after);
             false
         }

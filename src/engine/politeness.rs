@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use crate::config::{CrawlConfig, DEFAULT_DELAY};
 
+/// robots.txt failures in a row (5xx, unreachable) after which a host is parked
+/// for the rest of the run, so a scheduled run ends instead of waiting forever.
+pub const ROBOTS_ATTEMPTS: u32 = 3;
+
 /// One host's politeness state.
 #[derive(Debug)]
 struct Slot {
@@ -23,6 +27,8 @@ struct Slot {
     delay: Duration,
     /// robots.txt `Crawl-delay`, already capped.
     crawl_delay: Option<Duration>,
+    /// robots.txt answers in a row that were 5xx or unreachable.
+    robots_failures: u32,
 }
 
 /// Politeness bookkeeping for every host of a crawl.
@@ -60,6 +66,7 @@ impl Politeness {
             next_start: now,
             delay,
             crawl_delay: None,
+            robots_failures: 0,
         })
     }
 
@@ -102,6 +109,29 @@ impl Politeness {
     pub fn back_off(&mut self, host_id: u32, host: &str, now: Instant, wait: Duration) {
         let slot = self.slot(host_id, host, now);
         slot.next_start = slot.next_start.max(now + wait);
+    }
+
+    /// Records a robots.txt that answered 5xx or could not be reached. Returns true
+    /// when that makes [`ROBOTS_ATTEMPTS`] in a row: the host is then parked.
+    pub fn robots_unavailable(&mut self, host_id: u32, host: &str, now: Instant) -> bool {
+        let slot = self.slot(host_id, host, now);
+        slot.robots_failures += 1;
+        slot.robots_failures == ROBOTS_ATTEMPTS
+    }
+
+    /// Records a request that robots.txt let through (the host answers again).
+    pub fn robots_ok(&mut self, host_id: u32) {
+        if let Some(slot) = self.slots.get_mut(&host_id) {
+            slot.robots_failures = 0;
+        }
+    }
+
+    /// True for a host left alone for the rest of the run (robots.txt kept failing):
+    /// its requests stay queued for the next run instead of holding this one open.
+    pub fn is_parked(&self, host_id: u32) -> bool {
+        self.slots
+            .get(&host_id)
+            .is_some_and(|slot| slot.robots_failures >= ROBOTS_ATTEMPTS)
     }
 
     /// Sets the host's robots.txt `Crawl-delay` (already capped by the caller).

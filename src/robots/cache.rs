@@ -82,6 +82,7 @@ impl RobotsSettings {
         RobotsSettings {
             ttl: config.robots_ttl,
             max_crawl_delay: config.max_crawl_delay,
+            unavailable_retry: config.robots_retry,
             ..RobotsSettings::new(config.user_agent.clone())
         }
     }
