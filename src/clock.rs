@@ -6,15 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn rfc3339_secs(unix_secs: u64) -> String {
-    let secs = i128::from(unix_secs);
-    let (days, secs_of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs_of_day / 3600,
-        secs_of_day / 60 % 60,
-        secs_of_day % 60
-    )
+    format!("{}Z", date_time(i128::from(unix_secs)))
 }
 
 /// `time` as RFC 3339 UTC with milliseconds, e.g. `2021-01-01T00:00:00.000Z`.
@@ -24,10 +16,15 @@ pub fn rfc3339(time: SystemTime) -> String {
         Err(before) => -(before.duration().as_millis() as i128),
     };
     let (secs, ms) = (millis.div_euclid(1000), millis.rem_euclid(1000));
+    format!("{}.{ms:03}Z", date_time(secs))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` of a (possibly negative) count of Unix seconds.
+fn date_time(secs: i128) -> String {
     let (days, secs_of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (year, month, day) = civil_from_days(days as i64);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
         secs_of_day / 3600,
         secs_of_day / 60 % 60,
         secs_of_day % 60
