@@ -4,7 +4,7 @@
 //! Each host has a slot: requests in flight (at most `per_host`) and the earliest
 //! start of its next request (`delay` after the previous start, stretched by
 //! robots.txt `Crawl-delay`, `Retry-After` and retry backoff). The engine asks
-//! [`Politeness::may_start`] before leasing from a host, so one slow or
+//! [`Politeness::ready_at`] before leasing from a host, so one slow or
 //! rate-limited host never holds the others back. Pure bookkeeping: no I/O, the
 //! clock is passed in. Depends on [`crate::config`] only.
 
