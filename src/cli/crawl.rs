@@ -1,6 +1,6 @@
 //! `legcrawl crawl`: flags → [`CrawlConfig`], the bundled legs, signals, summary.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -128,9 +128,8 @@ impl CrawlArgs {
             }
             None => (CrawlConfig::default(), None),
         };
-        // `--data` has a default, so only a value other than it overrides the file.
-        if self.config.is_none() || self.data.data != Path::new(DEFAULT_DATA) {
-            config.data_dir = self.data.data.clone();
+        if let Some(dir) = self.data.given() {
+            config.data_dir = dir.clone();
         }
         let given = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
         set(&mut config.seeds, given(&self.urls));
@@ -179,9 +178,6 @@ impl CrawlArgs {
         Ok((config, file_legs))
     }
 }
-
-/// The `--data` default (as `DataArg` declares it).
-const DEFAULT_DATA: &str = "data/default";
 
 /// Sets `slot` when the flag was given.
 fn set<T>(slot: &mut T, value: Option<T>) {

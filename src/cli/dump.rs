@@ -48,7 +48,7 @@ enum View {
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let view = args.view.clone().unwrap_or(View::Summary);
-    let dir = &args.data.data;
+    let dir = &args.data.dir();
     let state = match State::open(dir, &OpenOptions::default()) {
         Ok(state) => state,
         Err(StoreError::Busy { .. }) if matches!(view, View::Summary) => {

@@ -46,9 +46,23 @@ enum Command {
 /// The `--data` flag shared by every command that opens a state.
 #[derive(Debug, clap::Args)]
 pub struct DataArg {
-    /// State directory.
-    #[arg(long, default_value = "data/default", value_name = "DIR")]
-    pub data: PathBuf,
+    /// State directory [default: data/default, or the crawl file's `data`].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+}
+
+impl DataArg {
+    /// The directory given, or the default `data/default`.
+    pub fn dir(&self) -> PathBuf {
+        self.data
+            .clone()
+            .unwrap_or_else(|| legcrawl::config::CrawlConfig::default().data_dir)
+    }
+
+    /// The directory, only when `--data` was given.
+    pub fn given(&self) -> Option<&PathBuf> {
+        self.data.as_ref()
+    }
 }
 
 /// Runs the parsed command.

@@ -19,7 +19,7 @@ pub struct ResetArgs {
 }
 
 pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
-    let dir = &args.data.data;
+    let dir = &args.data.dir();
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             return Err(BadInput(format!(

@@ -254,4 +254,18 @@ fn the_file_chooses_the_state_directory_unless_data_is_given() {
         "--data beats the file's data"
     );
     assert_eq!(dump_summary(&from_file)["items"], 2);
+    // Even an explicit `--data data/default` (the default's own value) beats the file.
+    let mut cmd = Command::new(cli::bin());
+    cmd.args(["crawl", "--data", "data/default", "--config"])
+        .arg(&config)
+        .current_dir(dir.path())
+        .env("RUST_LOG", "error");
+    let out = run(cmd, LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(dump_summary(&dir.path().join("data/default"))["items"], 2);
+    assert_eq!(dump_summary(&from_file)["items"], 2);
 }
