@@ -24,6 +24,15 @@ fn crawl_with(data: &Path, config: &Path, args: &[&str]) -> std::process::Output
     run(legcrawl(data, &all), LIMIT)
 }
 
+/// Fails the test with the command's stderr unless it exited 0.
+fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn the_examples_parse() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/examples");
@@ -147,11 +156,7 @@ fields = ["name"]
     );
     let data = dir.path().join("state");
     let out = crawl_with(&data, &config, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let mut items = dump_items(&data);
     items.sort_by_key(|item| item["name"].as_str().unwrap_or_default().to_owned());
     let got: Vec<(&str, &str, &str)> = items
@@ -196,11 +201,7 @@ fn flags_given_on_the_command_line_override_the_file() {
     );
     let data = dir.path().join("state");
     let out = crawl_with(&data, &config, &["--max-pages", "3"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(
         dump_summary(&data)["items"],
         3,
@@ -208,11 +209,7 @@ fn flags_given_on_the_command_line_override_the_file() {
     );
     // The file's own limit applies when no flag is given (the run resumes the state).
     let out = crawl_with(&data, &config, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(dump_summary(&data)["items"], 43);
 }
 
@@ -235,19 +232,11 @@ fn the_file_chooses_the_state_directory_unless_data_is_given() {
         .arg(&config)
         .env("RUST_LOG", "error");
     let out = run(cmd, LIMIT);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(dump_summary(&from_file)["items"], 2);
     let given = dir.path().join("given");
     let out = crawl_with(&given, &config, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(
         dump_summary(&given)["items"],
         2,
@@ -261,11 +250,7 @@ fn the_file_chooses_the_state_directory_unless_data_is_given() {
         .current_dir(dir.path())
         .env("RUST_LOG", "error");
     let out = run(cmd, LIMIT);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(dump_summary(&dir.path().join("data/default"))["items"], 2);
     assert_eq!(dump_summary(&from_file)["items"], 2);
 }
