@@ -109,6 +109,63 @@ pub struct CrawlConfig {
     /// reached (default 60 s). After three such answers in a row a host is left
     /// alone for the rest of the run, its requests kept for the next one.
     pub robots_retry: Duration,
+    /// When a fetched page is fetched again in a later run (default
+    /// [`Revisit::default`], adaptive). Seeds are fetched again in every run whatever
+    /// this says.
+    pub revisit: Revisit,
+    /// Per-URL revisit policies, first match wins; URLs matching none use `revisit`.
+    pub revisit_rules: Vec<RevisitRule>,
+    /// End the run when nothing is in flight and no queued request may start within
+    /// [`IDLE_WAIT`] (hosts backed off or parked); what is left waits for the next run.
+    pub until_idle: bool,
+    /// Stop leasing after this much time in this run (it resumes in the next).
+    pub max_duration: Option<Duration>,
+}
+
+/// With [`CrawlConfig::until_idle`], a run ends when no request can start within
+/// this long (longer than the largest `Crawl-delay` honoured by default).
+pub const IDLE_WAIT: Duration = Duration::from_secs(60);
+
+/// When a page fetched in one run is due again in a later one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Revisit {
+    /// In every run (hub pages: indexes, feeds, front pages).
+    EveryRun,
+    /// A fixed interval after each fetch.
+    After(Duration),
+    /// Nutch-style adaptive interval: it starts at `initial`, shrinks by 20 % each
+    /// time the page is found changed and grows by 40 % each time it is not,
+    /// staying within `min..=max`.
+    Adaptive {
+        /// Interval after the first fetch.
+        initial: Duration,
+        /// Shortest interval.
+        min: Duration,
+        /// Longest interval.
+        max: Duration,
+    },
+    /// Never: a page is fetched once (scrapy-redis's pure incremental mode).
+    Never,
+}
+
+impl Default for Revisit {
+    /// Adaptive, starting at one day, between one hour and 30 days.
+    fn default() -> Revisit {
+        Revisit::Adaptive {
+            initial: Duration::from_secs(24 * 3600),
+            min: Duration::from_secs(3600),
+            max: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+/// A revisit policy for the URLs matching a regex.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RevisitRule {
+    /// Regex searched in the request URL.
+    pub pattern: String,
+    /// The policy for matching URLs.
+    pub revisit: Revisit,
 }
 
 impl Default for CrawlConfig {
@@ -145,6 +202,10 @@ impl Default for CrawlConfig {
             robots_ttl: Duration::from_secs(24 * 3600),
             max_crawl_delay: Duration::from_secs(30),
             robots_retry: Duration::from_secs(60),
+            revisit: Revisit::default(),
+            revisit_rules: Vec::new(),
+            until_idle: false,
+            max_duration: None,
         }
     }
 }

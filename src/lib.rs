@@ -41,5 +41,6 @@ pub mod item;
 pub mod legs;
 pub mod request;
 pub mod response;
+pub mod revisit;
 pub mod robots;
 pub mod store;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use legcrawl::config::{CrawlConfig, DedupMode};
+use legcrawl::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
 use legcrawl::crawlfile;
 use legcrawl::engine::{self, RunReport};
 use legcrawl::legs::{Leg, Stack};
@@ -101,6 +101,44 @@ pub struct CrawlArgs {
     /// Seconds in-flight requests may finish after the first Ctrl-C [default: 2].
     #[arg(long, value_name = "SECS")]
     grace: Option<f64>,
+    /// When fetched pages are fetched again by later runs: a duration ("12h", "7d",
+    /// "0" = every run), "never", or "adaptive" [default: adaptive, 1d within 1h..30d].
+    /// Seeds are fetched again in every run regardless.
+    #[arg(long, value_name = "WHEN", value_parser = parse_revisit)]
+    revisit_after: Option<Revisit>,
+    /// Pages whose URL matches this regex are hubs, fetched again in every run
+    /// (repeatable; e.g. index pages, feeds).
+    #[arg(long = "revisit", value_name = "REGEX")]
+    hubs: Vec<String>,
+    /// End the run when nothing can be fetched within a minute (hosts backed off by
+    /// Retry-After or a failing robots.txt); what is left waits for the next run.
+    #[arg(long)]
+    until_idle: bool,
+    /// Stop starting requests after this long ("30m", "2h", or seconds); the run
+    /// resumes in the next.
+    #[arg(long, value_name = "DURATION", value_parser = parse_span)]
+    max_duration: Option<Duration>,
+}
+
+/// `--revisit-after`: a duration, `never` or `adaptive`.
+fn parse_revisit(value: &str) -> Result<Revisit, String> {
+    match value {
+        "never" => Ok(Revisit::Never),
+        "adaptive" => Ok(Revisit::default()),
+        _ => match parse_span(value)? {
+            d if d.is_zero() => Ok(Revisit::EveryRun),
+            d => Ok(Revisit::After(d)),
+        },
+    }
+}
+
+/// A duration as the crawl file writes it ("90s", "1h30m"), or plain seconds.
+fn parse_span(value: &str) -> Result<Duration, String> {
+    if let Ok(secs) = value.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("expected a non-negative duration, got {value:?}"));
+    }
+    crawlfile::units::parse_duration(value)
 }
 
 fn parse_dedup(value: &str) -> Result<DedupMode, String> {
@@ -175,7 +213,28 @@ impl CrawlArgs {
             config.shutdown_grace = seconds("grace", grace)?;
         }
         config.output = self.output.clone().or(config.output);
+        set(&mut config.revisit, self.revisit_after);
+        // Hub rules come first: a hub is fetched every run whatever else matches.
+        let hubs = self.hubs.iter().map(|pattern| RevisitRule {
+            pattern: pattern.clone(),
+            revisit: Revisit::EveryRun,
+        });
+        config.revisit_rules = hubs.chain(config.revisit_rules).collect();
+        if self.until_idle {
+            config.until_idle = true;
+        }
+        config.max_duration = self.max_duration.or(config.max_duration);
         Ok((config, file_legs))
+    }
+}
+
+/// `1.2 MB`-style byte counts for the summary line.
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", bytes as f64 / 1e6),
+        _ => format!("{:.2} GB", bytes as f64 / 1e9),
     }
 }
 
@@ -239,18 +298,29 @@ fn install_signal_handler(stop: Arc<tokio::sync::Notify>) -> anyhow::Result<()> 
 fn print_report(config: &CrawlConfig, r: &RunReport) {
     let rate = r.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
     eprintln!(
-        "run {}: {} — {} pages ({rate:.0}/s), {} items, {} queued, {} duplicates filtered, {} failed, {} left in the frontier ({:.1} s)",
+        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed; {} items, {} queued, {} duplicates filtered, {} left in the frontier ({:.1} s)",
         r.run,
+        if r.new_cycle { "new cycle" } else { "resumed" },
         r.outcome.as_str(),
         r.pages,
+        human_bytes(r.bytes),
+        r.new,
+        r.changed,
+        r.unchanged,
+        r.not_modified,
+        r.gone,
+        r.failed,
         r.items,
         r.enqueued,
         r.filtered,
-        r.failed,
         r.frontier,
         r.elapsed.as_secs_f64()
     );
-    if matches!(r.outcome, RunOutcome::Interrupted | RunOutcome::Limit) && r.frontier > 0 {
+    if matches!(
+        r.outcome,
+        RunOutcome::Interrupted | RunOutcome::Limit | RunOutcome::Idle
+    ) && r.frontier > 0
+    {
         eprintln!(
             "state saved in {}; resume with: legcrawl crawl --data {}",
             config.data_dir.display(),

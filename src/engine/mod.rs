@@ -12,6 +12,14 @@
 //! the loop stops leasing, gives in-flight fetches `shutdown_grace` to finish,
 //! commits what finished, and ends the run as interrupted; unfinished leases
 //! simply stay queued. Depends on every other module; nothing depends on it.
+//!
+//! # Cycles
+//! A run either resumes the cycle the last run left (it was interrupted, killed,
+//! failed or stopped by a limit, and requests are queued) or starts a new one:
+//! the stored seeds and every page due by [`crate::revisit`] are queued again
+//! ([`State::start_cycle`]). A request with a page record is fetched
+//! conditionally; its completion writes the next record in the same group as the
+//! page's items, which carry the page's `version`.
 
 pub mod page;
 pub mod politeness;
@@ -28,10 +36,12 @@ use tokio::task::JoinSet;
 
 use crate::config::CrawlConfig;
 use crate::fetch::{FetchError, Fetcher};
+use crate::item::Item;
 use crate::legs::Leg;
+use crate::revisit::{Change, RuleError, Schedule};
 use crate::robots::{RobotsCache, RobotsSettings};
-use crate::store::records::RunOutcome;
-use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
+use crate::store::records::{RunOutcome, unix_now};
+use crate::store::{Completion, Lease, OpenOptions, PageRecord, State, StoreError};
 use page::{PageResult, RetryPolicy};
 use politeness::Politeness;
 use scope::Scope;
@@ -74,6 +84,9 @@ pub enum EngineError {
     /// A configured leg refused its configuration.
     #[error(transparent)]
     Leg(#[from] crate::legs::LegError),
+    /// A revisit rule is not a valid regex.
+    #[error(transparent)]
+    Revisit(#[from] RuleError),
     /// No seed was given and the state has none stored.
     #[error("no seeds: give URLs to crawl (the state in {dir} has none stored)")]
     NoSeeds {
@@ -107,6 +120,21 @@ pub struct RunReport {
     pub failed: u64,
     /// Requests left in the frontier.
     pub frontier: u64,
+    /// Pages fetched for the first time in this run.
+    pub new: u64,
+    /// Known pages found changed (their items stored again, with a new version).
+    pub changed: u64,
+    /// Known pages found unchanged: same content hash, or 304 (`not_modified`).
+    pub unchanged: u64,
+    /// Of `unchanged`, the 304 Not Modified answers.
+    pub not_modified: u64,
+    /// Pages found gone (410, or 404 twice) in this run.
+    pub gone: u64,
+    /// Body bytes received in this run.
+    pub bytes: u64,
+    /// True when this run started a new cycle (seeds and due pages queued
+    /// again); false when it resumed the last one.
+    pub new_cycle: bool,
     /// Wall time of the run.
     pub elapsed: Duration,
 }
@@ -163,8 +191,40 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         filtered: state.run_counter("dupefilter/filtered"),
         failed: state.run_counter("fetch/failed"),
         frontier: state.frontier_len(),
+        new: state.run_counter("pages/new"),
+        changed: state.run_counter("pages/changed"),
+        unchanged: state.run_counter("pages/unchanged") + state.run_counter("pages/not_modified"),
+        not_modified: state.run_counter("pages/not_modified"),
+        gone: state.run_counter("pages/gone"),
+        bytes: state.run_counter("fetch/bytes"),
+        new_cycle: state.run_counter("cycle/started") > 0,
         elapsed,
     }
+}
+
+/// Starts a new cycle unless the last run left one to finish: it was interrupted,
+/// killed, failed or stopped by a limit, and requests are still queued.
+fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(), EngineError> {
+    let previous = state.previous_run()?;
+    if let Some(previous) = previous.filter(|run| {
+        !matches!(run.outcome, RunOutcome::Drained | RunOutcome::Idle) && state.frontier_len() > 0
+    }) {
+        tracing::info!(
+            queued = state.frontier_len(),
+            "resuming the cycle run {} left ({})",
+            previous.id,
+            previous.outcome.as_str()
+        );
+        return Ok(());
+    }
+    let start = state.start_cycle(unix_now(), &config.fingerprint_headers)?;
+    tracing::info!(
+        seeds = start.seeds,
+        due = start.due,
+        held = start.held,
+        "new cycle: seeds and due pages queued again"
+    );
+    Ok(())
 }
 
 /// The loop's working set.
@@ -189,6 +249,9 @@ struct Crawl<'a> {
     /// Rotates which host `fill` serves first, so hosts take turns.
     turn: usize,
     progress: progress::Progress,
+    schedule: Schedule,
+    /// `--max-duration`: no lease starts after this.
+    deadline: Option<Instant>,
 }
 
 impl<'a> Crawl<'a> {
@@ -198,6 +261,8 @@ impl<'a> Crawl<'a> {
         fetcher: Fetcher,
         legs: Arc<dyn Leg>,
     ) -> Result<Crawl<'a>, EngineError> {
+        let schedule = Schedule::new(config)?;
+        begin_cycle(state, config)?;
         state.add_seeds(&config.seeds, &config.fingerprint_headers)?;
         let stored = state.seeds()?;
         if stored.is_empty() {
@@ -245,6 +310,8 @@ impl<'a> Crawl<'a> {
             },
             turn: 0,
             progress,
+            schedule,
+            deadline: config.max_duration.map(|d| Instant::now() + d),
         })
     }
 
@@ -261,19 +328,38 @@ impl<'a> Crawl<'a> {
                         return Ok(RunOutcome::Limit);
                     }
                     if pages == 0 {
-                        return Ok(RunOutcome::Drained);
+                        // Requests left here are held by parked hosts.
+                        return Ok(if self.state.frontier_len() > 0 {
+                            RunOutcome::Idle
+                        } else {
+                            RunOutcome::Drained
+                        });
                     }
                 }
                 if pages > 0 && !self.limit_reached() {
                     continue;
                 }
             }
+            if let Fill::Waiting(Some(at)) = fill
+                && self.config.until_idle
+                && self.fetching == 0
+                && at > Instant::now() + crate::config::IDLE_WAIT
+            {
+                // Committing may make requests of other hosts visible.
+                if self.commit()? == 0 {
+                    return Ok(RunOutcome::Idle);
+                }
+                continue;
+            }
             let far = Instant::now() + Duration::from_secs(3600);
             let group = self.state.group_deadline().unwrap_or(far);
-            let wake = match fill {
+            let mut wake = match fill {
                 Fill::Waiting(Some(at)) => at.min(group),
                 _ => group,
             };
+            if let Some(deadline) = self.deadline {
+                wake = wake.min(deadline);
+            }
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
@@ -327,13 +413,22 @@ impl<'a> Crawl<'a> {
                     break;
                 };
                 self.politeness.started(*id, name, now);
-                self.spawn(lease);
+                self.spawn(lease)?;
             }
         }
         Ok(fill)
     }
 
-    fn spawn(&mut self, lease: Lease) {
+    fn spawn(&mut self, lease: Lease) -> Result<(), EngineError> {
+        // Only a request that bypasses the seen set (seed, revisit, retry) can
+        // have a page record: a filtered one is new by definition.
+        let prior = if lease.request.dont_filter {
+            let fp =
+                crate::fingerprint::fingerprint(&lease.request, &self.config.fingerprint_headers);
+            self.state.page(&fp)?
+        } else {
+            None
+        };
         self.leased_this_run += 1;
         self.fetching += 1;
         let fetcher = self.fetcher.clone();
@@ -342,18 +437,21 @@ impl<'a> Crawl<'a> {
         let retry = self.retry;
         let robots = self.robots.clone();
         self.tasks.spawn(async move {
+            let request = &lease.request;
             let result =
-                page::process(&fetcher, &legs, &lease.request, retry, robots.as_ref()).await;
+                page::process(&fetcher, &legs, request, retry, robots.as_ref(), prior).await;
             // The receiver is gone only when the loop has stopped; the lease
             // then stays queued, which is what a stop wants.
             let _ = tx.send((lease, result));
         });
+        Ok(())
     }
 
     fn limit_reached(&self) -> bool {
         self.config
             .max_pages
             .is_some_and(|max| self.leased_this_run >= max)
+            || self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
     fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
@@ -377,10 +475,15 @@ impl<'a> Crawl<'a> {
         while self.tasks.try_join_next().is_some() {}
         let PageResult {
             requests,
-            items,
+            mut items,
             mut counters,
+            seen,
+            prior,
             ..
         } = result;
+        if let Some(seen) = seen {
+            self.record_page(&lease, prior, &seen, &mut items, &mut counters);
+        }
         if parked {
             counters.push(("robots/host_parked", 1));
         }
@@ -400,6 +503,37 @@ impl<'a> Crawl<'a> {
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
         Ok(())
+    }
+
+    /// Writes the page's next record (in the open group) and versions its items.
+    fn record_page(
+        &mut self,
+        lease: &Lease,
+        prior: Option<PageRecord>,
+        seen: &crate::revisit::Observation,
+        items: &mut Vec<Item>,
+        counters: &mut Vec<(&'static str, u64)>,
+    ) {
+        let (record, change) =
+            self.schedule
+                .record(prior.as_ref(), &lease.request, seen, unix_now());
+        counters.push((change.counter(), 1));
+        if record.gone && !prior.as_ref().is_some_and(|p| p.gone) {
+            counters.push(("pages/gone", 1));
+        }
+        if change.stores_items() {
+            for item in items.iter_mut() {
+                item.insert("version".into(), record.version.into());
+                if let (Change::Changed, Some(prior)) = (change, &prior) {
+                    item.insert("previous_hash".into(), prior.content_hash.clone().into());
+                }
+            }
+        } else {
+            items.clear();
+        }
+        let fp = crate::fingerprint::fingerprint(&lease.request, &self.config.fingerprint_headers);
+        let previous_due = prior.and_then(|p| p.next_due);
+        self.state.put_page(fp, record, previous_due);
     }
 
     /// Parks a host whose robots.txt keeps failing (see [`politeness::ROBOTS_ATTEMPTS`]);

@@ -3,7 +3,11 @@
 //! Runs inside a tokio task per request, so fetching and the legs' CPU work are
 //! spread over the runtime's threads. It touches no state: it returns a
 //! [`PageResult`] that the engine loop (the state's only owner) completes.
-//! Depends on [`crate::fetch`], [`crate::robots`], [`crate::legs`] and [`crate::request`].
+//!
+//! A revisit (a request with a page record) is a conditional GET; a 304, or a 200
+//! whose content hash equals the record's, is not given to the legs: the page's
+//! items and links are those already stored. Depends on [`crate::fetch`],
+//! [`crate::robots`], [`crate::legs`], [`crate::revisit`] and [`crate::request`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +16,10 @@ use crate::fetch::{FetchError, Fetcher};
 use crate::item::Item;
 use crate::legs::{self, Leg};
 use crate::request::Request;
+use crate::response::Response;
+use crate::revisit::{self, Observation};
 use crate::robots::{RobotsCache, Verdict};
+use crate::store::{PageRecord, pages};
 
 /// Responses with these statuses are retried (with the request's retry count).
 pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
@@ -57,23 +64,37 @@ pub struct PageResult {
     /// The host's robots.txt answered 5xx or could not be reached; the request was
     /// put back.
     pub robots_unavailable: bool,
+    /// What the fetch saw, for the page record (`None`: no final answer, or an
+    /// error answer to a revisit, which keeps the record as it was).
+    pub seen: Option<Observation>,
+    /// The page record the request was fetched against (a revisit), handed back.
+    pub prior: Option<PageRecord>,
 }
 
-/// Fetches `request` and runs the legs on the response.
+/// Fetches `request` (conditionally when `prior`, its page record, is given) and
+/// runs the legs on the response when it is new or changed.
 pub async fn process(
     fetcher: &Fetcher,
     legs: &Arc<dyn Leg>,
     request: &Request,
     retry: RetryPolicy,
     robots: Option<&RobotsCache>,
+    prior: Option<PageRecord>,
 ) -> PageResult {
-    let mut result = PageResult::default();
+    let mut result = PageResult {
+        prior,
+        ..PageResult::default()
+    };
     if let Some(robots) = robots
         && !obeys_robots(robots, request, &mut result).await
     {
         return result;
     }
-    let response = match fetcher.fetch(request).await {
+    let fetched = match &result.prior {
+        Some(prior) => fetcher.fetch(&conditional(request, prior)).await,
+        None => fetcher.fetch(request).await,
+    };
+    let response = match fetched {
         Ok(response) => response,
         Err(error) => {
             fetch_failed(request, &error, retry, &mut result);
@@ -81,23 +102,47 @@ pub async fn process(
         }
     };
     result.counters.push(("pages/fetched", 1));
+    result
+        .counters
+        .push(("fetch/bytes", response.body.len() as u64));
     result.counters.push((status_counter(response.status), 1));
     if RETRY_STATUSES.contains(&response.status) {
         let wait = retry_after(&response).unwrap_or_else(|| retry.wait(request.retries));
+        // 429/503 ask the host to slow down, even when we give up on the page.
+        result.backoff = Some(wait);
         if request.retries < retry.max_retries {
             result.requests.push(again(request));
             result.counters.push(("retry/scheduled", 1));
-            result.backoff = Some(wait);
             return result;
         }
         result.counters.push(("retry/exhausted", 1));
-        // 429/503 still ask the host to slow down, even when we give up on the page.
-        result.backoff = Some(wait);
+        if result.prior.is_some() {
+            // A revisit that keeps failing leaves the stored version in place.
+            result.counters.push(("revisit/failed", 1));
+            return result;
+        }
+    }
+    if response.status == 304 && result.prior.is_some() {
+        result.seen = Some(observe(&response, String::new()));
+        return result;
     }
     if (300..400).contains(&response.status)
         && let Some(target) = redirect_target(&response)
     {
+        result.seen = Some(observe(
+            &response,
+            revisit::content_hash(target.as_str().as_bytes()),
+        ));
         follow_redirect(request, target, &mut result);
+        return result;
+    }
+    let hash = revisit::content_hash(&response.body);
+    let unchanged = result
+        .prior
+        .as_ref()
+        .is_some_and(|p| p.content_hash == hash);
+    result.seen = Some(observe(&response, hash));
+    if unchanged {
         return result;
     }
     let output = legs::run(legs.as_ref(), &response);
@@ -107,6 +152,34 @@ pub async fn process(
         result.counters.push(("fetch/truncated", 1));
     }
     result
+}
+
+/// `request` with the validators of its page record as conditional headers.
+fn conditional(request: &Request, prior: &PageRecord) -> Request {
+    let mut request = request.clone();
+    request
+        .headers
+        .retain(|(name, _)| !pages::is_conditional_header(name));
+    request.headers.extend(revisit::conditional_headers(prior));
+    request
+}
+
+/// The page-record facts of a response.
+fn observe(response: &Response, content_hash: String) -> Observation {
+    let header = |name| {
+        response
+            .headers
+            .get(name)
+            .and_then(|v: &http::HeaderValue| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    Observation {
+        status: response.status,
+        final_url: response.url.to_string(),
+        etag: header(http::header::ETAG),
+        last_modified: header(http::header::LAST_MODIFIED),
+        content_hash,
+    }
 }
 
 /// Asks robots.txt about `request`; false when it must not be fetched now (the
@@ -160,7 +233,7 @@ fn fetch_failed(
 
 /// The seconds of a `Retry-After` header (an HTTP date is not parsed: the
 /// default backoff applies), capped at [`MAX_RETRY_AFTER`].
-fn retry_after(response: &crate::response::Response) -> Option<Duration> {
+fn retry_after(response: &Response) -> Option<Duration> {
     let value = response
         .headers
         .get(http::header::RETRY_AFTER)?
@@ -178,7 +251,7 @@ fn again(request: &Request) -> Request {
     again
 }
 
-fn redirect_target(response: &crate::response::Response) -> Option<url::Url> {
+fn redirect_target(response: &Response) -> Option<url::Url> {
     let location = response
         .headers
         .get(http::header::LOCATION)?
@@ -187,8 +260,10 @@ fn redirect_target(response: &crate::response::Response) -> Option<url::Url> {
     response.url.join(location).ok()
 }
 
-/// A redirect is a new request for the target, deduped like any link, carrying
-/// the chain so far; loops and chains over [`MAX_REDIRECTS`] stop.
+/// A redirect is a new request for the target, deduped like any link (a seed's
+/// or a revisit's target bypasses the seen set like its source, so that a hub
+/// behind a redirect is looked at again), carrying the chain so far; loops and
+/// chains over [`MAX_REDIRECTS`] stop.
 fn follow_redirect(request: &Request, mut target: url::Url, result: &mut PageResult) {
     target.set_fragment(None);
     let target = target.to_string();
@@ -205,7 +280,6 @@ fn follow_redirect(request: &Request, mut target: url::Url, result: &mut PageRes
     next.redirects.push(request.url.clone());
     next.url = target;
     next.retries = 0;
-    next.dont_filter = false;
     result.requests.push(next);
     result.counters.push(("redirect/followed", 1));
 }

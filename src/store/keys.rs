@@ -33,6 +33,11 @@ pub const ROBOTS: u8 = b'R';
 /// Requests not fetched by rule (robots.txt): `b` · URL → record.
 pub const BLOCKED: u8 = b'b';
 
+/// Page records: `p` · fingerprint (20 bytes) → record.
+pub const PAGE: u8 = b'p';
+/// Revisit index: `v` · due time (unix seconds, u64) · fingerprint → empty.
+pub const DUE: u8 = b'v';
+
 /// Length of a queue key.
 pub const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;
 

@@ -23,6 +23,7 @@
 mod frontier;
 pub mod keys;
 mod output;
+pub mod pages;
 pub mod records;
 mod robots;
 mod seen;
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub use frontier::Lease;
+pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub use robots::Blocked;
 pub use seen::{CommitOutcome, Completion, Seen};
 pub use views::{FrontierEntry, SeenAnswer, Summary};
@@ -189,6 +191,8 @@ struct Group {
     completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN])>,
     /// Hosts that got new queue entries in this group, with the smallest new key.
     touched_hosts: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
+    /// Page records written in this group, readable before the commit.
+    page_records: HashMap<Fingerprint, pages::PageRecord>,
     /// First item sequence number written in this group.
     first_item: Option<u64>,
     pages: usize,
@@ -304,6 +308,21 @@ impl State {
     /// The current run record, if a run was begun.
     pub fn run(&self) -> Option<&RunRecord> {
         self.run.as_ref()
+    }
+
+    /// The run before the current one (or the last run, when none is current).
+    pub fn previous_run(&self) -> Result<Option<RunRecord>, StoreError> {
+        let end = match &self.run {
+            Some(run) => keys::with_u64(keys::RUN, run.id),
+            None => vec![keys::RUN + 1],
+        };
+        match self.db.range(vec![keys::RUN]..end).next_back() {
+            None => Ok(None),
+            Some(entry) => {
+                let (key, value) = entry.map_err(|e| self.db_error(e))?;
+                Ok(Some(self.decode_record("run", &key, &value)?))
+            }
+        }
     }
 
     /// Ends the current run: commits, checkpoints and records how it ended.

@@ -82,6 +82,9 @@ pub enum RunOutcome {
     Killed,
     /// Stopped by an error.
     Failed,
+    /// Requests are left, but none could start soon (hosts backed off or parked);
+    /// they wait for the next run, which also starts a new cycle.
+    Idle,
 }
 
 impl RunOutcome {
@@ -94,6 +97,7 @@ impl RunOutcome {
             RunOutcome::Interrupted => "interrupted",
             RunOutcome::Killed => "killed",
             RunOutcome::Failed => "failed",
+            RunOutcome::Idle => "idle",
         }
     }
 }

@@ -309,12 +309,12 @@ impl State {
         self.count("seen/unique", 1);
     }
 
-    fn count(&mut self, name: &str, by: u64) {
+    pub(super) fn count(&mut self, name: &str, by: u64) {
         self.counters.add(name, by);
         self.run_counters.add(name, by);
     }
 
-    fn opened(&mut self) {
+    pub(super) fn opened(&mut self) {
         self.group.opened_at.get_or_insert_with(Instant::now);
     }
 }

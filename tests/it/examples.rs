@@ -313,11 +313,9 @@ fn news_example_follows_feed_entries_with_stable_ids() {
 }
 
 /// The example says "Run it from cron: every run fetches only the entries it has not
-/// seen". A second run on the same state should re-read the feeds and fetch the new
-/// entry only; today a seed already stored is never queued again, so the feeds are
-/// not re-read and the new entry is missed.
+/// seen". A second run on the same state re-reads the feeds (seeds start every
+/// cycle) and fetches the new entry only.
 #[test]
-#[ignore = "a stored seed is not fetched again in a later run (see the report)"]
 fn news_example_run_again_fetches_only_new_entries() {
     let extra = Arc::new(AtomicBool::new(false));
     let server = news_site(Arc::clone(&extra));

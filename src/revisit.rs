@@ -1,0 +1,241 @@
+//! Incremental re-crawls: when a page is due again, and what a fetch of a known
+//! page means (new, changed, unchanged, not modified, gone).
+//!
+//! [`Schedule`] holds the revisit policies ([`Revisit`]: every run, a fixed
+//! interval, Nutch's adaptive interval, never), picked per URL by the first
+//! matching rule. [`Schedule::record`] turns the previous [`PageRecord`] and one
+//! [`Observation`] into the next record: validators, content hash, version,
+//! counts, interval and due time. Pure functions of their inputs (time is a
+//! parameter), so every rule is unit-tested here. Depends on [`crate::config`],
+//! [`crate::request`] and the record types of [`crate::store`].
+
+use std::time::Duration;
+
+use regex::Regex;
+use sha1::{Digest, Sha1};
+
+use crate::config::{CrawlConfig, Revisit};
+use crate::request::Request;
+use crate::store::{PageRecord, StoredRequest};
+
+/// A page is due this fraction of its interval early (at most [`MAX_EARLY`]), so
+/// that a daily run does not miss a page fetched a few seconds later the day before.
+pub const EARLY_FRACTION: f64 = 0.1;
+/// Upper bound of the early margin.
+pub const MAX_EARLY: Duration = Duration::from_secs(3600);
+/// Adaptive policy: factor applied to the interval when the page changed.
+pub const SHRINK: f64 = 0.8;
+/// Adaptive policy: factor applied to the interval when it did not.
+pub const GROW: f64 = 1.4;
+/// 404 answers in a row after which a page is gone (410 is gone at once).
+pub const GONE_AFTER_404S: u32 = 2;
+
+/// A revisit rule whose regex does not compile.
+#[derive(Debug, thiserror::Error)]
+#[error("revisit rule {pattern:?} is not a valid regex: {reason}")]
+pub struct RuleError {
+    /// The pattern as given.
+    pub pattern: String,
+    /// The regex error.
+    pub reason: String,
+}
+
+/// What one fetch of a page saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    /// HTTP status (304 for a confirmed copy).
+    pub status: u16,
+    /// The URL that answered.
+    pub final_url: String,
+    /// The `ETag` header, if any.
+    pub etag: Option<String>,
+    /// The `Last-Modified` header, if any.
+    pub last_modified: Option<String>,
+    /// [`content_hash`] of the body (of the `Location` for a redirect); ignored for 304.
+    pub content_hash: String,
+}
+
+/// What a fetch found, compared with the page record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// No record: the page was never fetched before.
+    New,
+    /// The content hash differs from the record's.
+    Changed,
+    /// A 200 with the same content hash.
+    Unchanged,
+    /// The server answered 304 Not Modified.
+    NotModified,
+}
+
+impl Change {
+    /// Compares a fetched content hash with the record (a 304 is `NotModified`).
+    pub fn of(prior: Option<&PageRecord>, status: u16, content_hash: &str) -> Change {
+        match prior {
+            None => Change::New,
+            Some(_) if status == 304 => Change::NotModified,
+            Some(prior) if prior.content_hash == content_hash => Change::Unchanged,
+            Some(_) => Change::Changed,
+        }
+    }
+
+    /// True when the page's items are stored (new or changed content).
+    pub fn stores_items(self) -> bool {
+        matches!(self, Change::New | Change::Changed)
+    }
+
+    /// The per-run counter of this outcome.
+    pub fn counter(self) -> &'static str {
+        match self {
+            Change::New => "pages/new",
+            Change::Changed => "pages/changed",
+            Change::Unchanged => "pages/unchanged",
+            Change::NotModified => "pages/not_modified",
+        }
+    }
+}
+
+/// SHA-1 of `bytes` as 40 hex characters.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let digest: [u8; 20] = Sha1::digest(bytes).into();
+    crate::fingerprint::to_hex(&digest)
+}
+
+/// The `If-None-Match` / `If-Modified-Since` headers a revisit of `prior` sends.
+pub fn conditional_headers(prior: &PageRecord) -> Vec<(String, String)> {
+    let mut headers = Vec::with_capacity(2);
+    if let Some(etag) = &prior.etag {
+        headers.push(("If-None-Match".to_owned(), etag.clone()));
+    }
+    if let Some(date) = &prior.last_modified {
+        headers.push(("If-Modified-Since".to_owned(), date.clone()));
+    }
+    headers
+}
+
+/// The revisit policies of a crawl.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    default: Revisit,
+    rules: Vec<(Regex, Revisit)>,
+}
+
+impl Schedule {
+    /// Compiles the crawl's revisit rules.
+    pub fn new(config: &CrawlConfig) -> Result<Schedule, RuleError> {
+        let mut rules = Vec::with_capacity(config.revisit_rules.len());
+        for rule in &config.revisit_rules {
+            let regex = Regex::new(&rule.pattern).map_err(|e| RuleError {
+                pattern: rule.pattern.clone(),
+                reason: e.to_string(),
+            })?;
+            rules.push((regex, rule.revisit));
+        }
+        Ok(Schedule {
+            default: config.revisit,
+            rules,
+        })
+    }
+
+    /// The policy for `url`: the first matching rule's, else the default.
+    pub fn policy(&self, url: &str) -> Revisit {
+        self.rules
+            .iter()
+            .find(|(regex, _)| regex.is_match(url))
+            .map_or(self.default, |(_, revisit)| *revisit)
+    }
+
+    /// The record after `seen`, and what it found. `now` is unix seconds.
+    pub fn record(
+        &self,
+        prior: Option<&PageRecord>,
+        request: &Request,
+        seen: &Observation,
+        now: u64,
+    ) -> (PageRecord, Change) {
+        let change = Change::of(prior, seen.status, &seen.content_hash);
+        let policy = self.policy(&request.url);
+        let interval = next_interval(policy, prior.map(|p| p.interval), change);
+        let mut record = match prior {
+            Some(prior) => prior.clone(),
+            None => PageRecord {
+                url: request.url.clone(),
+                final_url: seen.final_url.clone(),
+                status: seen.status,
+                etag: None,
+                last_modified: None,
+                content_hash: seen.content_hash.clone(),
+                first_fetched: now,
+                last_fetched: now,
+                last_changed: now,
+                fetches: 0,
+                changes: 0,
+                version: 1,
+                interval: 0,
+                next_due: None,
+                missing: 0,
+                gone: false,
+                request: StoredRequest::of(request),
+            },
+        };
+        record.fetches = record.fetches.saturating_add(1);
+        record.last_fetched = now;
+        if change != Change::NotModified {
+            record.final_url.clone_from(&seen.final_url);
+            record.status = seen.status;
+            record.etag.clone_from(&seen.etag);
+            record.last_modified.clone_from(&seen.last_modified);
+            record.content_hash.clone_from(&seen.content_hash);
+            record.request = StoredRequest::of(request);
+        }
+        if change == Change::Changed {
+            record.changes = record.changes.saturating_add(1);
+            record.version = record.version.saturating_add(1);
+            record.last_changed = now;
+        }
+        record.missing = match seen.status {
+            404 | 410 => record.missing.saturating_add(1),
+            304 => record.missing,
+            _ => 0,
+        };
+        record.gone = seen.status == 410 || record.missing >= GONE_AFTER_404S;
+        record.interval = interval.map_or(0, |d| d.as_secs());
+        record.next_due = match interval {
+            _ if record.gone => None,
+            None => None,
+            Some(d) => Some(now.saturating_add(d.as_secs()).saturating_sub(early(d))),
+        };
+        (record, change)
+    }
+}
+
+/// The interval after a fetch; `None` for "never again".
+fn next_interval(policy: Revisit, prior: Option<u64>, change: Change) -> Option<Duration> {
+    match policy {
+        Revisit::EveryRun => Some(Duration::ZERO),
+        Revisit::After(d) => Some(d),
+        Revisit::Never => None,
+        Revisit::Adaptive { initial, min, max } => {
+            let Some(previous) = prior.filter(|_| change != Change::New) else {
+                return Some(initial.clamp(min, max.max(min)));
+            };
+            let factor = if change == Change::Changed {
+                SHRINK
+            } else {
+                GROW
+            };
+            // Whole seconds: the record keeps seconds.
+            let secs = (previous.max(1) as f64 * factor).round();
+            let next = Duration::try_from_secs_f64(secs).unwrap_or(max);
+            Some(next.clamp(min, max.max(min)))
+        }
+    }
+}
+
+/// How early a page with interval `d` becomes due, in seconds.
+fn early(d: Duration) -> u64 {
+    d.mul_f64(EARLY_FRACTION).min(MAX_EARLY).as_secs()
+}
+
+#[cfg(test)]
+mod tests;

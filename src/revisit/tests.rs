@@ -1,0 +1,176 @@
+use std::time::Duration;
+
+use super::*;
+use crate::config::RevisitRule;
+
+const DAY: u64 = 86_400;
+
+fn schedule(default: Revisit, rules: &[(&str, Revisit)]) -> Schedule {
+    let config = CrawlConfig {
+        revisit: default,
+        revisit_rules: rules
+            .iter()
+            .map(|(pattern, revisit)| RevisitRule {
+                pattern: (*pattern).to_owned(),
+                revisit: *revisit,
+            })
+            .collect(),
+        ..CrawlConfig::default()
+    };
+    Schedule::new(&config).unwrap()
+}
+
+fn seen(status: u16, body: &str) -> Observation {
+    Observation {
+        status,
+        final_url: "http://a.test/p".into(),
+        etag: Some("\"v1\"".into()),
+        last_modified: None,
+        content_hash: content_hash(body.as_bytes()),
+    }
+}
+
+fn request() -> Request {
+    Request::get("http://a.test/p")
+}
+
+#[test]
+fn first_fetch_is_new_version_one_due_after_the_initial_interval_minus_margin() {
+    let s = schedule(Revisit::default(), &[]);
+    let (record, change) = s.record(None, &request(), &seen(200, "a"), 1000);
+    assert_eq!(change, Change::New);
+    assert_eq!(record.version, 1);
+    assert_eq!(record.fetches, 1);
+    assert_eq!(record.interval, DAY);
+    // One day, one hour early at most (10 % of a day is more than an hour).
+    assert_eq!(record.next_due, Some(1000 + DAY - 3600));
+    assert_eq!(record.etag.as_deref(), Some("\"v1\""));
+}
+
+#[test]
+fn adaptive_interval_grows_when_unchanged_and_shrinks_when_changed_within_bounds() {
+    let s = schedule(Revisit::default(), &[]);
+    let (r1, _) = s.record(None, &request(), &seen(200, "a"), 0);
+    let (r2, c2) = s.record(Some(&r1), &request(), &seen(200, "a"), DAY);
+    assert_eq!(c2, Change::Unchanged);
+    assert_eq!(r2.interval, (DAY as f64 * GROW).round() as u64);
+    assert_eq!(r2.version, 1);
+    let (r3, c3) = s.record(Some(&r2), &request(), &seen(200, "b"), 2 * DAY);
+    assert_eq!(c3, Change::Changed);
+    assert_eq!(r3.version, 2);
+    assert_eq!(r3.changes, 1);
+    assert_eq!(r3.interval, (r2.interval as f64 * SHRINK).round() as u64);
+    // Many unchanged fetches stop at the maximum; many changes at the minimum.
+    let mut r = r3.clone();
+    for i in 0..40 {
+        r = s
+            .record(Some(&r), &request(), &seen(200, "b"), 3 * DAY + i)
+            .0;
+    }
+    assert_eq!(r.interval, 30 * DAY);
+    for i in 0..60 {
+        let body = format!("change {i}");
+        r = s
+            .record(Some(&r), &request(), &seen(200, &body), 4 * DAY + i)
+            .0;
+    }
+    assert_eq!(r.interval, 3600);
+}
+
+#[test]
+fn not_modified_keeps_content_and_validators_and_counts_the_fetch() {
+    let s = schedule(Revisit::After(Duration::from_secs(100)), &[]);
+    let (r1, _) = s.record(None, &request(), &seen(200, "a"), 0);
+    let mut confirm = seen(304, "");
+    confirm.etag = None;
+    let (r2, change) = s.record(Some(&r1), &request(), &confirm, 500);
+    assert_eq!(change, Change::NotModified);
+    assert_eq!(r2.status, 200);
+    assert_eq!(r2.content_hash, r1.content_hash);
+    assert_eq!(r2.etag, r1.etag);
+    assert_eq!(r2.fetches, 2);
+    assert_eq!(r2.last_fetched, 500);
+    assert_eq!(r2.next_due, Some(500 + 100 - 10));
+}
+
+#[test]
+fn rules_pick_the_first_match_and_every_run_and_never_work() {
+    let s = schedule(
+        Revisit::Never,
+        &[
+            ("/feed", Revisit::EveryRun),
+            ("/f", Revisit::After(Duration::from_secs(7))),
+        ],
+    );
+    assert_eq!(s.policy("http://a.test/feed.xml"), Revisit::EveryRun);
+    assert_eq!(
+        s.policy("http://a.test/faq"),
+        Revisit::After(Duration::from_secs(7))
+    );
+    let hub = Request::get("http://a.test/feed.xml");
+    let (r, _) = s.record(None, &hub, &seen(200, "x"), 50);
+    assert_eq!(r.next_due, Some(50));
+    let (r, _) = s.record(None, &request(), &seen(200, "x"), 50);
+    assert_eq!(r.next_due, None);
+}
+
+#[test]
+fn gone_after_a_410_or_two_404s_in_a_row_and_never_due_again() {
+    let s = schedule(Revisit::EveryRun, &[]);
+    let (r1, _) = s.record(None, &request(), &seen(200, "a"), 0);
+    let (r2, c2) = s.record(Some(&r1), &request(), &seen(404, "nope"), 1);
+    assert_eq!(c2, Change::Changed);
+    assert!(!r2.gone);
+    assert_eq!(r2.next_due, Some(1));
+    let (r3, c3) = s.record(Some(&r2), &request(), &seen(404, "nope"), 2);
+    assert_eq!(c3, Change::Unchanged);
+    assert!(r3.gone);
+    assert_eq!(r3.next_due, None);
+    let (g, _) = s.record(Some(&r1), &request(), &seen(410, ""), 1);
+    assert!(g.gone);
+    // Back after one 404: the count starts again.
+    let (back, _) = s.record(Some(&r2), &request(), &seen(200, "a"), 3);
+    assert_eq!((back.missing, back.gone), (0, false));
+}
+
+#[test]
+fn conditional_headers_follow_the_validators() {
+    let s = schedule(Revisit::EveryRun, &[]);
+    let mut o = seen(200, "a");
+    o.last_modified = Some("Wed, 21 Oct 2015 07:28:00 GMT".into());
+    let (r, _) = s.record(None, &request(), &o, 0);
+    let headers = conditional_headers(&r);
+    assert_eq!(headers.len(), 2);
+    assert_eq!(headers[0], ("If-None-Match".into(), "\"v1\"".into()));
+    o.etag = None;
+    o.last_modified = None;
+    let (r, _) = s.record(None, &request(), &o, 0);
+    assert!(conditional_headers(&r).is_empty());
+}
+
+#[test]
+fn a_bad_rule_names_its_pattern() {
+    let config = CrawlConfig {
+        revisit_rules: vec![RevisitRule {
+            pattern: "(".into(),
+            revisit: Revisit::Never,
+        }],
+        ..CrawlConfig::default()
+    };
+    let error = Schedule::new(&config).unwrap_err().to_string();
+    assert!(error.starts_with("revisit rule \"(\""), "{error}");
+}
+
+#[test]
+fn the_stored_request_drops_conditional_headers() {
+    let mut request = request();
+    request.headers.push(("If-None-Match".into(), "x".into()));
+    request.headers.push(("X-Keep".into(), "y".into()));
+    request.depth = 3;
+    let s = schedule(Revisit::EveryRun, &[]);
+    let (r, _) = s.record(None, &request, &seen(200, "a"), 0);
+    let again = r.revisit_request();
+    assert_eq!(again.headers, vec![("X-Keep".to_owned(), "y".to_owned())]);
+    assert_eq!(again.depth, 3);
+    assert!(again.dont_filter);
+}

@@ -1,0 +1,281 @@
+//! Page records — what the last fetch of each page saw — and the revisit index.
+//!
+//! A page record is keyed by the request fingerprint (`p` · fingerprint) and
+//! written in the completion group of the fetch that produced it, so it is
+//! durable exactly when the page's items are. The due index (`v` · due time ·
+//! fingerprint) orders pages by when they are due again; a new cycle reads it up
+//! to "now" and re-queues what it finds, so the cost of a run is the number of
+//! pages due, never the number of pages known. The store does not decide when a
+//! page is due (that is [`crate::revisit`]); it keeps the record and the index
+//! in step. Depends on [`crate::request`] and [`crate::fingerprint`].
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::{State, StoreError, keys, records};
+use crate::fingerprint::{self, Fingerprint};
+use crate::request::Request;
+
+/// Everything the last fetch of one page told us, and when it is due again.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PageRecord {
+    /// The requested URL (the page's identity, with the request below).
+    pub url: String,
+    /// The URL that answered (after the fetcher's own handling; redirects are
+    /// separate pages).
+    pub final_url: String,
+    /// HTTP status of the last fetch (304 keeps the status of the content it
+    /// confirmed).
+    pub status: u16,
+    /// The `ETag` the server sent with the current content.
+    pub etag: Option<String>,
+    /// The `Last-Modified` the server sent with the current content.
+    pub last_modified: Option<String>,
+    /// SHA-1 (hex) of the current content (for a redirect: of its target).
+    pub content_hash: String,
+    /// Unix seconds of the first fetch.
+    pub first_fetched: u64,
+    /// Unix seconds of the last fetch.
+    pub last_fetched: u64,
+    /// Unix seconds when the content was last found new or changed.
+    pub last_changed: u64,
+    /// Fetches so far (304s included).
+    pub fetches: u32,
+    /// Times the content was found changed after the first fetch.
+    pub changes: u32,
+    /// Version of the current content (1 for the first); items carry it.
+    pub version: u32,
+    /// The revisit interval in force, in seconds.
+    pub interval: u64,
+    /// Unix seconds from which the page is due again; `None` = never.
+    pub next_due: Option<u64>,
+    /// 404/410 answers in a row.
+    pub missing: u32,
+    /// Gone (410, or 404 twice in a row): not revisited again.
+    pub gone: bool,
+    /// How to ask for the page again.
+    pub request: StoredRequest,
+}
+
+/// The parts of a [`Request`] a revisit needs (the URL is [`PageRecord::url`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoredRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Body (empty for `GET`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<u8>,
+    /// Headers the request carried (conditional headers excluded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
+    /// Depth at which the page was found.
+    pub depth: u32,
+    /// Priority.
+    pub priority: i32,
+    /// Page it was found on.
+    pub referer: Option<String>,
+    /// Leg metadata.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub meta: std::collections::BTreeMap<String, String>,
+}
+
+/// True for the headers the engine adds to a revisit (`If-None-Match`,
+/// `If-Modified-Since`); they are never stored with the request.
+pub fn is_conditional_header(name: &str) -> bool {
+    ["if-none-match", "if-modified-since"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
+impl StoredRequest {
+    /// The stored parts of `request` (without conditional headers).
+    pub fn of(request: &Request) -> StoredRequest {
+        StoredRequest {
+            method: request.method.clone(),
+            body: request.body.clone(),
+            headers: request
+                .headers
+                .iter()
+                .filter(|(name, _)| !is_conditional_header(name))
+                .cloned()
+                .collect(),
+            depth: request.depth,
+            priority: request.priority,
+            referer: request.referer.clone(),
+            meta: request.meta.clone(),
+        }
+    }
+}
+
+impl PageRecord {
+    /// The request that fetches this page again: `dont_filter`, no retries.
+    pub fn revisit_request(&self) -> Request {
+        let stored = &self.request;
+        let mut request = Request::get(self.url.clone());
+        request.method = stored.method.clone();
+        request.body = stored.body.clone();
+        request.headers = stored.headers.clone();
+        request.depth = stored.depth;
+        request.priority = stored.priority;
+        request.referer = stored.referer.clone();
+        request.meta = stored.meta.clone();
+        request.dont_filter = true;
+        request
+    }
+}
+
+/// What [`State::start_cycle`] queued.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CycleStart {
+    /// Stored seeds queued again.
+    pub seeds: u64,
+    /// Due pages queued again.
+    pub due: u64,
+    /// Seeds and due pages skipped because their host still had queued requests.
+    pub held: u64,
+}
+
+fn due_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + 8 + fp.len());
+    key.push(keys::DUE);
+    key.extend_from_slice(&due.to_be_bytes());
+    key.extend_from_slice(fp);
+    key
+}
+
+impl State {
+    /// The page record of `fp`: the open group's (not yet durable) one first.
+    pub fn page(&self, fp: &Fingerprint) -> Result<Option<PageRecord>, StoreError> {
+        if let Some(record) = self.group.page_records.get(fp) {
+            return Ok(Some(record.clone()));
+        }
+        let key = keys::with_prefix(keys::PAGE, fp);
+        match self.db.get(&key).map_err(|e| self.db_error(e))? {
+            Some(value) => Ok(Some(self.decode_record("page", &key, &value)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores (replaces) the page record of `fp` in the open group, moving its
+    /// due-index entry from `previous_due` to the record's `next_due`.
+    pub fn put_page(&mut self, fp: Fingerprint, record: PageRecord, previous_due: Option<u64>) {
+        if let Some(due) = previous_due {
+            self.group.batch.remove(due_key(due, &fp));
+        }
+        if let Some(due) = record.next_due {
+            self.group.batch.insert(due_key(due, &fp), &[]);
+        }
+        self.group
+            .batch
+            .insert(keys::with_prefix(keys::PAGE, &fp), records::encode(&record));
+        self.group.page_records.insert(fp, record);
+        self.group.dirty = true;
+        self.opened();
+    }
+
+    /// Visits every page record in fingerprint order; stops early when `f` returns false.
+    pub fn for_each_page(&self, mut f: impl FnMut(&PageRecord) -> bool) -> Result<(), StoreError> {
+        for entry in self.db.scan_prefix([keys::PAGE]) {
+            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+            let record: PageRecord = self.decode_record("page", &key, &value)?;
+            if !f(&record) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Visits the page records due at or before `until` (unix seconds), soonest
+    /// first; stops early when `f` returns false.
+    pub fn for_each_due(
+        &self,
+        until: u64,
+        mut f: impl FnMut(Fingerprint, PageRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        let end = due_key(until.saturating_add(1), &[0u8; 20]);
+        for entry in self.db.range(vec![keys::DUE]..end) {
+            let (key, _) = entry.map_err(|e| self.db_error(e))?;
+            let fp: Fingerprint = key
+                .get(9..29)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| self.corrupt("due index", &key, "bad key length"))?;
+            let Some(record) = self.page(&fp)? else {
+                return Err(self.corrupt("due index", &key, "no page record"));
+            };
+            if !f(fp, record) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a crawl cycle: queues every stored seed and every page due by `now`
+    /// again (`dont_filter`), except those of hosts that still have queued
+    /// requests (a host held over from the last run finishes its cycle first, so
+    /// nothing is queued twice). Commits.
+    pub fn start_cycle(
+        &mut self,
+        now: u64,
+        fingerprint_headers: &[String],
+    ) -> Result<CycleStart, StoreError> {
+        let busy: HashSet<u32> = self
+            .hosts
+            .keys()
+            .copied()
+            .filter(|&id| self.host_has_queued(id))
+            .collect();
+        let held = |state: &State, url: &str| {
+            let host = super::frontier::host_of(url);
+            state
+                .host_ids
+                .get(&host)
+                .is_some_and(|id| busy.contains(id))
+        };
+        let mut start = CycleStart::default();
+        let mut seed_fps = HashSet::new();
+        for url in self.seeds()? {
+            let mut request = Request::get(url);
+            request.dont_filter = true;
+            seed_fps.insert(fingerprint::fingerprint(&request, fingerprint_headers));
+            if held(self, &request.url) {
+                start.held += 1;
+                continue;
+            }
+            self.enqueue(&request, fingerprint_headers)?;
+            start.seeds += 1;
+        }
+        let mut due = Vec::new();
+        self.for_each_due(now, |fp, record| {
+            if !seed_fps.contains(&fp) && !record.gone {
+                due.push(record.revisit_request());
+            }
+            true
+        })?;
+        for request in due {
+            if held(self, &request.url) {
+                start.held += 1;
+                continue;
+            }
+            self.enqueue(&request, fingerprint_headers)?;
+            start.due += 1;
+            // Long due lists are committed in chunks, to keep each batch small.
+            if start.due % 1024 == 0 {
+                self.commit()?;
+            }
+        }
+        self.count("cycle/started", 1);
+        self.count("revisit/seeds", start.seeds);
+        self.count("revisit/due", start.due);
+        self.commit()?;
+        Ok(start)
+    }
+
+    fn host_has_queued(&self, host_id: u32) -> bool {
+        self.db
+            .scan_prefix(keys::queue_host_prefix(host_id))
+            .keys()
+            .next()
+            .is_some()
+    }
+}
