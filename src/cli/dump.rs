@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
-use legcrawl::store::records::RunRecord;
-use legcrawl::store::{Blocked, OpenOptions, State, StoreError, Summary, status};
+use legcrawl::fingerprint::{self, Fingerprint};
+use legcrawl::request::Request;
+use legcrawl::store::records::{RunRecord, unix_now};
+use legcrawl::store::{Blocked, OpenOptions, PageRecord, State, StoreError, Summary, status};
 
 use super::{DataArg, finish};
 
@@ -38,8 +40,12 @@ enum View {
         /// The URL to look up.
         url: String,
     },
-    /// Page records (incremental crawls).
-    Pages,
+    /// Page records: status, validators, fetch and change counts, version, when due.
+    Pages {
+        /// Only what the next run will fetch again: the seeds and the pages due now.
+        #[arg(long)]
+        due: bool,
+    },
     /// One line per run.
     Runs,
     /// Requests not fetched because robots.txt disallows them.
@@ -62,11 +68,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         View::Frontier => print_frontier(&mut out, &state, args.limit.unwrap_or(20), args.json),
         View::Items => print_items(&mut out, &state, args.limit),
         View::Seen { url } => print_seen(&mut out, &state, &url, args.json),
-        View::Pages => writeln!(
-            out,
-            "no page records (incremental re-crawls are not built yet)"
-        )
-        .map_err(Into::into),
+        View::Pages { due } => print_pages(&mut out, &state, due, args.limit, args.json),
         View::Runs => print_runs(&mut out, &state.runs()?, args.limit, args.json),
         View::Blocked => print_blocked(&mut out, &state.blocked()?, args.json),
     };
@@ -214,6 +216,92 @@ fn print_seen(out: &mut impl Write, state: &State, url: &str, json: bool) -> any
     Ok(())
 }
 
+/// The page records to show: all (fingerprint order), or with `due` the seeds'
+/// and those due now (soonest first).
+fn collect_pages(
+    state: &State,
+    due: bool,
+    limit: usize,
+) -> anyhow::Result<Vec<(Fingerprint, PageRecord)>> {
+    let mut pages = Vec::new();
+    if !due {
+        state.for_each_page(|fp, record| {
+            pages.push((fp, record.clone()));
+            pages.len() < limit
+        })?;
+        return Ok(pages);
+    }
+    let mut seeds = std::collections::HashSet::new();
+    for url in state.seeds()? {
+        let mut request = Request::get(url);
+        request.dont_filter = true;
+        let fp = fingerprint::fingerprint(&request, &[]);
+        seeds.insert(fp);
+        if let Some(record) = state.page(&fp)? {
+            pages.push((fp, record));
+        }
+    }
+    state.for_each_due(unix_now(), |fp, record| {
+        if !seeds.contains(&fp) && !record.gone {
+            pages.push((fp, record));
+        }
+        pages.len() < limit
+    })?;
+    pages.truncate(limit);
+    Ok(pages)
+}
+
+fn print_pages(
+    out: &mut impl Write,
+    state: &State,
+    due: bool,
+    limit: Option<usize>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let pages = collect_pages(state, due, limit.unwrap_or(usize::MAX))?;
+    if !json {
+        writeln!(
+            out,
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  url",
+            "status", "fetches", "changes", "ver", "val", "last fetched", "due"
+        )?;
+    }
+    for (fp, page) in pages {
+        if json {
+            let mut value = serde_json::to_value(&page)?;
+            if let Some(map) = value.as_object_mut() {
+                map.insert("fingerprint".into(), fingerprint::to_hex(&fp).into());
+            }
+            writeln!(out, "{value}")?;
+            continue;
+        }
+        let validators = match (&page.etag, &page.last_modified) {
+            (Some(_), Some(_)) => "E+LM",
+            (Some(_), None) => "E",
+            (None, Some(_)) => "LM",
+            (None, None) => "-",
+        };
+        let due = match page.next_due {
+            _ if page.gone => "gone".to_owned(),
+            None => "never".to_owned(),
+            Some(at) => rfc3339_secs(at),
+        };
+        writeln!(
+            out,
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  {}",
+            page.status,
+            page.fetches,
+            page.changes,
+            page.version,
+            validators,
+            rfc3339_secs(page.last_fetched),
+            due,
+            page.url
+        )?;
+    }
+    Ok(())
+}
+
 fn print_runs(
     out: &mut impl Write,
     runs: &[RunRecord],
@@ -224,8 +312,20 @@ fn print_runs(
     if !json {
         writeln!(
             out,
-            "{:>4}  {:<20}  {:<20}  {:<11}  {:>8}  {:>8}  {:>8}",
-            "run", "started", "ended", "outcome", "pages", "items", "filtered"
+            "{:>4}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>8}  {:>9}",
+            "run",
+            "started",
+            "ended",
+            "outcome",
+            "fetched",
+            "new",
+            "changed",
+            "unchanged",
+            "gone",
+            "failed",
+            "items",
+            "filtered",
+            "bytes"
         )?;
     }
     for run in &runs[skip..] {
@@ -237,14 +337,20 @@ fn print_runs(
         let ended = run.ended_at.map(rfc3339_secs).unwrap_or_else(|| "-".into());
         writeln!(
             out,
-            "{:>4}  {:<20}  {:<20}  {:<11}  {:>8}  {:>8}  {:>8}",
+            "{:>4}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>8}  {:>9}",
             run.id,
             rfc3339_secs(run.started_at),
             ended,
             run.outcome.as_str(),
-            count("pages/completed"),
+            count("pages/fetched"),
+            count("pages/new"),
+            count("pages/changed"),
+            count("pages/unchanged") + count("pages/not_modified"),
+            count("pages/gone"),
+            count("fetch/failed"),
             count("items/stored"),
-            count("dupefilter/filtered")
+            count("dupefilter/filtered"),
+            count("fetch/bytes")
         )?;
     }
     Ok(())

@@ -175,11 +175,18 @@ impl State {
     }
 
     /// Visits every page record in fingerprint order; stops early when `f` returns false.
-    pub fn for_each_page(&self, mut f: impl FnMut(&PageRecord) -> bool) -> Result<(), StoreError> {
+    pub fn for_each_page(
+        &self,
+        mut f: impl FnMut(Fingerprint, &PageRecord) -> bool,
+    ) -> Result<(), StoreError> {
         for entry in self.db.scan_prefix([keys::PAGE]) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
+            let fp: Fingerprint = key
+                .get(1..21)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| self.corrupt("page", &key, "bad key length"))?;
             let record: PageRecord = self.decode_record("page", &key, &value)?;
-            if !f(&record) {
+            if !f(fp, &record) {
                 break;
             }
         }
