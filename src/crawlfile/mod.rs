@@ -18,12 +18,16 @@
 //!                # deny = [regex..], follow_nofollow = true
 //! [limits]       # max_pages, concurrency, timeout = "30s", read_timeout = "10s",
 //!                # max_body = "10MiB", max_url_len = 8192, max_retries = 2,
-//!                # retry_backoff = "1s", grace = "2s" (Ctrl-C grace)
+//!                # retry_backoff = "1s", grace = "2s" (Ctrl-C grace),
+//!                # max_duration = "30m", until_idle = true
 //! [politeness]   # per_host = 2, delay = "1s", jitter = false, obey_robots = true,
 //!                # robots_ttl = "24h", robots_retry = "60s", max_crawl_delay = "30s", user_agent, from
 //! [headers]      # "Accept-Language" = "fr": extra headers on every request
 //! [dedup]        # mode = "exact" | "bloom", bloom_bits = 30, bloom_hashes = 6,
 //!                # fingerprint_headers = [..]
+//! [revisit]      # after = "adaptive" | "never" | "12h" | "0" (every run);
+//!                # initial = "1d", min = "1h", max = "30d" (adaptive);
+//!                # hubs = [regex..] (every run); rules = [{ pattern, after }]
 //!
 //! [[legs]]       # in order; each has a `kind` and that kind's settings
 //! kind = "links" # allow, deny, allowed_hosts, follow_nofollow, images, iframes, max_depth

@@ -15,7 +15,7 @@ use super::Pattern;
 use super::kinds::Located;
 use super::span::Entry;
 use super::units::{FileDuration, FileSize};
-use crate::config::{CrawlConfig, DedupMode};
+use crate::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
 
 /// The top level of a crawl file, `legs` excepted.
 #[derive(Debug, Default, Deserialize)]
@@ -29,6 +29,83 @@ pub(super) struct FileSettings {
     politeness: Politeness,
     headers: BTreeMap<String, String>,
     dedup: Dedup,
+    revisit: RevisitSection,
+}
+
+/// `[revisit]`: when pages fetched by one run are fetched again by later ones.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RevisitSection {
+    /// The default policy: `"adaptive"`, `"never"`, or a duration (`"0"` = every run).
+    after: Option<When>,
+    /// Adaptive policy: first interval, and its bounds.
+    initial: Option<FileDuration>,
+    min: Option<FileDuration>,
+    max: Option<FileDuration>,
+    /// URLs matching these regexes are hubs, fetched every run.
+    hubs: Option<Vec<Pattern>>,
+    /// Per-URL policies, first match wins (after the hubs).
+    rules: Option<Vec<RevisitEntry>>,
+}
+
+/// One `[[revisit.rules]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevisitEntry {
+    pattern: Pattern,
+    after: When,
+}
+
+/// A revisit policy as the file writes it.
+#[derive(Clone, Copy, Debug)]
+enum When {
+    Adaptive,
+    Never,
+    Every(std::time::Duration),
+}
+
+impl<'de> Deserialize<'de> for When {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<When, D::Error> {
+        // A missing or non-string value keeps serde's own message.
+        let text = String::deserialize(de)?;
+        match text.as_str() {
+            "adaptive" => Ok(When::Adaptive),
+            "never" => Ok(When::Never),
+            _ => super::units::parse_duration(&text)
+                .map(When::Every)
+                .map_err(|e| serde::de::Error::custom(format!("\"adaptive\", \"never\" or {e}"))),
+        }
+    }
+}
+
+impl RevisitSection {
+    /// The default policy and the rules (hubs first).
+    fn policies(self) -> (Revisit, Vec<RevisitRule>) {
+        let Revisit::Adaptive { initial, min, max } = Revisit::default() else {
+            unreachable!("the default revisit policy is adaptive");
+        };
+        let adaptive = Revisit::Adaptive {
+            initial: self.initial.map_or(initial, |d| d.0),
+            min: self.min.map_or(min, |d| d.0),
+            max: self.max.map_or(max, |d| d.0),
+        };
+        let policy = |when: When| match when {
+            When::Adaptive => adaptive,
+            When::Never => Revisit::Never,
+            When::Every(d) if d.is_zero() => Revisit::EveryRun,
+            When::Every(d) => Revisit::After(d),
+        };
+        let hubs = self.hubs.into_iter().flatten().map(|p| RevisitRule {
+            pattern: p.0,
+            revisit: Revisit::EveryRun,
+        });
+        let rules = self.rules.into_iter().flatten().map(|r| RevisitRule {
+            pattern: r.pattern.0,
+            revisit: policy(r.after),
+        });
+        let default = self.after.map_or(adaptive, policy);
+        (default, hubs.chain(rules).collect())
+    }
 }
 
 /// `[scope]`: which links are followed (read by `links` legs without settings of
@@ -56,6 +133,8 @@ struct Limits {
     max_retries: Option<u32>,
     retry_backoff: Option<FileDuration>,
     grace: Option<FileDuration>,
+    max_duration: Option<FileDuration>,
+    until_idle: Option<bool>,
 }
 
 /// `[politeness]`: how the crawl treats each host.
@@ -125,6 +204,8 @@ impl FileSettings {
         set(&mut config.max_retries, l.max_retries);
         set(&mut config.retry_backoff, l.retry_backoff.map(|d| d.0));
         set(&mut config.shutdown_grace, l.grace.map(|d| d.0));
+        config.max_duration = l.max_duration.map(|d| d.0).or(config.max_duration);
+        set(&mut config.until_idle, l.until_idle);
         let p = self.politeness;
         set(&mut config.per_host, p.per_host.map(NonZeroUsize::get));
         config.delay = p.delay.map(|d| d.0).or(config.delay);
@@ -144,6 +225,7 @@ impl FileSettings {
         config.bloom_bits = d.bloom_bits.or(config.bloom_bits);
         config.bloom_hashes = d.bloom_hashes.or(config.bloom_hashes);
         set(&mut config.fingerprint_headers, d.fingerprint_headers);
+        (config.revisit, config.revisit_rules) = self.revisit.policies();
         Ok(())
     }
 
@@ -161,6 +243,12 @@ impl FileSettings {
         }
         if let Some(k) = self.dedup.bloom_hashes.filter(|k| !(1..=32).contains(k)) {
             return at("dedup.bloom_hashes", format!("must be 1 to 32, got {k}"));
+        }
+        let r = &self.revisit;
+        if let (Some(min), Some(max)) = (r.min, r.max)
+            && min.0 > max.0
+        {
+            return at("revisit.min", "must not be longer than revisit.max".into());
         }
         for (name, value) in &self.headers {
             let path = format!("headers.{name}");

@@ -298,3 +298,70 @@ fn bad_selectors_point_at_the_selector() {
         "bad regex",
     );
 }
+
+#[test]
+fn revisit_section_sets_policy_rules_and_hubs_first() {
+    use crate::config::{Revisit, RevisitRule};
+    let file = ok(r#"
+[limits]
+max_duration = "30m"
+until_idle = true
+[revisit]
+after = "adaptive"
+initial = "12h"
+min = "2h"
+max = "7d"
+hubs = ["/index\\.html$"]
+rules = [{ pattern = "/archive/", after = "never" }, { pattern = "/news/", after = "0" }, { pattern = "/blog/", after = "6h" }]
+"#);
+    let c = &file.config;
+    assert_eq!(c.max_duration, Some(Duration::from_secs(1800)));
+    assert!(c.until_idle);
+    let adaptive = Revisit::Adaptive {
+        initial: Duration::from_secs(12 * 3600),
+        min: Duration::from_secs(2 * 3600),
+        max: Duration::from_secs(7 * 86_400),
+    };
+    assert_eq!(c.revisit, adaptive);
+    let rule = |pattern: &str, revisit| RevisitRule {
+        pattern: pattern.into(),
+        revisit,
+    };
+    assert_eq!(
+        c.revisit_rules,
+        vec![
+            rule("/index\\.html$", Revisit::EveryRun),
+            rule("/archive/", Revisit::Never),
+            rule("/news/", Revisit::EveryRun),
+            rule("/blog/", Revisit::After(Duration::from_secs(6 * 3600))),
+        ]
+    );
+    assert_eq!(
+        ok("[revisit]\nafter = \"never\"\n").config.revisit,
+        Revisit::Never
+    );
+    assert_eq!(ok("").config.revisit, Revisit::default());
+}
+
+#[test]
+fn revisit_mistakes_name_their_key() {
+    fails_at(
+        "[revisit]\nafter = \"sometimes\"\n",
+        2,
+        "revisit.after",
+        "\"never\"",
+    );
+    fails_at("[revisit]\nhubs = [\"(\"]\n", 2, "revisit.hubs", "regex");
+    fails_at(
+        "[revisit]\nmin = \"2d\"\nmax = \"1d\"\n",
+        2,
+        "revisit.min",
+        "revisit.max",
+    );
+    fails_at(
+        "[revisit]\nrules = [{ pattern = \"/a\" }]\n",
+        2,
+        "revisit.rules[0]",
+        "missing field `after`",
+    );
+}
