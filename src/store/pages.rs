@@ -152,7 +152,7 @@ impl State {
         }
         let key = keys::with_prefix(keys::PAGE, fp);
         match self.db.get(&key).map_err(|e| self.db_error(e))? {
-            Some(value) => Ok(Some(self.decode_record("page", &key, &value)?)),
+            Some(value) => Ok(Some(self.decode_page(fp, &value)?)),
             None => Ok(None),
         }
     }
@@ -185,7 +185,7 @@ impl State {
                 .get(1..21)
                 .and_then(|b| b.try_into().ok())
                 .ok_or_else(|| self.corrupt("page", &key, "bad key length"))?;
-            let record: PageRecord = self.decode_record("page", &key, &value)?;
+            let record = self.decode_page(&fp, &value)?;
             if !f(fp, &record) {
                 break;
             }
@@ -278,6 +278,14 @@ impl State {
         Ok(start)
     }
 
+    fn decode_page(&self, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {
+        records::decode(value).map_err(|e| StoreError::Corrupt {
+            path: self.dir.clone(),
+            what: format!("page {}", fingerprint::to_hex(fp)),
+            reason: e.to_string(),
+        })
+    }
+
     fn host_has_queued(&self, host_id: u32) -> bool {
         self.db
             .scan_prefix(keys::queue_host_prefix(host_id))
@@ -286,3 +294,7 @@ impl State {
             .is_some()
     }
 }
+
+#[cfg(test)]
+#[path = "pages_tests.rs"]
+mod tests;

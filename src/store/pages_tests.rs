@@ -1,0 +1,228 @@
+//! Unit tests of page records, the due index and cycle starts.
+
+use std::path::Path;
+
+use super::*;
+use crate::store::{Completion, OpenOptions};
+
+fn open(dir: &Path) -> State {
+    let options = OpenOptions {
+        create: true,
+        bloom_bits: Some(16),
+        begin_run: true,
+        ..OpenOptions::default()
+    };
+    State::open(dir, &options).unwrap()
+}
+
+fn record(url: &str, next_due: Option<u64>) -> PageRecord {
+    PageRecord {
+        url: url.to_owned(),
+        final_url: url.to_owned(),
+        status: 200,
+        etag: Some("\"e\"".into()),
+        last_modified: None,
+        content_hash: "00".repeat(20),
+        first_fetched: 1,
+        last_fetched: 1,
+        last_changed: 1,
+        fetches: 1,
+        changes: 0,
+        version: 1,
+        interval: 10,
+        next_due,
+        missing: 0,
+        gone: false,
+        request: StoredRequest::of(&Request::get(url)),
+    }
+}
+
+fn fp(url: &str) -> Fingerprint {
+    let mut request = Request::get(url);
+    request.dont_filter = true;
+    fingerprint::fingerprint(&request, &[])
+}
+
+/// Leases and completes everything queued, returning the URLs in lease order.
+fn drain(state: &mut State) -> Vec<String> {
+    let mut urls = Vec::new();
+    while let Some(lease) = state.lease().unwrap() {
+        urls.push(lease.request.url.clone());
+        let completion = Completion {
+            lease,
+            requests: Vec::new(),
+            items: Vec::new(),
+            counters: Vec::new(),
+        };
+        state.complete(completion, &[]).unwrap();
+        state.commit().unwrap();
+        assert!(urls.len() < 1000, "drain ran away");
+    }
+    urls
+}
+
+#[test]
+fn a_record_is_readable_before_and_after_its_commit_and_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let url = "http://a.test/p";
+    state.put_page(fp(url), record(url, Some(50)), None);
+    assert_eq!(state.page(&fp(url)).unwrap().unwrap().url, url);
+    state.commit().unwrap();
+    drop(state);
+    let state = open(dir.path());
+    assert_eq!(state.page(&fp(url)).unwrap(), Some(record(url, Some(50))));
+    assert_eq!(state.page(&fp("http://a.test/other")).unwrap(), None);
+}
+
+#[test]
+fn the_due_index_follows_the_record_and_is_read_soonest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    state.put_page(
+        fp("http://a.test/late"),
+        record("http://a.test/late", Some(300)),
+        None,
+    );
+    state.put_page(
+        fp("http://a.test/soon"),
+        record("http://a.test/soon", Some(100)),
+        None,
+    );
+    state.put_page(
+        fp("http://a.test/never"),
+        record("http://a.test/never", None),
+        None,
+    );
+    state.commit().unwrap();
+    let due = |state: &State, until| {
+        let mut urls = Vec::new();
+        state
+            .for_each_due(until, |_, r| {
+                urls.push(r.url);
+                true
+            })
+            .unwrap();
+        urls
+    };
+    assert_eq!(due(&state, 99), Vec::<String>::new());
+    assert_eq!(due(&state, 100), vec!["http://a.test/soon"]);
+    assert_eq!(
+        due(&state, u64::MAX),
+        vec!["http://a.test/soon", "http://a.test/late"]
+    );
+    // Moving a record moves its index entry: no stale entry is left behind.
+    let moved = record("http://a.test/soon", Some(500));
+    state.put_page(fp("http://a.test/soon"), moved, Some(100));
+    state.commit().unwrap();
+    assert_eq!(due(&state, 400), vec!["http://a.test/late"]);
+    assert_eq!(
+        due(&state, 500),
+        vec!["http://a.test/late", "http://a.test/soon"]
+    );
+}
+
+#[test]
+fn a_cycle_queues_seeds_and_due_pages_once_but_not_gone_or_future_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    state
+        .add_seeds(&["http://a.test/".to_owned()], &[])
+        .unwrap();
+    assert_eq!(drain(&mut state), vec!["http://a.test/"]);
+    // The seed's own record is due too: it must be queued once, as the seed.
+    state.put_page(
+        fp("http://a.test/"),
+        record("http://a.test/", Some(10)),
+        None,
+    );
+    state.put_page(
+        fp("http://a.test/due"),
+        record("http://a.test/due", Some(10)),
+        None,
+    );
+    state.put_page(
+        fp("http://a.test/later"),
+        record("http://a.test/later", Some(90)),
+        None,
+    );
+    let mut gone = record("http://a.test/gone", Some(10));
+    gone.gone = true;
+    state.put_page(fp("http://a.test/gone"), gone, None);
+    state.commit().unwrap();
+    let start = state.start_cycle(50, &[]).unwrap();
+    assert_eq!(
+        start,
+        CycleStart {
+            seeds: 1,
+            due: 1,
+            held: 0
+        }
+    );
+    let mut urls = drain(&mut state);
+    urls.sort();
+    assert_eq!(urls, vec!["http://a.test/", "http://a.test/due"]);
+}
+
+#[test]
+fn a_host_with_queued_requests_gets_nothing_queued_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let seeds = ["http://a.test/".to_owned(), "http://b.test/".to_owned()];
+    state.add_seeds(&seeds, &[]).unwrap();
+    // Finish a.test's seed only: b.test's stays queued (say its robots.txt failed).
+    let lease = state.lease().unwrap().unwrap();
+    assert_eq!(lease.request.url, "http://a.test/");
+    let completion = Completion {
+        lease,
+        requests: Vec::new(),
+        items: Vec::new(),
+        counters: Vec::new(),
+    };
+    state.complete(completion, &[]).unwrap();
+    state.commit().unwrap();
+    let start = state.start_cycle(50, &[]).unwrap();
+    assert_eq!((start.seeds, start.held), (1, 1));
+    let mut urls = drain(&mut state);
+    urls.sort();
+    assert_eq!(
+        urls,
+        vec!["http://a.test/", "http://b.test/"],
+        "b.test once"
+    );
+}
+
+#[test]
+fn a_revisit_request_is_the_stored_one_again() {
+    let mut request = Request::get("http://a.test/form");
+    request.method = "POST".into();
+    request.body = b"q=1".to_vec();
+    request.depth = 2;
+    request.priority = -1;
+    request.referer = Some("http://a.test/".into());
+    request.meta.insert("leg".into(), "x".into());
+    request.retries = 2;
+    let mut r = record("http://a.test/form", None);
+    r.request = StoredRequest::of(&request);
+    let again = r.revisit_request();
+    assert_eq!(again.method, "POST");
+    assert_eq!(again.body, b"q=1");
+    assert_eq!((again.depth, again.priority, again.retries), (2, -1, 0));
+    assert_eq!(again.referer, request.referer);
+    assert_eq!(again.meta, request.meta);
+    assert!(again.dont_filter);
+}
+
+#[test]
+fn an_unreadable_page_record_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let key = keys::with_prefix(keys::PAGE, &fp("http://a.test/"));
+    state.db.insert(key, &b"\x01{not json"[..]).unwrap();
+    let error = state.page(&fp("http://a.test/")).unwrap_err().to_string();
+    assert!(error.contains("unreadable page "), "{error}");
+    assert!(
+        error.contains(&fingerprint::to_hex(&fp("http://a.test/"))),
+        "{error}"
+    );
+}
