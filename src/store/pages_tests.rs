@@ -216,7 +216,7 @@ fn a_revisit_request_is_the_stored_one_again() {
 #[test]
 fn an_unreadable_page_record_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut state = open(dir.path());
+    let state = open(dir.path());
     let key = keys::with_prefix(keys::PAGE, &fp("http://a.test/"));
     state.db.insert(key, &b"\x01{not json"[..]).unwrap();
     let error = state.page(&fp("http://a.test/")).unwrap_err().to_string();
