@@ -250,6 +250,8 @@ struct Crawl<'a> {
     turn: usize,
     progress: progress::Progress,
     schedule: Schedule,
+    /// Reused by `fill` for the ready host ids.
+    host_buf: Vec<u32>,
     /// `--max-duration`: no lease starts after this.
     deadline: Option<Instant>,
 }
@@ -311,6 +313,7 @@ impl<'a> Crawl<'a> {
             turn: 0,
             progress,
             schedule,
+            host_buf: Vec::new(),
             deadline: config.max_duration.map(|d| Instant::now() + d),
         })
     }
@@ -377,16 +380,23 @@ impl<'a> Crawl<'a> {
     /// in turn, as far as each host's politeness allows.
     fn fill(&mut self) -> Result<Fill, EngineError> {
         let now = Instant::now();
-        let hosts: Vec<(u32, String)> = self
-            .state
-            .ready_hosts()
-            .map(|(id, name, _)| (id, name.to_owned()))
-            .collect();
+        // The ids are copied (into a buffer kept across calls) because leasing
+        // needs the state mutably; names are looked up again when needed.
+        let mut hosts = std::mem::take(&mut self.host_buf);
+        hosts.clear();
+        hosts.extend(self.state.ready_hosts().map(|(id, _, _)| id));
+        let fill = self.fill_hosts(&hosts, now);
+        self.host_buf = hosts;
+        fill
+    }
+
+    /// [`Crawl::fill`] over the given hosts, starting at the next one in turn.
+    fn fill_hosts(&mut self, hosts: &[u32], now: Instant) -> Result<Fill, EngineError> {
         let mut fill = Fill::Empty;
         let turn = self.turn;
         self.turn = self.turn.wrapping_add(1);
         for k in 0..hosts.len() {
-            let (id, name) = &hosts[(turn + k) % hosts.len()];
+            let id = &hosts[(turn + k) % hosts.len()];
             if self.politeness.is_parked(*id) {
                 continue;
             }
@@ -397,6 +407,7 @@ impl<'a> Crawl<'a> {
                 if self.limit_reached() {
                     return Ok(Fill::Empty);
                 }
+                let name = self.state.host_name(*id).unwrap_or_default();
                 match self.politeness.ready_at(*id, name, now) {
                     // At its in-flight limit: a finishing request wakes the loop.
                     None => {
@@ -412,6 +423,7 @@ impl<'a> Crawl<'a> {
                 let Some(lease) = self.state.lease_from(*id)? else {
                     break;
                 };
+                let name = self.state.host_name(*id).unwrap_or_default();
                 self.politeness.started(*id, name, now);
                 self.spawn(lease)?;
             }
