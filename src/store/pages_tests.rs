@@ -43,19 +43,24 @@ fn fp(url: &str) -> Fingerprint {
     fingerprint::fingerprint(&request, &[])
 }
 
+/// Completes `lease` with nothing found, and commits.
+fn finish(state: &mut State, lease: crate::store::Lease) {
+    let completion = Completion {
+        lease,
+        requests: Vec::new(),
+        items: Vec::new(),
+        counters: Vec::new(),
+    };
+    state.complete(completion, &[]).unwrap();
+    state.commit().unwrap();
+}
+
 /// Leases and completes everything queued, returning the URLs in lease order.
 fn drain(state: &mut State) -> Vec<String> {
     let mut urls = Vec::new();
     while let Some(lease) = state.lease().unwrap() {
         urls.push(lease.request.url.clone());
-        let completion = Completion {
-            lease,
-            requests: Vec::new(),
-            items: Vec::new(),
-            counters: Vec::new(),
-        };
-        state.complete(completion, &[]).unwrap();
-        state.commit().unwrap();
+        finish(state, lease);
         assert!(urls.len() < 1000, "drain ran away");
     }
     urls
@@ -173,14 +178,7 @@ fn a_host_with_queued_requests_gets_nothing_queued_again() {
     // Finish a.test's seed only: b.test's stays queued (say its robots.txt failed).
     let lease = state.lease().unwrap().unwrap();
     assert_eq!(lease.request.url, "http://a.test/");
-    let completion = Completion {
-        lease,
-        requests: Vec::new(),
-        items: Vec::new(),
-        counters: Vec::new(),
-    };
-    state.complete(completion, &[]).unwrap();
-    state.commit().unwrap();
+    finish(&mut state, lease);
     let start = state.start_cycle(50, &[]).unwrap();
     assert_eq!((start.seeds, start.held), (1, 1));
     let mut urls = drain(&mut state);
