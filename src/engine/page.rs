@@ -17,7 +17,7 @@ use crate::item::Item;
 use crate::legs::{self, Leg};
 use crate::request::Request;
 use crate::response::Response;
-use crate::revisit::{self, Observation};
+use crate::revisit::{self, Change, Observation};
 use crate::robots::{RobotsCache, Verdict};
 use crate::store::{PageRecord, pages};
 
@@ -137,12 +137,10 @@ pub async fn process(
         return result;
     }
     let hash = revisit::content_hash(&response.body);
-    let unchanged = result
-        .prior
-        .as_ref()
-        .is_some_and(|p| p.content_hash == hash);
+    // The engine applies the same rule when it writes the record.
+    let change = Change::of(result.prior.as_ref(), response.status, &hash);
     result.seen = Some(observe(&response, hash));
-    if unchanged {
+    if !change.stores_items() {
         return result;
     }
     let output = legs::run(legs.as_ref(), &response);

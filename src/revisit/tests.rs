@@ -174,3 +174,16 @@ fn the_stored_request_drops_conditional_headers() {
     assert_eq!(again.depth, 3);
     assert!(again.dont_filter);
 }
+
+#[test]
+fn a_baseline_record_takes_its_first_content_without_a_change() {
+    let s = schedule(Revisit::EveryRun, &[]);
+    let baseline = PageRecord::baseline(&request(), 0);
+    assert!(baseline.is_baseline());
+    let (r, change) = s.record(Some(&baseline), &request(), &seen(200, "a"), 5);
+    assert_eq!(change, Change::Unchanged);
+    assert_eq!((r.version, r.changes, r.fetches), (1, 0, 1));
+    assert!(!r.is_baseline());
+    let (_, change) = s.record(Some(&r), &request(), &seen(200, "b"), 6);
+    assert_eq!(change, Change::Changed);
+}
