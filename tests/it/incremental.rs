@@ -647,3 +647,36 @@ fn dump_pages_due_and_tables() {
     assert_eq!(text.lines().count(), 2, "{text}");
     assert!(text.lines().nth(1).unwrap().contains("drained"), "{text}");
 }
+
+#[test]
+fn a_redirect_target_is_fetched_once_per_cycle() {
+    // The seed redirects to the real hub; a page redirects to another page.
+    let server = TestServer::start(crate::support::handler(|req| match req.path() {
+        "/" => crate::support::TestResponse::redirect(301, "/home"),
+        "/home" => crate::support::TestResponse::html(
+            "<title>home</title><a href=\"/old\">old</a><a href=\"/a\">a</a>",
+        ),
+        "/old" => crate::support::TestResponse::redirect(301, "/new"),
+        "/a" | "/new" => crate::support::TestResponse::html("<title>leaf</title>"),
+        _ => crate::support::TestResponse::not_found(),
+    }));
+    let data = tempfile::tempdir().unwrap();
+    let seed = server.url("/");
+    let every = ["--revisit-after", "0"];
+    crawl(data.path(), &[seed.as_str(), every[0], every[1]]);
+    for path in ["/", "/home", "/old", "/new", "/a"] {
+        assert_eq!(server.hits(path), 1, "{path} in the first run");
+    }
+    crawl(data.path(), &every);
+    for path in ["/", "/home", "/old", "/new", "/a"] {
+        assert_eq!(server.hits(path), 2, "{path}: once per cycle");
+    }
+    // Default policy: the seed (a redirect) is fetched again, and so is the hub
+    // behind it; nothing else is due.
+    let data = tempfile::tempdir().unwrap();
+    crawl(data.path(), &[seed.as_str()]);
+    crawl(data.path(), &[]);
+    for (path, hits) in [("/", 4), ("/home", 4), ("/old", 3), ("/new", 3), ("/a", 3)] {
+        assert_eq!(server.hits(path), hits, "{path} with the default policy");
+    }
+}
