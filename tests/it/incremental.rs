@@ -680,3 +680,60 @@ fn a_redirect_target_is_fetched_once_per_cycle() {
         assert_eq!(server.hits(path), hits, "{path} with the default policy");
     }
 }
+
+#[test]
+fn until_idle_then_a_held_host_gets_nothing_requeued() {
+    // /b answers 503 with Retry-After: 120 once: the retry waits beyond the
+    // minute --until-idle allows, so the run ends idle with it queued.
+    let failed_once = std::sync::atomic::AtomicBool::new(false);
+    let server = TestServer::start(crate::support::handler(move |req| match req.path() {
+        "/" => crate::support::TestResponse::html(
+            "<title>hub</title><a href=\"/a\">a</a><a href=\"/b\">b</a>",
+        ),
+        "/a" => crate::support::TestResponse::html("<title>a</title>"),
+        "/b" if !failed_once.swap(true, std::sync::atomic::Ordering::SeqCst) => {
+            crate::support::TestResponse::status(503).header("Retry-After", "120")
+        }
+        "/b" => crate::support::TestResponse::html("<title>b</title>"),
+        _ => crate::support::TestResponse::not_found(),
+    }));
+    let data = tempfile::tempdir().unwrap();
+    let seed = server.url("/");
+    let args = ["--revisit-after", "0", "--until-idle"];
+    crawl(data.path(), &[seed.as_str(), args[0], args[1], args[2]]);
+    let idle = last_run(data.path());
+    assert_eq!(idle["outcome"], "idle", "{idle}");
+    assert_eq!(server.hits("/b"), 1);
+
+    // A new cycle, but the host still has the retry queued: nothing is queued
+    // again for it; the retry is fetched.
+    crawl(data.path(), &args);
+    let held = last_run(data.path());
+    assert_eq!(count(&held, "cycle/started"), 1, "{held}");
+    assert_eq!(
+        count(&held, "revisit/seeds") + count(&held, "revisit/due"),
+        0
+    );
+    assert_eq!(count(&held, "pages/fetched"), 1);
+    assert_eq!(held["outcome"], "drained");
+    assert_eq!(
+        (server.hits("/"), server.hits("/a"), server.hits("/b")),
+        (1, 1, 2)
+    );
+
+    crawl(data.path(), &args);
+    let next = last_run(data.path());
+    assert_eq!(count(&next, "revisit/seeds"), 1);
+    assert_eq!(count(&next, "revisit/due"), 2);
+    assert_eq!(
+        (server.hits("/"), server.hits("/a"), server.hits("/b")),
+        (2, 2, 3)
+    );
+    let mut expected = vec![
+        ("/".to_owned(), 1),
+        ("/a".to_owned(), 1),
+        ("/b".to_owned(), 1),
+    ];
+    expected.sort();
+    assert_eq!(sorted(versions(data.path())), expected);
+}
