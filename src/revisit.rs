@@ -115,6 +115,20 @@ pub fn conditional_headers(prior: &PageRecord) -> Vec<(String, String)> {
     headers
 }
 
+/// True when a redirect followed with `dont_filter` (from a seed or a revisit)
+/// would fetch its target a second time in this cycle: the target has a page
+/// record that is not gone and is due by `now` (so the cycle queued it, or the
+/// next will), or was fetched in this run (after the second `run_started`; a
+/// fetch within that second may be the last run's, so it does not count). Such
+/// a follow is dropped; a target not due is followed (a hub behind a redirected
+/// seed is looked at again). Times are unix seconds.
+pub fn redirect_is_redundant(target: Option<&PageRecord>, now: u64, run_started: u64) -> bool {
+    target.is_some_and(|record| {
+        !record.gone
+            && (record.last_fetched > run_started || record.next_due.is_some_and(|d| d <= now))
+    })
+}
+
 /// The revisit policies of a crawl.
 #[derive(Debug, Clone)]
 pub struct Schedule {

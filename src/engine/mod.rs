@@ -254,6 +254,9 @@ struct Crawl<'a> {
     host_buf: Vec<u32>,
     /// `--max-duration`: no lease starts after this.
     deadline: Option<Instant>,
+    /// Unix seconds when this run started (redirects to pages fetched since are
+    /// not followed again).
+    run_started: u64,
 }
 
 impl<'a> Crawl<'a> {
@@ -315,6 +318,7 @@ impl<'a> Crawl<'a> {
             schedule,
             host_buf: Vec::new(),
             deadline: config.max_duration.map(|d| Instant::now() + d),
+            run_started: unix_now(),
         })
     }
 
@@ -493,6 +497,9 @@ impl<'a> Crawl<'a> {
             prior,
             ..
         } = result;
+        let redirect = seen
+            .as_ref()
+            .is_some_and(|seen| (300..400).contains(&seen.status));
         if let Some(seen) = seen {
             self.record_page(&lease, prior, &seen, &mut items, &mut counters);
         }
@@ -501,6 +508,10 @@ impl<'a> Crawl<'a> {
         }
         let mut accepted = Vec::with_capacity(requests.len());
         for request in requests {
+            if redirect && request.dont_filter && self.fetched_this_cycle(&request)? {
+                counters.push(("redirect/already_queued", 1));
+                continue;
+            }
             match self.scope.check(&request) {
                 Ok(()) => accepted.push(request),
                 Err(rejected) => counters.push((rejected.counter(), 1)),
@@ -515,6 +526,18 @@ impl<'a> Crawl<'a> {
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
         Ok(())
+    }
+
+    /// True when the page `request` asks for is fetched in this cycle anyway
+    /// (see [`crate::revisit::redirect_is_redundant`]).
+    fn fetched_this_cycle(&self, request: &crate::request::Request) -> Result<bool, EngineError> {
+        let fp = crate::fingerprint::fingerprint(request, &self.config.fingerprint_headers);
+        let record = self.state.page(&fp)?;
+        Ok(crate::revisit::redirect_is_redundant(
+            record.as_ref(),
+            unix_now(),
+            self.run_started,
+        ))
     }
 
     /// Writes the page's next record (in the open group) and versions its items.

@@ -187,3 +187,22 @@ fn a_baseline_record_takes_its_first_content_without_a_change() {
     let (_, change) = s.record(Some(&r), &request(), &seen(200, "b"), 6);
     assert_eq!(change, Change::Changed);
 }
+
+#[test]
+fn a_redirect_to_a_page_due_or_fetched_this_run_is_not_followed_again() {
+    let request = Request::get("http://a.test/p");
+    let every = schedule(Revisit::EveryRun, &[]);
+    let (record, _) = every.record(None, &request, &seen(200, "a"), 1000);
+    assert!(!redirect_is_redundant(None, 2000, 1500), "unknown target");
+    assert!(redirect_is_redundant(Some(&record), 2000, 1500), "due");
+    let daily = schedule(Revisit::After(Duration::from_secs(DAY)), &[]);
+    let (record, _) = daily.record(None, &request, &seen(200, "a"), 1000);
+    assert!(!redirect_is_redundant(Some(&record), 2000, 1500), "not due");
+    assert!(redirect_is_redundant(Some(&record), 2000, 999), "this run");
+    assert!(
+        !redirect_is_redundant(Some(&record), 2000, 1000),
+        "maybe the last run"
+    );
+    let (gone, _) = every.record(None, &request, &seen(410, "gone"), 1000);
+    assert!(!redirect_is_redundant(Some(&gone), 2000, 500), "gone");
+}

@@ -7,6 +7,7 @@ mod crash_store;
 mod crawl;
 mod examples;
 mod fetch;
+mod incremental;
 mod polite;
 mod robots;
 mod support;

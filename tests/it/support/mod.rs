@@ -3,6 +3,8 @@
 //! - [`server`]: an in-process HTTP server ([`server::TestServer`]) on
 //!   `127.0.0.1:0` with request counters and misbehaviours (delays, stalls,
 //!   chunking, lying `Content-Length`).
+//! - [`changing`]: a site whose pages are edited, added and removed between
+//!   runs ([`changing::ChangingSite`]), with ETag / Last-Modified and 304s.
 //! - [`cli`]: running the real `legcrawl` binary with bounded waits.
 //! - [`site`]: a deterministic generated site ([`site::Site`]) to crawl.
 //!
@@ -10,6 +12,7 @@
 //! wait is bounded.
 #![allow(dead_code)]
 
+pub mod changing;
 pub mod cli;
 pub mod server;
 pub mod site;

@@ -1,0 +1,739 @@
+//! Incremental re-crawls with the real binary against a site that changes between
+//! runs ([`ChangingSite`]): what a second run fetches and stores under each revisit
+//! policy, conditional GET, versioned items, gone pages, per-run counters, and
+//! resuming a revisit cycle after `kill -9`, SIGINT and `--max-pages`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::changing::{self, ChangingSite, Removal, Validators, page_path};
+use crate::support::cli::{self, dump_items, item_path, legcrawl, run};
+use crate::support::{TestServer, splitmix64};
+
+const LIMIT: Duration = Duration::from_secs(120);
+/// Flags every crawl here gets: a small Bloom filter, no robots.txt (so the
+/// server's counts are the pages alone).
+const BASE: [&str; 3] = ["--bloom-bits", "20", "--ignore-robots"];
+
+fn crawl_cmd(data: &Path, args: &[&str]) -> std::process::Command {
+    let mut all = vec!["crawl"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&BASE);
+    legcrawl(data, &all)
+}
+
+/// A crawl that must succeed.
+fn crawl(data: &Path, args: &[&str]) -> Output {
+    let out = run(crawl_cmd(data, args), LIMIT);
+    assert!(
+        out.status.success(),
+        "crawl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `dump runs --json`.
+fn runs(data: &Path) -> Vec<Value> {
+    let out = run(legcrawl(data, &["dump", "runs", "--json"]), LIMIT);
+    assert!(out.status.success(), "dump runs failed");
+    cli::parse_lines(&out.stdout)
+}
+
+/// The last run's record.
+fn last_run(data: &Path) -> Value {
+    runs(data).pop().expect("at least one run")
+}
+
+/// A counter of a run record (0 when absent).
+fn count(run: &Value, name: &str) -> u64 {
+    run["counters"][name].as_u64().unwrap_or(0)
+}
+
+/// `dump pages --json` (with `--due` when `due`), keyed by path.
+fn pages(data: &Path, due: bool) -> BTreeMap<String, Value> {
+    let mut args = vec!["dump", "pages", "--json"];
+    if due {
+        args.push("--due");
+    }
+    let out = run(legcrawl(data, &args), LIMIT);
+    assert!(
+        out.status.success(),
+        "dump pages failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cli::parse_lines(&out.stdout)
+        .into_iter()
+        .map(|record| (item_path(&record), record))
+        .collect()
+}
+
+/// Every stored item as (path, version), in store order.
+fn versions(data: &Path) -> Vec<(String, u64)> {
+    dump_items(data)
+        .iter()
+        .map(|item| {
+            let version = item["version"].as_u64().expect("every item has a version");
+            (item_path(item), version)
+        })
+        .collect()
+}
+
+/// The items stored after the first `skip`, as a sorted list of (path, version).
+fn new_items(data: &Path, skip: usize) -> Vec<(String, u64)> {
+    let mut items: Vec<_> = versions(data).into_iter().skip(skip).collect();
+    items.sort();
+    items
+}
+
+/// Page paths of `numbers`, with version `v`, sorted.
+fn expect_items(numbers: &[usize], v: u64) -> Vec<(String, u64)> {
+    numbers.iter().map(|&i| (page_path(i), v)).collect()
+}
+
+fn sorted(mut v: Vec<(String, u64)>) -> Vec<(String, u64)> {
+    v.sort();
+    v
+}
+
+/// Body bytes the site sends for page `i` at revision 1 (no validators matter).
+fn body_len(i: usize) -> u64 {
+    changing::page_body(i, 1).len() as u64
+}
+
+/// A first, complete crawl of a fresh site; returns the server.
+fn first_crawl(site: &ChangingSite, data: &Path, extra: &[&str]) -> TestServer {
+    let server = site.serve();
+    let seed = server.url("/");
+    let mut args = vec![seed.as_str()];
+    args.extend_from_slice(extra);
+    crawl(data, &args);
+    let first = last_run(data);
+    assert_eq!(first["outcome"], "drained");
+    let n = site.live().len() as u64;
+    assert_eq!(count(&first, "pages/new"), n + 1, "{first}");
+    assert_eq!(count(&first, "items/stored"), n + 1, "{first}");
+    server
+}
+
+#[test]
+fn unchanged_second_run_fetches_only_the_seed() {
+    let site = ChangingSite::new(40);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &[]);
+    let items = versions(data.path());
+    assert_eq!(items.len(), 41);
+    assert!(items.iter().all(|(_, v)| *v == 1), "first versions are 1");
+    let (requests, bytes) = (server.requests(), server.bytes_sent());
+
+    // As from cron: the same command line again, seed included.
+    crawl(data.path(), &[&server.url("/")]);
+    assert_eq!(server.requests(), requests + 1, "only the seed is fetched");
+    assert_eq!(server.hits("/"), 2);
+    assert_eq!(
+        server.bytes_sent(),
+        bytes,
+        "the seed's ETag gets a 304: no body"
+    );
+    assert_eq!(site.not_modified(), 1);
+    assert_eq!(
+        versions(data.path()).len(),
+        41,
+        "no items in the second run"
+    );
+    let second = last_run(data.path());
+    assert_eq!(second["outcome"], "drained");
+    assert_eq!(count(&second, "cycle/started"), 1);
+    assert_eq!(count(&second, "revisit/seeds"), 1);
+    assert_eq!(count(&second, "revisit/due"), 0);
+    assert_eq!(count(&second, "pages/fetched"), 1);
+    assert_eq!(count(&second, "pages/not_modified"), 1);
+    assert_eq!(count(&second, "pages/new"), 0);
+    assert_eq!(count(&second, "items/stored"), 0);
+    assert_eq!(count(&second, "fetch/bytes"), 0);
+}
+
+#[test]
+fn every_run_revisit_uses_304_where_validators_exist() {
+    const N: usize = 40;
+    let site = ChangingSite::new(N);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
+    let first_bytes = server.bytes_sent();
+    assert_eq!(
+        count(&last_run(data.path()), "fetch/bytes"),
+        first_bytes,
+        "fetch/bytes counts the bodies the server sent"
+    );
+    let (first_304, first_conditional) = (site.not_modified(), site.conditional());
+    assert_eq!((first_304, first_conditional), (0, 0));
+
+    crawl(data.path(), &["--revisit-after", "0"]);
+    for i in 0..N {
+        assert_eq!(server.hits(&page_path(i)), 2, "page {i} fetched again");
+    }
+    assert_eq!(server.hits("/"), 2);
+    assert_eq!(versions(data.path()).len(), N + 1, "nothing stored again");
+    let with = (0..N)
+        .filter(|&i| changing::validators_of(i) != Validators::None)
+        .count() as u64;
+    let without = N as u64 - with;
+    // The hub has an ETag too.
+    assert_eq!(site.conditional(), with + 1, "validators were sent back");
+    assert_eq!(site.not_modified(), with + 1);
+    let expected_bytes: u64 = (0..N)
+        .filter(|&i| changing::validators_of(i) == Validators::None)
+        .map(body_len)
+        .sum();
+    let second_bytes = server.bytes_sent() - first_bytes;
+    assert_eq!(
+        second_bytes, expected_bytes,
+        "only pages without validators"
+    );
+    assert!(
+        second_bytes * 10 < first_bytes * 6,
+        "{second_bytes} of {first_bytes}"
+    );
+    let second = last_run(data.path());
+    assert_eq!(count(&second, "pages/fetched"), N as u64 + 1);
+    assert_eq!(count(&second, "pages/not_modified"), with + 1);
+    assert_eq!(count(&second, "pages/unchanged"), without);
+    assert_eq!(count(&second, "pages/changed"), 0);
+    assert_eq!(count(&second, "items/stored"), 0);
+    assert_eq!(count(&second, "fetch/bytes"), second_bytes);
+    assert_eq!(count(&second, "revisit/due"), N as u64);
+    let records = pages(data.path(), false);
+    assert_eq!(records.len(), N + 1);
+    for (path, record) in &records {
+        assert_eq!(record["fetches"], 2, "{path}: {record}");
+        assert_eq!(record["version"], 1, "{path}: {record}");
+        assert_eq!(record["status"], 200, "{path}: {record}");
+    }
+    assert!(records["/p/0.html"]["etag"].is_string());
+    assert!(records["/p/2.html"]["last_modified"].is_string());
+    assert!(records["/p/1.html"]["etag"].is_null());
+}
+
+#[test]
+fn edits_additions_removals_emit_exactly_what_changed() {
+    const N: usize = 30;
+    let site = ChangingSite::new(N);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
+    let stored = versions(data.path()).len();
+    // Edited: ETag (4, 8), Last-Modified (2), none (1, 7).
+    let edited = [1, 2, 4, 7, 8];
+    for &i in &edited {
+        site.edit(i);
+    }
+    site.add(30);
+    site.add(31);
+    site.remove(5, Removal::NotFound);
+    site.remove(6, Removal::Gone);
+    site.remove(12, Removal::NotFound);
+
+    crawl(data.path(), &["--revisit-after", "0"]);
+    let second = last_run(data.path());
+    // The hub changed (its links), the edited pages changed, and a removed page's
+    // error document is new content too: each stored once more, as version 2.
+    let mut expected = vec![("/".to_owned(), 2)];
+    expected.extend(expect_items(&edited, 2));
+    expected.extend(expect_items(&[5, 6, 12], 2));
+    expected.extend(expect_items(&[30, 31], 1));
+    assert_eq!(new_items(data.path(), stored), sorted(expected));
+    let items = dump_items(data.path());
+    for item in &items[stored..] {
+        let path = item_path(item);
+        if item["version"] == 2 {
+            assert!(item["previous_hash"].is_string(), "{item}");
+        } else {
+            assert!(item.get("previous_hash").is_none(), "{item}");
+        }
+        match path.as_str() {
+            "/p/5.html" | "/p/12.html" => assert_eq!(item["status"], 404),
+            "/p/6.html" => assert_eq!(item["status"], 410),
+            _ => assert_eq!(item["status"], 200, "{item}"),
+        }
+    }
+    assert_eq!(count(&second, "pages/fetched"), 33);
+    assert_eq!(count(&second, "pages/new"), 2);
+    assert_eq!(count(&second, "pages/changed"), 1 + 5 + 3);
+    assert_eq!(count(&second, "pages/gone"), 1, "410 is gone at once");
+    assert_eq!(count(&second, "items/stored"), 11);
+    // The hub links to 27 known pages and two new ones.
+    assert_eq!(count(&second, "dupefilter/filtered"), 27);
+    let unchanged = count(&second, "pages/unchanged") + count(&second, "pages/not_modified");
+    assert_eq!(unchanged, 30 - 5 - 3);
+    let records = pages(data.path(), false);
+    assert_eq!(records["/p/4.html"]["version"], 2);
+    assert_eq!(records["/p/4.html"]["changes"], 1);
+    assert_eq!(records["/p/30.html"]["version"], 1);
+    assert_eq!(records["/p/6.html"]["status"], 410);
+    assert_eq!(records["/p/6.html"]["gone"], true);
+    assert_eq!(records["/p/5.html"]["status"], 404);
+    assert_eq!(records["/p/5.html"]["missing"], 1);
+    assert_eq!(records["/p/5.html"]["gone"], false);
+
+    // Third run, no further change: the 404s are asked once more and become
+    // gone; the 410 is not asked again; nothing is stored.
+    let stored = versions(data.path()).len();
+    crawl(data.path(), &["--revisit-after", "0"]);
+    assert_eq!(server.hits("/p/5.html"), 3);
+    assert_eq!(server.hits("/p/12.html"), 3);
+    assert_eq!(server.hits("/p/6.html"), 2);
+    let third = last_run(data.path());
+    assert_eq!(count(&third, "pages/gone"), 2);
+    assert_eq!(count(&third, "pages/changed"), 0);
+    assert_eq!(count(&third, "items/stored"), 0);
+    assert_eq!(count(&third, "pages/fetched"), 1 + 29 + 2);
+    assert_eq!(versions(data.path()).len(), stored);
+    let records = pages(data.path(), false);
+    for path in ["/p/5.html", "/p/12.html"] {
+        assert_eq!(records[path]["gone"], true, "{}", records[path]);
+        assert_eq!(records[path]["missing"], 2);
+        assert!(records[path]["next_due"].is_null());
+    }
+
+    // Fourth run: gone pages are never asked again.
+    crawl(data.path(), &["--revisit-after", "0"]);
+    for (path, hits) in [("/p/5.html", 3), ("/p/12.html", 3), ("/p/6.html", 2)] {
+        assert_eq!(server.hits(path), hits, "{path} asked again");
+    }
+    assert_eq!(count(&last_run(data.path()), "pages/fetched"), 30);
+    let due = pages(data.path(), true);
+    assert!(!due.contains_key("/p/5.html") && !due.contains_key("/p/6.html"));
+    assert_eq!(due.len(), 30, "the hub and the 29 live pages");
+}
+
+/// Checks the guarantees after an interrupted revisit cycle: every (page,
+/// version) stored exactly once, and every live page's current revision stored.
+fn assert_each_version_once(site: &ChangingSite, data: &Path) {
+    let items = versions(data);
+    let mut counts: BTreeMap<&(String, u64), usize> = BTreeMap::new();
+    for item in &items {
+        *counts.entry(item).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "stored more than once: {twice:?}");
+    let stored: BTreeSet<&(String, u64)> = counts.keys().copied().collect();
+    for i in site.live() {
+        let revision = u64::from(site.revision(i).unwrap());
+        let want = (page_path(i), revision);
+        assert!(stored.contains(&want), "missing {want:?}");
+        let newer = (page_path(i), revision + 1);
+        assert!(!stored.contains(&newer), "unexpected {newer:?}");
+    }
+}
+
+/// A 200-page site crawled once, then edited (every fifth page), extended by 10
+/// pages and with 5 removed, and slowed down so that a revisit run lasts seconds.
+fn changed_slow_site(data: &Path) -> (ChangingSite, TestServer) {
+    let site = ChangingSite::new(200);
+    let server = first_crawl(&site, data, &["--revisit-after", "0"]);
+    for i in (0..200).step_by(5) {
+        site.edit(i);
+    }
+    for i in 200..210 {
+        site.add(i);
+    }
+    for i in [3, 33, 63, 93, 123] {
+        site.remove(i, Removal::NotFound);
+    }
+    site.set_delay(Some(Duration::from_millis(15)));
+    (site, server)
+}
+
+const SLOW_ARGS: [&str; 6] = [
+    "--revisit-after",
+    "0",
+    "--concurrency",
+    "4",
+    "--per-host",
+    "4",
+];
+
+#[test]
+fn kill_nine_during_a_revisit_then_each_version_once() {
+    const KILLS: usize = 5;
+    let data = tempfile::tempdir().unwrap();
+    let (site, server) = changed_slow_site(data.path());
+    let mut rng = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("kill-moment seed {rng}");
+    for round in 0..KILLS {
+        let mut child = crawl_cmd(data.path(), &SLOW_ARGS)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100 + splitmix64(&mut rng) % 300));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        eprintln!("round {round}: {status}, {} requests", server.requests());
+    }
+    site.set_delay(None);
+    crawl(data.path(), &SLOW_ARGS);
+    let outcomes: Vec<Value> = runs(data.path())
+        .iter()
+        .map(|r| r["outcome"].clone())
+        .collect();
+    eprintln!("outcomes {outcomes:?}");
+    assert_eq!(outcomes.last().unwrap(), "drained");
+    assert_each_version_once(&site, data.path());
+    // The removed pages were seen missing (one 404 item each, as version 2).
+    let items = versions(data.path());
+    for i in [3, 33, 63, 93, 123] {
+        let of_page: Vec<_> = items.iter().filter(|(p, _)| *p == page_path(i)).collect();
+        assert_eq!(of_page.len(), 2, "page {i}: {of_page:?}");
+    }
+    // A further run finds nothing new.
+    let stored = items.len();
+    crawl(data.path(), &SLOW_ARGS);
+    assert_eq!(versions(data.path()).len(), stored);
+    assert_eq!(count(&last_run(data.path()), "pages/changed"), 0);
+}
+
+#[test]
+fn sigint_during_a_revisit_then_the_cycle_resumes() {
+    let data = tempfile::tempdir().unwrap();
+    let (site, server) = changed_slow_site(data.path());
+    let before: BTreeMap<String, u64> = server.all_hits().into_iter().collect();
+    let child = crawl_cmd(data.path(), &SLOW_ARGS)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = server.requests();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.requests() < start + 40 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cli::signal(child.id(), libc::SIGINT);
+    let out = cli::wait_output(child, LIMIT);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "interrupted run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let interrupted = last_run(data.path());
+    assert_eq!(interrupted["outcome"], "interrupted");
+    assert_eq!(count(&interrupted, "cycle/started"), 1);
+    assert!(count(&interrupted, "pages/fetched") < 200, "{interrupted}");
+
+    crawl(data.path(), &SLOW_ARGS);
+    let resumed = last_run(data.path());
+    assert_eq!(resumed["outcome"], "drained");
+    assert_eq!(
+        count(&resumed, "cycle/started"),
+        0,
+        "resumed, not restarted"
+    );
+    // Across the two runs every page (and the hub) was fetched exactly once.
+    let after: BTreeMap<String, u64> = server.all_hits().into_iter().collect();
+    for (target, hits) in &after {
+        let earlier = before.get(target).copied().unwrap_or(0);
+        assert_eq!(
+            hits - earlier,
+            1,
+            "{target} fetched {} times",
+            hits - earlier
+        );
+    }
+    assert_eq!(after.len(), 211, "the hub and 210 pages");
+    assert_each_version_once(&site, data.path());
+}
+
+#[test]
+fn max_pages_in_a_revisit_cycle_resumes_it_next_run() {
+    const N: usize = 30;
+    let site = ChangingSite::new(N);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
+    crawl(data.path(), &["--revisit-after", "0", "--max-pages", "10"]);
+    let limited = last_run(data.path());
+    assert_eq!(limited["outcome"], "limit");
+    assert_eq!(count(&limited, "cycle/started"), 1);
+    assert_eq!(count(&limited, "pages/fetched"), 10);
+    assert_eq!(server.hits("/"), 2);
+
+    crawl(data.path(), &["--revisit-after", "0"]);
+    let resumed = last_run(data.path());
+    assert_eq!(resumed["outcome"], "drained");
+    assert_eq!(count(&resumed, "cycle/started"), 0);
+    assert_eq!(count(&resumed, "pages/fetched"), N as u64 + 1 - 10);
+    assert_eq!(server.hits("/"), 2, "the seed is not fetched again");
+    for i in 0..N {
+        assert_eq!(server.hits(&page_path(i)), 2, "page {i}");
+    }
+
+    crawl(data.path(), &["--revisit-after", "0"]);
+    let next = last_run(data.path());
+    assert_eq!(
+        count(&next, "cycle/started"),
+        1,
+        "a drained cycle is followed by a new one"
+    );
+    assert_eq!(count(&next, "pages/fetched"), N as u64 + 1);
+    assert_eq!(server.hits("/"), 3);
+    assert_eq!(versions(data.path()).len(), N + 1);
+}
+
+#[test]
+fn max_duration_stops_a_run_and_the_next_resumes() {
+    let site = ChangingSite::new(60);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
+    // 61 answers of 100 ms each, two at a time, take 3 s: far beyond the bound.
+    site.set_delay(Some(Duration::from_millis(100)));
+    let args = [
+        "--revisit-after",
+        "0",
+        "--concurrency",
+        "2",
+        "--per-host",
+        "2",
+    ];
+    let mut bounded = args.to_vec();
+    bounded.extend(["--max-duration", "0.5"]);
+    crawl(data.path(), &bounded);
+    let limited = last_run(data.path());
+    assert_eq!(limited["outcome"], "limit");
+    assert!(count(&limited, "pages/fetched") < 61, "{limited}");
+    site.set_delay(None);
+    crawl(data.path(), &args);
+    let resumed = last_run(data.path());
+    assert_eq!(resumed["outcome"], "drained");
+    assert_eq!(count(&resumed, "cycle/started"), 0);
+    assert_eq!(
+        count(&limited, "pages/fetched") + count(&resumed, "pages/fetched"),
+        61
+    );
+    assert_eq!(server.hits("/"), 2);
+}
+
+#[test]
+fn revisit_rule_hubs_are_fetched_every_run() {
+    const N: usize = 20;
+    let site = ChangingSite::new(N);
+    let data = tempfile::tempdir().unwrap();
+    let rule = ["--revisit", r"/p/[0-4]\.html$"];
+    let server = first_crawl(&site, data.path(), &rule);
+    site.edit(3);
+    site.edit(7);
+    let stored = versions(data.path()).len();
+    crawl(data.path(), &rule);
+    for i in 0..N {
+        let want = if i < 5 { 2 } else { 1 };
+        assert_eq!(server.hits(&page_path(i)), want, "page {i}");
+    }
+    // Page 7 changed too, but it is not due (adaptive default): not seen yet.
+    assert_eq!(new_items(data.path(), stored), expect_items(&[3], 2));
+    let second = last_run(data.path());
+    assert_eq!(count(&second, "revisit/due"), 5);
+    assert_eq!(count(&second, "pages/fetched"), 6);
+    let due = pages(data.path(), true);
+    let due: Vec<&String> = due.keys().collect();
+    assert_eq!(
+        due,
+        [
+            "/",
+            "/p/0.html",
+            "/p/1.html",
+            "/p/2.html",
+            "/p/3.html",
+            "/p/4.html"
+        ]
+    );
+}
+
+#[test]
+fn revisit_never_fetches_only_the_seed_and_new_links() {
+    const N: usize = 20;
+    let site = ChangingSite::new(N);
+    let data = tempfile::tempdir().unwrap();
+    let never = ["--revisit-after", "never"];
+    let server = first_crawl(&site, data.path(), &never);
+    for (path, record) in pages(data.path(), false) {
+        if path != "/" {
+            assert!(record["next_due"].is_null(), "{path}: {record}");
+        }
+    }
+    site.edit(2);
+    site.add(20);
+    let stored = versions(data.path()).len();
+    crawl(data.path(), &never);
+    assert_eq!(server.hits("/"), 2, "seeds are fetched every run");
+    assert_eq!(server.hits("/p/2.html"), 1, "never revisited");
+    assert_eq!(server.hits("/p/20.html"), 1);
+    let mut expected = vec![("/".to_owned(), 2)];
+    expected.extend(expect_items(&[20], 1));
+    assert_eq!(new_items(data.path(), stored), sorted(expected));
+    let second = last_run(data.path());
+    assert_eq!(count(&second, "revisit/due"), 0);
+    assert_eq!(count(&second, "revisit/seeds"), 1);
+    assert_eq!(count(&second, "pages/new"), 1);
+    assert_eq!(count(&second, "pages/changed"), 1);
+}
+
+#[test]
+fn dump_pages_due_and_tables() {
+    let site = ChangingSite::new(10);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &[]);
+    let seed = server.url("/");
+    // Default (adaptive, one day): only the seed is due.
+    let due = pages(data.path(), true);
+    assert_eq!(due.keys().collect::<Vec<_>>(), ["/"]);
+    assert_eq!(due["/"]["url"], seed.as_str());
+    let all = pages(data.path(), false);
+    assert_eq!(all.len(), 11);
+    for (path, record) in &all {
+        for field in [
+            "url",
+            "final_url",
+            "status",
+            "etag",
+            "last_modified",
+            "content_hash",
+            "first_fetched",
+            "last_fetched",
+            "last_changed",
+            "fetches",
+            "changes",
+            "version",
+            "interval",
+            "next_due",
+            "missing",
+            "gone",
+            "request",
+            "fingerprint",
+        ] {
+            assert!(
+                record.get(field).is_some(),
+                "{path} has no {field}: {record}"
+            );
+        }
+        assert_eq!(record["content_hash"].as_str().unwrap().len(), 40);
+        assert_eq!(record["interval"], 24 * 3600, "{path}");
+    }
+    let table = run(legcrawl(data.path(), &["dump", "pages"]), LIMIT);
+    assert!(table.status.success());
+    let text = String::from_utf8(table.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 12, "a header and one line per page:\n{text}");
+    assert!(
+        lines[0].contains("status") && lines[0].contains("url"),
+        "{}",
+        lines[0]
+    );
+    for line in &lines[1..] {
+        assert!(line.trim_start().starts_with("200"), "{line}");
+        assert!(line.contains(&server.url("")), "{line}");
+        assert!(!line.starts_with('{'), "not JSON: {line}");
+    }
+    let table = run(legcrawl(data.path(), &["dump", "pages", "--due"]), LIMIT);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.lines().nth(1).unwrap().trim_end().ends_with(&seed));
+    let table = run(legcrawl(data.path(), &["dump", "runs"]), LIMIT);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.lines().nth(1).unwrap().contains("drained"), "{text}");
+}
+
+#[test]
+fn a_redirect_target_is_fetched_once_per_cycle() {
+    // The seed redirects to the real hub; a page redirects to another page.
+    let server = TestServer::start(crate::support::handler(|req| match req.path() {
+        "/" => crate::support::TestResponse::redirect(301, "/home"),
+        "/home" => crate::support::TestResponse::html(
+            "<title>home</title><a href=\"/old\">old</a><a href=\"/a\">a</a>",
+        ),
+        "/old" => crate::support::TestResponse::redirect(301, "/new"),
+        "/a" | "/new" => crate::support::TestResponse::html("<title>leaf</title>"),
+        _ => crate::support::TestResponse::not_found(),
+    }));
+    let data = tempfile::tempdir().unwrap();
+    let seed = server.url("/");
+    let every = ["--revisit-after", "0"];
+    crawl(data.path(), &[seed.as_str(), every[0], every[1]]);
+    for path in ["/", "/home", "/old", "/new", "/a"] {
+        assert_eq!(server.hits(path), 1, "{path} in the first run");
+    }
+    crawl(data.path(), &every);
+    for path in ["/", "/home", "/old", "/new", "/a"] {
+        assert_eq!(server.hits(path), 2, "{path}: once per cycle");
+    }
+    // Default policy: the seed (a redirect) is fetched again, and so is the hub
+    // behind it; nothing else is due.
+    let data = tempfile::tempdir().unwrap();
+    crawl(data.path(), &[seed.as_str()]);
+    crawl(data.path(), &[]);
+    for (path, hits) in [("/", 4), ("/home", 4), ("/old", 3), ("/new", 3), ("/a", 3)] {
+        assert_eq!(server.hits(path), hits, "{path} with the default policy");
+    }
+}
+
+#[test]
+fn until_idle_then_a_held_host_gets_nothing_requeued() {
+    // /b answers 503 with Retry-After: 120 once: the retry waits beyond the
+    // minute --until-idle allows, so the run ends idle with it queued.
+    let failed_once = std::sync::atomic::AtomicBool::new(false);
+    let server = TestServer::start(crate::support::handler(move |req| match req.path() {
+        "/" => crate::support::TestResponse::html(
+            "<title>hub</title><a href=\"/a\">a</a><a href=\"/b\">b</a>",
+        ),
+        "/a" => crate::support::TestResponse::html("<title>a</title>"),
+        "/b" if !failed_once.swap(true, std::sync::atomic::Ordering::SeqCst) => {
+            crate::support::TestResponse::status(503).header("Retry-After", "120")
+        }
+        "/b" => crate::support::TestResponse::html("<title>b</title>"),
+        _ => crate::support::TestResponse::not_found(),
+    }));
+    let data = tempfile::tempdir().unwrap();
+    let seed = server.url("/");
+    let args = ["--revisit-after", "0", "--until-idle"];
+    crawl(data.path(), &[seed.as_str(), args[0], args[1], args[2]]);
+    let idle = last_run(data.path());
+    assert_eq!(idle["outcome"], "idle", "{idle}");
+    assert_eq!(server.hits("/b"), 1);
+
+    // A new cycle, but the host still has the retry queued: nothing is queued
+    // again for it; the retry is fetched.
+    crawl(data.path(), &args);
+    let held = last_run(data.path());
+    assert_eq!(count(&held, "cycle/started"), 1, "{held}");
+    assert_eq!(
+        count(&held, "revisit/seeds") + count(&held, "revisit/due"),
+        0
+    );
+    assert_eq!(count(&held, "pages/fetched"), 1);
+    assert_eq!(held["outcome"], "drained");
+    assert_eq!(
+        (server.hits("/"), server.hits("/a"), server.hits("/b")),
+        (1, 1, 2)
+    );
+
+    crawl(data.path(), &args);
+    let next = last_run(data.path());
+    assert_eq!(count(&next, "revisit/seeds"), 1);
+    assert_eq!(count(&next, "revisit/due"), 2);
+    assert_eq!(
+        (server.hits("/"), server.hits("/a"), server.hits("/b")),
+        (2, 2, 3)
+    );
+    let mut expected = vec![
+        ("/".to_owned(), 1),
+        ("/a".to_owned(), 1),
+        ("/b".to_owned(), 1),
+    ];
+    expected.sort();
+    assert_eq!(sorted(versions(data.path())), expected);
+}
