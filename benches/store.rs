@@ -246,7 +246,8 @@ fn rare_commit_cycle() {
 }
 
 /// True when the command line names no bench filter, or a filter that is part of `name`
-/// (criterion's filter is a regex; a plain substring is what this bench documents).
+/// (criterion's filter is a regex; a plain substring, optionally anchored at the end with `$`,
+/// is what this bench documents).
 fn wanted(name: &str) -> bool {
     const VALUED: [&str; 8] = [
         "--warm-up-time",
@@ -268,9 +269,10 @@ fn wanted(name: &str) -> bool {
         .map(|(_, arg)| arg)
         .collect();
     filters.is_empty()
-        || filters
-            .iter()
-            .any(|f| name.contains(f.trim_end_matches('$')))
+        || filters.iter().any(|f| match f.strip_suffix('$') {
+            Some(anchored) => name.ends_with(anchored),
+            None => name.contains(f.as_str()),
+        })
 }
 
 /// Prints steps/s, where the time went, and how large the state grew (cost depends on it).

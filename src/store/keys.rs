@@ -7,7 +7,10 @@
 
 /// Namespace of the state metadata record (one key).
 pub const META: &[u8] = b"m";
-/// Queue: `q` · host id (u32) · inverted priority (u32) · sequence (u64) → request.
+/// Queue: `q` · host id (u32) · inverted priority (u32) · sequence (u64) → a packed
+/// record of requests of that host and priority, the key's sequence being its first
+/// entry's (see `frontier` for the record layout). A single request is named by the
+/// same layout with its own sequence number (an *entry key*, never stored as a key).
 pub const QUEUE: u8 = b'q';
 /// Host index: `h` · host id (u32) → host name.
 pub const HOST: u8 = b'h';
@@ -63,6 +66,14 @@ pub fn queue_key(host_id: u32, priority: i32, seq: u64) -> [u8; QUEUE_KEY_LEN] {
     // Map i32 onto u32 preserving order, then invert so the highest sorts first.
     let ordered = (priority as u32) ^ 0x8000_0000;
     key[5..9].copy_from_slice(&(!ordered).to_be_bytes());
+    key[9..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// The entry key of sequence `seq` in the queue record `record`: the record's host and
+/// priority with `seq`. Entry keys sort like the requests they name (priority, then FIFO).
+pub fn queue_entry_key(record: &[u8; QUEUE_KEY_LEN], seq: u64) -> [u8; QUEUE_KEY_LEN] {
+    let mut key = *record;
     key[9..].copy_from_slice(&seq.to_be_bytes());
     key
 }

@@ -48,7 +48,8 @@ use crate::fingerprint::Fingerprint;
 use records::{Counters, Meta, RecordError, RunOutcome, RunRecord, unix_now};
 
 /// Version of the state layout as a whole.
-pub const STATE_FORMAT: u32 = 1;
+/// Format 2: queue values are packed records of requests (see `frontier`).
+pub const STATE_FORMAT: u32 = 2;
 /// Name of the marker file that makes a directory legcrawl state.
 pub const MARKER_FILE: &str = "LEGCRAWL";
 /// A completion group is committed after this many pages...
@@ -155,15 +156,16 @@ pub struct OpenOptions {
 struct HostQueue {
     /// The host name (`example.com:8080`).
     name: String,
-    /// Queue keys of this host currently leased.
+    /// Entry keys of this host currently leased.
     leased: BTreeSet<[u8; keys::QUEUE_KEY_LEN]>,
     /// False only when a scan found no unleased entry and nothing was added since.
     maybe_ready: bool,
-    /// Every key of this host up to and including the cursor is leased (or gone),
-    /// so the next lease scans from just after it instead of from the host's
-    /// first key. Reset when a lease is released or a key sorting before it is
-    /// added (a higher priority).
-    cursor: Option<[u8; keys::QUEUE_KEY_LEN]>,
+    /// `(record key, entry key)`: every entry of this host up to and including the
+    /// cursor's entry is leased (or gone), so the next lease scans from the cursor's
+    /// record, just after its entry, instead of from the host's first record. Reset
+    /// when a lease is released or an entry sorting before it is added (a higher
+    /// priority).
+    cursor: Option<([u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
 }
 
 impl HostQueue {
@@ -185,9 +187,13 @@ struct Group {
     fingerprints: Vec<Fingerprint>,
     /// The same fingerprints as a set: the Bloom overlay.
     overlay: HashSet<Fingerprint>,
-    /// Queue keys completed in this group (still leased until the commit).
-    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN])>,
-    /// Hosts that got new queue entries in this group, with the smallest new key.
+    /// `(host id, record key, entry key)` of the leases completed in this group
+    /// (still leased until the commit).
+    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+    /// The packed queue records this group is filling, by host id and priority
+    /// (the first 9 bytes of their keys); written to the batch at the commit.
+    queue: HashMap<[u8; 9], frontier::PendingRecord>,
+    /// Hosts that got new queue entries in this group, with the smallest new entry key.
     touched_hosts: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// First item sequence number written in this group.
     first_item: Option<u64>,

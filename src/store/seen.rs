@@ -165,9 +165,10 @@ impl State {
         for (name, by) in counters {
             self.count(name, by);
         }
-        self.group.batch.remove(&lease.key[..]);
         self.counters.sub("frontier/queued", 1);
-        self.group.completed.push((lease.host_id, lease.key));
+        self.group
+            .completed
+            .push((lease.host_id, lease.record, lease.key));
         self.group.pages += 1;
         self.group.dirty = true;
         self.opened();
@@ -194,7 +195,16 @@ impl State {
         if !self.group.dirty {
             return Ok(CommitOutcome::default());
         }
+        let completed = std::mem::take(&mut self.group.completed);
+        if let Err(error) = self.rewrite_completed(&completed) {
+            self.group.completed = completed;
+            return Err(error);
+        }
         let mut group = std::mem::take(&mut self.group);
+        group.completed = completed;
+        for (_, record) in group.queue.drain() {
+            group.batch.insert(&record.key[..], record.bytes);
+        }
         if !group.fingerprints.is_empty() {
             let payload: Vec<u8> = group.fingerprints.concat();
             group
@@ -226,7 +236,7 @@ impl State {
         }
         self.checkpoint_pending |= !group.fingerprints.is_empty();
         self.journaled += group.fingerprints.len() as u64;
-        for (host_id, key) in &group.completed {
+        for (host_id, _, key) in &group.completed {
             if let Some(queue) = self.hosts.get_mut(host_id)
                 && queue.leased.remove(key)
             {
@@ -237,7 +247,7 @@ impl State {
             if let Some(queue) = self.hosts.get_mut(host_id) {
                 queue.maybe_ready = true;
                 // A new key before the cursor (a higher priority) must be seen.
-                if queue.cursor.is_some_and(|cursor| *smallest < cursor) {
+                if queue.cursor.is_some_and(|(_, entry)| *smallest < entry) {
                     queue.cursor = None;
                 }
             }

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::records::RunRecord;
-use super::{State, StoreError, keys};
+use super::{State, StoreError, frontier, keys};
 use crate::canon;
 use crate::fingerprint::{self, Fingerprint};
 use crate::item;
@@ -103,21 +103,24 @@ impl State {
         let mut out = Vec::new();
         for (&host_id, queue) in &self.hosts {
             for entry in self.db.scan_prefix(keys::queue_host_prefix(host_id)) {
-                if out.len() >= limit {
-                    return Ok(out);
-                }
                 let (key, value) = entry.map_err(|e| self.db_error(e))?;
-                let request = Request::decode(&value)
-                    .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
-                let leased = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
-                    .map(|k| queue.leased.contains(&k))
-                    .unwrap_or(false);
-                out.push(FrontierEntry {
-                    host: queue.name.clone(),
-                    seq: keys::queue_key_seq(&key).unwrap_or(0),
-                    leased,
-                    request,
-                });
+                let record = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
+                    .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
+                for entry in frontier::record_entries(&value) {
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                    let (seq, bytes) =
+                        entry.map_err(|reason| self.corrupt("queue", &key, reason))?;
+                    let request = Request::decode(bytes)
+                        .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+                    out.push(FrontierEntry {
+                        host: queue.name.clone(),
+                        seq,
+                        leased: queue.leased.contains(&keys::queue_entry_key(&record, seq)),
+                        request,
+                    });
+                }
             }
         }
         Ok(out)
