@@ -16,8 +16,11 @@ pub const QUEUE: u8 = b'q';
 pub const HOST: u8 = b'h';
 /// Host lookup: `H` · host name → host id (u32).
 pub const HOST_BY_NAME: u8 = b'H';
-/// Exact seen set: `s` · fingerprint (20 bytes) → empty.
-pub const SEEN: u8 = b's';
+/// Exact seen set, sealed runs: `S` · run id (u64) · first fingerprint → sorted
+/// fingerprints (see `exact`).
+pub const EXACT_RUN: u8 = b'S';
+/// Exact seen set, run index (one key): version byte, then (run id, count) pairs.
+pub const EXACT_INDEX: &[u8] = b"e";
 /// Bloom journal: `j` · group sequence (u64) → the group's fingerprints, concatenated.
 pub const JOURNAL: u8 = b'j';
 /// Items: `i` · item sequence (u64) → item.

@@ -20,6 +20,7 @@
 //! Depends on [`crate::bloom`], [`crate::fingerprint`], [`crate::request`],
 //! [`crate::item`] and [`crate::config`]; never on the fetcher or the legs.
 
+mod exact;
 mod frontier;
 pub mod keys;
 mod output;
@@ -48,7 +49,9 @@ use crate::fingerprint::Fingerprint;
 use records::{Counters, Meta, RecordError, RunOutcome, RunRecord, unix_now};
 
 /// Version of the state layout as a whole.
-/// Format 2: queue values are packed records of requests (see `frontier`).
+/// Format 2: queue values are packed records of requests (see `frontier`), and the
+/// exact seen set is sealed runs of fingerprints instead of a key per fingerprint
+/// (see `exact`).
 pub const STATE_FORMAT: u32 = 2;
 /// Name of the marker file that makes a directory legcrawl state.
 pub const MARKER_FILE: &str = "LEGCRAWL";
@@ -217,6 +220,8 @@ pub struct State {
     run: Option<RunRecord>,
     run_counters: Counters,
     group: Group,
+    /// The exact seen set's in-memory part (empty in `bloom` mode).
+    exact: exact::Exact,
     next_item: u64,
     next_group: u64,
     /// Journal entries exist whose bits are applied to the map but not yet msynced.
@@ -255,6 +260,7 @@ impl State {
             run: None,
             run_counters: Counters::default(),
             group: Group::default(),
+            exact: exact::Exact::default(),
             next_item: 0,
             next_group: 0,
             checkpoint_pending: false,
@@ -263,6 +269,7 @@ impl State {
         };
         state.load_hosts()?;
         state.load_counters()?;
+        state.load_exact()?;
         state.next_item = state.last_u64_key(keys::ITEM)?.map_or(0, |n| n + 1);
         state.next_group = state.replay_journal()?;
         state.close_dead_runs()?;

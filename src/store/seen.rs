@@ -1,12 +1,13 @@
 //! The seen set and the completion step: dedup, group commit, Bloom journal.
 //!
 //! Dedup answers, in order: the open group's overlay (exact), then the mapped
-//! Bloom filter; a Bloom "maybe" is confirmed against the exact fingerprints in
-//! sled unless the state runs in `bloom` mode. Every fingerprint recorded in a
-//! group is written to the group's batch twice — in the exact set (exact mode) and
-//! in one journal entry — and set in the mapped bits only after the batch is
-//! flushed. A checkpoint msyncs the bits and then drops the journal entries it
-//! covers; opening replays whatever journal is left (setting bits is idempotent).
+//! Bloom filter; a Bloom "maybe" is confirmed against the exact set (`exact`)
+//! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
+//! written to the group's batch once, as one journal entry, and reach the mapped
+//! bits (and the exact set's in-memory recent part) only after the batch is
+//! flushed. A checkpoint msyncs the bits, seals the recent fingerprints into an
+//! exact run and drops the journal entries it covers, in one batch; opening replays
+//! whatever journal is left (setting bits is idempotent).
 
 use std::ops::Range;
 use std::time::Instant;
@@ -61,15 +62,11 @@ impl State {
         }
         match self.dedup {
             DedupMode::Bloom => Ok(Seen::Duplicate),
-            DedupMode::Exact => {
-                let key = keys::with_prefix(keys::SEEN, fp);
-                let exact = self.db.contains_key(key).map_err(|e| self.db_error(e))?;
-                Ok(if exact {
-                    Seen::Duplicate
-                } else {
-                    Seen::FalsePositive
-                })
-            }
+            DedupMode::Exact => Ok(if self.exact_contains(fp)? {
+                Seen::Duplicate
+            } else {
+                Seen::FalsePositive
+            }),
         }
     }
 
@@ -234,6 +231,9 @@ impl State {
         for fp in &group.fingerprints {
             self.bloom.insert(fp);
         }
+        if self.dedup == DedupMode::Exact {
+            self.exact.recent.extend(group.fingerprints.iter().copied());
+        }
         self.checkpoint_pending |= !group.fingerprints.is_empty();
         self.journaled += group.fingerprints.len() as u64;
         for (host_id, _, key) in &group.completed {
@@ -267,12 +267,16 @@ impl State {
         }
         self.bloom.flush()?;
         let mut batch = sled::Batch::default();
+        if self.dedup == DedupMode::Exact {
+            self.seal_exact(&mut batch)?;
+        }
         for entry in self.db.scan_prefix([keys::JOURNAL]) {
             let (key, _) = entry.map_err(|e| self.db_error(e))?;
             batch.remove(key);
         }
         self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         self.db.flush().map_err(|e| self.db_error(e))?;
+        self.sealed_exact();
         self.checkpoint_pending = false;
         self.journaled = 0;
         self.last_checkpoint = Instant::now();
@@ -300,6 +304,9 @@ impl State {
                 let mut fp = [0u8; 20];
                 fp.copy_from_slice(chunk);
                 self.bloom.insert(&fp);
+                if self.dedup == DedupMode::Exact {
+                    self.exact.recent.insert(fp);
+                }
             }
             self.checkpoint_pending = true;
             self.journaled += (value.len() / 20) as u64;
@@ -309,11 +316,6 @@ impl State {
     }
 
     fn record_fingerprint(&mut self, fp: Fingerprint) {
-        if self.dedup == DedupMode::Exact {
-            self.group
-                .batch
-                .insert(keys::with_prefix(keys::SEEN, &fp), &[]);
-        }
         self.group.overlay.insert(fp);
         self.group.fingerprints.push(fp);
         self.count("seen/unique", 1);

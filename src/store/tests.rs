@@ -368,7 +368,7 @@ fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
             assert!(queued < 3000, "bloom mode drops false positives");
             assert_eq!(queued + state.counter("dupefilter/filtered"), 3000);
             assert!(
-                state.db.scan_prefix([keys::SEEN]).next().is_none(),
+                state.db.scan_prefix([keys::EXACT_RUN]).next().is_none(),
                 "bloom mode keeps no exact set"
             );
         }
@@ -449,4 +449,37 @@ fn format_1_state_is_refused() {
     fs::write(dir.path().join(MARKER_FILE), "legcrawl state format 1\n").unwrap();
     let err = State::open(dir.path(), &opts()).err().unwrap();
     assert!(matches!(err, StoreError::Format { .. }), "{err}");
+}
+
+#[test]
+fn exact_set_survives_seals_merges_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let url = |n: u32| format!("http://a.test/{n}");
+    let fp = |n: u32| crate::fingerprint::fingerprint(&Request::get(url(n)), &[]);
+    // Nine seals of 1,500 fingerprints: four tier-0 runs merge once, twice.
+    for round in 0..9u32 {
+        for n in round * 1500..(round + 1) * 1500 {
+            assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+        }
+        state.checkpoint().unwrap();
+    }
+    // The last round stays in the journal (recent set) only.
+    for n in 9 * 1500..10 * 1500 {
+        assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+    }
+    state.commit().unwrap();
+    let check = |state: &State| {
+        for n in 0..15_000 {
+            assert_eq!(state.check_seen(&fp(n)).unwrap(), Seen::Duplicate, "{n}");
+        }
+        for n in 15_000..16_000 {
+            assert_ne!(state.check_seen(&fp(n)).unwrap(), Seen::Duplicate, "{n}");
+        }
+    };
+    check(&state);
+    assert!(state.exact.runs.len() <= 3, "{:?}", state.exact.runs);
+    drop(state);
+    let state = open(dir.path());
+    check(&state);
 }

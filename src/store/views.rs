@@ -158,11 +158,7 @@ impl State {
         let fp: Fingerprint = fingerprint::fingerprint(&Request::get(url), fingerprint_headers);
         let exact = match self.dedup {
             crate::config::DedupMode::Bloom => None,
-            crate::config::DedupMode::Exact => Some(
-                self.db
-                    .contains_key(keys::with_prefix(keys::SEEN, &fp))
-                    .map_err(|e| self.db_error(e))?,
-            ),
+            crate::config::DedupMode::Exact => Some(self.exact_contains(&fp)?),
         };
         Ok(SeenAnswer {
             url: url.to_owned(),
