@@ -49,7 +49,8 @@ use crate::fingerprint::Fingerprint;
 use records::{Counters, Meta, RecordError, RunOutcome, RunRecord, unix_now};
 
 /// Version of the state layout as a whole.
-/// Format 2: queue values are packed records of requests (see `frontier`), and the
+/// Format 2: queue values are packed records of requests (see `frontier`), a group's
+/// items are one record (see [`keys::ITEM`]), and the
 /// exact seen set is sealed runs of fingerprints instead of a key per fingerprint
 /// (see `exact`).
 pub const STATE_FORMAT: u32 = 2;
@@ -200,6 +201,8 @@ struct Group {
     touched_hosts: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// First item sequence number written in this group.
     first_item: Option<u64>,
+    /// The group's item record so far (see [`keys::ITEM`]).
+    items: Vec<u8>,
     pages: usize,
     opened_at: Option<Instant>,
     /// Anything at all to write.
@@ -270,7 +273,7 @@ impl State {
         state.load_hosts()?;
         state.load_counters()?;
         state.load_exact()?;
-        state.next_item = state.last_u64_key(keys::ITEM)?.map_or(0, |n| n + 1);
+        state.next_item = state.load_next_item()?;
         state.next_group = state.replay_journal()?;
         state.close_dead_runs()?;
         if options.begin_run {
@@ -384,6 +387,35 @@ impl State {
         }
         self.counters = Counters::from_values(values);
         Ok(())
+    }
+
+    /// The sequence number after the last stored item.
+    fn load_next_item(&self) -> Result<u64, StoreError> {
+        let end = [keys::ITEM + 1];
+        let Some(entry) = self.db.range([keys::ITEM]..end).next_back() else {
+            return Ok(0);
+        };
+        let (key, value) = entry.map_err(|e| self.db_error(e))?;
+        let first =
+            keys::u64_after_prefix(&key).ok_or_else(|| self.corrupt("item", &key, "short key"))?;
+        let mut count = 0;
+        for entry in self.item_entries(&key, &value)? {
+            entry.map_err(|reason| self.corrupt("item", &key, reason))?;
+            count += 1;
+        }
+        Ok(first + count)
+    }
+
+    /// The entries of an item record, its version checked.
+    pub(crate) fn item_entries<'v>(
+        &self,
+        key: &[u8],
+        value: &'v [u8],
+    ) -> Result<impl Iterator<Item = Result<&'v [u8], &'static str>> + 'v, StoreError> {
+        match value.split_first() {
+            Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(keys::length_prefixed(rest)),
+            _ => Err(self.corrupt("item", key, "unknown item record version")),
+        }
     }
 
     /// The u64 after the namespace byte of the last key in `namespace`.

@@ -152,10 +152,15 @@ impl State {
         for item in &items {
             let seq = self.next_item;
             self.next_item += 1;
-            self.group.first_item.get_or_insert(seq);
+            if self.group.first_item.is_none() {
+                self.group.first_item = Some(seq);
+                self.group.items.push(keys::ITEM_RECORD_VERSION);
+            }
+            let bytes = item::encode(item);
             self.group
-                .batch
-                .insert(keys::with_u64(keys::ITEM, seq), item::encode(item));
+                .items
+                .extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            self.group.items.extend_from_slice(&bytes);
         }
         self.count("items/stored", items.len() as u64);
         self.count("pages/completed", 1);
@@ -201,6 +206,10 @@ impl State {
         group.completed = completed;
         for (_, record) in group.queue.drain() {
             group.batch.insert(&record.key[..], record.bytes);
+        }
+        if let Some(first) = group.first_item {
+            let items = std::mem::take(&mut group.items);
+            group.batch.insert(keys::with_u64(keys::ITEM, first), items);
         }
         if !group.fingerprints.is_empty() {
             let payload: Vec<u8> = group.fingerprints.concat();

@@ -483,3 +483,33 @@ fn exact_set_survives_seals_merges_and_reopen() {
     let state = open(dir.path());
     check(&state);
 }
+
+#[test]
+fn items_are_read_from_inside_a_group_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for i in 0..6 {
+        let request = Request::get(format!("http://a.test/{i}"));
+        assert!(state.enqueue(&request, &[]).unwrap());
+    }
+    state.commit().unwrap();
+    // Two groups of three pages: two item records of three items.
+    for (n, lease) in lease_all(&mut state).into_iter().enumerate() {
+        complete(&mut state, lease, &[]);
+        if n == 2 {
+            state.commit().unwrap();
+        }
+    }
+    state.commit().unwrap();
+    drop(state);
+    let state = open(dir.path());
+    assert_eq!(state.items_len(), 6);
+    let mut seen = Vec::new();
+    state
+        .for_each_item(1, |seq, text| {
+            seen.push((seq, text.contains(&format!("/{seq}\""))));
+            seq < 4
+        })
+        .unwrap();
+    assert_eq!(seen, vec![(1, true), (2, true), (3, true), (4, true)]);
+}

@@ -133,16 +133,31 @@ impl State {
         from: u64,
         mut each: impl FnMut(u64, &str) -> bool,
     ) -> Result<(), StoreError> {
-        let start = keys::with_u64(keys::ITEM, from);
+        // The record holding `from` starts at or before it.
+        let at_from = keys::with_u64(keys::ITEM, from);
+        let start = match self
+            .db
+            .range([keys::ITEM].as_slice()..=at_from.as_slice())
+            .next_back()
+        {
+            Some(entry) => entry.map_err(|e| self.db_error(e))?.0.to_vec(),
+            None => at_from,
+        };
         let end = [keys::ITEM + 1];
         for entry in self.db.range(start.as_slice()..end.as_slice()) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let seq = keys::u64_after_prefix(&key)
+            let first = keys::u64_after_prefix(&key)
                 .ok_or_else(|| self.corrupt("item", &key, "short key"))?;
-            let text =
-                item::json_text(&value).map_err(|e| self.corrupt("item", &key, &e.to_string()))?;
-            if !each(seq, text) {
-                break;
+            for (seq, entry) in (first..).zip(self.item_entries(&key, &value)?) {
+                let bytes = entry.map_err(|reason| self.corrupt("item", &key, reason))?;
+                if seq < from {
+                    continue;
+                }
+                let text = item::json_text(bytes)
+                    .map_err(|e| self.corrupt("item", &key, &e.to_string()))?;
+                if !each(seq, text) {
+                    return Ok(());
+                }
             }
         }
         Ok(())
