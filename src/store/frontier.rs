@@ -3,14 +3,26 @@
 //! Queue keys are `q · host id · inverted priority · sequence`, so each host's
 //! requests are one contiguous, priority-then-FIFO ordered range, and a scheduler
 //! picks the next request of a host (or the best head over all hosts) by looking
-//! at the first unleased key of each host range — never by scanning the queue.
+//! at the first unleased entry of each host range — never by scanning the queue.
 //! Host names get small ids through the `h`/`H` index, loaded at open (one entry
 //! per host, not per request).
 //!
-//! A lease is an in-memory mark on a queue key. The key is removed only by the
-//! commit of the lease's completion, so an unfinished lease survives any crash as
-//! a queued request.
+//! A queue value is a *packed record*: the requests of one host and priority queued
+//! by one completion group (at most [`RECORD_MAX_ENTRIES`]), so a group writes one
+//! key per host and priority instead of one per request. Layout: the version byte
+//! [`RECORD_VERSION`], then per entry its sequence number (u64, big-endian), the
+//! length of its request (u32, big-endian) and the request as [`Request::encode`]
+//! writes it. Entries are in sequence order and the key carries the first one's, so
+//! records of a host and priority, read in key order and entry by entry, give the
+//! requests in FIFO order (a later group only ever gets larger sequence numbers).
+//! A request is named by its *entry key* ([`keys::queue_entry_key`]).
+//!
+//! A lease is an in-memory mark on an entry key. The entry is removed only by the
+//! commit of the lease's completion (which rewrites its record without it, or
+//! removes the record when it is empty), so an unfinished lease survives any crash
+//! as a queued request.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::{HostQueue, State, StoreError, keys};
@@ -24,7 +36,78 @@ pub struct Lease {
     pub request: Request,
     /// Its host id (for per-host schedulers).
     pub host_id: u32,
+    /// Entry key of the leased request.
     pub(super) key: [u8; keys::QUEUE_KEY_LEN],
+    /// Key of the packed record holding it.
+    pub(super) record: [u8; keys::QUEUE_KEY_LEN],
+}
+
+/// Version byte of a packed queue record.
+pub const RECORD_VERSION: u8 = 2;
+/// Entries of a packed record at most; a group with more requests for one host and
+/// priority writes several records. Bounds what a completion rewrites.
+pub const RECORD_MAX_ENTRIES: usize = 256;
+
+/// A packed record being filled by the open group.
+#[derive(Debug)]
+pub(super) struct PendingRecord {
+    /// Its key (the first entry's sequence number).
+    pub(super) key: [u8; keys::QUEUE_KEY_LEN],
+    /// Its value so far.
+    pub(super) bytes: Vec<u8>,
+    /// Entries in it.
+    pub(super) entries: usize,
+}
+
+/// The entries of a packed record: `(sequence, encoded request)`, or the reason the
+/// record cannot be read.
+pub(super) fn record_entries(
+    value: &[u8],
+) -> impl Iterator<Item = Result<(u64, &[u8]), &'static str>> + '_ {
+    let mut rest = match value.split_first() {
+        Some((&RECORD_VERSION, rest)) => Ok(rest),
+        Some(_) => Err("unknown queue record version"),
+        None => Err("empty queue record"),
+    };
+    std::iter::from_fn(move || {
+        let bytes = match rest {
+            Ok([]) => return None,
+            Ok(bytes) => bytes,
+            Err(reason) => {
+                rest = Ok(&[]);
+                return Some(Err(reason));
+            }
+        };
+        let parsed = bytes.split_first_chunk::<12>().and_then(|(head, tail)| {
+            let seq = u64::from_be_bytes(head[..8].try_into().ok()?);
+            let len = u32::from_be_bytes(head[8..].try_into().ok()?) as usize;
+            (tail.len() >= len).then(|| (seq, tail.split_at(len)))
+        });
+        match parsed {
+            Some((seq, (request, tail))) => {
+                rest = Ok(tail);
+                Some(Ok((seq, request)))
+            }
+            None => {
+                rest = Ok(&[]);
+                Some(Err("truncated queue record"))
+            }
+        }
+    })
+}
+
+/// Appends one entry to a packed record value.
+pub(super) fn push_entry(bytes: &mut Vec<u8>, seq: u64, request: &[u8]) {
+    bytes.extend_from_slice(&seq.to_be_bytes());
+    bytes.extend_from_slice(&(request.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(request);
+}
+
+/// The first unleased request found in a host's range.
+struct Found {
+    record: [u8; keys::QUEUE_KEY_LEN],
+    entry: [u8; keys::QUEUE_KEY_LEN],
+    request: Request,
 }
 
 impl Lease {
@@ -86,14 +169,32 @@ impl State {
         id
     }
 
-    /// Puts `request` in the open group's batch (no dedup here: see `seen`).
+    /// Adds `request` to the open group's packed record of its host and priority
+    /// (no dedup here: see `seen`).
     pub(super) fn push_queue(&mut self, request: &Request) {
         let host = host_of(&request.url);
         let id = self.host_id(&host);
         let seq = self.meta.next_queue_seq;
         self.meta.next_queue_seq += 1;
         let key = keys::queue_key(id, request.priority, seq);
-        self.group.batch.insert(&key[..], request.encode());
+        let mut head = [0u8; 9];
+        head.copy_from_slice(&key[..9]);
+        let pending = self
+            .group
+            .queue
+            .entry(head)
+            .or_insert_with(|| PendingRecord {
+                key,
+                bytes: vec![RECORD_VERSION],
+                entries: 0,
+            });
+        push_entry(&mut pending.bytes, seq, &request.encode());
+        pending.entries += 1;
+        if pending.entries >= RECORD_MAX_ENTRIES
+            && let Some(full) = self.group.queue.remove(&head)
+        {
+            self.group.batch.insert(&full.key[..], full.bytes);
+        }
         self.group.dirty = true;
         let smallest = self.group.touched_hosts.entry(id).or_insert(key);
         if key < *smallest {
@@ -121,23 +222,26 @@ impl State {
     pub fn lease_from(&mut self, host_id: u32) -> Result<Option<Lease>, StoreError> {
         Ok(self
             .peek_host(host_id)?
-            .map(|(key, request)| self.take(host_id, key, request)))
+            .map(|found| self.take(host_id, found)))
     }
 
     /// Leases the best queued request over all hosts: highest priority, then the
     /// oldest. Costs one short range read per host with queued requests.
     pub fn lease(&mut self) -> Result<Option<Lease>, StoreError> {
         let ids: Vec<u32> = self.ready_hosts().map(|(id, _, _)| id).collect();
-        let mut best: Option<(u32, [u8; keys::QUEUE_KEY_LEN], Request)> = None;
+        let mut best: Option<(u32, Found)> = None;
         for id in ids {
-            if let Some((key, request)) = self.peek_host(id)? {
+            if let Some(found) = self.peek_host(id)? {
                 // Compare priority and sequence, ignoring the host part of the key.
-                if best.as_ref().is_none_or(|(_, b, _)| key[5..] < b[5..]) {
-                    best = Some((id, key, request));
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b)| found.entry[5..] < b.entry[5..])
+                {
+                    best = Some((id, found));
                 }
             }
         }
-        Ok(best.map(|(id, key, request)| self.take(id, key, request)))
+        Ok(best.map(|(id, found)| self.take(id, found)))
     }
 
     /// Gives a lease back unfinished (e.g. after the shutdown grace period). The
@@ -152,26 +256,24 @@ impl State {
         }
     }
 
-    /// Marks the entry at `key` leased; it is the first unleased entry after the
+    /// Marks the found entry leased; it is the first unleased entry after the
     /// host's cursor, so it becomes the cursor.
-    fn take(&mut self, host_id: u32, key: [u8; keys::QUEUE_KEY_LEN], request: Request) -> Lease {
+    fn take(&mut self, host_id: u32, found: Found) -> Lease {
         if let Some(queue) = self.hosts.get_mut(&host_id) {
-            queue.leased.insert(key);
-            queue.cursor = Some(key);
+            queue.leased.insert(found.entry);
+            queue.cursor = Some((found.record, found.entry));
         }
         self.leased += 1;
         Lease {
-            request,
+            request: found.request,
             host_id,
-            key,
+            key: found.entry,
+            record: found.record,
         }
     }
 
     /// The first unleased entry of a host's range after its cursor, decoded.
-    fn peek_host(
-        &mut self,
-        host_id: u32,
-    ) -> Result<Option<([u8; keys::QUEUE_KEY_LEN], Request)>, StoreError> {
+    fn peek_host(&mut self, host_id: u32) -> Result<Option<Found>, StoreError> {
         let Some(queue) = self.hosts.get(&host_id) else {
             return Ok(None);
         };
@@ -179,28 +281,37 @@ impl State {
             return Ok(None);
         }
         let prefix = keys::queue_host_prefix(host_id);
-        let from = match &queue.cursor {
-            Some(cursor) => Bound::Excluded(cursor.to_vec()),
-            None => Bound::Included(prefix.to_vec()),
+        // The cursor's record may hold unleased entries after the cursor.
+        let (from, after) = match &queue.cursor {
+            Some((record, entry)) => (Bound::Included(record.to_vec()), Some(*entry)),
+            None => (Bound::Included(prefix.to_vec()), None),
         };
         let to = match keys::prefix_end(&prefix) {
             Some(end) => Bound::Excluded(end),
             None => Bound::Unbounded,
         };
         let mut found = None;
-        for entry in self.db.range::<Vec<u8>, _>((from, to)) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let key: [u8; keys::QUEUE_KEY_LEN] = key
+        'records: for item in self.db.range::<Vec<u8>, _>((from, to)) {
+            let (key, value) = item.map_err(|e| self.db_error(e))?;
+            let record: [u8; keys::QUEUE_KEY_LEN] = key
                 .as_ref()
                 .try_into()
                 .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
-            if queue.leased.contains(&key) {
-                continue;
+            for entry in record_entries(&value) {
+                let (seq, bytes) = entry.map_err(|reason| self.corrupt("queue", &key, reason))?;
+                let entry = keys::queue_entry_key(&record, seq);
+                if after.is_some_and(|after| entry <= after) || queue.leased.contains(&entry) {
+                    continue;
+                }
+                let request = Request::decode(bytes)
+                    .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+                found = Some(Found {
+                    record,
+                    entry,
+                    request,
+                });
+                break 'records;
             }
-            let request =
-                Request::decode(&value).map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
-            found = Some((key, request));
-            break;
         }
         if found.is_none()
             && let Some(queue) = self.hosts.get_mut(&host_id)
@@ -208,6 +319,42 @@ impl State {
             queue.maybe_ready = false;
         }
         Ok(found)
+    }
+
+    /// Rewrites, in the open group's batch, every queue record that had entries
+    /// completed in it: without those entries, or removed when none is left.
+    pub(super) fn rewrite_completed(
+        &mut self,
+        completed: &[(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])],
+    ) -> Result<(), StoreError> {
+        let mut by_record: BTreeMap<[u8; keys::QUEUE_KEY_LEN], Vec<u64>> = BTreeMap::new();
+        for (_, record, entry) in completed {
+            let seq = keys::queue_key_seq(entry).unwrap_or(0);
+            by_record.entry(*record).or_default().push(seq);
+        }
+        for (record, mut done) in by_record {
+            done.sort_unstable();
+            let Some(value) = self.db.get(record).map_err(|e| self.db_error(e))? else {
+                tracing::warn!(dir = %self.dir.display(), "completed queue record {record:?} is gone");
+                continue;
+            };
+            let mut kept = vec![RECORD_VERSION];
+            let mut left = 0;
+            for entry in record_entries(&value) {
+                let (seq, bytes) =
+                    entry.map_err(|reason| self.corrupt("queue", &record, reason))?;
+                if done.binary_search(&seq).is_err() {
+                    push_entry(&mut kept, seq, bytes);
+                    left += 1;
+                }
+            }
+            if left == 0 {
+                self.group.batch.remove(&record[..]);
+            } else {
+                self.group.batch.insert(&record[..], kept);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn corrupt(&self, what: &str, key: &[u8], reason: &str) -> StoreError {

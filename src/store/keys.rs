@@ -7,18 +7,28 @@
 
 /// Namespace of the state metadata record (one key).
 pub const META: &[u8] = b"m";
-/// Queue: `q` · host id (u32) · inverted priority (u32) · sequence (u64) → request.
+/// Queue: `q` · host id (u32) · inverted priority (u32) · sequence (u64) → a packed
+/// record of requests of that host and priority, the key's sequence being its first
+/// entry's (see `frontier` for the record layout). A single request is named by the
+/// same layout with its own sequence number (an *entry key*, never stored as a key).
 pub const QUEUE: u8 = b'q';
 /// Host index: `h` · host id (u32) → host name.
 pub const HOST: u8 = b'h';
 /// Host lookup: `H` · host name → host id (u32).
 pub const HOST_BY_NAME: u8 = b'H';
-/// Exact seen set: `s` · fingerprint (20 bytes) → empty.
-pub const SEEN: u8 = b's';
+/// Exact seen set, sealed runs: `S` · run id (u64) · first fingerprint → sorted
+/// fingerprints (see `exact`).
+pub const EXACT_RUN: u8 = b'S';
+/// Exact seen set, run index (one key): version byte, then (run id, count) pairs.
+pub const EXACT_INDEX: &[u8] = b"e";
 /// Bloom journal: `j` · group sequence (u64) → the group's fingerprints, concatenated.
 pub const JOURNAL: u8 = b'j';
-/// Items: `i` · item sequence (u64) → item.
+/// Items: `i` · sequence of the record's first item (u64) → the items of one
+/// completion group, numbered on from the key's: the version byte [`ITEM_RECORD_VERSION`],
+/// then per item its length (u32, big-endian) and the item as `item::encode` writes it.
 pub const ITEM: u8 = b'i';
+/// Version byte of an item record.
+pub const ITEM_RECORD_VERSION: u8 = 2;
 /// Run records: `r` · run id (u64) → run record.
 pub const RUN: u8 = b'r';
 /// Global counters: `c` · name → u64 (little-endian).
@@ -72,10 +82,40 @@ pub fn queue_key(host_id: u32, priority: i32, seq: u64) -> [u8; QUEUE_KEY_LEN] {
     key
 }
 
+/// The entry key of sequence `seq` in the queue record `record`: the record's host and
+/// priority with `seq`. Entry keys sort like the requests they name (priority, then FIFO).
+pub fn queue_entry_key(record: &[u8; QUEUE_KEY_LEN], seq: u64) -> [u8; QUEUE_KEY_LEN] {
+    let mut key = *record;
+    key[9..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
 /// The sequence number at the end of a queue key, if the key has the right length.
 pub fn queue_key_seq(key: &[u8]) -> Option<u64> {
     let tail: [u8; 8] = key.get(9..QUEUE_KEY_LEN)?.try_into().ok()?;
     Some(u64::from_be_bytes(tail))
+}
+
+/// The entries of a length-prefixed record after its version byte (`rest`): each is
+/// a big-endian u32 length and that many bytes. `Err` names a truncated record.
+pub fn length_prefixed(rest: &[u8]) -> impl Iterator<Item = Result<&[u8], &'static str>> + '_ {
+    let mut rest = Some(rest);
+    std::iter::from_fn(move || {
+        let bytes = rest.take()?;
+        if bytes.is_empty() {
+            return None;
+        }
+        let Some((len, tail)) = bytes.split_first_chunk::<4>() else {
+            return Some(Err("truncated record"));
+        };
+        let len = u32::from_be_bytes(*len) as usize;
+        if tail.len() < len {
+            return Some(Err("truncated record"));
+        }
+        let (entry, tail) = tail.split_at(len);
+        rest = Some(tail);
+        Some(Ok(entry))
+    })
 }
 
 /// The big-endian u64 after the namespace byte.

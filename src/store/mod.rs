@@ -20,6 +20,7 @@
 //! Depends on [`crate::bloom`], [`crate::fingerprint`], [`crate::request`],
 //! [`crate::item`] and [`crate::config`]; never on the fetcher or the legs.
 
+mod exact;
 mod frontier;
 pub mod keys;
 mod output;
@@ -50,7 +51,11 @@ use crate::fingerprint::Fingerprint;
 use records::{Counters, Meta, RecordError, RunOutcome, RunRecord, unix_now};
 
 /// Version of the state layout as a whole.
-pub const STATE_FORMAT: u32 = 1;
+/// Format 2: queue values are packed records of requests (see `frontier`), a group's
+/// items are one record (see [`keys::ITEM`]), and the
+/// exact seen set is sealed runs of fingerprints instead of a key per fingerprint
+/// (see `exact`).
+pub const STATE_FORMAT: u32 = 2;
 /// Name of the marker file that makes a directory legcrawl state.
 pub const MARKER_FILE: &str = "LEGCRAWL";
 /// A completion group is committed after this many pages...
@@ -157,15 +162,16 @@ pub struct OpenOptions {
 struct HostQueue {
     /// The host name (`example.com:8080`).
     name: String,
-    /// Queue keys of this host currently leased.
+    /// Entry keys of this host currently leased.
     leased: BTreeSet<[u8; keys::QUEUE_KEY_LEN]>,
     /// False only when a scan found no unleased entry and nothing was added since.
     maybe_ready: bool,
-    /// Every key of this host up to and including the cursor is leased (or gone),
-    /// so the next lease scans from just after it instead of from the host's
-    /// first key. Reset when a lease is released or a key sorting before it is
-    /// added (a higher priority).
-    cursor: Option<[u8; keys::QUEUE_KEY_LEN]>,
+    /// `(record key, entry key)`: every entry of this host up to and including the
+    /// cursor's entry is leased (or gone), so the next lease scans from the cursor's
+    /// record, just after its entry, instead of from the host's first record. Reset
+    /// when a lease is released or an entry sorting before it is added (a higher
+    /// priority).
+    cursor: Option<([u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
 }
 
 impl HostQueue {
@@ -187,14 +193,20 @@ struct Group {
     fingerprints: Vec<Fingerprint>,
     /// The same fingerprints as a set: the Bloom overlay.
     overlay: HashSet<Fingerprint>,
-    /// Queue keys completed in this group (still leased until the commit).
-    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN])>,
-    /// Hosts that got new queue entries in this group, with the smallest new key.
+    /// `(host id, record key, entry key)` of the leases completed in this group
+    /// (still leased until the commit).
+    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+    /// The packed queue records this group is filling, by host id and priority
+    /// (the first 9 bytes of their keys); written to the batch at the commit.
+    queue: HashMap<[u8; 9], frontier::PendingRecord>,
+    /// Hosts that got new queue entries in this group, with the smallest new entry key.
     touched_hosts: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// Page records written in this group, readable before the commit.
     page_records: HashMap<Fingerprint, pages::PageRecord>,
     /// First item sequence number written in this group.
     first_item: Option<u64>,
+    /// The group's item record so far (see [`keys::ITEM`]).
+    items: Vec<u8>,
     pages: usize,
     opened_at: Option<Instant>,
     /// Anything at all to write.
@@ -215,6 +227,8 @@ pub struct State {
     run: Option<RunRecord>,
     run_counters: Counters,
     group: Group,
+    /// The exact seen set's in-memory part (empty in `bloom` mode).
+    exact: exact::Exact,
     next_item: u64,
     next_group: u64,
     /// Journal entries exist whose bits are applied to the map but not yet msynced.
@@ -253,6 +267,7 @@ impl State {
             run: None,
             run_counters: Counters::default(),
             group: Group::default(),
+            exact: exact::Exact::default(),
             next_item: 0,
             next_group: 0,
             checkpoint_pending: false,
@@ -261,7 +276,8 @@ impl State {
         };
         state.load_hosts()?;
         state.load_counters()?;
-        state.next_item = state.last_u64_key(keys::ITEM)?.map_or(0, |n| n + 1);
+        state.load_exact()?;
+        state.next_item = state.load_next_item()?;
         state.next_group = state.replay_journal()?;
         state.close_dead_runs()?;
         if options.begin_run {
@@ -390,6 +406,35 @@ impl State {
         }
         self.counters = Counters::from_values(values);
         Ok(())
+    }
+
+    /// The sequence number after the last stored item.
+    fn load_next_item(&self) -> Result<u64, StoreError> {
+        let end = [keys::ITEM + 1];
+        let Some(entry) = self.db.range([keys::ITEM]..end).next_back() else {
+            return Ok(0);
+        };
+        let (key, value) = entry.map_err(|e| self.db_error(e))?;
+        let first =
+            keys::u64_after_prefix(&key).ok_or_else(|| self.corrupt("item", &key, "short key"))?;
+        let mut count = 0;
+        for entry in self.item_entries(&key, &value)? {
+            entry.map_err(|reason| self.corrupt("item", &key, reason))?;
+            count += 1;
+        }
+        Ok(first + count)
+    }
+
+    /// The entries of an item record, its version checked.
+    pub(crate) fn item_entries<'v>(
+        &self,
+        key: &[u8],
+        value: &'v [u8],
+    ) -> Result<impl Iterator<Item = Result<&'v [u8], &'static str>> + 'v, StoreError> {
+        match value.split_first() {
+            Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(keys::length_prefixed(rest)),
+            _ => Err(self.corrupt("item", key, "unknown item record version")),
+        }
     }
 
     /// The u64 after the namespace byte of the last key in `namespace`.

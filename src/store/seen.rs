@@ -1,12 +1,13 @@
 //! The seen set and the completion step: dedup, group commit, Bloom journal.
 //!
 //! Dedup answers, in order: the open group's overlay (exact), then the mapped
-//! Bloom filter; a Bloom "maybe" is confirmed against the exact fingerprints in
-//! sled unless the state runs in `bloom` mode. Every fingerprint recorded in a
-//! group is written to the group's batch twice — in the exact set (exact mode) and
-//! in one journal entry — and set in the mapped bits only after the batch is
-//! flushed. A checkpoint msyncs the bits and then drops the journal entries it
-//! covers; opening replays whatever journal is left (setting bits is idempotent).
+//! Bloom filter; a Bloom "maybe" is confirmed against the exact set (`exact`)
+//! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
+//! written to the group's batch once, as one journal entry, and reach the mapped
+//! bits (and the exact set's in-memory recent part) only after the batch is
+//! flushed. A checkpoint msyncs the bits, seals the recent fingerprints into an
+//! exact run and drops the journal entries it covers, in one batch; opening replays
+//! whatever journal is left (setting bits is idempotent).
 
 use std::ops::Range;
 use std::time::Instant;
@@ -61,15 +62,11 @@ impl State {
         }
         match self.dedup {
             DedupMode::Bloom => Ok(Seen::Duplicate),
-            DedupMode::Exact => {
-                let key = keys::with_prefix(keys::SEEN, fp);
-                let exact = self.db.contains_key(key).map_err(|e| self.db_error(e))?;
-                Ok(if exact {
-                    Seen::Duplicate
-                } else {
-                    Seen::FalsePositive
-                })
-            }
+            DedupMode::Exact => Ok(if self.exact_contains(fp)? {
+                Seen::Duplicate
+            } else {
+                Seen::FalsePositive
+            }),
         }
     }
 
@@ -155,19 +152,25 @@ impl State {
         for item in &items {
             let seq = self.next_item;
             self.next_item += 1;
-            self.group.first_item.get_or_insert(seq);
+            if self.group.first_item.is_none() {
+                self.group.first_item = Some(seq);
+                self.group.items.push(keys::ITEM_RECORD_VERSION);
+            }
+            let bytes = item::encode(item);
             self.group
-                .batch
-                .insert(keys::with_u64(keys::ITEM, seq), item::encode(item));
+                .items
+                .extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            self.group.items.extend_from_slice(&bytes);
         }
         self.count("items/stored", items.len() as u64);
         self.count("pages/completed", 1);
         for (name, by) in counters {
             self.count(name, by);
         }
-        self.group.batch.remove(&lease.key[..]);
         self.counters.sub("frontier/queued", 1);
-        self.group.completed.push((lease.host_id, lease.key));
+        self.group
+            .completed
+            .push((lease.host_id, lease.record, lease.key));
         self.group.pages += 1;
         self.group.dirty = true;
         self.opened();
@@ -194,7 +197,20 @@ impl State {
         if !self.group.dirty {
             return Ok(CommitOutcome::default());
         }
+        let completed = std::mem::take(&mut self.group.completed);
+        if let Err(error) = self.rewrite_completed(&completed) {
+            self.group.completed = completed;
+            return Err(error);
+        }
         let mut group = std::mem::take(&mut self.group);
+        group.completed = completed;
+        for (_, record) in group.queue.drain() {
+            group.batch.insert(&record.key[..], record.bytes);
+        }
+        if let Some(first) = group.first_item {
+            let items = std::mem::take(&mut group.items);
+            group.batch.insert(keys::with_u64(keys::ITEM, first), items);
+        }
         if !group.fingerprints.is_empty() {
             let payload: Vec<u8> = group.fingerprints.concat();
             group
@@ -224,9 +240,12 @@ impl State {
         for fp in &group.fingerprints {
             self.bloom.insert(fp);
         }
+        if self.dedup == DedupMode::Exact {
+            self.exact.recent.extend(group.fingerprints.iter().copied());
+        }
         self.checkpoint_pending |= !group.fingerprints.is_empty();
         self.journaled += group.fingerprints.len() as u64;
-        for (host_id, key) in &group.completed {
+        for (host_id, _, key) in &group.completed {
             if let Some(queue) = self.hosts.get_mut(host_id)
                 && queue.leased.remove(key)
             {
@@ -237,7 +256,7 @@ impl State {
             if let Some(queue) = self.hosts.get_mut(host_id) {
                 queue.maybe_ready = true;
                 // A new key before the cursor (a higher priority) must be seen.
-                if queue.cursor.is_some_and(|cursor| *smallest < cursor) {
+                if queue.cursor.is_some_and(|(_, entry)| *smallest < entry) {
                     queue.cursor = None;
                 }
             }
@@ -257,12 +276,16 @@ impl State {
         }
         self.bloom.flush()?;
         let mut batch = sled::Batch::default();
+        if self.dedup == DedupMode::Exact {
+            self.seal_exact(&mut batch)?;
+        }
         for entry in self.db.scan_prefix([keys::JOURNAL]) {
             let (key, _) = entry.map_err(|e| self.db_error(e))?;
             batch.remove(key);
         }
         self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         self.db.flush().map_err(|e| self.db_error(e))?;
+        self.sealed_exact();
         self.checkpoint_pending = false;
         self.journaled = 0;
         self.last_checkpoint = Instant::now();
@@ -290,6 +313,9 @@ impl State {
                 let mut fp = [0u8; 20];
                 fp.copy_from_slice(chunk);
                 self.bloom.insert(&fp);
+                if self.dedup == DedupMode::Exact {
+                    self.exact.recent.insert(fp);
+                }
             }
             self.checkpoint_pending = true;
             self.journaled += (value.len() / 20) as u64;
@@ -299,11 +325,6 @@ impl State {
     }
 
     fn record_fingerprint(&mut self, fp: Fingerprint) {
-        if self.dedup == DedupMode::Exact {
-            self.group
-                .batch
-                .insert(keys::with_prefix(keys::SEEN, &fp), &[]);
-        }
         self.group.overlay.insert(fp);
         self.group.fingerprints.push(fp);
         self.count("seen/unique", 1);

@@ -368,9 +368,148 @@ fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
             assert!(queued < 3000, "bloom mode drops false positives");
             assert_eq!(queued + state.counter("dupefilter/filtered"), 3000);
             assert!(
-                state.db.scan_prefix([keys::SEEN]).next().is_none(),
+                state.db.scan_prefix([keys::EXACT_RUN]).next().is_none(),
                 "bloom mode keeps no exact set"
             );
         }
     }
+}
+
+#[test]
+fn packed_records_are_consumed_in_fifo_order_across_groups_and_reopen() {
+    // 600 requests of one host in one group: three packed records (256 + 256 + 88).
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for i in 0..600 {
+        let request = Request::get(format!("http://a.test/{i}"));
+        assert!(state.enqueue(&request, &[]).unwrap());
+    }
+    state.commit().unwrap();
+    let records = state.db.scan_prefix([keys::QUEUE]).count();
+    assert_eq!(records, 600usize.div_ceil(frontier::RECORD_MAX_ENTRIES));
+    // Lease 300 (crossing a record boundary), complete the odd ones over two groups,
+    // release nothing: the even ones stay leased until the "crash".
+    let mut leases: Vec<Lease> = (0..300).map(|_| state.lease().unwrap().unwrap()).collect();
+    let urls: Vec<String> = leases.iter().map(|l| l.request.url.clone()).collect();
+    let expected: Vec<String> = (0..300).map(|i| format!("http://a.test/{i}")).collect();
+    assert_eq!(urls, expected);
+    let mut kept = Vec::new();
+    for (n, lease) in leases.drain(..).enumerate() {
+        if n % 2 == 1 {
+            complete(&mut state, lease, &[]);
+        } else {
+            kept.push(lease);
+        }
+        if n == 150 {
+            state.commit().unwrap();
+        }
+    }
+    state.commit().unwrap();
+    assert_eq!(state.frontier_len(), 450);
+    drop(kept);
+    drop(state);
+    let mut state = open(dir.path());
+    let urls: Vec<String> = lease_all(&mut state)
+        .into_iter()
+        .map(|l| l.request.url)
+        .collect();
+    let expected: Vec<String> = (0..600)
+        .filter(|i| i >= &300 || i % 2 == 0)
+        .map(|i| format!("http://a.test/{i}"))
+        .collect();
+    assert_eq!(urls, expected);
+    let head = state.frontier_head(1000).unwrap();
+    assert_eq!(head.len(), 450);
+    assert!(head.iter().all(|entry| entry.leased));
+}
+
+#[test]
+fn emptied_records_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for i in 0..5 {
+        let request = Request::get(format!("http://a.test/{i}"));
+        assert!(state.enqueue(&request, &[]).unwrap());
+    }
+    state.commit().unwrap();
+    for lease in lease_all(&mut state) {
+        complete(&mut state, lease, &[]);
+    }
+    state.commit().unwrap();
+    assert!(state.db.scan_prefix([keys::QUEUE]).next().is_none());
+    assert_eq!(state.frontier_len(), 0);
+}
+
+#[test]
+fn format_1_state_is_refused() {
+    // Format 1 stored one request per queue key; reading it as packed records would
+    // misread it, so its marker is refused with the format error.
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    fs::write(dir.path().join(MARKER_FILE), "legcrawl state format 1\n").unwrap();
+    let err = State::open(dir.path(), &opts()).err().unwrap();
+    assert!(matches!(err, StoreError::Format { .. }), "{err}");
+}
+
+#[test]
+fn exact_set_survives_seals_merges_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let url = |n: u32| format!("http://a.test/{n}");
+    let fp = |n: u32| crate::fingerprint::fingerprint(&Request::get(url(n)), &[]);
+    // Nine seals of 1,500 fingerprints: four tier-0 runs merge once, twice.
+    for round in 0..9u32 {
+        for n in round * 1500..(round + 1) * 1500 {
+            assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+        }
+        state.checkpoint().unwrap();
+    }
+    // The last round stays in the journal (recent set) only.
+    for n in 9 * 1500..10 * 1500 {
+        assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+    }
+    state.commit().unwrap();
+    let check = |state: &State| {
+        for n in 0..15_000 {
+            assert_eq!(state.check_seen(&fp(n)).unwrap(), Seen::Duplicate, "{n}");
+        }
+        for n in 15_000..16_000 {
+            assert_ne!(state.check_seen(&fp(n)).unwrap(), Seen::Duplicate, "{n}");
+        }
+    };
+    check(&state);
+    assert!(state.exact.runs.len() <= 3, "{:?}", state.exact.runs);
+    drop(state);
+    let state = open(dir.path());
+    check(&state);
+}
+
+#[test]
+fn items_are_read_from_inside_a_group_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for i in 0..6 {
+        let request = Request::get(format!("http://a.test/{i}"));
+        assert!(state.enqueue(&request, &[]).unwrap());
+    }
+    state.commit().unwrap();
+    // Two groups of three pages: two item records of three items.
+    for (n, lease) in lease_all(&mut state).into_iter().enumerate() {
+        complete(&mut state, lease, &[]);
+        if n == 2 {
+            state.commit().unwrap();
+        }
+    }
+    state.commit().unwrap();
+    drop(state);
+    let state = open(dir.path());
+    assert_eq!(state.items_len(), 6);
+    let mut seen = Vec::new();
+    state
+        .for_each_item(1, |seq, text| {
+            seen.push((seq, text.contains(&format!("/{seq}\""))));
+            seq < 4
+        })
+        .unwrap();
+    assert_eq!(seen, vec![(1, true), (2, true), (3, true), (4, true)]);
 }

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::records::RunRecord;
-use super::{State, StoreError, keys};
+use super::{State, StoreError, frontier, keys};
 use crate::canon;
 use crate::fingerprint::{self, Fingerprint};
 use crate::item;
@@ -103,21 +103,24 @@ impl State {
         let mut out = Vec::new();
         for (&host_id, queue) in &self.hosts {
             for entry in self.db.scan_prefix(keys::queue_host_prefix(host_id)) {
-                if out.len() >= limit {
-                    return Ok(out);
-                }
                 let (key, value) = entry.map_err(|e| self.db_error(e))?;
-                let request = Request::decode(&value)
-                    .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
-                let leased = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
-                    .map(|k| queue.leased.contains(&k))
-                    .unwrap_or(false);
-                out.push(FrontierEntry {
-                    host: queue.name.clone(),
-                    seq: keys::queue_key_seq(&key).unwrap_or(0),
-                    leased,
-                    request,
-                });
+                let record = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
+                    .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
+                for entry in frontier::record_entries(&value) {
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                    let (seq, bytes) =
+                        entry.map_err(|reason| self.corrupt("queue", &key, reason))?;
+                    let request = Request::decode(bytes)
+                        .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+                    out.push(FrontierEntry {
+                        host: queue.name.clone(),
+                        seq,
+                        leased: queue.leased.contains(&keys::queue_entry_key(&record, seq)),
+                        request,
+                    });
+                }
             }
         }
         Ok(out)
@@ -130,16 +133,31 @@ impl State {
         from: u64,
         mut each: impl FnMut(u64, &str) -> bool,
     ) -> Result<(), StoreError> {
-        let start = keys::with_u64(keys::ITEM, from);
+        // The record holding `from` starts at or before it.
+        let at_from = keys::with_u64(keys::ITEM, from);
+        let start = match self
+            .db
+            .range([keys::ITEM].as_slice()..=at_from.as_slice())
+            .next_back()
+        {
+            Some(entry) => entry.map_err(|e| self.db_error(e))?.0.to_vec(),
+            None => at_from,
+        };
         let end = [keys::ITEM + 1];
         for entry in self.db.range(start.as_slice()..end.as_slice()) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let seq = keys::u64_after_prefix(&key)
+            let first = keys::u64_after_prefix(&key)
                 .ok_or_else(|| self.corrupt("item", &key, "short key"))?;
-            let text =
-                item::json_text(&value).map_err(|e| self.corrupt("item", &key, &e.to_string()))?;
-            if !each(seq, text) {
-                break;
+            for (seq, entry) in (first..).zip(self.item_entries(&key, &value)?) {
+                let bytes = entry.map_err(|reason| self.corrupt("item", &key, reason))?;
+                if seq < from {
+                    continue;
+                }
+                let text = item::json_text(bytes)
+                    .map_err(|e| self.corrupt("item", &key, &e.to_string()))?;
+                if !each(seq, text) {
+                    return Ok(());
+                }
             }
         }
         Ok(())
@@ -155,11 +173,7 @@ impl State {
         let fp: Fingerprint = fingerprint::fingerprint(&Request::get(url), fingerprint_headers);
         let exact = match self.dedup {
             crate::config::DedupMode::Bloom => None,
-            crate::config::DedupMode::Exact => Some(
-                self.db
-                    .contains_key(keys::with_prefix(keys::SEEN, &fp))
-                    .map_err(|e| self.db_error(e))?,
-            ),
+            crate::config::DedupMode::Exact => Some(self.exact_contains(&fp)?),
         };
         Ok(SeenAnswer {
             url: url.to_owned(),
