@@ -74,9 +74,7 @@ impl Change {
         match prior {
             None => Change::New,
             Some(_) if status == 304 => Change::NotModified,
-            Some(prior) if prior.content_hash == content_hash || prior.is_baseline() => {
-                Change::Unchanged
-            }
+            Some(prior) if prior.content_hash == content_hash => Change::Unchanged,
             Some(_) => Change::Changed,
         }
     }

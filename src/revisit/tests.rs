@@ -176,19 +176,6 @@ fn the_stored_request_drops_conditional_headers() {
 }
 
 #[test]
-fn a_baseline_record_takes_its_first_content_without_a_change() {
-    let s = schedule(Revisit::EveryRun, &[]);
-    let baseline = PageRecord::baseline(&request(), 0);
-    assert!(baseline.is_baseline());
-    let (r, change) = s.record(Some(&baseline), &request(), &seen(200, "a"), 5);
-    assert_eq!(change, Change::Unchanged);
-    assert_eq!((r.version, r.changes, r.fetches), (1, 0, 1));
-    assert!(!r.is_baseline());
-    let (_, change) = s.record(Some(&r), &request(), &seen(200, "b"), 6);
-    assert_eq!(change, Change::Changed);
-}
-
-#[test]
 fn a_redirect_to_a_page_due_or_fetched_this_run_is_not_followed_again() {
     let request = Request::get("http://a.test/p");
     let every = schedule(Revisit::EveryRun, &[]);

@@ -109,36 +109,6 @@ impl StoredRequest {
 }
 
 impl PageRecord {
-    /// A record for a page fetched before page records existed: nothing known but
-    /// that its items are stored (version 1).
-    pub fn baseline(request: &Request, now: u64) -> PageRecord {
-        PageRecord {
-            url: request.url.clone(),
-            final_url: request.url.clone(),
-            status: 0,
-            etag: None,
-            last_modified: None,
-            content_hash: String::new(),
-            first_fetched: now,
-            last_fetched: now,
-            last_changed: now,
-            fetches: 0,
-            changes: 0,
-            version: 1,
-            interval: 0,
-            next_due: None,
-            missing: 0,
-            gone: false,
-            request: StoredRequest::of(request),
-        }
-    }
-
-    /// True for a [`PageRecord::baseline`]: its first fetch takes the content as
-    /// it finds it, without counting a change.
-    pub fn is_baseline(&self) -> bool {
-        self.content_hash.is_empty()
-    }
-
     /// The request that fetches this page again: `dont_filter`, no retries.
     pub fn revisit_request(&self) -> Request {
         let stored = &self.request;
@@ -251,18 +221,11 @@ impl State {
     /// again (`dont_filter`), except those of hosts that still have queued
     /// requests (a host held over from the last run finishes its cycle first, so
     /// nothing is queued twice). Commits.
-    ///
-    /// A state last written by a build without page records (it has runs but
-    /// never started a cycle) has fetched its seeds without recording them: each
-    /// seed then gets a baseline record with an unknown content hash, so that
-    /// fetching it again stores no second copy of its items (see
-    /// [`PageRecord::is_baseline`]).
     pub fn start_cycle(
         &mut self,
         now: u64,
         fingerprint_headers: &[String],
     ) -> Result<CycleStart, StoreError> {
-        let legacy = self.counter("cycle/started") == 0 && self.previous_run()?.is_some();
         let busy: HashSet<u32> = self
             .hosts
             .keys()
@@ -283,9 +246,6 @@ impl State {
             request.dont_filter = true;
             let fp = fingerprint::fingerprint(&request, fingerprint_headers);
             seed_fps.insert(fp);
-            if legacy && self.page(&fp)?.is_none() {
-                self.put_page(fp, PageRecord::baseline(&request, now), None);
-            }
             if held(self, &request.url) {
                 start.held += 1;
                 continue;

@@ -224,36 +224,3 @@ fn an_unreadable_page_record_is_an_error_naming_it() {
         "{error}"
     );
 }
-
-#[test]
-fn a_state_from_before_page_records_gets_baseline_records_for_its_seeds() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut state = open(dir.path());
-    state
-        .add_seeds(&["http://a.test/".to_owned()], &[])
-        .unwrap();
-    drain(&mut state);
-    state
-        .end_run(crate::store::records::RunOutcome::Drained)
-        .unwrap();
-    drop(state);
-    // The next run is the first of a build with page records.
-    let mut state = open(dir.path());
-    state.start_cycle(50, &[]).unwrap();
-    let record = state.page(&fp("http://a.test/")).unwrap().unwrap();
-    assert!(record.is_baseline());
-    assert_eq!(record.version, 1);
-    drain(&mut state);
-    state
-        .end_run(crate::store::records::RunOutcome::Drained)
-        .unwrap();
-    drop(state);
-    // Once a cycle has started, no more baselines are written.
-    let mut state = open(dir.path());
-    state
-        .add_seeds(&["http://b.test/".to_owned()], &[])
-        .unwrap();
-    drain(&mut state);
-    state.start_cycle(60, &[]).unwrap();
-    assert_eq!(state.page(&fp("http://b.test/")).unwrap(), None);
-}
