@@ -52,33 +52,34 @@ pub struct Parts<'a> {
 /// The parts of `s` when it is in the subset the module doc describes: then
 /// `Url::parse(s)` succeeds, serializes to `s`, and its parts equal these.
 pub fn split(s: &str) -> Option<Parts<'_>> {
-    let (scheme, rest) = match s.as_bytes().get(..8) {
-        Some(b"https://") => ("https", &s[8..]),
-        _ if s.starts_with("http://") => ("http", &s[7..]),
+    let (scheme, host_start) = match s.as_bytes().get(..8) {
+        Some(b"https://") => ("https", 8),
+        _ if s.starts_with("http://") => ("http", 7),
         _ => return None,
     };
-    let authority_end = rest.find('/')?;
-    let authority = &rest[..authority_end];
-    let (host, port) = match authority.split_once(':') {
-        Some((host, port)) => (host, Some(port_number(port, scheme)?)),
+    let bytes = s.as_bytes();
+    let path_start = host_start + find(&bytes[host_start..], b'/')?;
+    let authority = &s[host_start..path_start];
+    let (host, port) = match find(authority.as_bytes(), b':') {
+        Some(colon) => (
+            &authority[..colon],
+            Some(port_number(&authority[colon + 1..], scheme)?),
+        ),
         None => (authority, None),
     };
     if !is_plain_host(host) {
         return None;
     }
-    let path_start = s.len() - rest.len() + authority_end;
-    let after_authority = &s[path_start..];
-    let (before_fragment, fragment) = match after_authority.split_once('#') {
-        Some((before, fragment)) => (before, Some(fragment)),
-        None => (after_authority, None),
-    };
-    let (path, query) = match before_fragment.split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (before_fragment, None),
-    };
+    let rest = &bytes[path_start..];
+    let fragment_at = find(rest, b'#').map(|i| path_start + i);
+    let before_fragment = fragment_at.unwrap_or(s.len());
+    let query_at = find(&bytes[path_start..before_fragment], b'?').map(|i| path_start + i);
+    let path = &s[path_start..query_at.unwrap_or(before_fragment)];
+    let query = query_at.map(|q| &s[q + 1..before_fragment]);
+    let fragment = fragment_at.map(|f| &s[f + 1..]);
     let plain = is_plain_path(path)
         && query.is_none_or(is_plain_query)
-        && fragment.is_none_or(|f| is_plain(f, QUERY));
+        && fragment.is_none_or(is_plain_query);
     plain.then_some(Parts {
         text: s,
         scheme,
@@ -89,6 +90,12 @@ pub fn split(s: &str) -> Option<Parts<'_>> {
         query,
         fragment,
     })
+}
+
+/// The index of the first `byte` in `bytes`: a plain loop, cheaper than `str::find`
+/// on strings this short.
+pub fn find(bytes: &[u8], byte: u8) -> Option<usize> {
+    bytes.iter().position(|&b| b == byte)
 }
 
 /// The port, when written as the parser writes it and not the default one.
@@ -105,7 +112,7 @@ fn port_number(digits: &str, scheme: &str) -> Option<u16> {
 fn is_plain_host(host: &str) -> bool {
     let mut labels = 0;
     let mut last = "";
-    for label in host.split('.') {
+    for label in host.split(is_dot) {
         let bytes = label.as_bytes();
         let fine = !bytes.is_empty()
             && !bytes.starts_with(b"xn--")
@@ -122,7 +129,13 @@ fn is_plain_host(host: &str) -> bool {
         || last
             .strip_prefix("0x")
             .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()));
-    !numeric || (labels == 4 && host.split('.').all(is_quad_part))
+    !numeric || (labels == 4 && host.split(is_dot).all(is_quad_part))
+}
+
+/// A `fn` rather than `'.'`: `str::split` then scans chars in place instead of calling
+/// `memchr` and `memcmp` per label, which costs more on strings this short.
+fn is_dot(c: char) -> bool {
+    c == '.'
 }
 
 /// One part of a dotted quad as the parser writes it: `0..=255`, no leading zero.
@@ -134,57 +147,74 @@ fn is_quad_part(part: &str) -> bool {
         && part.parse::<u8>().is_ok()
 }
 
-/// Which characters besides unreserved ones and escapes a part may hold.
-const PATH: &[u8] = b"!$&'()*+,;=:@/";
-const QUERY: &[u8] = b"!$&()*+,;=:@/?";
+/// Character classes: bit 0 allowed in a path, bit 1 in a query or fragment.
+const CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        let unreserved = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~');
+        let common = unreserved || matches!(c, b'!' | b'$' | b'&' | b'(' | b')' | b'*');
+        let common = common || matches!(c, b'+' | b',' | b';' | b'=' | b':' | b'@' | b'/');
+        let path = common || c == b'\'';
+        let query = common || c == b'?';
+        table[b] = (path as u8) | ((query as u8) << 1);
+        b += 1;
+    }
+    table
+};
+const PATH: u8 = 1;
+const QUERY: u8 = 2;
 
-/// Only allowed characters and valid escapes.
-fn is_plain(part: &str, extra: &[u8]) -> bool {
+/// Only characters of class `class` and valid escapes; in a path (`PATH`) also no
+/// `%2e`, and no `.` or `..` segment unless `dots` allows them.
+fn is_plain(part: &str, class: u8, dots: bool) -> bool {
     let bytes = part.as_bytes();
     let mut i = 0;
+    let mut segment = 0;
     while i < bytes.len() {
         let b = bytes[i];
         if b == b'%' {
-            let valid = bytes
-                .get(i + 1..i + 3)
-                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit));
-            if !valid {
+            let Some(&[hi, lo]) = bytes.get(i + 1..i + 3) else {
+                return false;
+            };
+            let dot = class == PATH && hi == b'2' && (lo | 0x20) == b'e';
+            if dot || !hi.is_ascii_hexdigit() || !lo.is_ascii_hexdigit() {
                 return false;
             }
             i += 3;
             continue;
         }
-        if !(b.is_ascii_alphanumeric()
-            || matches!(b, b'-' | b'.' | b'_' | b'~')
-            || extra.contains(&b))
-        {
+        if CLASS[usize::from(b)] & class == 0 {
             return false;
+        }
+        if b == b'/' && class == PATH {
+            if !dots && is_dots(&bytes[segment..i]) {
+                return false;
+            }
+            segment = i + 1;
         }
         i += 1;
     }
-    true
+    dots || class != PATH || !is_dots(&bytes[segment..])
+}
+
+fn is_dots(segment: &[u8]) -> bool {
+    segment == b"." || segment == b".."
 }
 
 /// A path the parser keeps as is: allowed characters, no dot segment, no `%2e`.
 fn is_plain_path(path: &str) -> bool {
-    path.starts_with('/')
-        && is_plain_path_text(path)
-        && !path
-            .split('/')
-            .any(|segment| segment == "." || segment == "..")
+    path.starts_with('/') && is_plain(path, PATH, false)
 }
 
 /// Only characters a path of the subset may hold, and no `%2e` (an escaped dot that
 /// the parser may treat as a dot segment). Literal `.` and `..` segments may occur.
 pub fn is_plain_path_text(path: &str) -> bool {
-    is_plain(path, PATH)
-        && !path
-            .as_bytes()
-            .windows(3)
-            .any(|w| w[0] == b'%' && w[1] == b'2' && (w[2] | 0x20) == b'e')
+    is_plain(path, PATH, true)
 }
 
 /// Only characters a query of the subset may hold.
 pub fn is_plain_query(query: &str) -> bool {
-    is_plain(query, QUERY)
+    is_plain(query, QUERY, true)
 }

@@ -19,6 +19,10 @@ fn assert_agrees(base: &str, href: &str) -> bool {
     };
     match join(&parts, href) {
         Some(joined) => {
+            assert!(
+                canon::split(&joined).is_some(),
+                "{base} + {href:?}: {joined}"
+            );
             assert_eq!(
                 Some(&joined),
                 parser_join(base, href).as_ref(),
