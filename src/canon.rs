@@ -67,9 +67,15 @@
 //! stripped). [`canonicalize_with`] returns a clone when nothing changed, and otherwise
 //! patches a clone with the `url` crate's setters, which re-parse only the changed
 //! path, query or fragment; only a changed userinfo or host escape costs a full
-//! re-parse. [`canonicalize_str`] never re-parses.
+//! re-parse. [`canonicalize_str`] never re-parses, and does not parse at all when
+//! [`split::split`] can read its input (a plain `http`/`https` URL that the parser would
+//! leave as it is, the common case for extracted links); [`is_canonical`] answers
+//! "would canonicalization leave this string alone?" the same way. Both give exactly
+//! what the parsing path gives (property-tested).
 
 use url::{Position, Url};
+
+pub mod split;
 
 /// Which canonicalization steps apply on top of what the `url` parser always does.
 ///
@@ -121,7 +127,7 @@ pub fn canonicalize(url: &Url) -> Url {
 
 /// Canonicalizes `url` with the given rules.
 pub fn canonicalize_with(url: &Url, rules: &Rules) -> Url {
-    let canonical = Canonical::of(url, rules);
+    let canonical = Canonical::of(&Pieces::of_url(url), rules);
     if canonical.text == url.as_str() {
         return url.clone();
     }
@@ -142,13 +148,82 @@ pub fn canonicalize_with(url: &Url, rules: &Rules) -> Url {
 
 /// Parses `input` as an absolute URL and returns its canonical serialization under
 /// [`Rules::default`].
+///
+/// Inputs that [`split::split`] accepts are not parsed at all.
 pub fn canonicalize_str(input: &str) -> Result<String, CanonError> {
+    let rules = Rules::default();
+    if let Some(parts) = split::split(input) {
+        return Ok(Canonical::of(&Pieces::of_parts(&parts), &rules).text);
+    }
     match Url::parse(input) {
-        Ok(url) => Ok(Canonical::of(&url, &Rules::default()).text),
+        Ok(url) => Ok(Canonical::of(&Pieces::of_url(&url), &rules).text),
         Err(source) => Err(CanonError::Parse {
             input: input.to_owned(),
             source,
         }),
+    }
+}
+
+/// True when `input` is an absolute URL that [`canonicalize_with`] leaves exactly as it
+/// is, decided without parsing. False means "not known": the input is outside the
+/// subset [`split::split`] reads, or canonicalization changes it.
+pub fn is_canonical(input: &str, rules: &Rules) -> bool {
+    split::split(input)
+        .is_some_and(|parts| Canonical::of(&Pieces::of_parts(&parts), rules).text == input)
+}
+
+/// The serialized parts of a URL that canonicalization reads.
+struct Pieces<'a> {
+    /// Scheme, `:`, `//` when there is a host, and userinfo with its `@`.
+    before_host: &'a str,
+    host: &'a str,
+    /// `:port`, or nothing.
+    port: &'a str,
+    path: &'a str,
+    query: Option<&'a str>,
+    fragment: Option<&'a str>,
+    /// The path is opaque (`mailto:`, `data:`): the query is payload.
+    opaque: bool,
+}
+
+impl<'a> Pieces<'a> {
+    fn of_url(url: &'a Url) -> Pieces<'a> {
+        Pieces {
+            before_host: &url[..Position::BeforeHost],
+            host: &url[Position::BeforeHost..Position::AfterHost],
+            port: &url[Position::AfterHost..Position::BeforePath],
+            path: url.path(),
+            query: url.query(),
+            fragment: url.fragment(),
+            opaque: url.cannot_be_a_base(),
+        }
+    }
+
+    /// The length of the serialization the pieces come from.
+    fn len(&self) -> usize {
+        let optional = |part: Option<&str>| part.map_or(0, |p| p.len() + 1);
+        self.before_host.len()
+            + self.host.len()
+            + self.port.len()
+            + self.path.len()
+            + optional(self.query)
+            + optional(self.fragment)
+    }
+
+    /// The same pieces as [`Pieces::of_url`] gives for `Url::parse(parts.text)`.
+    fn of_parts(parts: &split::Parts<'a>) -> Pieces<'a> {
+        let text = parts.text;
+        let host_start = parts.scheme.len() + 3;
+        let host_end = host_start + parts.host.len();
+        Pieces {
+            before_host: &text[..host_start],
+            host: parts.host,
+            port: &text[host_end..parts.path_start],
+            path: parts.path,
+            query: parts.query,
+            fragment: parts.fragment,
+            opaque: false,
+        }
     }
 }
 
@@ -162,21 +237,20 @@ struct Canonical {
 }
 
 impl Canonical {
-    /// Writes the canonical serialization of `url`, without re-parsing.
-    fn of(url: &Url, rules: &Rules) -> Canonical {
+    /// Writes the canonical serialization of a URL from its pieces, without parsing.
+    fn of(url: &Pieces<'_>, rules: &Rules) -> Canonical {
         let norm = rules.normalize_percent;
-        let mut out = String::with_capacity(url.as_str().len());
-        push_part(&mut out, &url[..Position::BeforeHost], norm);
+        let mut out = String::with_capacity(url.len());
+        push_part(&mut out, url.before_host, norm);
         let host_start = out.len();
-        let host = &url[Position::BeforeHost..Position::AfterHost];
-        push_part(&mut out, host, norm);
+        push_part(&mut out, url.host, norm);
         lowercase_outside_escapes(&mut out, host_start);
-        out.push_str(&url[Position::AfterHost..Position::BeforePath]);
+        out.push_str(url.port);
         let path_start = out.len();
-        push_part(&mut out, url.path(), norm);
+        push_part(&mut out, url.path, norm);
         let mut path_end = out.len();
-        if let Some(query) = url.query() {
-            if url.cannot_be_a_base() {
+        if let Some(query) = url.query {
+            if url.opaque {
                 out.push('?');
                 push_part(&mut out, query, norm);
             } else {
@@ -184,12 +258,12 @@ impl Canonical {
             }
         }
         let mut query_end = out.len();
-        match url.fragment() {
+        match url.fragment {
             Some(fragment) if !rules.drop_fragment => {
                 out.push('#');
                 push_part(&mut out, fragment, norm);
             }
-            _ if url.cannot_be_a_base() && query_end == path_end => {
+            _ if url.opaque && query_end == path_end => {
                 // The parser strips trailing spaces of an opaque path once nothing follows.
                 out.truncate(out.trim_end_matches(' ').len());
                 path_end = out.len();

@@ -1,6 +1,7 @@
 //! Tests of [`super`]: one table of cases, property tests, and one test per rule flag.
 
 use proptest::prelude::*;
+use proptest::string::string_regex;
 use url::Url;
 
 use super::*;
@@ -84,7 +85,7 @@ const CASES: &[(&str, &str)] = &[
 /// When the prefix is unchanged, the setter path must reproduce the text exactly, so
 /// that `canonicalize_with` never needs its full re-parse for such URLs.
 fn assert_setters_exact(url: &Url, rules: &Rules) {
-    let canonical = Canonical::of(url, rules);
+    let canonical = Canonical::of(&Pieces::of_url(url), rules);
     if canonical.text[..canonical.path.start] == url[..Position::BeforePath] {
         let applied = canonical.apply_to(url);
         assert_eq!(
@@ -337,5 +338,122 @@ proptest! {
         let swapped = swap_hex_case(&input);
         let (Ok(a), Ok(b)) = (Url::parse(&input), Url::parse(&swapped)) else { return Ok(()) };
         prop_assert_eq!(canonicalize(&a), canonicalize(&b));
+    }
+}
+
+/// URL-ish strings near the edges of [`split::split`]'s subset: hosts that look like
+/// numbers or punycode, odd ports, dot segments and escapes of `.`, characters the
+/// parser encodes.
+fn near_plain_url() -> impl Strategy<Value = String> {
+    let scheme = prop_oneof![4 => "https?://", 1 => "(HTTP://|ftp://|http:/|http:\\\\)"];
+    let host = prop_oneof![
+        4 => "([a-z0-9-]{0,4}\\.){0,3}[a-z-]{1,5}",
+        1 => "(xn--[a-z0-9]{0,4}|[0-9]{1,4}|0x[0-9a-fA-F]{0,3})(\\.[0-9a-zA-Z]{0,4}){0,4}",
+        1 => "[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,4}\\.?",
+        1 => "[a-zA-Z0-9._%@\\[\\]:-]{0,8}",
+    ];
+    let port = prop_oneof![4 => "", 1 => ":[0-9]{0,6}"];
+    let plain = "([a-zA-Z0-9._~!$&'()*+,;=:@-]|%[0-9a-fA-F]{2}|\\.\\.?)";
+    let wild = "([a-zA-Z0-9.]|%2[eE]|%[g-z]|\\.|[ \\\\\"<>^`{}|é\t%])";
+    let path = prop_oneof![
+        4 => string_regex(&format!("(/{plain}{{0,5}}){{1,4}}")).unwrap(),
+        1 => string_regex(&format!("(/({plain}|{wild}){{0,4}}){{0,4}}")).unwrap(),
+    ];
+    let query = prop_oneof![
+        2 => "",
+        4 => "\\?[a-z0-9=&%.~!$()*+,;:@/?-]{0,8}",
+        1 => "\\?[a-z0-9=&%' \"<>#]{0,8}",
+    ];
+    let fragment = prop_oneof![4 => "", 1 => "#[a-z0-9%'?/#. ]{0,5}"];
+    (scheme, host, port, path, query, fragment)
+        .prop_map(|(s, h, p, path, q, f)| format!("{s}{h}{p}{path}{q}{f}"))
+}
+
+#[test]
+fn split_matches_the_parser_on_the_table() {
+    let plain = [
+        "http://example.com/",
+        "https://a-b.example.com:8443/p/a.html?b=1&a=%2f#x",
+        "http://127.0.0.1:8080/p/3.html",
+        "http://1and1.com/~u/",
+    ];
+    let inputs = CASES.iter().flat_map(|(input, output)| [*input, *output]);
+    let mut accepted = 0;
+    for input in inputs.chain(plain) {
+        assert_split_sound(input);
+        accepted += usize::from(split::split(input).is_some());
+    }
+    assert!(
+        accepted >= 30,
+        "{accepted} table URLs read without the parser"
+    );
+    for input in plain {
+        assert!(split::split(input).is_some(), "{input}");
+    }
+}
+
+/// `split` accepts only what the parser keeps as is, and the fast paths agree with it.
+fn assert_split_sound(input: &str) {
+    let rules = [
+        Rules::default(),
+        with(|r| r.sort_query = false),
+        with(|r| r.drop_fragment = false),
+    ];
+    let parsed = Url::parse(input);
+    if let Some(parts) = split::split(input) {
+        let url = parsed.as_ref().unwrap_or_else(|e| panic!("{input}: {e}"));
+        assert_eq!(url.as_str(), input);
+        assert_eq!(url.scheme(), parts.scheme, "{input}");
+        assert_eq!(url.host_str(), Some(parts.host), "{input}");
+        assert_eq!(url.port(), parts.port, "{input}");
+        assert_eq!(
+            url[..Position::BeforePath].len(),
+            parts.path_start,
+            "{input}"
+        );
+        assert_eq!(url.path(), parts.path, "{input}");
+        assert_eq!(url.query(), parts.query, "{input}");
+        assert_eq!(url.fragment(), parts.fragment, "{input}");
+    }
+    match &parsed {
+        Ok(url) => {
+            let slow = Canonical::of(&Pieces::of_url(url), &Rules::default()).text;
+            assert_eq!(canonicalize_str(input).unwrap(), slow, "{input}");
+            for rules in &rules {
+                if is_canonical(input, rules) {
+                    assert_eq!(canonicalize_with(url, rules).as_str(), input, "{input}");
+                }
+            }
+        }
+        Err(_) => assert!(canonicalize_str(input).is_err(), "{input}"),
+    }
+}
+
+/// The generator must reach the fast path often, or `split_is_sound` proves little.
+#[test]
+fn near_plain_urls_often_split() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = near_plain_url();
+    let accepted = (0..2000)
+        .filter(|_| {
+            let input = strategy.new_tree(&mut runner).unwrap().current();
+            split::split(&input).is_some()
+        })
+        .count();
+    assert!(accepted > 250, "{accepted} of 2000 split");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    #[test]
+    fn split_is_sound(input in near_plain_url()) {
+        assert_split_sound(&input);
+    }
+
+    #[test]
+    fn split_is_sound_on_any_url(input in any_url()) {
+        assert_split_sound(&input);
     }
 }

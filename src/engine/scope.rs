@@ -2,7 +2,8 @@
 //!
 //! Legs propose requests; this decides which may enter the frontier (as Scrapy's
 //! offsite middleware does), so a custom leg cannot lead a crawl off its sites.
-//! Depends on [`crate::request`] only.
+//! Depends on [`crate::request`], and on [`crate::canon::split`] to read most URLs
+//! without parsing them.
 
 use std::collections::HashSet;
 
@@ -59,11 +60,19 @@ impl Scope {
         if self.max_depth.is_some_and(|max| request.depth > max) {
             return Err(Rejected::TooDeep);
         }
+        if let Some(parts) = crate::canon::split::split(&request.url) {
+            // An http(s) URL with a host, as the parser would read it.
+            return self.host_check(Some(parts.host));
+        }
         let url = url::Url::parse(&request.url).map_err(|_| Rejected::BadUrl)?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Rejected::BadUrl);
         }
-        match url.host_str() {
+        self.host_check(url.host_str())
+    }
+
+    fn host_check(&self, host: Option<&str>) -> Result<(), Rejected> {
+        match host {
             Some(host) if self.hosts.contains(host) => Ok(()),
             _ => Err(Rejected::Offsite),
         }
@@ -93,5 +102,21 @@ mod tests {
             scope.check(&Request::get("not a url")),
             Err(Rejected::BadUrl)
         );
+    }
+
+    #[test]
+    fn split_and_parsed_urls_are_judged_alike() {
+        let scope = Scope::new(["example.com".to_owned()], None);
+        for (url, verdict) in [
+            ("http://example.com/a?b=1", Ok(())),
+            ("https://example.com:8443/a", Ok(())),
+            ("http://EXAMPLE.com/a b", Ok(())),
+            ("http://example.com.evil.test/", Err(Rejected::Offsite)),
+            ("https://other.com/", Err(Rejected::Offsite)),
+            ("http://u@other.com/", Err(Rejected::Offsite)),
+            ("mailto:a@example.com", Err(Rejected::BadUrl)),
+        ] {
+            assert_eq!(scope.check(&Request::get(url)), verdict, "{url}");
+        }
     }
 }

@@ -41,6 +41,10 @@ impl Canonicalize {
 
 impl Leg for Canonicalize {
     fn process_request(&self, mut request: Request, _response: &Response) -> Option<Request> {
+        // Most links are already canonical; this answers without parsing them.
+        if canon::is_canonical(&request.url, &self.rules) {
+            return Some(request);
+        }
         if let Ok(url) = url::Url::parse(&request.url) {
             let canonical = canon::canonicalize_with(&url, &self.rules);
             if canonical.as_str() != request.url {

@@ -111,8 +111,7 @@ pub(crate) fn scan<V: Visitor>(html: &str, visitor: &mut V) {
         attrs: Vec::new(),
     };
     let mut pos = 0;
-    while let Some(offset) = html[pos..].find('<') {
-        let start = pos + offset;
+    while let Some(start) = skim::memchr(b'<', bytes, pos) {
         pos = match skim::markup_at(bytes, start) {
             Markup::Text => start + 1,
             Markup::Skip(end) => end,

@@ -303,3 +303,17 @@ proptest! {
         prop_assert_eq!(skim(&html), reference(&html), "input {:?}", html);
     }
 }
+
+proptest! {
+    #[test]
+    fn word_at_a_time_memchr_finds_the_first_byte(
+        bytes in proptest::collection::vec(prop_oneof![Just(b'<'), Just(0x3c ^ 0x80), any::<u8>()], 0..40),
+        from in 0usize..45,
+    ) {
+        let expected = bytes
+            .get(from..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'<'))
+            .map(|n| from + n);
+        prop_assert_eq!(skim::memchr(b'<', &bytes, from), expected);
+    }
+}

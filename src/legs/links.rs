@@ -22,7 +22,8 @@ use regex::Regex;
 use url::Url;
 
 use super::html::{self, StartTag, Visitor, has_token};
-use super::{Leg, LegError, Output};
+use super::{Leg, LegError, Output, resolve};
+use crate::canon::split::split;
 use crate::config::CrawlConfig;
 use crate::request::Request;
 use crate::response::Response;
@@ -131,9 +132,10 @@ impl LinkExtractor {
         self
     }
 
-    /// True when `url` (absolute, fragment-free) passes host scope, allow and deny.
-    fn in_scope(&self, url: &Url, default_host: Option<&str>) -> bool {
-        let Some(host) = url.host_str() else {
+    /// True when an absolute, fragment-free URL (`url`, with host `host`) passes host
+    /// scope, allow and deny.
+    fn in_scope(&self, host: Option<&str>, url: &str, default_host: Option<&str>) -> bool {
+        let Some(host) = host else {
             return false;
         };
         let host_ok = if self.allowed_hosts.is_empty() {
@@ -142,8 +144,8 @@ impl LinkExtractor {
             self.allowed_hosts.iter().any(|allowed| allowed == host)
         };
         host_ok
-            && (self.allow.is_empty() || self.allow.iter().any(|re| re.is_match(url.as_str())))
-            && !self.deny.iter().any(|re| re.is_match(url.as_str()))
+            && (self.allow.is_empty() || self.allow.iter().any(|re| re.is_match(url)))
+            && !self.deny.iter().any(|re| re.is_match(url))
     }
 }
 
@@ -200,28 +202,50 @@ impl Leg for LinkExtractor {
             .base
             .and_then(|href| page.join(&href).ok())
             .filter(is_web)
-            .unwrap_or_else(|| page.clone());
+            .unwrap_or(page);
         let request_host = request_host(response);
+        let request_host = request_host.as_deref();
         // Browsers encode a link's query in the page's encoding.
         let encode: &dyn Fn(&str) -> Cow<'_, [u8]> = &|s| encoding.encode(s).0;
         let mut options = Url::options().base_url(Some(&base));
-        if encoding.output_encoding() != encoding_rs::UTF_8 {
+        let utf8 = encoding.output_encoding() == encoding_rs::UTF_8;
+        if !utf8 {
             options = options.encoding_override(Some(encode));
         }
+        // Plain links against a plain base are joined without the parser.
+        let plain_base = split(base.as_str()).filter(|_| utf8);
         for href in &links.hrefs {
-            let Ok(mut url) = options.parse(href) else {
-                continue;
+            let joined = plain_base
+                .as_ref()
+                .and_then(|base| resolve::join(base, href));
+            let link = match (joined, &plain_base) {
+                (Some(text), Some(base)) => {
+                    let host = Some(base.host);
+                    self.in_scope(host, &text, request_host).then_some(text)
+                }
+                _ => self.parse_link(&options, href, request_host),
             };
-            url.set_fragment(None);
-            if is_web(&url) && self.in_scope(&url, request_host.as_deref()) {
-                out.requests
-                    .push(Request::follow(&response.request, String::from(url)));
+            if let Some(link) = link {
+                out.requests.push(Request::follow(&response.request, link));
             }
         }
     }
 }
 
 impl LinkExtractor {
+    /// Resolves `href` with the parser; the absolute URL when it is followed.
+    fn parse_link(
+        &self,
+        options: &url::ParseOptions<'_>,
+        href: &str,
+        request_host: Option<&str>,
+    ) -> Option<String> {
+        let mut url = options.parse(href).ok()?;
+        url.set_fragment(None);
+        let follow = is_web(&url) && self.in_scope(url.host_str(), url.as_str(), request_host);
+        follow.then(|| url.into())
+    }
+
     /// The link values inside the `restrict_css` regions, in document order per
     /// region (a DOM parse with scraper: only when regions are configured).
     fn restricted_hrefs(&self, text: &str) -> Vec<String> {
@@ -327,10 +351,13 @@ fn strip_fragment(url: &Url) -> Url {
 }
 
 /// The host of the URL the page was requested with (the scope when no hosts are set).
-fn request_host(response: &Response) -> Option<String> {
+fn request_host(response: &Response) -> Option<Cow<'_, str>> {
+    if let Some(parts) = split(&response.request.url) {
+        return Some(Cow::Borrowed(parts.host));
+    }
     match Url::parse(&response.request.url) {
-        Ok(url) => url.host_str().map(str::to_owned),
-        Err(_) => response.url.host_str().map(str::to_owned),
+        Ok(url) => url.host_str().map(|host| Cow::Owned(host.to_owned())),
+        Err(_) => response.url.host_str().map(Cow::Borrowed),
     }
 }
 

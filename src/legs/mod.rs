@@ -56,6 +56,7 @@ mod html;
 mod item_id;
 mod links;
 mod page_item;
+mod resolve;
 mod sitemap;
 mod skim;
 mod stack;

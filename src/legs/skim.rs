@@ -266,12 +266,32 @@ pub(super) fn find_end_tag(bytes: &[u8], from: usize, name: &[u8]) -> Option<usi
 }
 
 /// The first index at or after `from` holding `needle`.
+///
+/// Tests eight bytes at a time (SWAR): `(x - 0x01…) & !x & 0x80…` is non-zero exactly
+/// when the word `x` (the bytes XOR the needle) has a zero byte, and its lowest set bit
+/// marks the first one (a borrow can only flag bytes above a real zero).
 pub(super) fn memchr(needle: u8, bytes: &[u8], from: usize) -> Option<usize> {
-    bytes
-        .get(from..)?
-        .iter()
-        .position(|&b| b == needle)
-        .map(|n| from + n)
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let hay = bytes.get(from..)?;
+    let repeated = u64::from_le_bytes([needle; 8]);
+    let mut chunks = hay.chunks_exact(8);
+    let mut offset = from;
+    for chunk in &mut chunks {
+        let word = chunk
+            .iter()
+            .rev()
+            .fold(0u64, |word, &b| word << 8 | u64::from(b));
+        let x = word ^ repeated;
+        let found = x.wrapping_sub(ONES) & !x & HIGHS;
+        if found != 0 {
+            // trailing_zeros of a non-zero u64 is below 64, so this is at most 7.
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    let rest = chunks.remainder();
+    rest.iter().position(|&b| b == needle).map(|n| offset + n)
 }
 
 /// Tag names longer than this are never wanted, raw or foreign.

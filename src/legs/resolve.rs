@@ -1,0 +1,99 @@
+//! Resolving plain links against a plain base without the URL parser.
+//!
+//! Most links on a page are relative paths (`p/2.html`, `../a/`, `/b?page=3`) against
+//! a base that [`canon::split`] can read. For those, [`join`] builds the result by
+//! string operations: the base's scheme, host and port, then the merged path with
+//! `.` and `..` segments removed as the URL standard does, then the link's query.
+//! It gives up (`None`, the caller uses `Url::join`) on anything else: a `:` in the
+//! link's or the base's path (a scheme, or a segment like a drive letter), a scheme-relative `//host` link, a
+//! path or query with a byte outside the subset of [`canon::split`] (whitespace, which
+//! the parser trims or drops, backslashes, non-ASCII, `%2e` and other bytes the parser
+//! rewrites; the fragment, which is dropped, may hold anything). The result is then
+//! itself in that subset.
+//! The result equals `base.join(link)` with the fragment removed, byte for byte
+//! (property-tested against the `url` crate in `resolve_tests.rs`). Depends on
+//! [`crate::canon::split`] only.
+
+use crate::canon::split::{self as canon, Parts};
+
+/// `base` joined with `href`, fragment dropped, when both are plain (see module doc).
+pub(super) fn join(base: &Parts<'_>, href: &str) -> Option<String> {
+    let before_fragment = &href[..canon::find(href.as_bytes(), b'#').unwrap_or(href.len())];
+    let (path, query) = match canon::find(before_fragment.as_bytes(), b'?') {
+        Some(q) => (&before_fragment[..q], Some(&before_fragment[q + 1..])),
+        None => (before_fragment, None),
+    };
+    let plain = canon::is_plain_path_text(path) && query.is_none_or(canon::is_plain_query);
+    // A `:` may start a scheme, and the parser will not pop a `..` segment over a
+    // segment that looks like a Windows drive letter (`c:`).
+    let colon = |path: &str| canon::find(path.as_bytes(), b':').is_some();
+    let colon = colon(path) || colon(base.path);
+    if !plain || colon || path.starts_with("//") {
+        return None;
+    }
+    let text = base.text;
+    let mut out = String::with_capacity(base.path_start + base.path.len() + href.len());
+    out.push_str(&text[..base.path_start]);
+    if path.is_empty() {
+        out.push_str(base.path);
+        match (query, base.query) {
+            (Some(query), _) | (None, Some(query)) => {
+                out.push('?');
+                out.push_str(query);
+            }
+            (None, None) => {}
+        }
+    } else {
+        merge(&mut out, base.path, path);
+        if let Some(query) = query {
+            out.push('?');
+            out.push_str(query);
+        }
+    }
+    // Base and link were plain and every dot segment is resolved, so the result is in
+    // the subset too (the tests check it).
+    Some(out)
+}
+
+/// Appends the path of `href_path` resolved against `base_path` (both non-empty,
+/// `base_path` starting with `/`).
+fn merge(out: &mut String, base_path: &str, href_path: &str) {
+    let (mut segments, relative): (Vec<&str>, &str) = match href_path.strip_prefix('/') {
+        Some(absolute) => (Vec::new(), absolute),
+        None => {
+            let mut base: Vec<&str> = base_path[1..].split(is_slash).collect();
+            // The base's last segment (its file name) is replaced.
+            base.pop();
+            (base, href_path)
+        }
+    };
+    let mut pieces = relative.split(is_slash).peekable();
+    while let Some(segment) = pieces.next() {
+        let last = pieces.peek().is_none();
+        match segment {
+            ".." => {
+                segments.pop();
+                if last {
+                    segments.push("");
+                }
+            }
+            "." if last => segments.push(""),
+            "." => {}
+            _ => segments.push(segment),
+        }
+    }
+    for segment in segments {
+        out.push('/');
+        out.push_str(segment);
+    }
+}
+
+/// `str::split` with a closure scans chars in place; with a `char` it calls `memchr`
+/// and `memcmp` per piece, which costs more on strings this short.
+fn is_slash(c: char) -> bool {
+    c == '/'
+}
+
+#[cfg(test)]
+#[path = "resolve_tests.rs"]
+mod tests;
