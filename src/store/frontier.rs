@@ -118,7 +118,15 @@ impl Lease {
 }
 
 /// The host part (`host[:port]`) of a URL string; empty when it has none.
+/// Plain URLs are read without the URL parser ([`crate::canon::split`] gives
+/// exactly the parser's host and port for the URLs it accepts).
 pub fn host_of(url: &str) -> String {
+    if let Some(parts) = crate::canon::split::split(url) {
+        return match parts.port {
+            Some(port) => format!("{}:{port}", parts.host),
+            None => parts.host.to_owned(),
+        };
+    }
     match url::Url::parse(url) {
         Ok(url) => match (url.host_str(), url.port()) {
             (Some(host), Some(port)) => format!("{host}:{port}"),
