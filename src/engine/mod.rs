@@ -209,8 +209,10 @@ fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(), EngineErro
     if let Some(previous) = previous.filter(|run| {
         !matches!(run.outcome, RunOutcome::Drained | RunOutcome::Idle) && state.frontier_len() > 0
     }) {
+        let due = state.resume_cycle(&config.fingerprint_headers)?;
         tracing::info!(
             queued = state.frontier_len(),
+            due,
             "resuming the cycle run {} left ({})",
             previous.id,
             previous.outcome.as_str()
@@ -495,13 +497,27 @@ impl<'a> Crawl<'a> {
             mut counters,
             seen,
             prior,
+            requeued,
             ..
         } = result;
         let redirect = seen
             .as_ref()
             .is_some_and(|seen| (300..400).contains(&seen.status));
-        if let Some(seen) = seen {
-            self.record_page(&lease, prior, &seen, &mut items, &mut counters);
+        match (seen, prior) {
+            (Some(seen), prior) => {
+                self.record_page(&lease, prior, &seen, &mut items, &mut counters);
+            }
+            // A revisit that ended without an answer to record stays due.
+            (None, Some(prior)) if !requeued => {
+                if let Some(due) = prior.next_due {
+                    let fp = crate::fingerprint::fingerprint(
+                        &lease.request,
+                        &self.config.fingerprint_headers,
+                    );
+                    self.state.keep_due(&fp, due.max(unix_now()));
+                }
+            }
+            (None, _) => {}
         }
         if parked {
             counters.push(("robots/host_parked", 1));

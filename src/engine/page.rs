@@ -69,6 +69,8 @@ pub struct PageResult {
     pub seen: Option<Observation>,
     /// The page record the request was fetched against (a revisit), handed back.
     pub prior: Option<PageRecord>,
+    /// The request was queued again (a retry, or robots.txt unavailable).
+    pub requeued: bool,
 }
 
 /// Fetches `request` (conditionally when `prior`, its page record, is given) and
@@ -112,6 +114,7 @@ pub async fn process(
         result.backoff = Some(wait);
         if request.retries < retry.max_retries {
             result.requests.push(again(request));
+            result.requeued = true;
             result.counters.push(("retry/scheduled", 1));
             return result;
         }
@@ -201,6 +204,7 @@ async fn obeys_robots(robots: &RobotsCache, request: &Request, result: &mut Page
             let mut later = request.clone();
             later.dont_filter = true;
             result.requests.push(later);
+            result.requeued = true;
             result.counters.push(("robots/unavailable", 1));
             result.robots_unavailable = true;
             result.backoff = Some(retry_after);
@@ -218,6 +222,7 @@ fn fetch_failed(
     if error.is_retryable() && request.retries < retry.max_retries {
         tracing::debug!(url = %request.url, %error, retries = request.retries, "fetch failed, will retry");
         result.requests.push(again(request));
+        result.requeued = true;
         result.counters.push(("retry/scheduled", 1));
         result.backoff = Some(retry.wait(request.retries));
     } else {

@@ -47,6 +47,8 @@ pub const BLOCKED: u8 = b'b';
 pub const PAGE: u8 = b'p';
 /// Revisit index: `v` · due time (unix seconds, u64) · fingerprint → empty.
 pub const DUE: u8 = b'v';
+/// The start of the current crawl cycle: `y` → unix seconds (u64, big-endian).
+pub const CYCLE: &[u8] = b"y";
 
 /// Length of a queue key.
 pub const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;

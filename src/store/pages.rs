@@ -132,7 +132,7 @@ pub struct CycleStart {
     pub seeds: u64,
     /// Due pages queued again.
     pub due: u64,
-    /// Seeds and due pages skipped because their host still had queued requests.
+    /// Seeds skipped because their host still had queued requests.
     pub held: u64,
 }
 
@@ -217,66 +217,111 @@ impl State {
         Ok(())
     }
 
-    /// Starts a crawl cycle: queues every stored seed and every page due by `now`
-    /// again (`dont_filter`), except those of hosts that still have queued
-    /// requests (a host held over from the last run finishes its cycle first, so
-    /// nothing is queued twice). Commits.
+    /// Starts a crawl cycle at `now`: queues every stored seed and every page
+    /// due by `now` again (`dont_filter`). A seed whose host still has queued
+    /// requests is skipped (a host held over from the last run finishes first, so
+    /// its seed is not queued twice). A due page leaves the due index in the batch
+    /// that queues it, so it can never be queued twice, and a cycle start cut
+    /// short by a crash is finished by [`State::resume_cycle`]. Commits.
     pub fn start_cycle(
         &mut self,
         now: u64,
         fingerprint_headers: &[String],
     ) -> Result<CycleStart, StoreError> {
+        self.group.batch.insert(keys::CYCLE, &now.to_be_bytes());
+        self.group.dirty = true;
         let busy: HashSet<u32> = self
             .hosts
             .keys()
             .copied()
             .filter(|&id| self.host_has_queued(id))
             .collect();
-        let held = |state: &State, url: &str| {
-            let host = super::frontier::host_of(url);
-            state
-                .host_ids
-                .get(&host)
-                .is_some_and(|id| busy.contains(id))
-        };
         let mut start = CycleStart::default();
-        let mut seed_fps = HashSet::new();
         for url in self.seeds()? {
             let mut request = Request::get(url);
             request.dont_filter = true;
-            let fp = fingerprint::fingerprint(&request, fingerprint_headers);
-            seed_fps.insert(fp);
-            if held(self, &request.url) {
+            let host = super::frontier::host_of(&request.url);
+            if self.host_ids.get(&host).is_some_and(|id| busy.contains(id)) {
                 start.held += 1;
                 continue;
             }
             self.enqueue(&request, fingerprint_headers)?;
             start.seeds += 1;
         }
+        start.due = self.queue_due(now, fingerprint_headers)?;
+        self.count("cycle/started", 1);
+        self.count("revisit/seeds", start.seeds);
+        self.commit()?;
+        Ok(start)
+    }
+
+    /// Resumes the current cycle: queues the pages that were due before the
+    /// second it started and are still in the due index (a crash cut the cycle
+    /// start short). A page fetched in this cycle is due no earlier than that
+    /// second, so nothing is queued twice. Returns how many. Commits.
+    pub fn resume_cycle(&mut self, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
+        let started = match self.db.get(keys::CYCLE).map_err(|e| self.db_error(e))? {
+            None => return Ok(0),
+            Some(value) => {
+                let bytes: [u8; 8] = value
+                    .as_ref()
+                    .try_into()
+                    .map_err(|_| self.corrupt("cycle", keys::CYCLE, "not 8 bytes"))?;
+                u64::from_be_bytes(bytes)
+            }
+        };
+        let queued = self.queue_due(started.saturating_sub(1), fingerprint_headers)?;
+        self.commit()?;
+        Ok(queued)
+    }
+
+    /// Puts `fp` back in the due index at `due`: its revisit ended without a new
+    /// record (the fetch failed for good, or robots.txt refused it). Give a `due`
+    /// no earlier than now, so that a resumed cycle does not queue it again.
+    pub fn keep_due(&mut self, fp: &Fingerprint, due: u64) {
+        self.group.batch.insert(due_key(due, fp), &[]);
+        self.group.dirty = true;
+        self.opened();
+    }
+
+    /// Queues every page due by `until` that is not a seed and not gone, each in
+    /// the batch that removes its due-index entry; commits every 1,024.
+    fn queue_due(&mut self, until: u64, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
+        let mut seeds = HashSet::new();
+        for url in self.seeds()? {
+            let mut request = Request::get(url);
+            request.dont_filter = true;
+            seeds.insert(fingerprint::fingerprint(&request, fingerprint_headers));
+        }
         let mut due = Vec::new();
-        self.for_each_due(now, |fp, record| {
-            if !seed_fps.contains(&fp) && !record.gone {
-                due.push(record.revisit_request());
+        let end = due_key(until.saturating_add(1), &[0u8; 20]);
+        for entry in self.db.range(vec![keys::DUE]..end) {
+            let (key, _) = entry.map_err(|e| self.db_error(e))?;
+            let fp: Fingerprint = key
+                .get(9..29)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| self.corrupt("due index", &key, "bad key length"))?;
+            if !seeds.contains(&fp) {
+                due.push((key, fp));
             }
-            true
-        })?;
-        for request in due {
-            if held(self, &request.url) {
-                start.held += 1;
+        }
+        let mut queued = 0;
+        for (key, fp) in due {
+            let record = self.page(&fp)?;
+            self.group.batch.remove(key);
+            self.group.dirty = true;
+            let Some(record) = record.filter(|r| !r.gone) else {
                 continue;
-            }
-            self.enqueue(&request, fingerprint_headers)?;
-            start.due += 1;
+            };
+            self.enqueue(&record.revisit_request(), fingerprint_headers)?;
+            queued += 1;
             // Long due lists are committed in chunks, to keep each batch small.
-            if start.due % 1024 == 0 {
+            if queued % 1024 == 0 {
                 self.commit()?;
             }
         }
-        self.count("cycle/started", 1);
-        self.count("revisit/seeds", start.seeds);
-        self.count("revisit/due", start.due);
-        self.commit()?;
-        Ok(start)
+        self.count("revisit/due", queued);
+        Ok(queued)
     }
 
     fn decode_page(&self, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {

@@ -224,3 +224,73 @@ fn an_unreadable_page_record_is_an_error_naming_it() {
         "{error}"
     );
 }
+
+/// Puts `n` due pages `http://a.test/d/<i>` (due at 10) and commits.
+fn due_pages(state: &mut State, n: usize) {
+    for i in 0..n {
+        let url = format!("http://a.test/d/{i}");
+        state.put_page(fp(&url), record(&url, Some(10)), None);
+    }
+    state.commit().unwrap();
+}
+
+#[test]
+fn a_queued_due_page_leaves_the_due_index_so_a_second_start_queues_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    due_pages(&mut state, 3);
+    assert_eq!(state.start_cycle(50, &[]).unwrap().due, 3);
+    assert_eq!(state.start_cycle(60, &[]).unwrap().due, 0);
+    assert_eq!(state.resume_cycle(&[]).unwrap(), 0);
+    assert_eq!(drain(&mut state).len(), 3);
+}
+
+#[test]
+fn resume_queues_what_a_cut_short_cycle_start_left_and_nothing_due_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    due_pages(&mut state, 2);
+    state.start_cycle(50, &[]).unwrap();
+    // As if the start had died between chunks: two more pages due before the
+    // cycle started are still in the index; one due at its very second and one
+    // due later (fetched in this cycle) must wait for the next cycle.
+    for (url, due) in [("http://a.test/x", 5), ("http://a.test/y", 49)] {
+        state.put_page(fp(url), record(url, Some(due)), None);
+    }
+    for (url, due) in [("http://a.test/now", 50), ("http://a.test/later", 70)] {
+        state.put_page(fp(url), record(url, Some(due)), None);
+    }
+    state.commit().unwrap();
+    drop(state);
+    let mut state = open(dir.path());
+    assert_eq!(state.resume_cycle(&[]).unwrap(), 2);
+    let mut urls = drain(&mut state);
+    urls.sort();
+    assert_eq!(
+        urls,
+        [
+            "http://a.test/d/0",
+            "http://a.test/d/1",
+            "http://a.test/x",
+            "http://a.test/y"
+        ]
+    );
+}
+
+#[test]
+fn keep_due_puts_a_failed_revisit_back_for_the_next_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    due_pages(&mut state, 1);
+    state.start_cycle(50, &[]).unwrap();
+    let lease = state.lease().unwrap().unwrap();
+    finish(&mut state, lease);
+    state.keep_due(&fp("http://a.test/d/0"), 55);
+    state.commit().unwrap();
+    assert_eq!(
+        state.resume_cycle(&[]).unwrap(),
+        0,
+        "not again in this cycle"
+    );
+    assert_eq!(state.start_cycle(60, &[]).unwrap().due, 1, "due next cycle");
+}
