@@ -11,7 +11,8 @@
 //! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
 //! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
 //! - [`bloom`]: the memory-mapped Bloom filter and its math.
-//! - [`store`]: the sled state: frontier, seen set, items, seeds, runs, stats.
+//! - [`store`]: the sled state: frontier, seen set, items, page records, seeds, runs, stats.
+//! - [`revisit`]: incremental re-crawls: revisit policies, change detection, versions.
 //! - [`fetch`]: the hyper fetcher.
 //! - [`robots`]: robots.txt (RFC 9309) rules and the per-origin robots.txt cache.
 //! - [`legs`]: the `Leg` trait, stacks of legs and the bundled legs.
@@ -24,7 +25,8 @@
 //! request into a [`response::Response`], the legs turn responses into new requests and
 //! items, and the engine completes the lease: items go to the sink and new requests
 //! (scoped, then deduped by the seen set — never by legs) go back to the frontier, in
-//! one atomic step. Nothing flows the other way.
+//! one atomic step, with the page's record (validators, content hash, next due
+//! time, from [`revisit`]). Nothing flows the other way.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
