@@ -24,6 +24,7 @@
 pub mod page;
 pub mod politeness;
 mod progress;
+mod revisits;
 pub mod scope;
 pub mod sink;
 
@@ -36,12 +37,11 @@ use tokio::task::JoinSet;
 
 use crate::config::CrawlConfig;
 use crate::fetch::{FetchError, Fetcher};
-use crate::item::Item;
 use crate::legs::Leg;
-use crate::revisit::{Change, RuleError, Schedule};
+use crate::revisit::{RuleError, Schedule};
 use crate::robots::{RobotsCache, RobotsSettings};
 use crate::store::records::{RunOutcome, unix_now};
-use crate::store::{Completion, Lease, OpenOptions, PageRecord, State, StoreError};
+use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
 use page::{PageResult, RetryPolicy};
 use politeness::Politeness;
 use scope::Scope;
@@ -202,33 +202,6 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
     }
 }
 
-/// Starts a new cycle unless the last run left one to finish: it was interrupted,
-/// killed, failed or stopped by a limit, and requests are still queued.
-fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(), EngineError> {
-    let previous = state.previous_run()?;
-    if let Some(previous) = previous.filter(|run| {
-        !matches!(run.outcome, RunOutcome::Drained | RunOutcome::Idle) && state.frontier_len() > 0
-    }) {
-        let due = state.resume_cycle(&config.fingerprint_headers)?;
-        tracing::info!(
-            queued = state.frontier_len(),
-            due,
-            "resuming the cycle run {} left ({})",
-            previous.id,
-            previous.outcome.as_str()
-        );
-        return Ok(());
-    }
-    let start = state.start_cycle(unix_now(), &config.fingerprint_headers)?;
-    tracing::info!(
-        seeds = start.seeds,
-        due = start.due,
-        held = start.held,
-        "new cycle: seeds and due pages queued again"
-    );
-    Ok(())
-}
-
 /// The loop's working set.
 struct Crawl<'a> {
     config: &'a CrawlConfig,
@@ -269,7 +242,7 @@ impl<'a> Crawl<'a> {
         legs: Arc<dyn Leg>,
     ) -> Result<Crawl<'a>, EngineError> {
         let schedule = Schedule::new(config)?;
-        begin_cycle(state, config)?;
+        revisits::begin_cycle(state, config)?;
         state.add_seeds(&config.seeds, &config.fingerprint_headers)?;
         let stored = state.seeds()?;
         if stored.is_empty() {
@@ -503,22 +476,7 @@ impl<'a> Crawl<'a> {
         let redirect = seen
             .as_ref()
             .is_some_and(|seen| (300..400).contains(&seen.status));
-        match (seen, prior) {
-            (Some(seen), prior) => {
-                self.record_page(&lease, prior, &seen, &mut items, &mut counters);
-            }
-            // A revisit that ended without an answer to record stays due.
-            (None, Some(prior)) if !requeued => {
-                if let Some(due) = prior.next_due {
-                    let fp = crate::fingerprint::fingerprint(
-                        &lease.request,
-                        &self.config.fingerprint_headers,
-                    );
-                    self.state.keep_due(&fp, due.max(unix_now()));
-                }
-            }
-            (None, _) => {}
-        }
+        self.note_page(&lease, seen, prior, requeued, &mut items, &mut counters);
         if parked {
             counters.push(("robots/host_parked", 1));
         }
@@ -542,49 +500,6 @@ impl<'a> Crawl<'a> {
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
         Ok(())
-    }
-
-    /// True when the page `request` asks for is fetched in this cycle anyway
-    /// (see [`crate::revisit::redirect_is_redundant`]).
-    fn fetched_this_cycle(&self, request: &crate::request::Request) -> Result<bool, EngineError> {
-        let fp = crate::fingerprint::fingerprint(request, &self.config.fingerprint_headers);
-        let record = self.state.page(&fp)?;
-        Ok(crate::revisit::redirect_is_redundant(
-            record.as_ref(),
-            unix_now(),
-            self.run_started,
-        ))
-    }
-
-    /// Writes the page's next record (in the open group) and versions its items.
-    fn record_page(
-        &mut self,
-        lease: &Lease,
-        prior: Option<PageRecord>,
-        seen: &crate::revisit::Observation,
-        items: &mut Vec<Item>,
-        counters: &mut Vec<(&'static str, u64)>,
-    ) {
-        let (record, change) =
-            self.schedule
-                .record(prior.as_ref(), &lease.request, seen, unix_now());
-        counters.push((change.counter(), 1));
-        if record.gone && !prior.as_ref().is_some_and(|p| p.gone) {
-            counters.push(("pages/gone", 1));
-        }
-        if change.stores_items() {
-            for item in items.iter_mut() {
-                item.insert("version".into(), record.version.into());
-                if let (Change::Changed, Some(prior)) = (change, &prior) {
-                    item.insert("previous_hash".into(), prior.content_hash.clone().into());
-                }
-            }
-        } else {
-            items.clear();
-        }
-        let fp = crate::fingerprint::fingerprint(&lease.request, &self.config.fingerprint_headers);
-        let previous_due = prior.and_then(|p| p.next_due);
-        self.state.put_page(fp, record, previous_due);
     }
 
     /// Parks a host whose robots.txt keeps failing (see [`politeness::ROBOTS_ATTEMPTS`]);

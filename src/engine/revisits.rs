@@ -1,0 +1,119 @@
+//! The engine's side of incremental re-crawls: whether a run starts a cycle or
+//! resumes one, and what a finished page means for its record.
+//!
+//! [`begin_cycle`] runs once per run before any lease; the `Crawl` methods here
+//! run in the completion of each lease, in the open group, so a page record is
+//! durable exactly when the page's items are. The rules themselves (change,
+//! version, due time) are [`crate::revisit`]'s. Depends on [`crate::store`],
+//! [`crate::revisit`] and the engine's `Crawl`.
+
+use super::{Crawl, EngineError, Lease};
+use crate::config::CrawlConfig;
+use crate::item::Item;
+use crate::revisit::{Change, Observation};
+use crate::store::records::{RunOutcome, unix_now};
+use crate::store::{PageRecord, State};
+
+/// Starts a new cycle unless the last run left one to finish: it was interrupted,
+/// killed, failed or stopped by a limit, and requests are still queued.
+pub(super) fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(), EngineError> {
+    let previous = state.previous_run()?;
+    if let Some(previous) = previous.filter(|run| {
+        !matches!(run.outcome, RunOutcome::Drained | RunOutcome::Idle) && state.frontier_len() > 0
+    }) {
+        let due = state.resume_cycle(&config.fingerprint_headers)?;
+        tracing::info!(
+            queued = state.frontier_len(),
+            due,
+            "resuming the cycle run {} left ({})",
+            previous.id,
+            previous.outcome.as_str()
+        );
+        return Ok(());
+    }
+    let start = state.start_cycle(unix_now(), &config.fingerprint_headers)?;
+    tracing::info!(
+        seeds = start.seeds,
+        due = start.due,
+        held = start.held,
+        "new cycle: seeds and due pages queued again"
+    );
+    Ok(())
+}
+
+impl Crawl<'_> {
+    /// Records what a finished lease saw: the page's next record (and its items'
+    /// version), or, for a revisit that ended with nothing to record (failed for
+    /// good, refused by robots.txt) and was not queued again, its place in the due
+    /// index, so that it is due in the next cycle.
+    pub(super) fn note_page(
+        &mut self,
+        lease: &Lease,
+        seen: Option<Observation>,
+        prior: Option<PageRecord>,
+        requeued: bool,
+        items: &mut Vec<Item>,
+        counters: &mut Vec<(&'static str, u64)>,
+    ) {
+        match (seen, prior) {
+            (Some(seen), prior) => self.record_page(lease, prior, &seen, items, counters),
+            (None, Some(prior)) if !requeued => {
+                if let Some(due) = prior.next_due {
+                    let fp = self.fingerprint(&lease.request);
+                    self.state.keep_due(&fp, due.max(unix_now()));
+                }
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// True when the page `request` asks for is fetched in this cycle anyway
+    /// (see [`crate::revisit::redirect_is_redundant`]).
+    pub(super) fn fetched_this_cycle(
+        &self,
+        request: &crate::request::Request,
+    ) -> Result<bool, EngineError> {
+        let fp = self.fingerprint(request);
+        let record = self.state.page(&fp)?;
+        Ok(crate::revisit::redirect_is_redundant(
+            record.as_ref(),
+            unix_now(),
+            self.run_started,
+        ))
+    }
+
+    /// Writes the page's next record (in the open group) and versions its items.
+    fn record_page(
+        &mut self,
+        lease: &Lease,
+        prior: Option<PageRecord>,
+        seen: &Observation,
+        items: &mut Vec<Item>,
+        counters: &mut Vec<(&'static str, u64)>,
+    ) {
+        let (record, change) =
+            self.schedule
+                .record(prior.as_ref(), &lease.request, seen, unix_now());
+        counters.push((change.counter(), 1));
+        if record.gone && !prior.as_ref().is_some_and(|p| p.gone) {
+            counters.push(("pages/gone", 1));
+        }
+        if change.stores_items() {
+            for item in items.iter_mut() {
+                item.insert("version".into(), record.version.into());
+                if let (Change::Changed, Some(prior)) = (change, &prior) {
+                    item.insert("previous_hash".into(), prior.content_hash.clone().into());
+                }
+            }
+        } else {
+            items.clear();
+        }
+        let fp = self.fingerprint(&lease.request);
+        let previous_due = prior.and_then(|p| p.next_due);
+        self.state.put_page(fp, record, previous_due);
+    }
+
+    fn fingerprint(&self, request: &crate::request::Request) -> crate::fingerprint::Fingerprint {
+        crate::fingerprint::fingerprint(request, &self.config.fingerprint_headers)
+    }
+}
