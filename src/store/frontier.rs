@@ -198,7 +198,7 @@ impl State {
             });
         push_entry(&mut pending.bytes, seq, &request.encode());
         pending.entries += 1;
-        if pending.entries >= RECORD_MAX_ENTRIES
+        if (pending.entries >= RECORD_MAX_ENTRIES || pending.bytes.len() >= keys::MAX_VALUE_BYTES)
             && let Some(full) = self.group.queue.remove(&head)
         {
             self.group.batch.insert(&full.key[..], full.bytes);

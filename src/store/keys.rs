@@ -21,10 +21,17 @@ pub const HOST_BY_NAME: u8 = b'H';
 pub const EXACT_RUN: u8 = b'S';
 /// Exact seen set, run index (one key): version byte, then (run id, count) pairs.
 pub const EXACT_INDEX: &[u8] = b"e";
-/// Bloom journal: `j` · group sequence (u64) → the group's fingerprints, concatenated.
+/// Bloom journal: `j` · group sequence (u64) · part (u16) → fingerprints of the
+/// group, concatenated, at most [`MAX_VALUE_BYTES`] per part.
 pub const JOURNAL: u8 = b'j';
-/// Items: `i` · sequence of the record's first item (u64) → the items of one
-/// completion group, numbered on from the key's: the version byte [`ITEM_RECORD_VERSION`],
+/// Largest packed value written (queue records, item records, journal parts close
+/// at this size). sled 0.34 splits a leaf at 16 entries and writes any node image
+/// over a quarter of its 512 KiB segment to a blob file of its own — a file
+/// created per rewrite. Values under 6 KiB keep a leaf under 96 KiB.
+pub const MAX_VALUE_BYTES: usize = 6 * 1024;
+/// Items: `i` · sequence of the record's first item (u64) → items of one
+/// completion group (a group writes several records past [`MAX_VALUE_BYTES`]),
+/// numbered on from the key's: the version byte [`ITEM_RECORD_VERSION`],
 /// then per item its length (u32, big-endian) and the item as `item::encode` writes it.
 pub const ITEM: u8 = b'i';
 /// Version byte of an item record.

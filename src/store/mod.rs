@@ -205,7 +205,9 @@ struct Group {
     page_records: HashMap<Fingerprint, pages::PageRecord>,
     /// First item sequence number written in this group.
     first_item: Option<u64>,
-    /// The group's item record so far (see [`keys::ITEM`]).
+    /// First item sequence number of the item record being filled.
+    record_first: Option<u64>,
+    /// The item record being filled (see [`keys::ITEM`]).
     items: Vec<u8>,
     pages: usize,
     opened_at: Option<Instant>,

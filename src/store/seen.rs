@@ -152,8 +152,9 @@ impl State {
         for item in &items {
             let seq = self.next_item;
             self.next_item += 1;
-            if self.group.first_item.is_none() {
-                self.group.first_item = Some(seq);
+            self.group.first_item.get_or_insert(seq);
+            if self.group.record_first.is_none() {
+                self.group.record_first = Some(seq);
                 self.group.items.push(keys::ITEM_RECORD_VERSION);
             }
             let bytes = item::encode(item);
@@ -161,6 +162,9 @@ impl State {
                 .items
                 .extend_from_slice(&(bytes.len() as u32).to_be_bytes());
             self.group.items.extend_from_slice(&bytes);
+            if self.group.items.len() >= keys::MAX_VALUE_BYTES {
+                self.close_item_record();
+            }
         }
         self.count("items/stored", items.len() as u64);
         self.count("pages/completed", 1);
@@ -207,15 +211,17 @@ impl State {
         for (_, record) in group.queue.drain() {
             group.batch.insert(&record.key[..], record.bytes);
         }
-        if let Some(first) = group.first_item {
+        if let Some(first) = group.record_first {
             let items = std::mem::take(&mut group.items);
             group.batch.insert(keys::with_u64(keys::ITEM, first), items);
         }
         if !group.fingerprints.is_empty() {
-            let payload: Vec<u8> = group.fingerprints.concat();
-            group
-                .batch
-                .insert(keys::with_u64(keys::JOURNAL, self.next_group), payload);
+            let per_part = keys::MAX_VALUE_BYTES / 20;
+            for (part, fps) in group.fingerprints.chunks(per_part).enumerate() {
+                let mut key = keys::with_u64(keys::JOURNAL, self.next_group);
+                key.extend_from_slice(&(part as u16).to_be_bytes());
+                group.batch.insert(key, fps.concat());
+            }
             self.next_group += 1;
         }
         for (name, value) in self.counters.take_dirty() {
@@ -322,6 +328,16 @@ impl State {
             next = seq + 1;
         }
         Ok(next)
+    }
+
+    /// Puts the item record being filled into the batch; the next item starts one.
+    fn close_item_record(&mut self) {
+        if let Some(first) = self.group.record_first.take() {
+            let items = std::mem::take(&mut self.group.items);
+            self.group
+                .batch
+                .insert(keys::with_u64(keys::ITEM, first), items);
+        }
     }
 
     fn record_fingerprint(&mut self, fp: Fingerprint) {
