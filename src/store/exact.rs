@@ -18,8 +18,6 @@
 //! batches of a large merge leaves unreferenced chunks (space only, never read).
 //! Depends on [`crate::fingerprint`] and the state's key layout.
 
-use std::collections::HashSet;
-
 use super::{State, StoreError, keys};
 use crate::fingerprint::Fingerprint;
 
@@ -38,7 +36,7 @@ const FP: usize = 20;
 #[derive(Debug, Default)]
 pub(super) struct Exact {
     /// Fingerprints committed since the last seal.
-    pub(super) recent: HashSet<Fingerprint>,
+    pub(super) recent: crate::fingerprint::FingerprintSet,
     /// Sealed runs, oldest first: `(run id, fingerprints)`.
     pub(super) runs: Vec<(u64, u64)>,
     /// Next run id.

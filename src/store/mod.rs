@@ -33,7 +33,7 @@ pub mod status;
 mod tests;
 mod views;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -192,7 +192,7 @@ struct Group {
     /// Fingerprints recorded in this group, in order (journal payload).
     fingerprints: Vec<Fingerprint>,
     /// The same fingerprints as a set: the Bloom overlay.
-    overlay: HashSet<Fingerprint>,
+    overlay: crate::fingerprint::FingerprintSet,
     /// `(host id, record key, entry key)` of the leases completed in this group
     /// (still leased until the commit).
     completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
@@ -202,7 +202,7 @@ struct Group {
     /// Hosts that got new queue entries in this group, with the smallest new entry key.
     touched_hosts: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// Page records written in this group, readable before the commit.
-    page_records: HashMap<Fingerprint, pages::PageRecord>,
+    page_records: crate::fingerprint::FingerprintMap<pages::PageRecord>,
     /// First item sequence number written in this group.
     first_item: Option<u64>,
     /// First item sequence number of the item record being filled.
