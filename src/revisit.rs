@@ -141,7 +141,7 @@ impl Schedule {
         for rule in &config.revisit_rules {
             let regex = Regex::new(&rule.pattern).map_err(|e| RuleError {
                 pattern: rule.pattern.clone(),
-                reason: e.to_string(),
+                reason: one_line(&e.to_string()),
             })?;
             rules.push((regex, rule.revisit));
         }
@@ -221,6 +221,17 @@ impl Schedule {
         };
         (record, change)
     }
+}
+
+/// The `error: ...` line of a regex error (its message draws the pattern over
+/// several lines), or the message itself.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("error: "))
+        .unwrap_or(message)
+        .trim()
+        .to_owned()
 }
 
 /// The interval after a fetch; `None` for "never again".

@@ -125,9 +125,12 @@ fn parse_revisit(value: &str) -> Result<Revisit, String> {
     match value {
         "never" => Ok(Revisit::Never),
         "adaptive" => Ok(Revisit::default()),
-        _ => match parse_span(value)? {
-            d if d.is_zero() => Ok(Revisit::EveryRun),
-            d => Ok(Revisit::After(d)),
+        _ => match parse_span(value) {
+            Ok(d) if d.is_zero() => Ok(Revisit::EveryRun),
+            Ok(d) => Ok(Revisit::After(d)),
+            Err(_) => Err(format!(
+                "expected \"adaptive\", \"never\" or a duration such as \"0\" (every run), \"12h\" or \"7d\", got {value:?}"
+            )),
         },
     }
 }

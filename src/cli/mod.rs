@@ -108,7 +108,12 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             });
     if matches!(
         error.downcast_ref::<EngineError>(),
-        Some(EngineError::BadSeed { .. } | EngineError::NoSeeds { .. } | EngineError::Leg(_))
+        Some(
+            EngineError::BadSeed { .. }
+                | EngineError::NoSeeds { .. }
+                | EngineError::Leg(_)
+                | EngineError::Revisit(_)
+        )
     ) {
         return 2;
     }

@@ -161,11 +161,16 @@ pub async fn run(
         bloom_hashes: config.bloom_hashes,
         begin_run: true,
     };
+    // Bad configuration is refused before the state is touched.
+    let schedule = Schedule::new(config)?;
     let started = Instant::now();
     let mut state = State::open(&config.data_dir, &options)?;
-    let result = Crawl::new(config, &mut state, fetcher, legs)?
-        .run(shutdown)
-        .await;
+    // A run that cannot start (no seeds, an unwritable output file) still ends
+    // its run record, as failed.
+    let result = match Crawl::new(config, &mut state, fetcher, legs, schedule) {
+        Ok(crawl) => crawl.run(shutdown).await,
+        Err(error) => Err(error),
+    };
     let outcome = match &result {
         Ok(outcome) => *outcome,
         Err(_) => RunOutcome::Failed,
@@ -240,8 +245,8 @@ impl<'a> Crawl<'a> {
         state: &'a mut State,
         fetcher: Fetcher,
         legs: Arc<dyn Leg>,
+        schedule: Schedule,
     ) -> Result<Crawl<'a>, EngineError> {
-        let schedule = Schedule::new(config)?;
         revisits::begin_cycle(state, config)?;
         state.add_seeds(&config.seeds, &config.fingerprint_headers)?;
         let stored = state.seeds()?;
@@ -339,7 +344,8 @@ impl<'a> Crawl<'a> {
                 Fill::Waiting(Some(at)) => at.min(group),
                 _ => group,
             };
-            if let Some(deadline) = self.deadline {
+            // Past the deadline nothing is leased; waking for it again would spin.
+            if let Some(deadline) = self.deadline.filter(|d| *d > Instant::now()) {
                 wake = wake.min(deadline);
             }
             tokio::select! {

@@ -159,6 +159,8 @@ fn a_bad_rule_names_its_pattern() {
     };
     let error = Schedule::new(&config).unwrap_err().to_string();
     assert!(error.starts_with("revisit rule \"(\""), "{error}");
+    assert!(error.ends_with("unclosed group"), "{error}");
+    assert!(!error.contains('\n'), "one line: {error}");
 }
 
 #[test]

@@ -254,3 +254,34 @@ fn the_file_chooses_the_state_directory_unless_data_is_given() {
     assert_eq!(dump_summary(&dir.path().join("data/default"))["items"], 2);
     assert_eq!(dump_summary(&from_file)["items"], 2);
 }
+
+#[test]
+fn bad_revisit_flags_exit_two_with_one_line_and_touch_no_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--revisit", "("],
+            "revisit rule \"(\" is not a valid regex: unclosed group",
+        ),
+        (
+            &["--revisit-after", "sometimes"],
+            "expected \"adaptive\", \"never\" or a duration",
+        ),
+        (&["--max-duration", "soon"], "--max-duration"),
+    ];
+    for (flags, words) in cases {
+        let mut args = vec!["crawl", "http://127.0.0.1:9/"];
+        args.extend_from_slice(flags);
+        let out = run(legcrawl(&data, &args), Duration::from_secs(20));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(words), "{flags:?}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().next().map(|l| l.contains(words)),
+            Some(true),
+            "{stderr}"
+        );
+        assert!(!data.exists(), "{flags:?} created the state directory");
+    }
+}
