@@ -200,13 +200,8 @@ impl State {
         until: u64,
         mut f: impl FnMut(Fingerprint, PageRecord) -> bool,
     ) -> Result<(), StoreError> {
-        let end = due_key(until.saturating_add(1), &[0u8; 20]);
-        for entry in self.db.range(vec![keys::DUE]..end) {
-            let (key, _) = entry.map_err(|e| self.db_error(e))?;
-            let fp: Fingerprint = key
-                .get(9..29)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| self.corrupt("due index", &key, "bad key length"))?;
+        for entry in self.due_keys(until) {
+            let (key, fp) = entry?;
             let Some(record) = self.page(&fp)? else {
                 return Err(self.corrupt("due index", &key, "no page record"));
             };
@@ -294,13 +289,8 @@ impl State {
             seeds.insert(fingerprint::fingerprint(&request, fingerprint_headers));
         }
         let mut due = Vec::new();
-        let end = due_key(until.saturating_add(1), &[0u8; 20]);
-        for entry in self.db.range(vec![keys::DUE]..end) {
-            let (key, _) = entry.map_err(|e| self.db_error(e))?;
-            let fp: Fingerprint = key
-                .get(9..29)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| self.corrupt("due index", &key, "bad key length"))?;
+        for entry in self.due_keys(until) {
+            let (key, fp) = entry?;
             if !seeds.contains(&fp) {
                 due.push((key, fp));
             }
@@ -322,6 +312,23 @@ impl State {
         }
         self.count("revisit/due", queued);
         Ok(queued)
+    }
+
+    /// The due-index keys up to `until` (unix seconds), soonest first, with the
+    /// fingerprint each names.
+    fn due_keys(
+        &self,
+        until: u64,
+    ) -> impl Iterator<Item = Result<(sled::IVec, Fingerprint), StoreError>> + '_ {
+        let end = due_key(until.saturating_add(1), &[0u8; 20]);
+        self.db.range(vec![keys::DUE]..end).map(|entry| {
+            let (key, _) = entry.map_err(|e| self.db_error(e))?;
+            let fp: Fingerprint = key
+                .get(9..29)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| self.corrupt("due index", &key, "bad key length"))?;
+            Ok((key, fp))
+        })
     }
 
     fn decode_page(&self, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {
