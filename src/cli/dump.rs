@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
 use legcrawl::fingerprint::{self, Fingerprint};
-use legcrawl::request::Request;
 use legcrawl::store::records::{RunRecord, unix_now};
 use legcrawl::store::{Blocked, OpenOptions, PageRecord, State, StoreError, Summary, status};
 
@@ -231,12 +230,8 @@ fn collect_pages(
         })?;
         return Ok(pages);
     }
-    let mut seeds = std::collections::HashSet::new();
-    for url in state.seeds()? {
-        let mut request = Request::get(url);
-        request.dont_filter = true;
-        let fp = fingerprint::fingerprint(&request, &[]);
-        seeds.insert(fp);
+    let seeds = state.seed_fingerprints(&[])?;
+    for &fp in &seeds {
         if let Some(record) = state.page(&fp)? {
             pages.push((fp, record));
         }

@@ -420,9 +420,7 @@ impl<'a> Crawl<'a> {
         // Only a request that bypasses the seen set (seed, revisit, retry) can
         // have a page record: a filtered one is new by definition.
         let prior = if lease.request.dont_filter {
-            let fp =
-                crate::fingerprint::fingerprint(&lease.request, &self.config.fingerprint_headers);
-            self.state.page(&fp)?
+            self.state.page(&self.fingerprint(&lease.request))?
         } else {
             None
         };

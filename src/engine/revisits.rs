@@ -113,7 +113,12 @@ impl Crawl<'_> {
         self.state.put_page(fp, record, previous_due);
     }
 
-    fn fingerprint(&self, request: &crate::request::Request) -> crate::fingerprint::Fingerprint {
+    /// `request`'s fingerprint with the crawl's fingerprint headers (the key of its
+    /// page record).
+    pub(super) fn fingerprint(
+        &self,
+        request: &crate::request::Request,
+    ) -> crate::fingerprint::Fingerprint {
         crate::fingerprint::fingerprint(request, &self.config.fingerprint_headers)
     }
 }

@@ -233,8 +233,7 @@ impl State {
             .collect();
         let mut start = CycleStart::default();
         for url in self.seeds()? {
-            let mut request = Request::get(url);
-            request.dont_filter = true;
+            let request = super::seen::seed_request(url);
             let host = super::frontier::host_of(&request.url);
             if self.host_ids.get(&host).is_some_and(|id| busy.contains(id)) {
                 start.held += 1;
@@ -282,12 +281,10 @@ impl State {
     /// Queues every page due by `until` that is not a seed and not gone, each in
     /// the batch that removes its due-index entry; commits every 1,024.
     fn queue_due(&mut self, until: u64, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
-        let mut seeds = HashSet::new();
-        for url in self.seeds()? {
-            let mut request = Request::get(url);
-            request.dont_filter = true;
-            seeds.insert(fingerprint::fingerprint(&request, fingerprint_headers));
-        }
+        let seeds: HashSet<Fingerprint> = self
+            .seed_fingerprints(fingerprint_headers)?
+            .into_iter()
+            .collect();
         let mut due = Vec::new();
         for entry in self.due_keys(until) {
             let (key, fp) = entry?;

@@ -51,6 +51,13 @@ pub struct CommitOutcome {
     pub items: Range<u64>,
 }
 
+/// The request a seed is queued as: a `GET` that bypasses the seen set.
+pub fn seed_request(url: String) -> Request {
+    let mut request = Request::get(url);
+    request.dont_filter = true;
+    request
+}
+
 impl State {
     /// Answers whether `fp` was seen, without recording it.
     pub fn check_seen(&self, fp: &Fingerprint) -> Result<Seen, StoreError> {
@@ -110,9 +117,7 @@ impl State {
                 continue;
             }
             self.group.batch.insert(key, &[]);
-            let mut request = Request::get(url.clone());
-            request.dont_filter = true;
-            self.enqueue(&request, fingerprint_headers)?;
+            self.enqueue(&seed_request(url.clone()), fingerprint_headers)?;
             added += 1;
             // Long seed lists are committed in chunks, to keep each batch small.
             if added % 1024 == 0 {
@@ -121,6 +126,18 @@ impl State {
         }
         self.commit()?;
         Ok(added)
+    }
+
+    /// The fingerprints of the stored seeds' requests ([`seed_request`]), in seed order.
+    pub fn seed_fingerprints(
+        &self,
+        fingerprint_headers: &[String],
+    ) -> Result<Vec<Fingerprint>, StoreError> {
+        Ok(self
+            .seeds()?
+            .into_iter()
+            .map(|url| fingerprint::fingerprint(&seed_request(url), fingerprint_headers))
+            .collect())
     }
 
     /// The stored seed list.
