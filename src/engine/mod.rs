@@ -21,6 +21,7 @@
 //! conditionally; its completion writes the next record in the same group as the
 //! page's items, which carry the page's `version`.
 
+mod flush;
 pub mod page;
 pub mod politeness;
 mod progress;
@@ -92,6 +93,12 @@ pub enum EngineError {
     NoSeeds {
         /// The state directory.
         dir: String,
+    },
+    /// The task that flushes the state to disk panicked or was cancelled.
+    #[error("the state's flush did not finish: {reason}")]
+    FlushTask {
+        /// What the runtime reported.
+        reason: String,
     },
     /// A seed is not an absolute http(s) URL.
     #[error("seed {url:?} is not an absolute http(s) URL")]
@@ -234,6 +241,8 @@ struct Crawl<'a> {
     host_buf: Vec<u32>,
     /// `--max-duration`: no lease starts after this.
     deadline: Option<Instant>,
+    /// The state's flush running off the loop (see [`flush`]).
+    flushing: flush::Flushing,
     /// Unix seconds when this run started (redirects to pages fetched since are
     /// not followed again).
     run_started: u64,
@@ -298,6 +307,7 @@ impl<'a> Crawl<'a> {
             schedule,
             host_buf: Vec::new(),
             deadline: config.max_duration.map(|d| Instant::now() + d),
+            flushing: None,
             run_started: unix_now(),
         })
     }
@@ -308,9 +318,10 @@ impl<'a> Crawl<'a> {
         loop {
             let fill = self.fill()?;
             if fill == Fill::Empty {
-                // Nothing leasable. Commit what is open: it may reveal new requests.
-                let pages = self.commit()?;
                 if self.fetching == 0 {
+                    // Nothing leasable and nothing running: make everything
+                    // durable; what it committed may reveal new requests.
+                    let pages = self.commit_all().await?;
                     if self.limit_reached() {
                         return Ok(RunOutcome::Limit);
                     }
@@ -322,8 +333,14 @@ impl<'a> Crawl<'a> {
                             RunOutcome::Drained
                         });
                     }
+                    continue;
                 }
-                if pages > 0 && !self.limit_reached() {
+                // Sealing the open group makes its new requests leasable.
+                if self.state.open_pages() > 0
+                    && self.state.undurable_pages() < crate::store::GROUP_MAX_PAGES
+                    && self.seal()?
+                    && !self.limit_reached()
+                {
                     continue;
                 }
             }
@@ -333,13 +350,17 @@ impl<'a> Crawl<'a> {
                 && at > Instant::now() + crate::config::IDLE_WAIT
             {
                 // Committing may make requests of other hosts visible.
-                if self.commit()? == 0 {
+                if self.commit_all().await? == 0 {
                     return Ok(RunOutcome::Idle);
                 }
                 continue;
             }
             let far = Instant::now() + Duration::from_secs(3600);
-            let group = self.state.group_deadline().unwrap_or(far);
+            // While a flush runs, its end (not the group's age) is the next event.
+            let group = match self.flushing {
+                None => self.state.group_deadline().unwrap_or(far),
+                Some(_) => far,
+            };
             let mut wake = match fill {
                 Fill::Waiting(Some(at)) => at.min(group),
                 _ => group,
@@ -348,16 +369,25 @@ impl<'a> Crawl<'a> {
             if let Some(deadline) = self.deadline.filter(|d| *d > Instant::now()) {
                 wake = wake.min(deadline);
             }
+            let flushing = &mut self.flushing;
+            let flush_done = async {
+                match flushing {
+                    Some(handle) => handle.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
+                joined = flush_done => {
+                    self.flushing = None;
+                    self.flushed(flush::flush_result(joined)?)?;
+                }
                 Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
                 () = tokio::time::sleep_until(wake.into()) => {}
                 _ = tick.tick() => self.progress.update(self.state),
             }
-            if self.state.group_due() {
-                self.commit()?;
-            }
+            self.maybe_seal().await?;
         }
     }
 
@@ -531,27 +561,6 @@ impl<'a> Crawl<'a> {
         parked
     }
 
-    /// Commits the open group (with any robots.txt answers fetched since the
-    /// last one) and streams its items; returns pages committed.
-    fn commit(&mut self) -> Result<usize, EngineError> {
-        if let Some(robots) = &self.robots {
-            for record in robots.take_new_records() {
-                self.state.put_robots(&record.origin, &record);
-            }
-        }
-        let outcome = self.state.commit()?;
-        if self.state.checkpoint_due() {
-            self.state.checkpoint()?;
-        }
-        if let Some(sink) = self.sink.as_mut()
-            && !outcome.items.is_empty()
-        {
-            sink.catch_up(self.state)?;
-        }
-        self.progress.committed(self.state, outcome.pages);
-        Ok(outcome.pages)
-    }
-
     /// The first Ctrl-C: no more leases; let in-flight work finish for the grace
     /// period, commit what finished, leave the rest queued.
     async fn stop(mut self) -> Result<RunOutcome, EngineError> {
@@ -567,7 +576,7 @@ impl<'a> Crawl<'a> {
             }
         }
         self.tasks.abort_all();
-        self.commit()?;
+        self.commit_all().await?;
         self.progress.finish();
         Ok(RunOutcome::Interrupted)
     }

@@ -8,7 +8,9 @@
 //! # Invariants
 //! - **Atomic completion.** Completing a lease removes its queue entry and inserts
 //!   the page's items, the new requests and their fingerprints in one sled batch.
-//!   Completions are grouped ([`State::commit`]): a group is one batch and one flush.
+//!   Completions are grouped: a group is one batch ([`State::seal`]) made durable
+//!   by one flush ([`Flush`]), which the engine runs while the next group fills;
+//!   [`State::commit`] does both at once.
 //! - **Leases live in memory.** A leased request stays in the queue tree until its
 //!   completion is durable, so a process that dies leaves every unfinished request
 //!   queued: nothing has to be "returned" on open.
@@ -33,7 +35,7 @@ pub mod status;
 mod tests;
 mod views;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -42,7 +44,7 @@ use std::time::Instant;
 pub use frontier::Lease;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub use robots::Blocked;
-pub use seen::{CommitOutcome, Completion, Seen};
+pub use seen::{CommitOutcome, Completion, Flush, Flushed, Seen};
 pub use views::{FrontierEntry, SeenAnswer, Summary};
 
 use crate::bloom::{BloomError, BloomFile, BloomParams};
@@ -58,7 +60,8 @@ use records::{Counters, Meta, RecordError, RunOutcome, RunRecord, unix_now};
 pub const STATE_FORMAT: u32 = 2;
 /// Name of the marker file that makes a directory legcrawl state.
 pub const MARKER_FILE: &str = "LEGCRAWL";
-/// A completion group is committed after this many pages...
+/// At most this many completed pages are not durable at any time: a group is
+/// sealed at half of it, and the next fills while the previous one flushes...
 pub const GROUP_MAX_PAGES: usize = 64;
 /// ...or when its oldest completion is this old.
 pub const GROUP_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(20);
@@ -239,6 +242,12 @@ pub struct State {
     journaled: u64,
     /// When the last checkpoint ran (or the state was opened).
     last_checkpoint: Instant,
+    /// Groups applied to the database whose flush has not been seen yet, oldest first.
+    sealed: VecDeque<seen::Sealed>,
+    /// Groups sealed by this process so far (the last one's `seq`).
+    sealed_seq: u64,
+    /// Items below this sequence number are durable (streamable).
+    durable_items: u64,
 }
 
 impl State {
@@ -275,11 +284,15 @@ impl State {
             checkpoint_pending: false,
             journaled: 0,
             last_checkpoint: Instant::now(),
+            sealed: VecDeque::new(),
+            sealed_seq: 0,
+            durable_items: 0,
         };
         state.load_hosts()?;
         state.load_counters()?;
         state.load_exact()?;
         state.next_item = state.load_next_item()?;
+        state.durable_items = state.next_item;
         state.next_group = state.replay_journal()?;
         state.close_dead_runs()?;
         if options.begin_run {

@@ -5,7 +5,10 @@
 //! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
 //! written to the group's batch once, as one journal entry, and reach the mapped
 //! bits (and the exact set's in-memory recent part) only after the batch is
-//! flushed. A checkpoint msyncs the bits, seals the recent fingerprints into an
+//! flushed. Group commit has two stages: [`State::seal`] applies the batch (this
+//! process then reads it; its fingerprints move to a sealed overlay), and a
+//! [`Flush`], which may run on another thread, makes it durable; only then does
+//! [`State::durable`] end its leases, set its bits and release its items. A checkpoint msyncs the bits, seals the recent fingerprints into an
 //! exact run and drops the journal entries it covers, in one batch; opening replays
 //! whatever journal is left (setting bits is idempotent).
 
@@ -51,6 +54,53 @@ pub struct CommitOutcome {
     pub items: Range<u64>,
 }
 
+/// A group applied to the database but not yet known durable (see [`State::seal`]).
+pub(super) struct Sealed {
+    /// Number of the group, counted from 1 in this process.
+    seq: u64,
+    /// Its fingerprints, in order (their journal entry is in its batch).
+    fingerprints: Vec<Fingerprint>,
+    /// The same fingerprints as a set, checked by dedup until they reach the bits.
+    overlay: crate::fingerprint::FingerprintSet,
+    /// Its completed leases, `(host id, record key, entry key)`.
+    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+    /// Pages it completed.
+    pages: usize,
+    /// The item sequence number after its last item.
+    items_end: u64,
+}
+
+/// A flush of the database that makes the groups sealed before it was taken
+/// durable ([`State::flush_handle`]). It holds a handle on the database, not the
+/// state, so it can run on another thread while the state takes the next group.
+pub struct Flush {
+    db: sled::Db,
+    dir: std::path::PathBuf,
+    through: u64,
+}
+
+impl Flush {
+    /// Writes and syncs the database log; blocks until the disk has it.
+    pub fn run(self) -> Result<Flushed, StoreError> {
+        match self.db.flush() {
+            Ok(_) => Ok(Flushed {
+                through: self.through,
+            }),
+            Err(source) => Err(StoreError::Db {
+                path: self.dir,
+                source,
+            }),
+        }
+    }
+}
+
+/// Proof that a [`Flush`] ran; hand it to [`State::durable`].
+#[derive(Debug)]
+#[must_use = "the groups become durable only when this is handed to State::durable"]
+pub struct Flushed {
+    through: u64,
+}
+
 /// The request a seed is queued as: a `GET` that bypasses the seen set.
 pub fn seed_request(url: String) -> Request {
     let mut request = Request::get(url);
@@ -61,7 +111,7 @@ pub fn seed_request(url: String) -> Request {
 impl State {
     /// Answers whether `fp` was seen, without recording it.
     pub fn check_seen(&self, fp: &Fingerprint) -> Result<Seen, StoreError> {
-        if self.group.overlay.contains(fp) {
+        if self.group.overlay.contains(fp) || self.sealed.iter().any(|s| s.overlay.contains(fp)) {
             return Ok(Seen::Duplicate);
         }
         if !self.bloom.contains(fp) {
@@ -198,9 +248,11 @@ impl State {
         Ok(())
     }
 
-    /// True when the open group should be committed (64 pages or 20 ms old).
+    /// True when the open group should be sealed: [`GROUP_MAX_PAGES`]` / 2` pages
+    /// (so that one group can fill while the previous one flushes, with at most
+    /// `GROUP_MAX_PAGES` pages not durable) or 20 ms old.
     pub fn group_due(&self) -> bool {
-        self.group.pages >= GROUP_MAX_PAGES
+        self.group.pages >= GROUP_MAX_PAGES / 2
             || self
                 .group
                 .opened_at
@@ -212,11 +264,29 @@ impl State {
         self.group.opened_at.map(|t| t + GROUP_MAX_AGE)
     }
 
-    /// Commits the open group: one atomic batch, one flush, then the group's
-    /// fingerprints go to the mapped Bloom bits and its leases end.
+    /// Commits the open group and every sealed one: [`State::seal`], a flush on
+    /// this thread, then [`State::durable`].
     pub fn commit(&mut self) -> Result<CommitOutcome, StoreError> {
+        self.seal()?;
+        match self.flush_handle() {
+            Some(flush) => {
+                let flushed = flush.run()?;
+                Ok(self.durable(flushed))
+            }
+            None => Ok(CommitOutcome::default()),
+        }
+    }
+
+    /// Seals the open group: its batch is applied to the database, so this
+    /// process reads it (its new requests can be leased), but nothing of it is
+    /// claimed durable yet — its fingerprints stay in a sealed overlay, its
+    /// leases stay leased and its items unstreamed until a [`Flush`] covering it
+    /// has run and been handed to [`State::durable`]. Sled recovers batches in
+    /// order, so a durable group implies every group sealed before it. Returns
+    /// false when the open group was empty.
+    pub fn seal(&mut self) -> Result<bool, StoreError> {
         if !self.group.dirty {
-            return Ok(CommitOutcome::default());
+            return Ok(false);
         }
         let completed = std::mem::take(&mut self.group.completed);
         if let Err(error) = self.rewrite_completed(&completed) {
@@ -224,7 +294,6 @@ impl State {
             return Err(error);
         }
         let mut group = std::mem::take(&mut self.group);
-        group.completed = completed;
         for (_, record) in group.queue.drain() {
             group.batch.insert(&record.key[..], record.bytes);
         }
@@ -258,23 +327,7 @@ impl State {
         self.db
             .apply_batch(group.batch)
             .map_err(|e| self.db_error(e))?;
-        self.db.flush().map_err(|e| self.db_error(e))?;
-        // Durable now: the bits may follow, and the leases may end.
-        for fp in &group.fingerprints {
-            self.bloom.insert(fp);
-        }
-        if self.dedup == DedupMode::Exact {
-            self.exact.recent.extend(group.fingerprints.iter().copied());
-        }
-        self.checkpoint_pending |= !group.fingerprints.is_empty();
-        self.journaled += group.fingerprints.len() as u64;
-        for (host_id, _, key) in &group.completed {
-            if let Some(queue) = self.hosts.get_mut(host_id)
-                && queue.leased.remove(key)
-            {
-                self.leased -= 1;
-            }
-        }
+        // Visible to this process now: the new entries may be leased.
         for (host_id, smallest) in &group.touched_hosts {
             if let Some(queue) = self.hosts.get_mut(host_id) {
                 queue.maybe_ready = true;
@@ -284,11 +337,80 @@ impl State {
                 }
             }
         }
-        let first = group.first_item.unwrap_or(self.next_item);
-        Ok(CommitOutcome {
+        self.sealed_seq += 1;
+        self.sealed.push_back(Sealed {
+            seq: self.sealed_seq,
+            fingerprints: group.fingerprints,
+            overlay: group.overlay,
+            completed,
             pages: group.pages,
-            items: first..self.next_item,
+            items_end: self.next_item,
+        });
+        Ok(true)
+    }
+
+    /// A flush that makes every group sealed so far durable, to be run on any
+    /// thread (it waits for the disk); `None` when no sealed group awaits one.
+    pub fn flush_handle(&self) -> Option<Flush> {
+        self.sealed.back().map(|last| Flush {
+            db: self.db.clone(),
+            dir: self.dir.clone(),
+            through: last.seq,
         })
+    }
+
+    /// Pages completed but not durable yet: the open group's and the sealed ones'.
+    pub fn undurable_pages(&self) -> usize {
+        self.group.pages + self.sealed.iter().map(|s| s.pages).sum::<usize>()
+    }
+
+    /// Pages in the open (unsealed) group.
+    pub fn open_pages(&self) -> usize {
+        self.group.pages
+    }
+
+    /// True when a sealed group awaits a flush.
+    pub fn has_sealed(&self) -> bool {
+        !self.sealed.is_empty()
+    }
+
+    /// The groups a finished [`Flush`] covered are durable: their fingerprints
+    /// reach the mapped Bloom bits (and the exact set's recent part), their
+    /// leases end, and their items may be streamed. Groups already made durable
+    /// by a later flush are skipped, so a stale `Flushed` is harmless.
+    pub fn durable(&mut self, flushed: Flushed) -> CommitOutcome {
+        let first = self.durable_items;
+        let mut pages = 0;
+        while self
+            .sealed
+            .front()
+            .is_some_and(|s| s.seq <= flushed.through)
+        {
+            let Some(group) = self.sealed.pop_front() else {
+                break;
+            };
+            for fp in &group.fingerprints {
+                self.bloom.insert(fp);
+            }
+            if self.dedup == DedupMode::Exact {
+                self.exact.recent.extend(group.fingerprints.iter().copied());
+            }
+            self.checkpoint_pending |= !group.fingerprints.is_empty();
+            self.journaled += group.fingerprints.len() as u64;
+            for (host_id, _, key) in &group.completed {
+                if let Some(queue) = self.hosts.get_mut(host_id)
+                    && queue.leased.remove(key)
+                {
+                    self.leased -= 1;
+                }
+            }
+            pages += group.pages;
+            self.durable_items = group.items_end;
+        }
+        CommitOutcome {
+            pages,
+            items: first..self.durable_items,
+        }
     }
 
     /// Commits, msyncs the Bloom map, then truncates the journal it covers.
@@ -372,3 +494,7 @@ impl State {
         self.group.opened_at.get_or_insert_with(Instant::now);
     }
 }
+
+#[cfg(test)]
+#[path = "seal_tests.rs"]
+mod seal_tests;

@@ -13,11 +13,11 @@ fn opts() -> OpenOptions {
     }
 }
 
-fn open(dir: &Path) -> State {
+pub(super) fn open(dir: &Path) -> State {
     State::open(dir, &opts()).unwrap()
 }
 
-fn lease_all(state: &mut State) -> Vec<Lease> {
+pub(super) fn lease_all(state: &mut State) -> Vec<Lease> {
     let mut leases = Vec::new();
     while let Some(lease) = state.lease().unwrap() {
         leases.push(lease);
@@ -32,7 +32,7 @@ fn page_item(url: &str) -> Item {
     item
 }
 
-fn complete(state: &mut State, lease: Lease, links: &[&str]) {
+pub(super) fn complete(state: &mut State, lease: Lease, links: &[&str]) {
     let requests = links
         .iter()
         .map(|u| Request::follow(&lease.request, *u))

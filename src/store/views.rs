@@ -126,7 +126,7 @@ impl State {
         Ok(out)
     }
 
-    /// Calls `each` with the JSON text of every stored item, in order, from `from`.
+    /// Calls `each` with the JSON text of every durable item, in order, from `from`.
     /// Stops early when `each` returns false.
     pub fn for_each_item(
         &self,
@@ -152,6 +152,10 @@ impl State {
                 let bytes = entry.map_err(|reason| self.corrupt("item", &key, reason))?;
                 if seq < from {
                     continue;
+                }
+                // Items of sealed groups are readable here but not durable yet.
+                if seq >= self.durable_items {
+                    return Ok(());
                 }
                 let text = item::json_text(bytes)
                     .map_err(|e| self.corrupt("item", &key, &e.to_string()))?;

@@ -1,0 +1,107 @@
+//! The engine's side of group commit: seal a group, flush it off the loop,
+//! and act on what became durable.
+//!
+//! A due group is sealed on the loop ([`State::seal`]: its batch is applied, so
+//! its new requests can be leased at once) and flushed on a blocking thread, so
+//! the loop keeps completing pages into the next group while the disk syncs.
+//! Only a durable group ends its leases, reaches the Bloom bits and is streamed
+//! to `--output`. At most one flush runs; at most [`GROUP_MAX_PAGES`] completed
+//! pages are ever not durable (a full pipeline waits for its flush), which is
+//! the bound invariant 3 of the brief counts per kill. Depends on the store and
+//! the sink only.
+
+use tokio::task::JoinHandle;
+
+use super::{Crawl, EngineError};
+use crate::store::{Flushed, GROUP_MAX_PAGES, StoreError};
+
+/// The flush in flight, if any.
+pub(super) type Flushing = Option<JoinHandle<Result<Flushed, StoreError>>>;
+
+impl Crawl<'_> {
+    /// Seals the open group when it is due and no flush runs, or waits for the
+    /// running flush first when the pipeline is full.
+    pub(super) async fn maybe_seal(&mut self) -> Result<(), EngineError> {
+        if self.flushing.is_some() && self.state.undurable_pages() >= GROUP_MAX_PAGES {
+            self.finish_flush().await?;
+        }
+        if self.flushing.is_none() && self.state.group_due() {
+            self.seal()?;
+        }
+        Ok(())
+    }
+
+    /// Seals the open group (with the robots.txt answers fetched since the last
+    /// one) and starts its flush unless one runs. True when a group was sealed.
+    pub(super) fn seal(&mut self) -> Result<bool, EngineError> {
+        if let Some(robots) = &self.robots {
+            for record in robots.take_new_records() {
+                self.state.put_robots(&record.origin, &record);
+            }
+        }
+        let sealed = self.state.seal()?;
+        self.start_flush();
+        Ok(sealed)
+    }
+
+    fn start_flush(&mut self) {
+        if self.flushing.is_none()
+            && let Some(flush) = self.state.flush_handle()
+        {
+            self.flushing = Some(tokio::task::spawn_blocking(move || flush.run()));
+        }
+    }
+
+    /// Waits for the running flush (if any) and acts on it; returns pages made durable.
+    pub(super) async fn finish_flush(&mut self) -> Result<usize, EngineError> {
+        let Some(handle) = self.flushing.take() else {
+            return Ok(0);
+        };
+        let flushed = flush_result(handle.await)?;
+        self.flushed(flushed)
+    }
+
+    /// Acts on a finished flush: leases end, items are streamed, a checkpoint
+    /// runs when one is due, and the next flush starts if groups wait for one.
+    pub(super) fn flushed(&mut self, flushed: Flushed) -> Result<usize, EngineError> {
+        let outcome = self.state.durable(flushed);
+        // A checkpoint commits (seals and flushes) whatever is open itself.
+        if self.state.checkpoint_due() {
+            self.state.checkpoint()?;
+        }
+        if let Some(sink) = self.sink.as_mut()
+            && !outcome.items.is_empty()
+        {
+            sink.catch_up(self.state)?;
+        }
+        self.progress.committed(self.state, outcome.pages);
+        self.start_flush();
+        Ok(outcome.pages)
+    }
+
+    /// Makes everything completed so far durable before returning (end of run,
+    /// stop, nothing left to lease); returns pages made durable.
+    pub(super) async fn commit_all(&mut self) -> Result<usize, EngineError> {
+        let mut pages = self.finish_flush().await?;
+        self.seal()?;
+        while self.flushing.is_some() {
+            pages += self.finish_flush().await?;
+        }
+        if self.state.checkpoint_due() {
+            self.state.checkpoint()?;
+        }
+        Ok(pages)
+    }
+}
+
+/// The flush's own result, with a panicked or cancelled flush task as a store error.
+pub(super) fn flush_result(
+    joined: Result<Result<Flushed, StoreError>, tokio::task::JoinError>,
+) -> Result<Flushed, EngineError> {
+    match joined {
+        Ok(result) => Ok(result?),
+        Err(error) => Err(EngineError::FlushTask {
+            reason: error.to_string(),
+        }),
+    }
+}
