@@ -50,8 +50,12 @@ pub const ROBOTS: u8 = b'R';
 /// Requests not fetched by rule (robots.txt): `b` · URL → record.
 pub const BLOCKED: u8 = b'b';
 
-/// Page records: `p` · fingerprint (20 bytes) → record.
+/// Page records: `p` · fingerprint (20 bytes) → record: [`PAGE_RECORD_VERSION`]
+/// then bincode (see `pages::encode_page`), or, in states written before it,
+/// the JSON record form (`records::RECORD_VERSION` then JSON), still read.
 pub const PAGE: u8 = b'p';
+/// Version byte of a binary page record (distinct from `records::RECORD_VERSION`).
+pub const PAGE_RECORD_VERSION: u8 = 2;
 /// Revisit index: `v` · due time (unix seconds, u64) · fingerprint → empty.
 pub const DUE: u8 = b'v';
 /// The start of the current crawl cycle: `y` → unix seconds (u64, big-endian).

@@ -7,10 +7,16 @@
 //! to "now" and re-queues what it finds, so the cost of a run is the number of
 //! pages due, never the number of pages known. The store does not decide when a
 //! page is due (that is [`crate::revisit`]); it keeps the record and the index
-//! in step. Depends on [`crate::request`] and [`crate::fingerprint`].
+//! in step. Records are written in a compact binary form ([`encode_page`]);
+//! the JSON form of earlier states is still read ([`decode_page`]), so no
+//! migration is needed. Depends on [`crate::request`] and [`crate::fingerprint`].
 
 use std::collections::HashSet;
 
+use bincode::de::Decoder;
+use bincode::enc::Encoder;
+use bincode::error::{DecodeError, EncodeError};
+use bincode::{Decode, Encode};
 use serde::{Deserialize, Serialize};
 
 use super::{State, StoreError, keys, records};
@@ -59,7 +65,7 @@ pub struct PageRecord {
 }
 
 /// The parts of a [`Request`] a revisit needs (the URL is [`PageRecord::url`]).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Encode, Decode)]
 pub struct StoredRequest {
     /// HTTP method.
     pub method: String,
@@ -136,6 +142,131 @@ pub struct CycleStart {
     pub held: u64,
 }
 
+/// Encodes a page record as it is stored: [`keys::PAGE_RECORD_VERSION`], then bincode.
+pub fn encode_page(record: &PageRecord) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160 + record.url.len());
+    out.push(keys::PAGE_RECORD_VERSION);
+    // Encoding into a Vec cannot fail for these field types.
+    if let Err(error) =
+        bincode::encode_into_std_write(record, &mut out, bincode::config::standard())
+    {
+        unreachable!("encoding a page record into memory failed: {error}");
+    }
+    out
+}
+
+/// Decodes a stored page record: the binary form of [`encode_page`], or the JSON
+/// form ([`records::RECORD_VERSION`]) that states of format 2 were written with.
+pub fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
+    match bytes.first() {
+        Some(&keys::PAGE_RECORD_VERSION) => {
+            let (record, used) =
+                bincode::decode_from_slice(&bytes[1..], bincode::config::standard())
+                    .map_err(|e| e.to_string())?;
+            if used + 1 != bytes.len() {
+                return Err(format!("{} bytes after the record", bytes.len() - used - 1));
+            }
+            Ok(record)
+        }
+        _ => records::decode(bytes).map_err(|e| e.to_string()),
+    }
+}
+
+/// Tag of a content hash stored as 20 raw bytes (the usual lowercase SHA-1 hex).
+const HASH_RAW: u8 = 0;
+/// Tag of a content hash stored as its string (anything else).
+const HASH_TEXT: u8 = 1;
+
+/// The 20 bytes a lowercase 40-digit hex string spells, if it is one.
+fn raw_hash(hex: &str) -> Option<[u8; 20]> {
+    let digits = hex.as_bytes();
+    if digits.len() != 40 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut raw = [0u8; 20];
+    for (byte, pair) in raw.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(raw)
+}
+
+fn hex_of(raw: &[u8; 20]) -> String {
+    use std::fmt::Write;
+    raw.iter().fold(String::with_capacity(40), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The binary form: the fields in declaration order, except that `final_url` is
+/// `None` when it equals `url` and the content hash is 20 raw bytes when it is
+/// lowercase SHA-1 hex (tagged, so any other string round-trips too).
+impl Encode for PageRecord {
+    fn encode<E: Encoder>(&self, e: &mut E) -> Result<(), EncodeError> {
+        self.url.encode(e)?;
+        (self.final_url != self.url)
+            .then_some(&self.final_url)
+            .encode(e)?;
+        self.status.encode(e)?;
+        self.etag.encode(e)?;
+        self.last_modified.encode(e)?;
+        match raw_hash(&self.content_hash) {
+            Some(raw) => (HASH_RAW, raw).encode(e)?,
+            None => (HASH_TEXT, &self.content_hash).encode(e)?,
+        }
+        (self.first_fetched, self.last_fetched, self.last_changed).encode(e)?;
+        (self.fetches, self.changes, self.version).encode(e)?;
+        (self.interval, self.next_due, self.missing, self.gone).encode(e)?;
+        self.request.encode(e)
+    }
+}
+
+impl<C> Decode<C> for PageRecord {
+    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        let url = String::decode(d)?;
+        let final_url = Option::<String>::decode(d)?.unwrap_or_else(|| url.clone());
+        let status = u16::decode(d)?;
+        let etag = Option::<String>::decode(d)?;
+        let last_modified = Option::<String>::decode(d)?;
+        let content_hash = match u8::decode(d)? {
+            HASH_RAW => hex_of(&<[u8; 20]>::decode(d)?),
+            HASH_TEXT => String::decode(d)?,
+            tag => {
+                return Err(DecodeError::OtherString(format!(
+                    "unknown content hash tag {tag}"
+                )));
+            }
+        };
+        let (first_fetched, last_fetched, last_changed) = Decode::decode(d)?;
+        let (fetches, changes, version) = Decode::decode(d)?;
+        let (interval, next_due, missing, gone) = Decode::decode(d)?;
+        Ok(PageRecord {
+            url,
+            final_url,
+            status,
+            etag,
+            last_modified,
+            content_hash,
+            first_fetched,
+            last_fetched,
+            last_changed,
+            fetches,
+            changes,
+            version,
+            interval,
+            next_due,
+            missing,
+            gone,
+            request: StoredRequest::decode(d)?,
+        })
+    }
+}
+
 fn due_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
     let mut key = Vec::with_capacity(1 + 8 + fp.len());
     key.push(keys::DUE);
@@ -168,7 +299,7 @@ impl State {
         }
         self.group
             .batch
-            .insert(keys::with_prefix(keys::PAGE, &fp), records::encode(&record));
+            .insert(keys::with_prefix(keys::PAGE, &fp), encode_page(&record));
         self.group.page_records.insert(fp, record);
         self.group.dirty = true;
         self.opened();
@@ -329,10 +460,10 @@ impl State {
     }
 
     fn decode_page(&self, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {
-        records::decode(value).map_err(|e| StoreError::Corrupt {
+        decode_page(value).map_err(|reason| StoreError::Corrupt {
             path: self.dir.clone(),
             what: format!("page {}", fingerprint::to_hex(fp)),
-            reason: e.to_string(),
+            reason,
         })
     }
 

@@ -294,3 +294,69 @@ fn keep_due_puts_a_failed_revisit_back_for_the_next_cycle() {
     );
     assert_eq!(state.start_cycle(60, &[]).unwrap().due, 1, "due next cycle");
 }
+
+#[test]
+fn a_json_page_record_of_an_older_state_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = open(dir.path());
+    let url = "http://a.test/old";
+    let old = record(url, Some(70));
+    // Written the way states of format 2 wrote page records: version 1, JSON.
+    let key = keys::with_prefix(keys::PAGE, &fp(url));
+    state.db.insert(key, records::encode(&old)).unwrap();
+    assert_eq!(state.page(&fp(url)).unwrap(), Some(old.clone()));
+    let mut seen = Vec::new();
+    state
+        .for_each_page(|_, r| {
+            seen.push(r.clone());
+            true
+        })
+        .unwrap();
+    assert_eq!(seen, vec![old]);
+}
+
+#[test]
+fn binary_page_records_round_trip_and_are_smaller_than_json() {
+    let url = "http://a.test/p?q=1";
+    let mut plain = record(url, None);
+    plain.content_hash = "0123456789abcdef0123456789abcdef01234567".into();
+    let mut odd = record(url, Some(9));
+    odd.final_url = "http://a.test/elsewhere".into();
+    odd.content_hash = "ABC not hex".into();
+    odd.request
+        .headers
+        .push(("Accept".into(), "text/html".into()));
+    odd.request.meta.insert("leg".into(), "x".into());
+    odd.request.body = b"a=1".to_vec();
+    odd.gone = true;
+    for r in [plain.clone(), odd] {
+        let bytes = encode_page(&r);
+        assert_eq!(bytes[0], keys::PAGE_RECORD_VERSION);
+        assert_eq!(decode_page(&bytes).unwrap(), r);
+    }
+    let (binary, json) = (encode_page(&plain).len(), records::encode(&plain).len());
+    assert!(binary * 3 < json, "binary {binary} B, JSON {json} B");
+}
+
+#[test]
+fn a_corrupt_binary_page_record_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = open(dir.path());
+    let url = "http://a.test/";
+    let key = keys::with_prefix(keys::PAGE, &fp(url));
+    let good = encode_page(&record(url, Some(5)));
+    // Truncated, trailing garbage, a bad hash tag, nothing after the version.
+    let mut bad_tag = good.clone();
+    // version, url (length, bytes), final_url None, status, etag Some (tag,
+    // length, 3 bytes), last_modified None, then the hash tag.
+    let tag = 1 + (1 + url.len()) + 1 + 1 + 5 + 1;
+    assert_eq!(bad_tag[tag], 0, "layout of the test record");
+    bad_tag[tag] = 9;
+    let mut trailing = good.clone();
+    trailing.push(0);
+    for bytes in [good[..good.len() / 2].to_vec(), trailing, bad_tag, vec![2]] {
+        state.db.insert(&key, bytes).unwrap();
+        let error = state.page(&fp(url)).unwrap_err();
+        assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
+    }
+}
