@@ -3,7 +3,7 @@
 //!
 //! An in-process hyper 1 server (HTTP/1.1 keep-alive, one runtime thread, bodies
 //! precomputed) serves a deterministic site of [`PAGES`] pages `/p/{i}.html`
-//! (2–4 KB, a `<title>`, [`LINKS`] links in four spellings, page `i` always links
+//! (2–4 KB, a `<title>`, [`site::LINKS`] links in four spellings, page `i` always links
 //! to `i + 1`) plus the index `/`, so a complete crawl fetches `PAGES + 1` URLs.
 //! The crawler runs on its own 2-worker runtime, like one box in production.
 //!
@@ -25,33 +25,25 @@
 //! `CRAWL_BENCH_ITERS` (default 7), `CRAWL_BENCH_PAGES` (default 5000),
 //! `CRAWL_BENCH_ONLY` (a substring of the variant names to run).
 
-use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::hint::black_box;
-use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use legcrawl::config::CrawlConfig;
 use legcrawl::engine;
 use legcrawl::fetch::{FetchSettings, Fetcher};
 use legcrawl::legs::{self, Leg, Stack};
 use legcrawl::request::Request;
 use legcrawl::store::records::RunOutcome;
-use tokio::sync::oneshot;
+use site::Server;
+
+#[path = "support/site.rs"]
+mod site;
 
 /// Pages on the site, besides the index.
 const PAGES: usize = 5000;
-/// Links on each page.
-const LINKS: usize = 10;
 /// Measured iterations per variant.
 const ITERS: usize = 7;
 /// Requests in flight, for the engine and the fetcher variants alike.
@@ -60,195 +52,6 @@ const CONCURRENCY: usize = 16;
 const TARGET_PAGES_PER_S: f64 = 5000.0;
 /// Largest share of the bare fetcher's throughput state and legs may cost.
 const TARGET_OVERHEAD: f64 = 0.30;
-/// Filler sentence, repeated to bring pages to 2–4 KB.
-const FILLER: &str = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod \
-    tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud \
-    exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. ";
-
-/// The site's bodies: index 0 is `/`, index `i + 1` is `/p/{i}.html`.
-struct Site {
-    bodies: Vec<Bytes>,
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-impl Site {
-    /// `pages` pages whose absolute links name `authority` (`127.0.0.1:PORT`).
-    fn generate(pages: usize, authority: &str) -> Site {
-        let mut rng = 0x5eed_u64;
-        let index = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index</title>\
-                     </head><body><h1>Index</h1><a href=\"p/0.html\">start</a></body></html>\n";
-        let mut bodies = vec![Bytes::from_static(index.as_bytes())];
-        bodies.extend((0..pages).map(|i| Bytes::from(page(i, pages, authority, &mut rng))));
-        Site { bodies }
-    }
-
-    /// The body at `path`, if it is on the site.
-    fn body(&self, path: &str) -> Option<&Bytes> {
-        if path == "/" {
-            return self.bodies.first();
-        }
-        let i: usize = path
-            .strip_prefix("/p/")?
-            .strip_suffix(".html")?
-            .parse()
-            .ok()?;
-        self.bodies.get(i + 1)
-    }
-
-    /// Mean, smallest and largest page body (the index excluded), in bytes.
-    fn sizes(&self) -> (usize, usize, usize) {
-        let pages = &self.bodies[1..];
-        let total: usize = pages.iter().map(Bytes::len).sum();
-        let min = pages.iter().map(Bytes::len).min().unwrap_or(0);
-        let max = pages.iter().map(Bytes::len).max().unwrap_or(0);
-        (total / pages.len().max(1), min, max)
-    }
-}
-
-/// Page `i`: a title, filler paragraphs (2–4 KB in all) and [`LINKS`] links.
-fn page(i: usize, pages: usize, authority: &str, rng: &mut u64) -> String {
-    let mut html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>Page {i} of the bench site</title>\
-         <link rel=\"stylesheet\" href=\"/static/site.css\"></head>\
-         <body><header><h1>Page {i}</h1></header><main>\n"
-    );
-    let paragraphs = 6 + i % 5;
-    for k in 0..LINKS {
-        let target = if k == 0 {
-            (i + 1) % pages
-        } else {
-            (splitmix64(rng) % pages as u64) as usize
-        };
-        let href = match k % 4 {
-            0 => format!("{target}.html"),
-            1 => format!("/p/{target}.html"),
-            2 => format!("../p/{target}.html"),
-            _ => format!("http://{authority}/p/{target}.html"),
-        };
-        let _ = write!(html, "<p><a href=\"{href}\">Page {target}</a> ");
-        if k < paragraphs {
-            html.push_str(FILLER);
-        }
-        html.push_str("</p>\n");
-    }
-    html.push_str("</main><footer><p>&copy; bench</p></footer></body></html>\n");
-    html
-}
-
-/// The bench server: one thread, one current-thread runtime; stops when dropped.
-struct Server {
-    addr: SocketAddr,
-    served: Arc<AtomicU64>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    /// Binds, generates the site and serves it; also returns [`Site::sizes`].
-    fn start(pages: usize) -> anyhow::Result<(Server, (usize, usize, usize))> {
-        let listener = StdListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let site = Arc::new(Site::generate(pages, &addr.to_string()));
-        let sizes = site.sizes();
-        let served = Arc::new(AtomicU64::new(0));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("server runtime")?;
-        let (stop, stopped) = oneshot::channel();
-        let counter = Arc::clone(&served);
-        let thread = std::thread::Builder::new()
-            .name("bench-server".into())
-            .spawn(move || runtime.block_on(accept_loop(listener, site, counter, stopped)))?;
-        let server = Server {
-            addr,
-            served,
-            stop: Some(stop),
-            thread: Some(thread),
-        };
-        Ok((server, sizes))
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
-    }
-
-    fn served(&self) -> u64 {
-        self.served.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn accept_loop(
-    listener: StdListener,
-    site: Arc<Site>,
-    served: Arc<AtomicU64>,
-    mut stop: oneshot::Receiver<()>,
-) {
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-        return;
-    };
-    loop {
-        let accepted = tokio::select! {
-            _ = &mut stop => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let (site, served) = (Arc::clone(&site), Arc::clone(&served));
-        tokio::spawn(async move {
-            let service =
-                service_fn(move |request| std::future::ready(answer(&site, &served, &request)));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-fn answer(
-    site: &Site,
-    served: &AtomicU64,
-    request: &http::Request<Incoming>,
-) -> Result<http::Response<Full<Bytes>>, Infallible> {
-    served.fetch_add(1, Ordering::Relaxed);
-    let mut response = http::Response::new(Full::new(Bytes::new()));
-    match site.body(request.uri().path()) {
-        Some(body) => {
-            *response.body_mut() = Full::new(body.clone());
-            response.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("text/html; charset=utf-8"),
-            );
-        }
-        None => *response.status_mut() = http::StatusCode::NOT_FOUND,
-    }
-    Ok(response)
-}
-
 /// The legs `legcrawl crawl` runs with (as in `src/cli/crawl.rs`).
 fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
     let mut stack = Stack::new()
@@ -317,7 +120,8 @@ fn process_cpu() -> Duration {
 
 impl Bench {
     fn new(pages: usize) -> anyhow::Result<Bench> {
-        let (server, (mean, min, max)) = Server::start(pages)?;
+        let server = Server::start(pages)?;
+        let (mean, min, max) = server.sizes;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("bench-crawler")
@@ -342,7 +146,7 @@ impl Bench {
     }
 
     fn run(&self, variant: Variant) -> anyhow::Result<Sample> {
-        let served = self.server.served();
+        let served = self.server.totals().0;
         let cpu = process_cpu();
         let (pages, wall) = match variant {
             Variant::Engine { bloom_bits } => self.engine(bloom_bits)?,
@@ -354,7 +158,7 @@ impl Bench {
         };
         let cpu = process_cpu().saturating_sub(cpu);
         let expected = (self.pages + 1) as u64;
-        let served = self.server.served() - served;
+        let served = self.server.totals().0 - served;
         // The engine also asks for /robots.txt once (the bench site answers 404).
         let robots = u64::from(matches!(variant, Variant::Engine { .. }));
         ensure!(

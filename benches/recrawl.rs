@@ -1,8 +1,8 @@
 //! The cost of a second run over an unchanged site, as a share of the first run's.
 //!
 //! An in-process hyper 1 server (HTTP/1.1 keep-alive, one runtime thread, bodies
-//! precomputed; the site generator is the one of `benches/crawl.rs`) serves
-//! [`PAGES`] pages `/p/{i}.html` (2–4 KB, [`LINKS`] links each, page `i` always
+//! precomputed; `benches/support/site.rs`, shared with `benches/crawl.rs`) serves
+//! [`PAGES`] pages `/p/{i}.html` (2–4 KB, [`site::LINKS`] links each, page `i` always
 //! links to `i + 1`) plus the index `/`. With validators on, every answer carries
 //! `ETag: "i"` and a matching `If-None-Match` gets an empty 304. The server counts
 //! requests and body bytes sent.
@@ -28,248 +28,27 @@
 //! (default 5), `RECRAWL_BENCH_PAGES` (default 5000), `RECRAWL_BENCH_ONLY` (a
 //! substring of the variant names).
 
-use std::convert::Infallible;
-use std::fmt::Write as _;
-use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use legcrawl::config::{CrawlConfig, Revisit};
 use legcrawl::engine::{self, RunReport};
 use legcrawl::legs::{self, Leg, Stack};
 use legcrawl::store::records::RunOutcome;
-use tokio::sync::oneshot;
+use site::Server;
+
+#[path = "support/site.rs"]
+mod site;
 
 /// Pages on the site, besides the index.
 const PAGES: usize = 5000;
-/// Links on each page.
-const LINKS: usize = 10;
 /// Repetitions per variant.
 const REPS: usize = 5;
 /// Requests in flight.
 const CONCURRENCY: usize = 16;
 /// Largest share of the first run's time and bytes a second run may cost.
 const TARGET: f64 = 0.10;
-/// Filler sentence, repeated to bring pages to 2–4 KB.
-const FILLER: &str = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod \
-    tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud \
-    exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. ";
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The site's bodies and their ETags: index 0 is `/`, index `i + 1` is `/p/{i}.html`.
-struct Site {
-    bodies: Vec<(Bytes, http::HeaderValue)>,
-}
-
-impl Site {
-    fn generate(pages: usize, authority: &str) -> Site {
-        let mut rng = 0x5eed_u64;
-        let index = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index</title>\
-                     </head><body><h1>Index</h1><a href=\"p/0.html\">start</a></body></html>\n";
-        let bodies = std::iter::once(index.to_owned())
-            .chain((0..pages).map(|i| page(i, pages, authority, &mut rng)))
-            .enumerate()
-            .map(|(k, body)| {
-                let etag = http::HeaderValue::from_str(&format!("\"{k}\""))
-                    .unwrap_or(http::HeaderValue::from_static("\"x\""));
-                (Bytes::from(body), etag)
-            })
-            .collect();
-        Site { bodies }
-    }
-
-    fn get(&self, path: &str) -> Option<&(Bytes, http::HeaderValue)> {
-        if path == "/" {
-            return self.bodies.first();
-        }
-        let i: usize = path
-            .strip_prefix("/p/")?
-            .strip_suffix(".html")?
-            .parse()
-            .ok()?;
-        self.bodies.get(i + 1)
-    }
-}
-
-/// Page `i`: a title, filler paragraphs (2–4 KB in all) and [`LINKS`] links.
-fn page(i: usize, pages: usize, authority: &str, rng: &mut u64) -> String {
-    let mut html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>Page {i} of the bench site</title></head>\
-         <body><header><h1>Page {i}</h1></header><main>\n"
-    );
-    let paragraphs = 6 + i % 5;
-    for k in 0..LINKS {
-        let target = if k == 0 {
-            (i + 1) % pages
-        } else {
-            (splitmix64(rng) % pages as u64) as usize
-        };
-        let href = match k % 4 {
-            0 => format!("{target}.html"),
-            1 => format!("/p/{target}.html"),
-            2 => format!("../p/{target}.html"),
-            _ => format!("http://{authority}/p/{target}.html"),
-        };
-        let _ = write!(html, "<p><a href=\"{href}\">Page {target}</a> ");
-        if k < paragraphs {
-            html.push_str(FILLER);
-        }
-        html.push_str("</p>\n");
-    }
-    html.push_str("</main><footer><p>&copy; bench</p></footer></body></html>\n");
-    html
-}
-
-/// What the server counts and how it answers.
-#[derive(Default)]
-struct Counters {
-    requests: AtomicU64,
-    bytes: AtomicU64,
-    not_modified: AtomicU64,
-    /// Send ETags (and answer 304 to a matching `If-None-Match`).
-    validators: AtomicBool,
-}
-
-/// The bench server: one thread, one current-thread runtime; stops when dropped.
-struct Server {
-    addr: SocketAddr,
-    counters: Arc<Counters>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(pages: usize) -> anyhow::Result<Server> {
-        let listener = StdListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let site = Arc::new(Site::generate(pages, &addr.to_string()));
-        let counters = Arc::new(Counters::default());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("server runtime")?;
-        let (stop, stopped) = oneshot::channel();
-        let shared = Arc::clone(&counters);
-        let thread = std::thread::Builder::new()
-            .name("bench-server".into())
-            .spawn(move || runtime.block_on(accept_loop(listener, site, shared, stopped)))?;
-        Ok(Server {
-            addr,
-            counters,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
-    }
-
-    /// (requests, body bytes, 304s) so far.
-    fn totals(&self) -> (u64, u64, u64) {
-        let c = &self.counters;
-        (
-            c.requests.load(Ordering::Relaxed),
-            c.bytes.load(Ordering::Relaxed),
-            c.not_modified.load(Ordering::Relaxed),
-        )
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn accept_loop(
-    listener: StdListener,
-    site: Arc<Site>,
-    counters: Arc<Counters>,
-    mut stop: oneshot::Receiver<()>,
-) {
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-        return;
-    };
-    loop {
-        let accepted = tokio::select! {
-            _ = &mut stop => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let (site, counters) = (Arc::clone(&site), Arc::clone(&counters));
-        tokio::spawn(async move {
-            let service =
-                service_fn(move |request| std::future::ready(answer(&site, &counters, &request)));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-fn answer(
-    site: &Site,
-    counters: &Counters,
-    request: &http::Request<Incoming>,
-) -> Result<http::Response<Full<Bytes>>, Infallible> {
-    counters.requests.fetch_add(1, Ordering::Relaxed);
-    let mut response = http::Response::new(Full::new(Bytes::new()));
-    let Some((body, etag)) = site.get(request.uri().path()) else {
-        *response.status_mut() = http::StatusCode::NOT_FOUND;
-        return Ok(response);
-    };
-    if counters.validators.load(Ordering::Relaxed) {
-        if request.headers().get(http::header::IF_NONE_MATCH) == Some(etag) {
-            counters.not_modified.fetch_add(1, Ordering::Relaxed);
-            *response.status_mut() = http::StatusCode::NOT_MODIFIED;
-            response
-                .headers_mut()
-                .insert(http::header::ETAG, etag.clone());
-            return Ok(response);
-        }
-        response
-            .headers_mut()
-            .insert(http::header::ETAG, etag.clone());
-    }
-    counters
-        .bytes
-        .fetch_add(body.len() as u64, Ordering::Relaxed);
-    *response.body_mut() = Full::new(body.clone());
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    Ok(response)
-}
-
 /// The legs `legcrawl crawl` runs with (as in `src/cli/crawl.rs`).
 fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
     let mut stack = Stack::new()
@@ -369,10 +148,7 @@ impl Bench {
         let dir = tempfile::Builder::new()
             .prefix("legcrawl-recrawl-")
             .tempdir()?;
-        self.server
-            .counters
-            .validators
-            .store(variant.validators, Ordering::Relaxed);
+        self.server.set_validators(variant.validators);
         let config = self.config(&dir.path().join("state"), variant);
         let (first_report, first) = self.run(&config)?;
         let all = (self.pages + 1) as u64;
