@@ -4,6 +4,8 @@
 //! a base that [`canon::split`] can read. For those, [`join`] builds the result by
 //! string operations: the base's scheme, host and port, then the merged path with
 //! `.` and `..` segments removed as the URL standard does, then the link's query.
+//! An absolute `http://` or `https://` link in that subset (once its fragment is cut
+//! off) is its own result.
 //! It gives up (`None`, the caller uses `Url::join`) on anything else: a `:` in the
 //! link's or the base's path (a scheme, or a segment like a drive letter), a scheme-relative `//host` link, a
 //! path or query with a byte outside the subset of [`canon::split`] (whitespace, which
@@ -16,9 +18,17 @@
 
 use crate::canon::split::{self as canon, Parts};
 
-/// `base` joined with `href`, fragment dropped, when both are plain (see module doc).
-pub(super) fn join(base: &Parts<'_>, href: &str) -> Option<String> {
+/// `base` joined with `href`, fragment dropped, and the result's host, when both are
+/// plain (see module doc).
+pub(super) fn join<'a>(base: &Parts<'a>, href: &'a str) -> Option<(String, &'a str)> {
     let before_fragment = &href[..canon::find(href.as_bytes(), b'#').unwrap_or(href.len())];
+    if before_fragment.starts_with("http://") || before_fragment.starts_with("https://") {
+        // An absolute link: the base plays no part, and a URL in the subset of
+        // `canon::split` is its own serialization (the fragment is parsed last, so
+        // cutting it off first changes nothing before it).
+        let parts = canon::split(before_fragment)?;
+        return Some((before_fragment.to_owned(), parts.host));
+    }
     let (path, query) = match canon::find(before_fragment.as_bytes(), b'?') {
         Some(q) => (&before_fragment[..q], Some(&before_fragment[q + 1..])),
         None => (before_fragment, None),
@@ -52,7 +62,7 @@ pub(super) fn join(base: &Parts<'_>, href: &str) -> Option<String> {
     }
     // Base and link were plain and every dot segment is resolved, so the result is in
     // the subset too (the tests check it).
-    Some(out)
+    Some((out, base.host))
 }
 
 /// Appends the path of `href_path` resolved against `base_path` (both non-empty,
