@@ -66,15 +66,17 @@ pub(super) fn join<'a>(base: &Parts<'a>, href: &'a str) -> Option<(String, &'a s
 }
 
 /// Appends the path of `href_path` resolved against `base_path` (both non-empty,
-/// `base_path` starting with `/`).
+/// `base_path` starting with `/`). What `out` holds past its length on entry is the
+/// list of segments, each written `/segment`, so popping one cuts at the last `/`.
 fn merge(out: &mut String, base_path: &str, href_path: &str) {
-    let (mut segments, relative): (Vec<&str>, &str) = match href_path.strip_prefix('/') {
-        Some(absolute) => (Vec::new(), absolute),
+    let root = out.len();
+    let relative = match href_path.strip_prefix('/') {
+        Some(absolute) => absolute,
         None => {
-            let mut base: Vec<&str> = base_path[1..].split(is_slash).collect();
-            // The base's last segment (its file name) is replaced.
-            base.pop();
-            (base, href_path)
+            // The base's segments without its last one (its file name, replaced).
+            let dir = base_path.rfind('/').unwrap_or(0);
+            out.push_str(&base_path[..dir]);
+            href_path
         }
     };
     let mut pieces = relative.split(is_slash).peekable();
@@ -82,19 +84,19 @@ fn merge(out: &mut String, base_path: &str, href_path: &str) {
         let last = pieces.peek().is_none();
         match segment {
             ".." => {
-                segments.pop();
+                let popped = out[root..].rfind('/').map_or(root, |slash| root + slash);
+                out.truncate(popped);
                 if last {
-                    segments.push("");
+                    out.push('/');
                 }
             }
-            "." if last => segments.push(""),
+            "." if last => out.push('/'),
             "." => {}
-            _ => segments.push(segment),
+            _ => {
+                out.push('/');
+                out.push_str(segment);
+            }
         }
-    }
-    for segment in segments {
-        out.push('/');
-        out.push_str(segment);
     }
 }
 
