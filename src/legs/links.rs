@@ -169,6 +169,11 @@ impl Leg for LinkExtractor {
         Ok(())
     }
 
+    /// Requests pass through unchanged.
+    fn rewrites_requests(&self) -> bool {
+        false
+    }
+
     fn process_response(&self, response: &Response, out: &mut Output) {
         if !response.is_success() || !response.is_html() {
             return;
