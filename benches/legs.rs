@@ -1,14 +1,20 @@
 //! Throughput of the bundled legs: `LinkExtractor` + `PageItem` through `legs::run` on a
 //! typical 10 KB HTML page with 50 links (40 followable, 10 off-site, nofollow or
-//! non-web). One iteration is one page, so criterion's "thrpt" is pages/s.
+//! non-web). One iteration is one page, so criterion's "thrpt" is pages/s. `bundled/*` is
+//! the stack `legcrawl crawl` builds (`LinkExtractor`, `Canonicalize`, `PageItem`) on a
+//! page shaped like those of `benches/crawl.rs` (2.6 KB, 10 links in four spellings).
 //!
 //! Run: `cargo bench --bench legs -- --warm-up-time 1 --measurement-time 3`
+//!
+//! On a loaded machine, count instructions instead: `LEGS_BENCH_PAGES=20000 perf stat -e
+//! instructions:u target/release/deps/legs-HASH` runs only `bundled` that many times
+//! (no criterion), so instructions per page are the count divided by the pages.
 
 use std::hint::black_box;
 use std::time::{Duration, UNIX_EPOCH};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use legcrawl::legs::{self, LinkExtractor, PageItem, Stack};
+use criterion::{Criterion, Throughput, criterion_group};
+use legcrawl::legs::{self, Canonicalize, LinkExtractor, PageItem, Stack};
 use legcrawl::request::Request;
 use legcrawl::response::Response;
 
@@ -53,13 +59,46 @@ fn page() -> String {
     html
 }
 
+/// A page like those of `benches/crawl.rs`: a title, filler text, 10 links written
+/// `N.html`, `/p/N.html`, `../p/N.html` and `http://127.0.0.1:PORT/p/N.html`.
+fn crawl_page() -> String {
+    let mut html = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>Page 17 of the bench site</title>\
+         <link rel=\"stylesheet\" href=\"/static/site.css\"></head>\
+         <body><header><h1>Page 17</h1></header><main>\n",
+    );
+    let filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod \
+        tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis \
+        nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. ";
+    for k in 0..10 {
+        let target = 18 + k * 397;
+        let href = match k % 4 {
+            0 => format!("{target}.html"),
+            1 => format!("/p/{target}.html"),
+            2 => format!("../p/{target}.html"),
+            _ => format!("http://127.0.0.1:41234/p/{target}.html"),
+        };
+        html.push_str(&format!("<p><a href=\"{href}\">Page {target}</a> "));
+        if k < 8 {
+            html.push_str(filler);
+        }
+        html.push_str("</p>\n");
+    }
+    html.push_str("</main><footer><p>&copy; bench</p></footer></body></html>\n");
+    html
+}
+
 fn response(body: String) -> Response {
+    response_at(body, "https://www.example.com/catalog/index.html")
+}
+
+fn response_at(body: String, url: &str) -> Response {
     let mut headers = http::HeaderMap::new();
     headers.insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/html; charset=utf-8"),
     );
-    let url = "https://www.example.com/catalog/index.html";
     Response {
         request: Request::get(url),
         url: url::Url::parse(url).expect("static URL"),
@@ -123,8 +162,43 @@ fn bench_legs(c: &mut Criterion) {
     group.bench_function("html5ever-tokenizer-noop/10KB", |b| {
         b.iter(|| tokenize_noop(black_box(&response.body)))
     });
+    let crawl = response_at(crawl_page(), "http://127.0.0.1:41234/p/17.html");
+    let bundled = bundled();
+    assert_eq!(legs::run(&bundled, &crawl).requests.len(), 10);
+    eprintln!("crawl page: {} bytes", crawl.body.len());
+    group.bench_function("bundled/2.6KB-10links", |b| {
+        b.iter(|| legs::run(&bundled, black_box(&crawl)))
+    });
     group.finish();
 }
 
+/// The legs `legcrawl crawl` builds (unconfigured: seed-host scope, nofollow skipped).
+fn bundled() -> Stack {
+    Stack::new()
+        .push(LinkExtractor::new())
+        .push(Canonicalize::default())
+        .push(PageItem::new())
+}
+
+/// `LEGS_BENCH_PAGES=N`: `bundled` N times and nothing else (see the module doc).
+fn count_only(pages: usize) {
+    let crawl = response_at(crawl_page(), "http://127.0.0.1:41234/p/17.html");
+    let bundled = bundled();
+    for _ in 0..pages {
+        black_box(legs::run(&bundled, black_box(&crawl)));
+    }
+}
+
 criterion_group!(benches, bench_legs);
-criterion_main!(benches);
+
+fn main() {
+    if let Some(pages) = std::env::var("LEGS_BENCH_PAGES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        count_only(pages);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

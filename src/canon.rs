@@ -168,8 +168,59 @@ pub fn canonicalize_str(input: &str) -> Result<String, CanonError> {
 /// is, decided without parsing. False means "not known": the input is outside the
 /// subset [`split::split`] reads, or canonicalization changes it.
 pub fn is_canonical(input: &str, rules: &Rules) -> bool {
-    split::split(input)
-        .is_some_and(|parts| Canonical::of(&Pieces::of_parts(&parts), rules).text == input)
+    split::split(input).is_some_and(|parts| parts_are_canonical(&parts, rules))
+}
+
+/// Whether `Canonical::of(&Pieces::of_parts(parts), rules).text == parts.text`, decided
+/// without writing it. A split URL has no userinfo, a lower-case host without escapes
+/// and a hierarchical path, so only path, query and fragment can change.
+fn parts_are_canonical(parts: &split::Parts<'_>, rules: &Rules) -> bool {
+    let norm = rules.normalize_percent;
+    if norm && has_changing_escape(parts.path) {
+        return false;
+    }
+    if let Some(query) = parts.query {
+        // Empty pieces (and so an empty query) are dropped; then the written query
+        // equals the input's, so sorting and stripping change it exactly when they
+        // reorder or remove a piece.
+        let pieces_kept = !query.is_empty()
+            && !query.starts_with('&')
+            && !query.ends_with('&')
+            && !query.contains("&&");
+        if !pieces_kept || (norm && has_changing_escape(query)) {
+            return false;
+        }
+        let strips = !rules.strip_query_params.is_empty()
+            && split_byte(query, b'&').any(|piece| stripped(piece, rules));
+        if strips || (rules.sort_query && !is_sorted_by_key(query)) {
+            return false;
+        }
+    }
+    match parts.fragment {
+        Some(_) if rules.drop_fragment => false,
+        Some(fragment) => !norm || !has_changing_escape(fragment),
+        None => true,
+    }
+}
+
+/// Whether [`push_part`] with normalization would change `part`: a valid escape of an
+/// unreserved character, or one with a lower-case hex digit.
+fn has_changing_escape(part: &str) -> bool {
+    let bytes = part.as_bytes();
+    let mut rest = bytes;
+    while let Some(i) = rest.iter().position(|&b| b == b'%') {
+        if let Some(&[hi, lo]) = rest.get(i + 1..i + 3) {
+            if let (Some(h), Some(l)) = (hex(hi), hex(lo)) {
+                if is_unreserved(h << 4 | l) || hi.is_ascii_lowercase() || lo.is_ascii_lowercase() {
+                    return true;
+                }
+                rest = &rest[i + 3..];
+                continue;
+            }
+        }
+        rest = &rest[i + 1..];
+    }
+    false
 }
 
 /// The serialized parts of a URL that canonicalization reads.

@@ -103,48 +103,56 @@ fn port_number(digits: &str, scheme: &str) -> Option<u16> {
     let bytes = digits.as_bytes();
     let plain =
         (1..=5).contains(&bytes.len()) && bytes[0] != b'0' && bytes.iter().all(u8::is_ascii_digit);
-    let port: u16 = digits.parse().ok().filter(|_| plain)?;
+    if !plain {
+        return None;
+    }
+    let port = u16::try_from(decimal(bytes)).ok()?;
     let default = if scheme == "https" { 443 } else { 80 };
     (port != default).then_some(port)
 }
 
+/// The value of at most five ASCII digits (checked by the caller).
+fn decimal(digits: &[u8]) -> u32 {
+    digits
+        .iter()
+        .fold(0, |value, &d| value * 10 + u32::from(d - b'0'))
+}
+
 /// A lower-case ASCII domain the parser keeps as is, or a dotted quad in its form.
 fn is_plain_host(host: &str) -> bool {
+    let bytes = host.as_bytes();
     let mut labels = 0;
-    let mut last = "";
-    for label in host.split(is_dot) {
-        let bytes = label.as_bytes();
-        let fine = !bytes.is_empty()
-            && !bytes.starts_with(b"xn--")
-            && bytes
+    let mut start = 0;
+    let last = loop {
+        let end = find(&bytes[start..], b'.').map_or(bytes.len(), |i| start + i);
+        let label = &bytes[start..end];
+        let fine = !label.is_empty()
+            && !label.starts_with(b"xn--")
+            && label
                 .iter()
                 .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !fine {
             return false;
         }
         labels += 1;
-        last = label;
-    }
-    let numeric = last.bytes().all(|b| b.is_ascii_digit())
+        if end == bytes.len() {
+            break label;
+        }
+        start = end + 1;
+    };
+    let numeric = last.iter().all(u8::is_ascii_digit)
         || last
-            .strip_prefix("0x")
-            .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()));
-    !numeric || (labels == 4 && host.split(is_dot).all(is_quad_part))
-}
-
-/// A `fn` rather than `'.'`: `str::split` then scans chars in place instead of calling
-/// `memchr` and `memcmp` per label, which costs more on strings this short.
-fn is_dot(c: char) -> bool {
-    c == '.'
+            .strip_prefix(b"0x")
+            .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit));
+    !numeric || (labels == 4 && bytes.split(|&b| b == b'.').all(is_quad_part))
 }
 
 /// One part of a dotted quad as the parser writes it: `0..=255`, no leading zero.
-fn is_quad_part(part: &str) -> bool {
-    let bytes = part.as_bytes();
-    (bytes.len() == 1 || bytes[0] != b'0')
-        && bytes.len() <= 3
-        && bytes.iter().all(u8::is_ascii_digit)
-        && part.parse::<u8>().is_ok()
+fn is_quad_part(part: &[u8]) -> bool {
+    (part.len() == 1 || part.first() != Some(&b'0'))
+        && (1..=3).contains(&part.len())
+        && part.iter().all(u8::is_ascii_digit)
+        && decimal(part) <= 255
 }
 
 /// Character classes: bit 0 allowed in a path, bit 1 in a query or fragment.

@@ -38,6 +38,10 @@ impl<F: Fn(&Response, &mut Output) + Send + Sync> Leg for FromFn<F> {
     fn process_response(&self, response: &Response, out: &mut Output) {
         (self.0)(response, out);
     }
+
+    fn rewrites_requests(&self) -> bool {
+        false
+    }
 }
 
 struct FilterRequests<F>(F);
@@ -53,6 +57,10 @@ struct MapItems<F>(F);
 impl<F: Fn(Item) -> Option<Item> + Send + Sync> Leg for MapItems<F> {
     fn process_item(&self, item: Item, _response: &Response) -> Option<Item> {
         (self.0)(item)
+    }
+
+    fn rewrites_requests(&self) -> bool {
+        false
     }
 }
 

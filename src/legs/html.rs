@@ -12,8 +12,10 @@
 //! - a start tag the [`Visitor`] wants is reported from the skimmer's attribute spans when
 //!   that is exact (no NUL or CR in the tag, no character reference other than
 //!   `&amp; &lt; &gt; &quot; &apos;`); otherwise the tag alone is handed to html5ever's
-//!   tokenizer, which decodes it. A wanted RCDATA element (`title`) is always tokenized
-//!   whole by html5ever, so the visitor also sees its decoded text and end tag.
+//!   tokenizer, which decodes it. A wanted RCDATA element (`title`) is reported with its
+//!   text and end tag: straight from the input when html5ever would not change the text
+//!   (no character reference, NUL or CR, the end tag present), else tokenized whole by
+//!   html5ever, which decodes it.
 //!
 //! Known simplifications (the rest is tested against html5ever's tokenizer run over the
 //! whole input, on random documents): `noscript` is parsed as markup (scripting
@@ -182,10 +184,19 @@ impl<'h> Scanner<'h> {
         };
         if visitor.wants(name) {
             if raw == Some(Raw::Rcdata) {
-                let region_end = match skim::markup_at(bytes, content_end()) {
-                    Markup::EndTag { end, .. } => end,
-                    _ => bytes.len(),
+                let content_end = content_end();
+                let closed = match skim::markup_at(bytes, content_end) {
+                    Markup::EndTag { end, .. } => Some(end),
+                    _ => None,
                 };
+                if let Some(end) = closed {
+                    let name = std::str::from_utf8(name).unwrap_or_default();
+                    let text = &self.html[tag.end..content_end];
+                    if self.plain_rcdata(tag, name, text, visitor)? {
+                        return Some(end);
+                    }
+                }
+                let region_end = closed.unwrap_or(bytes.len());
                 tokenize(&self.html[tag.start..region_end], foreign, visitor).continue_value()?;
                 return Some(region_end);
             }
@@ -205,6 +216,34 @@ impl<'h> Scanner<'h> {
             Some(Raw::Plaintext) => None,
             Some(_) => Some(content_end()),
         }
+    }
+
+    /// Reports an RCDATA element closed by its end tag, whose `text` html5ever would
+    /// pass on unchanged (no character reference, NUL or CR), without the tokenizer:
+    /// start tag, text, end tag. `Some(false)` when it must be tokenized instead
+    /// (nothing was reported), `None` when the visitor stopped.
+    fn plain_rcdata<V: Visitor>(
+        &mut self,
+        tag: Found,
+        name: &str,
+        text: &str,
+        visitor: &mut V,
+    ) -> Option<bool> {
+        let plain = !text.bytes().any(|b| matches!(b, b'&' | b'\0' | b'\r'));
+        if !plain || !self.fast_attrs(tag) {
+            return Some(false);
+        }
+        let start = StartTag {
+            name,
+            attrs: &self.attrs,
+            foreign: false,
+        };
+        visitor.start_tag(&start).continue_value()?;
+        if !text.is_empty() {
+            visitor.text(text).continue_value()?;
+        }
+        visitor.end_tag(name).continue_value()?;
+        Some(true)
     }
 
     /// Fills `self.attrs` from the skimmer's spans; false when html5ever must decode the tag.

@@ -177,8 +177,10 @@ fn foreign_content_is_marked_and_not_raw() {
 }
 
 #[test]
-fn titles_are_tokenized_whole() {
+fn titles_report_text_and_end_tag() {
     agree("<title>a <b>b</b> &lt;</title><title>second</title>");
+    agree("<title lang=en>plain <a href=x> </titlex></TITLE >after<a href=y>");
+    agree("<title>a\r\nb</title><title>\0</title><title></title>");
     agree("<title>never closed <a href=x>");
     agree("<title>x</title foo>y");
     assert_eq!(skim("<TITLE>x</Title>"), "<title>x</title>");

@@ -169,6 +169,11 @@ impl Leg for LinkExtractor {
         Ok(())
     }
 
+    /// Requests pass through unchanged.
+    fn rewrites_requests(&self) -> bool {
+        false
+    }
+
     fn process_response(&self, response: &Response, out: &mut Output) {
         if !response.is_success() || !response.is_html() {
             return;
@@ -218,12 +223,11 @@ impl Leg for LinkExtractor {
             let joined = plain_base
                 .as_ref()
                 .and_then(|base| resolve::join(base, href));
-            let link = match (joined, &plain_base) {
-                (Some(text), Some(base)) => {
-                    let host = Some(base.host);
-                    self.in_scope(host, &text, request_host).then_some(text)
-                }
-                _ => self.parse_link(&options, href, request_host),
+            let link = match joined {
+                Some((text, host)) => self
+                    .in_scope(Some(host), &text, request_host)
+                    .then_some(text),
+                None => self.parse_link(&options, href, request_host),
             };
             if let Some(link) = link {
                 out.requests.push(Request::follow(&response.request, link));

@@ -104,6 +104,14 @@ pub trait Leg: Send + Sync {
         Some(request)
     }
 
+    /// False when [`Leg::process_request`] returns every request unchanged (as the
+    /// default does): [`run`] and [`Stack`] then do not call it, which saves moving
+    /// each request through it. Leave it `true` (the default) in any leg that
+    /// overrides `process_request`.
+    fn rewrites_requests(&self) -> bool {
+        true
+    }
+
     /// Rewrite or drop (`None`) an item produced by any leg for `response`.
     fn process_item(&self, item: Item, _response: &Response) -> Option<Item> {
         Some(item)
@@ -138,12 +146,16 @@ pub enum LegError {
 pub fn run(leg: &dyn Leg, response: &Response) -> Output {
     let mut raw = Output::default();
     leg.process_response(response, &mut raw);
-    Output {
-        requests: raw
+    let requests = match leg.rewrites_requests() {
+        true => raw
             .requests
             .into_iter()
             .filter_map(|request| leg.process_request(request, response))
             .collect(),
+        false => raw.requests,
+    };
+    Output {
+        requests,
         items: raw
             .items
             .into_iter()

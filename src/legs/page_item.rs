@@ -44,6 +44,11 @@ impl PageItem {
 }
 
 impl Leg for PageItem {
+    /// Requests pass through unchanged.
+    fn rewrites_requests(&self) -> bool {
+        false
+    }
+
     fn process_response(&self, response: &Response, out: &mut Output) {
         let mut item = Item::new();
         item.insert("url".into(), response.url.as_str().into());

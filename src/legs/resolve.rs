@@ -4,6 +4,8 @@
 //! a base that [`canon::split`] can read. For those, [`join`] builds the result by
 //! string operations: the base's scheme, host and port, then the merged path with
 //! `.` and `..` segments removed as the URL standard does, then the link's query.
+//! An absolute `http://` or `https://` link in that subset (once its fragment is cut
+//! off) is its own result.
 //! It gives up (`None`, the caller uses `Url::join`) on anything else: a `:` in the
 //! link's or the base's path (a scheme, or a segment like a drive letter), a scheme-relative `//host` link, a
 //! path or query with a byte outside the subset of [`canon::split`] (whitespace, which
@@ -16,9 +18,17 @@
 
 use crate::canon::split::{self as canon, Parts};
 
-/// `base` joined with `href`, fragment dropped, when both are plain (see module doc).
-pub(super) fn join(base: &Parts<'_>, href: &str) -> Option<String> {
+/// `base` joined with `href`, fragment dropped, and the result's host, when both are
+/// plain (see module doc).
+pub(super) fn join<'a>(base: &Parts<'a>, href: &'a str) -> Option<(String, &'a str)> {
     let before_fragment = &href[..canon::find(href.as_bytes(), b'#').unwrap_or(href.len())];
+    if before_fragment.starts_with("http://") || before_fragment.starts_with("https://") {
+        // An absolute link: the base plays no part, and a URL in the subset of
+        // `canon::split` is its own serialization (the fragment is parsed last, so
+        // cutting it off first changes nothing before it).
+        let parts = canon::split(before_fragment)?;
+        return Some((before_fragment.to_owned(), parts.host));
+    }
     let (path, query) = match canon::find(before_fragment.as_bytes(), b'?') {
         Some(q) => (&before_fragment[..q], Some(&before_fragment[q + 1..])),
         None => (before_fragment, None),
@@ -52,19 +62,21 @@ pub(super) fn join(base: &Parts<'_>, href: &str) -> Option<String> {
     }
     // Base and link were plain and every dot segment is resolved, so the result is in
     // the subset too (the tests check it).
-    Some(out)
+    Some((out, base.host))
 }
 
 /// Appends the path of `href_path` resolved against `base_path` (both non-empty,
-/// `base_path` starting with `/`).
+/// `base_path` starting with `/`). What `out` holds past its length on entry is the
+/// list of segments, each written `/segment`, so popping one cuts at the last `/`.
 fn merge(out: &mut String, base_path: &str, href_path: &str) {
-    let (mut segments, relative): (Vec<&str>, &str) = match href_path.strip_prefix('/') {
-        Some(absolute) => (Vec::new(), absolute),
+    let root = out.len();
+    let relative = match href_path.strip_prefix('/') {
+        Some(absolute) => absolute,
         None => {
-            let mut base: Vec<&str> = base_path[1..].split(is_slash).collect();
-            // The base's last segment (its file name) is replaced.
-            base.pop();
-            (base, href_path)
+            // The base's segments without its last one (its file name, replaced).
+            let dir = base_path.rfind('/').unwrap_or(0);
+            out.push_str(&base_path[..dir]);
+            href_path
         }
     };
     let mut pieces = relative.split(is_slash).peekable();
@@ -72,19 +84,19 @@ fn merge(out: &mut String, base_path: &str, href_path: &str) {
         let last = pieces.peek().is_none();
         match segment {
             ".." => {
-                segments.pop();
+                let popped = out[root..].rfind('/').map_or(root, |slash| root + slash);
+                out.truncate(popped);
                 if last {
-                    segments.push("");
+                    out.push('/');
                 }
             }
-            "." if last => segments.push(""),
+            "." if last => out.push('/'),
             "." => {}
-            _ => segments.push(segment),
+            _ => {
+                out.push('/');
+                out.push_str(segment);
+            }
         }
-    }
-    for segment in segments {
-        out.push('/');
-        out.push_str(segment);
     }
 }
 

@@ -18,7 +18,12 @@ fn assert_agrees(base: &str, href: &str) -> bool {
         return false;
     };
     match join(&parts, href) {
-        Some(joined) => {
+        Some((joined, host)) => {
+            assert_eq!(
+                canon::split(&joined).map(|p| p.host),
+                Some(host),
+                "{base} + {href:?}"
+            );
             assert!(
                 canon::split(&joined).is_some(),
                 "{base} + {href:?}: {joined}"
@@ -53,9 +58,15 @@ fn common_links_resolve_without_the_parser() {
             "http://127.0.0.1:8080/p/a.html?b=1&c=%2F",
         ),
         ("a//b", "http://127.0.0.1:8080/p/a//b"),
+        ("http://other.com/", "http://other.com/"),
+        (
+            "https://other.com:8443/a/b?c=d#e f",
+            "https://other.com:8443/a/b?c=d",
+        ),
     ] {
         let parts = canon::split(base).unwrap();
-        assert_eq!(join(&parts, href).as_deref(), Some(expected), "{href:?}");
+        let joined = join(&parts, href).map(|(text, _)| text);
+        assert_eq!(joined.as_deref(), Some(expected), "{href:?}");
         assert!(assert_agrees(base, href));
     }
 }
@@ -64,7 +75,12 @@ fn common_links_resolve_without_the_parser() {
 fn unusual_links_are_left_to_the_parser() {
     let parts = canon::split("https://example.com/a/b").unwrap();
     for href in [
-        "http://other.com/",
+        "HTTP://other.com/",
+        "http://Other.com/",
+        "http://other.com",
+        "http://other.com:80/",
+        "http://other.com/a b",
+        "http://other.com/a/../b",
         "//other.com/x",
         "mailto:a@b.c",
         "javascript:void(0)",
@@ -112,7 +128,13 @@ fn any_href() -> impl Strategy<Value = String> {
         1 => "\\?[a-z=&%2F' ]{0,4}",
     ];
     (
-        prop_oneof![4 => "", 4 => "/", 1 => "//", 1 => " "],
+        prop_oneof![
+            4 => "",
+            4 => "/",
+            1 => "//",
+            1 => " ",
+            2 => "(https?|HTTP)://[a-zA-Z0-9.-]{0,4}(:[0-9]{0,3})?/?",
+        ],
         proptest::collection::vec(segment, 0..5).prop_map(|s| s.join("/")),
         query,
         proptest::option::of("[a-z#? ]{0,3}"),

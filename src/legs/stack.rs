@@ -66,10 +66,16 @@ impl Leg for Stack {
     }
 
     /// Passes the request through every child; `None` as soon as one drops it.
-    fn process_request(&self, request: Request, response: &Response) -> Option<Request> {
-        self.legs.iter().try_fold(request, |request, leg| {
-            leg.process_request(request, response)
-        })
+    fn process_request(&self, mut request: Request, response: &Response) -> Option<Request> {
+        for leg in self.legs.iter().filter(|leg| leg.rewrites_requests()) {
+            request = leg.process_request(request, response)?;
+        }
+        Some(request)
+    }
+
+    /// True when any child rewrites requests.
+    fn rewrites_requests(&self) -> bool {
+        self.legs.iter().any(|leg| leg.rewrites_requests())
     }
 
     /// Passes the item through every child; `None` as soon as one drops it.
@@ -194,6 +200,35 @@ mod tests {
         let error = stack.configure(&CrawlConfig::default()).unwrap_err();
         assert!(matches!(error, LegError::Invalid { leg: "fails", .. }));
         assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn legs_that_do_not_rewrite_requests_are_skipped() {
+        /// Would drop every request, but says it rewrites none.
+        struct Claims(bool);
+        impl Leg for Claims {
+            fn process_request(&self, _: Request, _: &Response) -> Option<Request> {
+                None
+            }
+            fn rewrites_requests(&self) -> bool {
+                self.0
+            }
+        }
+        let emit = || {
+            from_fn(|response, out| {
+                out.requests
+                    .push(Request::follow(&response.request, "http://e.com/x"));
+            })
+        };
+        let response = test_response("http://e.com/", None, "");
+        let quiet = Stack::new().push(emit()).push(Claims(false));
+        assert!(!quiet.rewrites_requests());
+        assert_eq!(run(&quiet, &response).requests.len(), 1);
+        let nested = Stack::new()
+            .push(quiet)
+            .push(Stack::new().push(Claims(true)));
+        assert!(nested.rewrites_requests());
+        assert!(run(&nested, &response).requests.is_empty());
     }
 
     #[test]
