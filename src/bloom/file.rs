@@ -269,6 +269,13 @@ impl BloomFile {
         self.inner.params()
     }
 
+    /// Brings the probed bytes of `keys` into the cache, their misses overlapped,
+    /// before a run of `contains` or `insert` on them. Changes nothing.
+    #[inline]
+    pub fn warm(&self, keys: &[Key]) {
+        self.inner.warm(keys);
+    }
+
     /// True if the key may have been inserted (false positives possible, no false negatives).
     #[inline]
     pub fn contains(&self, key: &Key) -> bool {

@@ -54,6 +54,19 @@ pub struct CommitOutcome {
     pub items: Range<u64>,
 }
 
+/// Fingerprints whose Bloom probes are brought into the cache at once before
+/// they are set (a chunk's lines stay well within L1/L2).
+const WARM_CHUNK: usize = 16;
+
+/// What a batch of enqueues counted (see [`State::enqueue`]).
+#[derive(Default)]
+struct Tally {
+    filtered: u64,
+    false_positive: u64,
+    unique: u64,
+    enqueued: u64,
+}
+
 /// A group applied to the database but not yet known durable (see [`State::seal`]).
 pub(super) struct Sealed {
     /// Number of the group, counted from 1 in this process.
@@ -134,23 +147,46 @@ impl State {
         request: &Request,
         fingerprint_headers: &[String],
     ) -> Result<bool, StoreError> {
+        let mut tally = Tally::default();
         let fp = fingerprint::fingerprint(request, fingerprint_headers);
+        let queued = self.enqueue_counted(request, fp, &mut tally);
+        self.add_tally(&tally);
+        queued
+    }
+
+    /// [`State::enqueue`], counting into `tally` instead of the counters (a
+    /// counter update is two map lookups by name; a page's links share one).
+    fn enqueue_counted(
+        &mut self,
+        request: &Request,
+        fp: Fingerprint,
+        tally: &mut Tally,
+    ) -> Result<bool, StoreError> {
         let seen = self.check_seen(&fp)?;
         match seen {
             Seen::Duplicate if !request.dont_filter => {
-                self.count("dupefilter/filtered", 1);
+                tally.filtered += 1;
                 return Ok(false);
             }
-            Seen::FalsePositive => self.count("bloom/false_positive", 1),
+            Seen::FalsePositive => tally.false_positive += 1,
             _ => {}
         }
         if seen != Seen::Duplicate {
-            self.record_fingerprint(fp);
+            self.group.overlay.insert(fp);
+            self.group.fingerprints.push(fp);
+            tally.unique += 1;
         }
         self.push_queue(request);
-        self.count("frontier/enqueued", 1);
+        tally.enqueued += 1;
         self.opened();
         Ok(true)
+    }
+
+    fn add_tally(&mut self, tally: &Tally) {
+        self.count("dupefilter/filtered", tally.filtered);
+        self.count("bloom/false_positive", tally.false_positive);
+        self.count("seen/unique", tally.unique);
+        self.count("frontier/enqueued", tally.enqueued);
     }
 
     /// Adds seed URLs. A URL new to the seed list is queued with `dont_filter`
@@ -213,9 +249,18 @@ impl State {
             items,
             counters,
         } = completion;
-        for request in &requests {
-            self.enqueue(request, fingerprint_headers)?;
-        }
+        let fps: Vec<Fingerprint> = requests
+            .iter()
+            .map(|r| fingerprint::fingerprint(r, fingerprint_headers))
+            .collect();
+        self.bloom.warm(&fps);
+        let mut tally = Tally::default();
+        let enqueued = requests
+            .iter()
+            .zip(fps)
+            .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
+        self.add_tally(&tally);
+        enqueued?;
         for item in &items {
             let seq = self.next_item;
             self.next_item += 1;
@@ -389,8 +434,11 @@ impl State {
             let Some(group) = self.sealed.pop_front() else {
                 break;
             };
-            for fp in &group.fingerprints {
-                self.bloom.insert(fp);
+            for chunk in group.fingerprints.chunks(WARM_CHUNK) {
+                self.bloom.warm(chunk);
+                for fp in chunk {
+                    self.bloom.insert(fp);
+                }
             }
             if self.dedup == DedupMode::Exact {
                 self.exact.recent.extend(group.fingerprints.iter().copied());
@@ -477,12 +525,6 @@ impl State {
                 .batch
                 .insert(keys::with_u64(keys::ITEM, first), items);
         }
-    }
-
-    fn record_fingerprint(&mut self, fp: Fingerprint) {
-        self.group.overlay.insert(fp);
-        self.group.fingerprints.push(fp);
-        self.count("seen/unique", 1);
     }
 
     pub(super) fn count(&mut self, name: &str, by: u64) {
