@@ -1,11 +1,12 @@
 //! The engine's side of group commit: seal a group, flush it off the loop,
 //! and act on what became durable.
 //!
-//! A due group is sealed on the loop ([`State::seal`]: its batch is applied, so
-//! its new requests can be leased at once) and flushed on a blocking thread, so
-//! the loop keeps completing pages into the next group while the disk syncs.
-//! Only a durable group ends its leases, reaches the Bloom bits and is streamed
-//! to `--output`. At most one flush runs; at most [`GROUP_MAX_PAGES`] completed
+//! A due group is sealed on the loop ([`State::seal`]: its batch is built and
+//! set aside) and applied and flushed on a blocking thread, so the loop keeps
+//! fetching and completing pages into the next group while sled works and the
+//! disk syncs. Only a durable group ends its leases, makes its new requests
+//! leasable, reaches the Bloom bits and is streamed to `--output`. One group is
+//! sealed at a time, so one flush runs at a time; at most [`GROUP_MAX_PAGES`] completed
 //! pages are ever not durable (a full pipeline waits for its flush), which is
 //! the bound invariant 3 of the brief counts per kill. Depends on the store and
 //! the sink only.
@@ -32,7 +33,8 @@ impl Crawl<'_> {
     }
 
     /// Seals the open group (with the robots.txt answers fetched since the last
-    /// one) and starts its flush unless one runs. True when a group was sealed.
+    /// one) and starts its flush, unless a sealed group's flush still runs.
+    /// True when a group was sealed.
     pub(super) fn seal(&mut self) -> Result<bool, EngineError> {
         if let Some(robots) = &self.robots {
             for record in robots.take_new_records() {
@@ -83,8 +85,7 @@ impl Crawl<'_> {
     /// stop, nothing left to lease); returns pages made durable.
     pub(super) async fn commit_all(&mut self) -> Result<usize, EngineError> {
         let mut pages = self.finish_flush().await?;
-        self.seal()?;
-        while self.flushing.is_some() {
+        if self.seal()? {
             pages += self.finish_flush().await?;
         }
         if self.state.checkpoint_due() {

@@ -335,13 +335,10 @@ impl<'a> Crawl<'a> {
                     }
                     continue;
                 }
-                // Sealing the open group makes its new requests leasable.
-                if self.state.open_pages() > 0
-                    && self.state.undurable_pages() < crate::store::GROUP_MAX_PAGES
-                    && self.seal()?
-                    && !self.limit_reached()
-                {
-                    continue;
+                // The open group's new requests become leasable once it is
+                // durable: seal it now rather than when it is due.
+                if self.flushing.is_none() {
+                    self.seal()?;
                 }
             }
             if let Fill::Waiting(Some(at)) = fill

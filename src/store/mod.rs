@@ -8,9 +8,9 @@
 //! # Invariants
 //! - **Atomic completion.** Completing a lease removes its queue entry and inserts
 //!   the page's items, the new requests and their fingerprints in one sled batch.
-//!   Completions are grouped: a group is one batch ([`State::seal`]) made durable
-//!   by one flush ([`Flush`]), which the engine runs while the next group fills;
-//!   [`State::commit`] does both at once.
+//!   Completions are grouped: a group is one batch ([`State::seal`]) applied and
+//!   made durable by one flush ([`Flush`]), which the engine runs on another
+//!   thread while the next group fills; [`State::commit`] does both at once.
 //! - **Leases live in memory.** A leased request stays in the queue tree until its
 //!   completion is durable, so a process that dies leaves every unfinished request
 //!   queued: nothing has to be "returned" on open.
@@ -35,7 +35,7 @@ pub mod status;
 mod tests;
 mod views;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -123,6 +123,13 @@ pub enum StoreError {
         what: String,
         /// The decoder's message.
         reason: String,
+    },
+    /// A commit was asked while the flush of a sealed group runs elsewhere (a
+    /// caller's mistake: wait for that flush and hand it to `State::durable`).
+    #[error("{path}: a commit was asked while the flush of the last group is still running")]
+    FlushRunning {
+        /// The directory.
+        path: PathBuf,
     },
     /// The database failed.
     #[error("{path}: database error: {source}")]
@@ -242,8 +249,8 @@ pub struct State {
     journaled: u64,
     /// When the last checkpoint ran (or the state was opened).
     last_checkpoint: Instant,
-    /// Groups applied to the database whose flush has not been seen yet, oldest first.
-    sealed: VecDeque<seen::Sealed>,
+    /// The group sealed and not yet durable (see [`State::seal`]).
+    sealed: Option<seen::Sealed>,
     /// Groups sealed by this process so far (the last one's `seq`).
     sealed_seq: u64,
     /// Items below this sequence number are durable (streamable).
@@ -284,7 +291,7 @@ impl State {
             checkpoint_pending: false,
             journaled: 0,
             last_checkpoint: Instant::now(),
-            sealed: VecDeque::new(),
+            sealed: None,
             sealed_seq: 0,
             durable_items: 0,
         };

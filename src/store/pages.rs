@@ -276,9 +276,11 @@ fn due_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
 }
 
 impl State {
-    /// The page record of `fp`: the open group's (not yet durable) one first.
+    /// The page record of `fp`: the open group's, then the sealed group's (neither
+    /// durable yet), then the stored one.
     pub fn page(&self, fp: &Fingerprint) -> Result<Option<PageRecord>, StoreError> {
-        if let Some(record) = self.group.page_records.get(fp) {
+        let sealed = self.sealed.as_ref().and_then(|s| s.page_records.get(fp));
+        if let Some(record) = self.group.page_records.get(fp).or(sealed) {
             return Ok(Some(record.clone()));
         }
         let key = keys::with_prefix(keys::PAGE, fp);

@@ -15,8 +15,19 @@ fn sealed_state(dir: &std::path::Path) -> State {
     state
 }
 
+fn streamed(state: &State) -> usize {
+    let mut n = 0;
+    state
+        .for_each_item(0, |_, _| {
+            n += 1;
+            true
+        })
+        .unwrap();
+    n
+}
+
 #[test]
-fn a_sealed_group_dedups_and_leases_but_claims_nothing_durable() {
+fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = sealed_state(dir.path());
     assert!(state.has_sealed());
@@ -26,25 +37,24 @@ fn a_sealed_group_dedups_and_leases_but_claims_nothing_durable() {
     let x = crate::fingerprint::fingerprint(&Request::get("http://a.test/x"), &[]);
     assert_eq!(state.check_seen(&x).unwrap(), Seen::Duplicate);
     assert!(!state.bloom.contains(&x));
-    // The seed's lease has not ended, and its item is not streamable.
+    // The seed's lease has not ended, its item is not streamable, and its new
+    // requests are not leasable.
     assert_eq!(state.in_flight(), 1);
-    let mut streamed = 0;
-    state
-        .for_each_item(0, |_, _| {
-            streamed += 1;
-            true
-        })
-        .unwrap();
-    assert_eq!(streamed, 0);
-    // The new requests can be leased already.
-    let urls: Vec<String> = lease_all(&mut state)
-        .into_iter()
-        .map(|l| l.request.url)
-        .collect();
-    assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
+    assert_eq!(streamed(&state), 0);
+    assert!(state.lease().unwrap().is_none());
 
-    let flushed = state.flush_handle().unwrap().run().unwrap();
-    let outcome = state.durable(flushed);
+    let flush = state.flush_handle().unwrap();
+    assert!(state.flush_handle().is_none(), "a group has one flush");
+    // While it runs elsewhere, nothing else can be sealed or committed.
+    let b = seed_request("http://b.test/".into());
+    assert!(state.enqueue(&b, &[]).unwrap());
+    assert!(!state.seal().unwrap());
+    assert!(matches!(
+        state.commit(),
+        Err(StoreError::FlushRunning { .. })
+    ));
+
+    let outcome = state.durable(flush.run().unwrap());
     assert_eq!(
         outcome,
         CommitOutcome {
@@ -54,47 +64,35 @@ fn a_sealed_group_dedups_and_leases_but_claims_nothing_durable() {
     );
     assert!(!state.has_sealed());
     assert!(state.bloom.contains(&x));
-    assert_eq!(
-        state.in_flight(),
-        2,
-        "the seed's lease ended; x and y are leased"
-    );
-    state
-        .for_each_item(0, |_, _| {
-            streamed += 1;
-            true
-        })
-        .unwrap();
-    assert_eq!(streamed, 1);
+    assert_eq!(streamed(&state), 1);
+    let urls: Vec<String> = lease_all(&mut state)
+        .into_iter()
+        .map(|l| l.request.url)
+        .collect();
+    assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
+    // The group opened meanwhile commits normally.
+    assert_eq!(state.commit().unwrap().pages, 0);
+    let lease = state.lease().unwrap().unwrap();
+    assert_eq!(lease.request.url, "http://b.test/");
 }
 
 #[test]
-fn a_flush_covers_only_groups_sealed_before_it_and_stale_ones_are_harmless() {
+fn a_stale_flushed_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = sealed_state(dir.path());
-    let first = state.flush_handle().unwrap();
-    // A second group is sealed after the first flush was taken.
-    let lease = state.lease().unwrap().unwrap();
-    complete(&mut state, lease, &["http://a.test/z"]);
-    state.seal().unwrap();
-    let outcome = state.durable(first.run().unwrap());
+    let first = state.flush_handle().unwrap().run().unwrap();
+    let Flushed { seq } = first;
+    let outcome = state.durable(Flushed { seq });
     assert_eq!(outcome.pages, 1);
-    assert!(
-        state.has_sealed(),
-        "the second group still waits for its flush"
-    );
-    let second = state.flush_handle().unwrap();
-    // commit() flushes everything itself; the flush taken before is then stale.
-    assert_eq!(state.commit().unwrap().pages, 1);
-    let stale = state.durable(second.run().unwrap());
+    // The same proof again (or one of another group) is ignored.
+    let again = state.durable(Flushed { seq });
     assert_eq!(
-        stale,
+        again,
         CommitOutcome {
             pages: 0,
-            items: 2..2
+            items: 1..1
         }
     );
-    assert_eq!(state.items_len(), 2);
 }
 
 #[test]

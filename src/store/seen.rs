@@ -5,10 +5,11 @@
 //! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
 //! written to the group's batch once, as one journal entry, and reach the mapped
 //! bits (and the exact set's in-memory recent part) only after the batch is
-//! flushed. Group commit has two stages: [`State::seal`] applies the batch (this
-//! process then reads it; its fingerprints move to a sealed overlay), and a
-//! [`Flush`], which may run on another thread, makes it durable; only then does
-//! [`State::durable`] end its leases, set its bits and release its items. A checkpoint msyncs the bits, seals the recent fingerprints into an
+//! flushed. Group commit has two stages: [`State::seal`] closes the group and
+//! sets its batch aside (its fingerprints move to a sealed overlay), and a
+//! [`Flush`], which may run on another thread, applies and syncs that batch;
+//! only then does [`State::durable`] end its leases, set its bits, make its new
+//! requests leasable and release its items. One group is sealed at a time. A checkpoint msyncs the bits, seals the recent fingerprints into an
 //! exact run and drops the journal entries it covers, in one batch; opening replays
 //! whatever journal is left (setting bits is idempotent).
 
@@ -67,51 +68,65 @@ struct Tally {
     enqueued: u64,
 }
 
-/// A group applied to the database but not yet known durable (see [`State::seal`]).
+/// The group between [`State::seal`] and [`State::durable`]: its batch is in a
+/// [`Flush`] (or still here, before [`State::flush_handle`] took it), so nothing of
+/// it is in the database yet as far as this process may assume; what the state
+/// must answer meanwhile (dedup, page records) it answers from here.
 pub(super) struct Sealed {
     /// Number of the group, counted from 1 in this process.
     seq: u64,
+    /// The batch, until a flush takes it.
+    batch: Option<sled::Batch>,
     /// Its fingerprints, in order (their journal entry is in its batch).
     fingerprints: Vec<Fingerprint>,
     /// The same fingerprints as a set, checked by dedup until they reach the bits.
     overlay: crate::fingerprint::FingerprintSet,
+    /// Its page records, read by [`State::page`] until they are in the database.
+    pub(super) page_records: crate::fingerprint::FingerprintMap<super::pages::PageRecord>,
     /// Its completed leases, `(host id, record key, entry key)`.
     completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+    /// Hosts it queued requests for, with the smallest new entry key.
+    touched_hosts: std::collections::BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// Pages it completed.
     pages: usize,
     /// The item sequence number after its last item.
     items_end: u64,
 }
 
-/// A flush of the database that makes the groups sealed before it was taken
-/// durable ([`State::flush_handle`]). It holds a handle on the database, not the
-/// state, so it can run on another thread while the state takes the next group.
+/// Writes one sealed group to the database and makes it durable: one atomic
+/// sled batch, then a flush ([`State::flush_handle`]). It owns the batch and a
+/// handle on the database, not the state, so it can run on another thread while
+/// the state fills the next group.
 pub struct Flush {
     db: sled::Db,
     dir: std::path::PathBuf,
-    through: u64,
+    batch: sled::Batch,
+    seq: u64,
 }
 
 impl Flush {
-    /// Writes and syncs the database log; blocks until the disk has it.
+    /// Applies the group's batch and syncs the database log; blocks until the
+    /// disk has it.
     pub fn run(self) -> Result<Flushed, StoreError> {
-        match self.db.flush() {
-            Ok(_) => Ok(Flushed {
-                through: self.through,
-            }),
-            Err(source) => Err(StoreError::Db {
-                path: self.dir,
-                source,
-            }),
+        let Flush {
+            db,
+            dir,
+            batch,
+            seq,
+        } = self;
+        let done = db.apply_batch(batch).and_then(|()| db.flush().map(drop));
+        match done {
+            Ok(()) => Ok(Flushed { seq }),
+            Err(source) => Err(StoreError::Db { path: dir, source }),
         }
     }
 }
 
 /// Proof that a [`Flush`] ran; hand it to [`State::durable`].
 #[derive(Debug)]
-#[must_use = "the groups become durable only when this is handed to State::durable"]
+#[must_use = "the group becomes durable only when this is handed to State::durable"]
 pub struct Flushed {
-    through: u64,
+    seq: u64,
 }
 
 /// The request a seed is queued as: a `GET` that bypasses the seen set.
@@ -124,7 +139,9 @@ pub fn seed_request(url: String) -> Request {
 impl State {
     /// Answers whether `fp` was seen, without recording it.
     pub fn check_seen(&self, fp: &Fingerprint) -> Result<Seen, StoreError> {
-        if self.group.overlay.contains(fp) || self.sealed.iter().any(|s| s.overlay.contains(fp)) {
+        if self.group.overlay.contains(fp)
+            || self.sealed.as_ref().is_some_and(|s| s.overlay.contains(fp))
+        {
             return Ok(Seen::Duplicate);
         }
         if !self.bloom.contains(fp) {
@@ -309,9 +326,15 @@ impl State {
         self.group.opened_at.map(|t| t + GROUP_MAX_AGE)
     }
 
-    /// Commits the open group and every sealed one: [`State::seal`], a flush on
-    /// this thread, then [`State::durable`].
+    /// Commits the open group on this thread: [`State::seal`], its [`Flush`],
+    /// then [`State::durable`]. Fails, changing nothing, while the flush of an
+    /// earlier sealed group runs elsewhere.
     pub fn commit(&mut self) -> Result<CommitOutcome, StoreError> {
+        if self.sealed.as_ref().is_some_and(|s| s.batch.is_none()) {
+            return Err(StoreError::FlushRunning {
+                path: self.dir.clone(),
+            });
+        }
         self.seal()?;
         match self.flush_handle() {
             Some(flush) => {
@@ -322,17 +345,18 @@ impl State {
         }
     }
 
-    /// Seals the open group: its batch is applied to the database, so this
-    /// process reads it (its new requests can be leased), but nothing of it is
-    /// claimed durable yet — its fingerprints stay in a sealed overlay, its
-    /// leases stay leased and its items unstreamed until a [`Flush`] covering it
-    /// has run and been handed to [`State::durable`]. Sled recovers batches in
-    /// order, so a durable group implies every group sealed before it. Returns
-    /// false when the open group was empty.
+    /// Seals the open group: its batch is built and set aside for a [`Flush`]
+    /// ([`State::flush_handle`]); a new group opens. Until [`State::durable`]
+    /// sees that flush, nothing of the sealed group is claimed: its fingerprints
+    /// are answered from its overlay, its page records from memory, its leases
+    /// stay leased, its new requests are not leasable and its items are not
+    /// streamed. Only one group is sealed at a time: returns false, sealing
+    /// nothing, while one is (or when the open group is empty).
     pub fn seal(&mut self) -> Result<bool, StoreError> {
-        if !self.group.dirty {
+        if !self.group.dirty || self.sealed.is_some() {
             return Ok(false);
         }
+        // The previous group is in the database: its rewrites are what we read.
         let completed = std::mem::take(&mut self.group.completed);
         if let Err(error) = self.rewrite_completed(&completed) {
             self.group.completed = completed;
@@ -369,44 +393,37 @@ impl State {
                 .batch
                 .insert(keys::with_u64(keys::RUN, run.id), records::encode(run));
         }
-        self.db
-            .apply_batch(group.batch)
-            .map_err(|e| self.db_error(e))?;
-        // Visible to this process now: the new entries may be leased.
-        for (host_id, smallest) in &group.touched_hosts {
-            if let Some(queue) = self.hosts.get_mut(host_id) {
-                queue.maybe_ready = true;
-                // A new key before the cursor (a higher priority) must be seen.
-                if queue.cursor.is_some_and(|(_, entry)| *smallest < entry) {
-                    queue.cursor = None;
-                }
-            }
-        }
         self.sealed_seq += 1;
-        self.sealed.push_back(Sealed {
+        self.sealed = Some(Sealed {
             seq: self.sealed_seq,
+            batch: Some(group.batch),
             fingerprints: group.fingerprints,
             overlay: group.overlay,
+            page_records: group.page_records,
             completed,
+            touched_hosts: group.touched_hosts,
             pages: group.pages,
             items_end: self.next_item,
         });
         Ok(true)
     }
 
-    /// A flush that makes every group sealed so far durable, to be run on any
-    /// thread (it waits for the disk); `None` when no sealed group awaits one.
-    pub fn flush_handle(&self) -> Option<Flush> {
-        self.sealed.back().map(|last| Flush {
+    /// The flush of the sealed group, to be run on any thread (it waits for the
+    /// disk); `None` when no group is sealed or its flush was already taken.
+    pub fn flush_handle(&mut self) -> Option<Flush> {
+        let sealed = self.sealed.as_mut()?;
+        let batch = sealed.batch.take()?;
+        Some(Flush {
             db: self.db.clone(),
             dir: self.dir.clone(),
-            through: last.seq,
+            batch,
+            seq: sealed.seq,
         })
     }
 
-    /// Pages completed but not durable yet: the open group's and the sealed ones'.
+    /// Pages completed but not durable yet: the open group's and the sealed one's.
     pub fn undurable_pages(&self) -> usize {
-        self.group.pages + self.sealed.iter().map(|s| s.pages).sum::<usize>()
+        self.group.pages + self.sealed.as_ref().map_or(0, |s| s.pages)
     }
 
     /// Pages in the open (unsealed) group.
@@ -414,26 +431,21 @@ impl State {
         self.group.pages
     }
 
-    /// True when a sealed group awaits a flush.
+    /// True when a group is sealed and not yet durable.
     pub fn has_sealed(&self) -> bool {
-        !self.sealed.is_empty()
+        self.sealed.is_some()
     }
 
-    /// The groups a finished [`Flush`] covered are durable: their fingerprints
-    /// reach the mapped Bloom bits (and the exact set's recent part), their
-    /// leases end, and their items may be streamed. Groups already made durable
-    /// by a later flush are skipped, so a stale `Flushed` is harmless.
+    /// The sealed group's [`Flush`] ran: it is in the database and durable. Its
+    /// fingerprints reach the mapped Bloom bits (and the exact set's recent
+    /// part), its leases end, its new requests become leasable and its items may
+    /// be streamed. A `Flushed` of another group changes nothing.
     pub fn durable(&mut self, flushed: Flushed) -> CommitOutcome {
         let first = self.durable_items;
         let mut pages = 0;
-        while self
-            .sealed
-            .front()
-            .is_some_and(|s| s.seq <= flushed.through)
+        if self.sealed.as_ref().is_some_and(|s| s.seq == flushed.seq)
+            && let Some(group) = self.sealed.take()
         {
-            let Some(group) = self.sealed.pop_front() else {
-                break;
-            };
             for chunk in group.fingerprints.chunks(WARM_CHUNK) {
                 self.bloom.warm(chunk);
                 for fp in chunk {
@@ -452,7 +464,16 @@ impl State {
                     self.leased -= 1;
                 }
             }
-            pages += group.pages;
+            for (host_id, smallest) in &group.touched_hosts {
+                if let Some(queue) = self.hosts.get_mut(host_id) {
+                    queue.maybe_ready = true;
+                    // A new key before the cursor (a higher priority) must be seen.
+                    if queue.cursor.is_some_and(|(_, entry)| *smallest < entry) {
+                        queue.cursor = None;
+                    }
+                }
+            }
+            pages = group.pages;
             self.durable_items = group.items_end;
         }
         CommitOutcome {
