@@ -146,13 +146,13 @@ pub enum LegError {
 pub fn run(leg: &dyn Leg, response: &Response) -> Output {
     let mut raw = Output::default();
     leg.process_response(response, &mut raw);
-    let requests = match leg.rewrites_requests() {
-        true => raw
-            .requests
+    let requests = if leg.rewrites_requests() {
+        raw.requests
             .into_iter()
             .filter_map(|request| leg.process_request(request, response))
-            .collect(),
-        false => raw.requests,
+            .collect()
+    } else {
+        raw.requests
     };
     Output {
         requests,
