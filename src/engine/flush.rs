@@ -59,13 +59,24 @@ impl Crawl<'_> {
         let Some(handle) = self.flushing.take() else {
             return Ok(0);
         };
-        let flushed = flush_result(handle.await)?;
-        self.flushed(flushed)
+        self.joined(handle.await)
+    }
+
+    /// Acts on the result of the flush task: [`Crawl::flushed`], or the state
+    /// forgets the group whose flush failed and the error ends the crawl.
+    pub(super) fn joined(&mut self, joined: Joined) -> Result<usize, EngineError> {
+        match flush_result(joined) {
+            Ok(flushed) => self.flushed(flushed),
+            Err(error) => {
+                self.state.flush_failed();
+                Err(error)
+            }
+        }
     }
 
     /// Acts on a finished flush: leases end, items are streamed, a checkpoint
     /// runs when one is due, and the next flush starts if groups wait for one.
-    pub(super) fn flushed(&mut self, flushed: Flushed) -> Result<usize, EngineError> {
+    fn flushed(&mut self, flushed: Flushed) -> Result<usize, EngineError> {
         let outcome = self.state.durable(flushed);
         // A checkpoint commits (seals and flushes) whatever is open itself.
         if self.state.checkpoint_due() {
@@ -95,10 +106,11 @@ impl Crawl<'_> {
     }
 }
 
-/// The flush's own result, with a panicked or cancelled flush task as a store error.
-pub(super) fn flush_result(
-    joined: Result<Result<Flushed, StoreError>, tokio::task::JoinError>,
-) -> Result<Flushed, EngineError> {
+/// What the flush task's handle yields.
+pub(super) type Joined = Result<Result<Flushed, StoreError>, tokio::task::JoinError>;
+
+/// The flush's own result, with a panicked or cancelled flush task as an error.
+fn flush_result(joined: Joined) -> Result<Flushed, EngineError> {
     match joined {
         Ok(result) => Ok(result?),
         Err(error) => Err(EngineError::FlushTask {

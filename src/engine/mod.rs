@@ -182,7 +182,13 @@ pub async fn run(
         Ok(outcome) => *outcome,
         Err(_) => RunOutcome::Failed,
     };
-    state.end_run(outcome)?;
+    // A crawl that failed reports its own error, not a failure to record it.
+    if let Err(error) = state.end_run(outcome) {
+        if result.is_ok() {
+            return Err(error.into());
+        }
+        tracing::warn!(%error, "the failed run could not be recorded as failed");
+    }
     crate::store::status::remove(state.dir());
     result?;
     Ok(report(&state, outcome, started.elapsed()))
@@ -312,7 +318,23 @@ impl<'a> Crawl<'a> {
         })
     }
 
+    /// The loop; whatever ends it, a flush still running is waited for, so the
+    /// state is left with no group in flight.
     async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<RunOutcome, EngineError> {
+        let result = self.run_loop(shutdown).await;
+        if self.flushing.is_some() {
+            let finished = self.finish_flush().await;
+            if result.is_ok() {
+                finished?;
+            }
+        }
+        result
+    }
+
+    async fn run_loop(
+        &mut self,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<RunOutcome, EngineError> {
         tokio::pin!(shutdown);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
@@ -378,7 +400,7 @@ impl<'a> Crawl<'a> {
                 () = &mut shutdown => return self.stop().await,
                 joined = flush_done => {
                     self.flushing = None;
-                    self.flushed(flush::flush_result(joined)?)?;
+                    self.joined(joined)?;
                 }
                 Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
                 () = tokio::time::sleep_until(wake.into()) => {}
@@ -560,7 +582,7 @@ impl<'a> Crawl<'a> {
 
     /// The first Ctrl-C: no more leases; let in-flight work finish for the grace
     /// period, commit what finished, leave the rest queued.
-    async fn stop(mut self) -> Result<RunOutcome, EngineError> {
+    async fn stop(&mut self) -> Result<RunOutcome, EngineError> {
         tracing::info!(
             in_flight = self.state.in_flight(),
             "stopping: finishing in-flight requests"

@@ -103,3 +103,32 @@ fn nothing_to_seal_gives_no_flush() {
     assert!(state.flush_handle().is_none());
     assert_eq!(state.commit().unwrap(), CommitOutcome::default());
 }
+
+#[test]
+fn a_failed_flush_is_forgotten_and_the_state_commits_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = sealed_state(dir.path());
+    // The flush is taken and lost (as when it fails on its thread).
+    drop(state.flush_handle().unwrap());
+    assert!(matches!(
+        state.commit(),
+        Err(StoreError::FlushRunning { .. })
+    ));
+    state.flush_failed();
+    assert!(!state.has_sealed());
+    assert!(
+        state
+            .enqueue(&seed_request("http://b.test/".into()), &[])
+            .unwrap()
+    );
+    state.commit().unwrap();
+    drop(state);
+    // The lost group never reached the database: its page is queued again.
+    let mut state = open(dir.path());
+    let urls: Vec<String> = lease_all(&mut state)
+        .into_iter()
+        .map(|l| l.request.url)
+        .collect();
+    assert_eq!(urls, ["http://a.test/", "http://b.test/"]);
+    assert_eq!(state.items_len(), 0);
+}

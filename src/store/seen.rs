@@ -421,6 +421,17 @@ impl State {
         })
     }
 
+    /// The sealed group's [`Flush`] failed (or its thread died): the group is
+    /// forgotten here. Its batch was applied atomically or not at all, so the
+    /// database stays consistent either way; its leases stay leased for the rest
+    /// of this process (the caller is expected to stop), and whatever of it did
+    /// reach the disk is found by the next open (journal replay, item watermark).
+    pub fn flush_failed(&mut self) {
+        if self.sealed.as_ref().is_some_and(|s| s.batch.is_none()) {
+            self.sealed = None;
+        }
+    }
+
     /// Pages completed but not durable yet: the open group's and the sealed one's.
     pub fn undurable_pages(&self) -> usize {
         self.group.pages + self.sealed.as_ref().map_or(0, |s| s.pages)
