@@ -132,3 +132,31 @@ fn a_failed_flush_is_forgotten_and_the_state_commits_again() {
     assert_eq!(urls, ["http://a.test/", "http://b.test/"]);
     assert_eq!(state.items_len(), 0);
 }
+
+#[test]
+fn commit_flushes_a_sealed_group_and_then_the_open_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = sealed_state(dir.path());
+    assert!(
+        state
+            .enqueue(&seed_request("http://b.test/".into()), &[])
+            .unwrap()
+    );
+    let outcome = state.commit().unwrap();
+    assert_eq!(
+        outcome,
+        CommitOutcome {
+            pages: 1,
+            items: 0..1
+        }
+    );
+    assert!(!state.has_sealed());
+    let urls: Vec<String> = lease_all(&mut state)
+        .into_iter()
+        .map(|l| l.request.url)
+        .collect();
+    assert_eq!(
+        urls,
+        ["http://a.test/x", "http://a.test/y", "http://b.test/"]
+    );
+}

@@ -1,6 +1,6 @@
 //! The seen set and the completion step: dedup, group commit, Bloom journal.
 //!
-//! Dedup answers, in order: the open group's overlay (exact), then the mapped
+//! Dedup answers, in order: the open and the sealed group's overlays (exact), then the mapped
 //! Bloom filter; a Bloom "maybe" is confirmed against the exact set (`exact`)
 //! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
 //! written to the group's batch once, as one journal entry, and reach the mapped
@@ -9,7 +9,8 @@
 //! sets its batch aside (its fingerprints move to a sealed overlay), and a
 //! [`Flush`], which may run on another thread, applies and syncs that batch;
 //! only then does [`State::durable`] end its leases, set its bits, make its new
-//! requests leasable and release its items. One group is sealed at a time. A checkpoint msyncs the bits, seals the recent fingerprints into an
+//! requests leasable and release its items. One group is sealed at a time.
+//! A checkpoint msyncs the bits, seals the recent fingerprints into an
 //! exact run and drops the journal entries it covers, in one batch; opening replays
 //! whatever journal is left (setting bits is idempotent).
 
@@ -326,23 +327,36 @@ impl State {
         self.group.opened_at.map(|t| t + GROUP_MAX_AGE)
     }
 
-    /// Commits the open group on this thread: [`State::seal`], its [`Flush`],
-    /// then [`State::durable`]. Fails, changing nothing, while the flush of an
-    /// earlier sealed group runs elsewhere.
+    /// Commits everything completed so far, on this thread: a group sealed but
+    /// not flushed yet, then the open group ([`State::seal`], its [`Flush`], then
+    /// [`State::durable`]). Fails, changing nothing, while the flush of a sealed
+    /// group runs elsewhere.
     pub fn commit(&mut self) -> Result<CommitOutcome, StoreError> {
         if self.sealed.as_ref().is_some_and(|s| s.batch.is_none()) {
             return Err(StoreError::FlushRunning {
                 path: self.dir.clone(),
             });
         }
-        self.seal()?;
-        match self.flush_handle() {
-            Some(flush) => {
-                let flushed = flush.run()?;
-                Ok(self.durable(flushed))
+        let first = self.durable_items;
+        let mut pages = 0;
+        // A group sealed but not flushed yet goes first, then the open one.
+        for _ in 0..2 {
+            self.seal()?;
+            let Some(flush) = self.flush_handle() else {
+                break;
+            };
+            match flush.run() {
+                Ok(flushed) => pages += self.durable(flushed).pages,
+                Err(error) => {
+                    self.flush_failed();
+                    return Err(error);
+                }
             }
-            None => Ok(CommitOutcome::default()),
         }
+        Ok(CommitOutcome {
+            pages,
+            items: first..self.durable_items,
+        })
     }
 
     /// Seals the open group: its batch is built and set aside for a [`Flush`]
