@@ -34,7 +34,7 @@ use anyhow::{Context, bail, ensure};
 use legcrawl::config::CrawlConfig;
 use legcrawl::engine;
 use legcrawl::fetch::{FetchSettings, Fetcher};
-use legcrawl::legs::{self, Leg, Stack};
+use legcrawl::legs::{self, Leg};
 use legcrawl::request::Request;
 use legcrawl::store::records::RunOutcome;
 use site::Server;
@@ -52,12 +52,10 @@ const CONCURRENCY: usize = 16;
 const TARGET_PAGES_PER_S: f64 = 5000.0;
 /// Largest share of the bare fetcher's throughput state and legs may cost.
 const TARGET_OVERHEAD: f64 = 0.30;
-/// The legs `legcrawl crawl` runs with (as in `src/cli/crawl.rs`).
+
+/// The legs `legcrawl crawl` runs with when the crawl file names none.
 fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
-    let mut stack = Stack::new()
-        .push(legs::LinkExtractor::default())
-        .push(legs::Canonicalize::default())
-        .push(legs::PageItem);
+    let mut stack = legcrawl::crawlfile::default_legs();
     stack.configure(config)?;
     Ok(Arc::new(stack))
 }

@@ -14,7 +14,7 @@ use std::hint::black_box;
 use std::time::{Duration, UNIX_EPOCH};
 
 use criterion::{Criterion, Throughput, criterion_group};
-use legcrawl::legs::{self, Canonicalize, LinkExtractor, PageItem, Stack};
+use legcrawl::legs::{self, LinkExtractor, PageItem, Stack};
 use legcrawl::request::Request;
 use legcrawl::response::Response;
 
@@ -174,10 +174,7 @@ fn bench_legs(c: &mut Criterion) {
 
 /// The legs `legcrawl crawl` builds (unconfigured: seed-host scope, nofollow skipped).
 fn bundled() -> Stack {
-    Stack::new()
-        .push(LinkExtractor::new())
-        .push(Canonicalize::default())
-        .push(PageItem::new())
+    legcrawl::crawlfile::default_legs()
 }
 
 /// `LEGS_BENCH_PAGES=N`: `bundled` N times and nothing else (see the module doc).

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use legcrawl::config::{CrawlConfig, Revisit};
 use legcrawl::engine::{self, RunReport};
-use legcrawl::legs::{self, Leg, Stack};
+use legcrawl::legs::Leg;
 use legcrawl::store::records::RunOutcome;
 use site::Server;
 
@@ -49,12 +49,10 @@ const REPS: usize = 5;
 const CONCURRENCY: usize = 16;
 /// Largest share of the first run's time and bytes a second run may cost.
 const TARGET: f64 = 0.10;
-/// The legs `legcrawl crawl` runs with (as in `src/cli/crawl.rs`).
+
+/// The legs `legcrawl crawl` runs with when the crawl file names none.
 fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
-    let mut stack = Stack::new()
-        .push(legs::LinkExtractor::default())
-        .push(legs::Canonicalize::default())
-        .push(legs::PageItem);
+    let mut stack = legcrawl::crawlfile::default_legs();
     stack.configure(config)?;
     Ok(Arc::new(stack))
 }

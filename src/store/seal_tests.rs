@@ -1,6 +1,6 @@
 //! Unit tests of the sealed-but-not-durable stage of group commit.
 
-use super::super::tests::{complete, lease_all, open};
+use super::super::tests::{complete, leased_urls, open};
 use super::*;
 
 /// A state with one seed leased and completed with two links, sealed, not flushed.
@@ -65,10 +65,7 @@ fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
     assert!(!state.has_sealed());
     assert!(state.bloom.contains(&x));
     assert_eq!(streamed(&state), 1);
-    let urls: Vec<String> = lease_all(&mut state)
-        .into_iter()
-        .map(|l| l.request.url)
-        .collect();
+    let urls = leased_urls(&mut state);
     assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
     // The group opened meanwhile commits normally.
     assert_eq!(state.commit().unwrap().pages, 0);
@@ -125,10 +122,7 @@ fn a_failed_flush_is_forgotten_and_the_state_commits_again() {
     drop(state);
     // The lost group never reached the database: its page is queued again.
     let mut state = open(dir.path());
-    let urls: Vec<String> = lease_all(&mut state)
-        .into_iter()
-        .map(|l| l.request.url)
-        .collect();
+    let urls = leased_urls(&mut state);
     assert_eq!(urls, ["http://a.test/", "http://b.test/"]);
     assert_eq!(state.items_len(), 0);
 }
@@ -151,10 +145,7 @@ fn commit_flushes_a_sealed_group_and_then_the_open_one() {
         }
     );
     assert!(!state.has_sealed());
-    let urls: Vec<String> = lease_all(&mut state)
-        .into_iter()
-        .map(|l| l.request.url)
-        .collect();
+    let urls = leased_urls(&mut state);
     assert_eq!(
         urls,
         ["http://a.test/x", "http://a.test/y", "http://b.test/"]

@@ -26,6 +26,14 @@ pub(super) fn lease_all(state: &mut State) -> Vec<Lease> {
     leases
 }
 
+/// The URLs of every request `lease_all` hands out, in order.
+pub(super) fn leased_urls(state: &mut State) -> Vec<String> {
+    lease_all(state)
+        .into_iter()
+        .map(|l| l.request.url)
+        .collect()
+}
+
 fn page_item(url: &str) -> Item {
     let mut item = Item::new();
     item.insert("url".into(), url.into());
@@ -85,10 +93,7 @@ fn priority_then_fifo_across_hosts() {
     push("http://b.test/2", 0);
     push("http://c.test/1", -1);
     state.commit().unwrap();
-    let order: Vec<String> = lease_all(&mut state)
-        .into_iter()
-        .map(|l| l.request.url)
-        .collect();
+    let order = leased_urls(&mut state);
     assert_eq!(
         order,
         [
@@ -121,10 +126,7 @@ fn completion_is_atomic_and_leases_return_after_a_crash() {
     }
     let mut state = open(dir.path());
     // The uncommitted completion is gone: both x and y are queued again, z never was.
-    let urls: Vec<String> = lease_all(&mut state)
-        .into_iter()
-        .map(|l| l.request.url)
-        .collect();
+    let urls = leased_urls(&mut state);
     assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
     assert_eq!(state.items_len(), 1);
     let answer = state.seen_answer("http://a.test/z", &[]).unwrap();
@@ -411,10 +413,7 @@ fn packed_records_are_consumed_in_fifo_order_across_groups_and_reopen() {
     drop(kept);
     drop(state);
     let mut state = open(dir.path());
-    let urls: Vec<String> = lease_all(&mut state)
-        .into_iter()
-        .map(|l| l.request.url)
-        .collect();
+    let urls = leased_urls(&mut state);
     let expected: Vec<String> = (0..600)
         .filter(|i| i >= &300 || i % 2 == 0)
         .map(|i| format!("http://a.test/{i}"))
