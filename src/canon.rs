@@ -209,14 +209,14 @@ fn has_changing_escape(part: &str) -> bool {
     let bytes = part.as_bytes();
     let mut rest = bytes;
     while let Some(i) = rest.iter().position(|&b| b == b'%') {
-        if let Some(&[hi, lo]) = rest.get(i + 1..i + 3) {
-            if let (Some(h), Some(l)) = (hex(hi), hex(lo)) {
-                if is_unreserved(h << 4 | l) || hi.is_ascii_lowercase() || lo.is_ascii_lowercase() {
-                    return true;
-                }
-                rest = &rest[i + 3..];
-                continue;
+        if let Some(&[hi, lo]) = rest.get(i + 1..i + 3)
+            && let (Some(h), Some(l)) = (hex(hi), hex(lo))
+        {
+            if is_unreserved(h << 4 | l) || hi.is_ascii_lowercase() || lo.is_ascii_lowercase() {
+                return true;
             }
+            rest = &rest[i + 3..];
+            continue;
         }
         rest = &rest[i + 1..];
     }

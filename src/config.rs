@@ -71,6 +71,11 @@ pub struct CrawlConfig {
     pub bloom_bits: Option<u8>,
     /// Bloom filter hash count (default 6). Same rule as `dedup`.
     pub bloom_hashes: Option<u8>,
+    /// How often the seen set is checkpointed (Bloom bits synced, the journal
+    /// sealed into the exact set and truncated), at most; default 30 s. A
+    /// checkpoint also starts after 2^20 journaled fingerprints. Shorter means
+    /// less journal to replay after a crash and more writes.
+    pub checkpoint_every: Duration,
     /// Follow links marked `rel=nofollow`.
     pub follow_nofollow: bool,
     /// Link URLs must match one of these regexes to be followed (empty: all).
@@ -185,6 +190,7 @@ impl Default for CrawlConfig {
             dedup: None,
             bloom_bits: None,
             bloom_hashes: None,
+            checkpoint_every: crate::store::CHECKPOINT_EVERY,
             follow_nofollow: true,
             allow: Vec::new(),
             deny: Vec::new(),

@@ -126,6 +126,8 @@ impl BitStorage for MappedBits {
 pub struct BloomFile {
     /// The shared filter implementation over the map.
     inner: Filter<MappedBits>,
+    /// The mapped file, for [`BloomFile::sync_handle`].
+    file: File,
     /// The file, for error messages and [`BloomFile::path`].
     path: PathBuf,
     /// True while the on-disk header says "clean"; the next bit change must first clear it.
@@ -185,11 +187,13 @@ impl BloomFile {
         match Self::init_new(&file, path, params) {
             Ok(map) => Ok(BloomFile {
                 inner: Filter::new(MappedBits { map }, params, 0),
+                file,
                 path: path.into(),
                 header_clean: true,
                 opened_dirty: false,
             }),
             Err(error) => {
+                // crash point: create.bloom (the state's caller)
                 drop(file);
                 if let Err(rm) = std::fs::remove_file(path) {
                     tracing::warn!(path = %path.display(), error = %rm, "could not remove half-created Bloom file");
@@ -201,6 +205,7 @@ impl BloomFile {
 
     /// Sizes the new file, writes a clean empty header and syncs file and directory.
     fn init_new(file: &File, path: &Path, params: BloomParams) -> Result<MmapMut, BloomError> {
+        // crash point: create.bloom (the state's caller)
         let len = file_len(params);
         file.set_len(len).map_err(io_error(path))?;
         let mut map = map_file(file, len, path)?;
@@ -258,6 +263,7 @@ impl BloomFile {
         }
         Ok(BloomFile {
             inner,
+            file,
             path: path.into(),
             header_clean: header.clean,
             opened_dirty: !header.clean,
@@ -296,6 +302,7 @@ impl BloomFile {
     /// Clears the clean flag on disk before the first bit change of a flush epoch.
     #[cold]
     fn mark_dirty(&mut self) {
+        // crash point: bloom.set (the state's caller)
         let map = &mut self.inner.storage.map;
         map[OFF_CLEAN] = 0;
         if let Err(error) = map.flush_range(0, HEADER_LEN) {
@@ -309,6 +316,7 @@ impl BloomFile {
     /// The checkpoint: msyncs the bits, then writes the header (ones count, clean flag 1) and
     /// msyncs it. When it returns `Ok`, every bit set so far is on disk.
     pub fn flush(&mut self) -> Result<(), BloomError> {
+        // crash point: checkpoint.header (the state's caller)
         let params = self.params();
         let ones = self.ones();
         let map = &mut self.inner.storage.map;
@@ -325,6 +333,24 @@ impl BloomFile {
             .map_err(io_error(&self.path))?;
         self.header_clean = true;
         Ok(())
+    }
+
+    /// A handle that syncs the bits set so far from any thread ([`BloomSync::sync`]),
+    /// while this filter goes on setting bits: an `fsync` of the mapped file,
+    /// which on Linux writes back the map's dirty pages as `msync` does. The
+    /// header stays as it is (dirty while bits change; see [`BloomFile::flush`]).
+    pub fn sync_handle(&self) -> Result<BloomSync, BloomError> {
+        let file = self.file.try_clone().map_err(io_error(&self.path))?;
+        Ok(BloomSync {
+            file,
+            path: self.path.clone(),
+        })
+    }
+
+    /// True while the on-disk header says "clean" (no bit changed since the last
+    /// [`BloomFile::flush`]).
+    pub fn is_clean(&self) -> bool {
+        self.header_clean
     }
 
     /// Pre-faults the whole bit region for writing (Linux `MADV_POPULATE_WRITE`), so later
@@ -375,6 +401,22 @@ impl BloomFile {
     /// The filter file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// Syncs the bits of a [`BloomFile`] from another thread (see
+/// [`BloomFile::sync_handle`]).
+#[derive(Debug)]
+pub struct BloomSync {
+    file: File,
+    path: PathBuf,
+}
+
+impl BloomSync {
+    /// Blocks until every bit set before the call is on disk.
+    pub fn sync(&self) -> Result<(), BloomError> {
+        // crash point: checkpoint.msync (the state's caller)
+        self.file.sync_data().map_err(io_error(&self.path))
     }
 }
 

@@ -103,7 +103,7 @@ mod tests_file;
 
 use std::path::PathBuf;
 
-pub use self::file::BloomFile;
+pub use self::file::{BloomFile, BloomSync};
 pub use self::filter::BloomMem;
 
 /// A request fingerprint: the 20-byte SHA-1 digest made by the `fingerprint` module.

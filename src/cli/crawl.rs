@@ -118,6 +118,10 @@ pub struct CrawlArgs {
     /// resumes in the next.
     #[arg(long, value_name = "DURATION", value_parser = parse_span)]
     max_duration: Option<Duration>,
+    /// Checkpoint the seen set at least this often [default: 30s, or the crawl
+    /// file's `dedup.checkpoint`] (also after 2^20 new URLs).
+    #[arg(long, value_name = "DURATION", value_parser = parse_span)]
+    checkpoint_every: Option<Duration>,
 }
 
 /// `--revisit-after`: a duration, `never` or `adaptive`.
@@ -227,6 +231,9 @@ impl CrawlArgs {
             config.until_idle = true;
         }
         config.max_duration = self.max_duration.or(config.max_duration);
+        if let Some(every) = self.checkpoint_every {
+            config.checkpoint_every = every;
+        }
         Ok((config, file_legs))
     }
 }

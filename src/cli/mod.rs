@@ -120,6 +120,9 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     match store {
         Some(
             StoreError::NotState { .. }
+            | StoreError::NotADirectory { .. }
+            | StoreError::Unmarked { .. }
+            | StoreError::Incomplete { .. }
             | StoreError::Missing { .. }
             | StoreError::Format { .. }
             | StoreError::Busy { .. }

@@ -24,7 +24,8 @@
 //!                # robots_ttl = "24h", robots_retry = "60s", max_crawl_delay = "30s", user_agent, from
 //! [headers]      # "Accept-Language" = "fr": extra headers on every request
 //! [dedup]        # mode = "exact" | "bloom", bloom_bits = 30, bloom_hashes = 6,
-//!                # fingerprint_headers = [..]
+//!                # fingerprint_headers = [..], checkpoint = "30s" (at most this
+//!                # long between two checkpoints of the seen set)
 //! [revisit]      # after = "adaptive" | "never" | "12h" | "0" (every run);
 //!                # initial = "1d", min = "1h", max = "30d" (adaptive);
 //!                # hubs = [regex..] (every run); rules = [{ pattern, after }]

@@ -161,6 +161,7 @@ struct Dedup {
     bloom_bits: Option<u8>,
     bloom_hashes: Option<u8>,
     fingerprint_headers: Option<Vec<String>>,
+    checkpoint: Option<FileDuration>,
 }
 
 /// [`DedupMode`] as the file names it.
@@ -225,6 +226,7 @@ impl FileSettings {
         config.bloom_bits = d.bloom_bits.or(config.bloom_bits);
         config.bloom_hashes = d.bloom_hashes.or(config.bloom_hashes);
         set(&mut config.fingerprint_headers, d.fingerprint_headers);
+        set(&mut config.checkpoint_every, d.checkpoint.map(|d| d.0));
         (config.revisit, config.revisit_rules) = self.revisit.policies();
         Ok(())
     }

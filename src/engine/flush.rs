@@ -8,16 +8,22 @@
 //! leasable, reaches the Bloom bits and is streamed to `--output`. One group is
 //! sealed at a time, so one flush runs at a time; at most [`GROUP_MAX_PAGES`] completed
 //! pages are ever not durable (a full pipeline waits for its flush), which is
-//! the bound invariant 3 of the brief counts per kill. Depends on the store and
-//! the sink only.
+//! the bound invariant 3 of the brief counts per kill.
+//!
+//! Checkpoints run off the loop too: when one is due after a flush, the state
+//! detaches it ([`State::start_checkpoint`](crate::store::State::start_checkpoint))
+//! and it runs on a blocking thread beside the flushes; its result is handed
+//! back when it ends. Depends on the store and the sink only.
 
 use tokio::task::JoinHandle;
 
 use super::{Crawl, EngineError};
-use crate::store::{Flushed, GROUP_MAX_PAGES, StoreError};
+use crate::store::{Checkpointed, Flushed, GROUP_MAX_PAGES, StoreError};
 
 /// The flush in flight, if any.
 pub(super) type Flushing = Option<JoinHandle<Result<Flushed, StoreError>>>;
+/// The checkpoint in flight, if any.
+pub(super) type Checkpointing = Option<JoinHandle<Result<Checkpointed, StoreError>>>;
 
 impl Crawl<'_> {
     /// Seals the open group when it is due and no flush runs, or waits for the
@@ -75,13 +81,10 @@ impl Crawl<'_> {
     }
 
     /// Acts on a finished flush: leases end, items are streamed, a checkpoint
-    /// runs when one is due, and the next flush starts if groups wait for one.
+    /// starts when one is due, and the next flush starts if groups wait for one.
     fn flushed(&mut self, flushed: Flushed) -> Result<usize, EngineError> {
         let outcome = self.state.durable(flushed);
-        // A checkpoint commits (seals and flushes) whatever is open itself.
-        if self.state.checkpoint_due() {
-            self.state.checkpoint()?;
-        }
+        self.maybe_checkpoint()?;
         if let Some(sink) = self.sink.as_mut()
             && !outcome.items.is_empty()
         {
@@ -99,10 +102,51 @@ impl Crawl<'_> {
         if self.seal()? {
             pages += self.finish_flush().await?;
         }
-        if self.state.checkpoint_due() {
-            self.state.checkpoint()?;
-        }
+        self.maybe_checkpoint()?;
         Ok(pages)
+    }
+
+    /// Starts a checkpoint on a blocking thread when one is due and none runs.
+    fn maybe_checkpoint(&mut self) -> Result<(), EngineError> {
+        if self.checkpointing.is_none()
+            && self.state.checkpoint_due()
+            && let Some(job) = self.state.start_checkpoint()?
+        {
+            self.checkpointing = Some(tokio::task::spawn_blocking(move || job.run()));
+        }
+        Ok(())
+    }
+
+    /// Waits for the running checkpoint (if any) and hands its result to the state.
+    pub(super) async fn finish_checkpoint(&mut self) -> Result<(), EngineError> {
+        match self.checkpointing.take() {
+            Some(handle) => self.checkpoint_joined(handle.await),
+            None => Ok(()),
+        }
+    }
+
+    /// Acts on the result of the checkpoint task; a failed (or panicked) one
+    /// gives its work back to the state and ends the crawl.
+    pub(super) fn checkpoint_joined(
+        &mut self,
+        joined: Result<Result<Checkpointed, StoreError>, tokio::task::JoinError>,
+    ) -> Result<(), EngineError> {
+        let result = match joined {
+            Ok(result) => result.map_err(EngineError::from),
+            Err(error) => Err(EngineError::FlushTask {
+                reason: error.to_string(),
+            }),
+        };
+        match result {
+            Ok(done) => {
+                self.state.checkpointed(done);
+                Ok(())
+            }
+            Err(error) => {
+                self.state.checkpoint_failed();
+                Err(error)
+            }
+        }
     }
 }
 

@@ -167,6 +167,7 @@ pub async fn run(
         bloom_bits: config.bloom_bits,
         bloom_hashes: config.bloom_hashes,
         begin_run: true,
+        checkpoint_every: Some(config.checkpoint_every),
     };
     // Bad configuration is refused before the state is touched.
     let schedule = Schedule::new(config)?;
@@ -249,6 +250,8 @@ struct Crawl<'a> {
     deadline: Option<Instant>,
     /// The state's flush running off the loop (see [`flush`]).
     flushing: flush::Flushing,
+    /// The state's checkpoint running off the loop (see [`flush`]).
+    checkpointing: flush::Checkpointing,
     /// Unix seconds when this run started (redirects to pages fetched since are
     /// not followed again).
     run_started: u64,
@@ -314,12 +317,13 @@ impl<'a> Crawl<'a> {
             host_buf: Vec::new(),
             deadline: config.max_duration.map(|d| Instant::now() + d),
             flushing: None,
+            checkpointing: None,
             run_started: unix_now(),
         })
     }
 
-    /// The loop; whatever ends it, a flush still running is waited for, so the
-    /// state is left with no group in flight.
+    /// The loop; whatever ends it, a flush or checkpoint still running is
+    /// waited for, so the state is left with nothing in flight.
     async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<RunOutcome, EngineError> {
         let result = self.run_loop(shutdown).await;
         if self.flushing.is_some() {
@@ -327,6 +331,10 @@ impl<'a> Crawl<'a> {
             if result.is_ok() {
                 finished?;
             }
+        }
+        let finished = self.finish_checkpoint().await;
+        if result.is_ok() {
+            finished?;
         }
         result
     }
@@ -395,12 +403,23 @@ impl<'a> Crawl<'a> {
                     None => std::future::pending().await,
                 }
             };
+            let checkpointing = &mut self.checkpointing;
+            let checkpoint_done = async {
+                match checkpointing {
+                    Some(handle) => handle.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
                 joined = flush_done => {
                     self.flushing = None;
                     self.joined(joined)?;
+                }
+                joined = checkpoint_done => {
+                    self.checkpointing = None;
+                    self.checkpoint_joined(joined)?;
                 }
                 Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
                 () = tokio::time::sleep_until(wake.into()) => {}

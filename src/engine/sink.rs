@@ -10,7 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::store::{State, StoreError};
+use crate::store::{State, StoreError, crash};
 
 /// Errors of the output file.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +61,11 @@ impl Sink {
             .open(path)
             .map_err(io_err)?;
         let (lines, good_len) = count_complete_lines(&mut file).map_err(io_err)?;
-        file.set_len(good_len).map_err(io_err)?;
+        if file.metadata().map_err(io_err)?.len() != good_len {
+            // A crash cut the last line short: it is written again below.
+            crash::point("output.truncate");
+            file.set_len(good_len).map_err(io_err)?;
+        }
         file.seek(SeekFrom::End(0)).map_err(io_err)?;
         let canonical = path.canonicalize().map_err(io_err)?;
         let start = state.output_start(&canonical.to_string_lossy())?;
@@ -86,6 +90,7 @@ impl Sink {
     pub fn catch_up(&mut self, state: &State) -> Result<(), SinkError> {
         let mut failure = None;
         let mut next = self.next;
+        crash::point("output.append");
         state.for_each_item(self.next, |seq, text| {
             let written = self
                 .file

@@ -168,10 +168,10 @@ impl Sitemap {
                 break;
             }
             read += 1;
-            if let Some(url) = resolve(&response.url, value) {
-                if self.sitemaps.accepts(&url) {
-                    out.requests.push(sitemap_request(response, url));
-                }
+            if let Some(url) = resolve(&response.url, value)
+                && self.sitemaps.accepts(&url)
+            {
+                out.requests.push(sitemap_request(response, url));
             }
         }
     }

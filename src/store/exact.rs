@@ -5,53 +5,92 @@
 //! - fingerprints committed since the last checkpoint are exactly the ones in the
 //!   Bloom journal; they are kept in memory ([`Exact::recent`]) and rebuilt from the
 //!   journal on open;
-//! - a checkpoint *seals* them into a run: sorted chunks of at most [`CHUNK_FPS`]
-//!   fingerprints under `S · run id · first fingerprint`, listed in the run index
-//!   (`e`), in the same batch that truncates the journal;
+//! - a checkpoint (see `checkpoint`) *seals* them into a run: sorted chunks of at
+//!   most [`CHUNK_FPS`] fingerprints under `S · run id · first fingerprint`, then
+//!   lists the run in the run index (`e`) in the batch that truncates the journal;
 //! - runs are merged size-tiered: when [`MERGE_FANOUT`] runs share a tier
 //!   (`log4` of their size in chunks) they become one, so a fingerprint is rewritten
 //!   about `log4(total / seal)` times and a lookup reads at most
 //!   `(MERGE_FANOUT - 1)` chunks per tier, one sled range read each.
 //!
 //! Invariant: the exact set never holds a fingerprint whose journal entry was not
-//! durable first (it only seals what commits made durable). A crash between the
-//! batches of a large merge leaves unreferenced chunks (space only, never read).
+//! durable first (it only seals what commits made durable). Only runs listed in
+//! the index are read; chunks of unlisted runs (a crash before the index switch,
+//! or runs merged away) are found on open, removed by the next checkpoint, and a
+//! run id is never reused, so a lookup never lands on one of them.
 //! Depends on [`crate::fingerprint`] and the state's key layout.
 
 use super::{State, StoreError, keys};
 use crate::fingerprint::Fingerprint;
 
 /// Fingerprints per chunk record at most.
-pub const CHUNK_FPS: usize = 4096;
+pub(super) const CHUNK_FPS: usize = 4096;
 /// Runs of one tier merged into one.
-pub const MERGE_FANOUT: usize = 4;
-/// Chunk records written per batch while sealing or merging.
-const CHUNKS_PER_BATCH: usize = 64;
+pub(super) const MERGE_FANOUT: usize = 4;
 /// Version byte of the run index record.
 const INDEX_VERSION: u8 = 1;
+/// Version byte of a chunk record (chunks written before it have none: their
+/// length is a multiple of 20, a versioned one's is not).
+const CHUNK_VERSION: u8 = 1;
 /// Length of a fingerprint.
 const FP: usize = 20;
 
 /// In-memory part of the exact set.
 #[derive(Debug, Default)]
 pub(super) struct Exact {
-    /// Fingerprints committed since the last seal.
+    /// Fingerprints made durable since the last checkpoint started.
     pub(super) recent: crate::fingerprint::FingerprintSet,
-    /// Sealed runs, oldest first: `(run id, fingerprints)`.
+    /// Fingerprints a running checkpoint seals (answered from here until the
+    /// state reads the index that lists their run).
+    pub(super) sealing: crate::fingerprint::FingerprintSet,
+    /// Sealed runs the state reads, oldest first: `(run id, fingerprints)`.
     pub(super) runs: Vec<(u64, u64)>,
-    /// Next run id.
-    next_run: u64,
+    /// Runs whose chunks are on disk but not listed in the index: removed by the
+    /// next checkpoint, never read.
+    pub(super) garbage: Vec<u64>,
+    /// Next run id: above every run id on disk, listed or not.
+    pub(super) next_run: u64,
 }
 
-fn tier(count: u64) -> u32 {
+pub(super) fn tier(count: u64) -> u32 {
     let chunks = count.div_ceil(CHUNK_FPS as u64).max(1);
     chunks.ilog2() / 2
 }
 
-fn chunk_key(run: u64, first: &[u8]) -> Vec<u8> {
+pub(super) fn chunk_key(run: u64, first: &[u8]) -> Vec<u8> {
     let mut key = keys::with_u64(keys::EXACT_RUN, run);
     key.extend_from_slice(first);
     key
+}
+
+/// A chunk record: the version byte, then the sorted fingerprints.
+pub(super) fn encode_chunk(fps: &[Fingerprint]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(1 + fps.len() * FP);
+    value.push(CHUNK_VERSION);
+    for fp in fps {
+        value.extend_from_slice(fp);
+    }
+    value
+}
+
+/// The fingerprints of a chunk record (versioned, or of an older state without
+/// the version byte); `None` when its length fits neither.
+pub(super) fn chunk_body(value: &[u8]) -> Option<&[u8]> {
+    match value.len() % FP {
+        0 => Some(value),
+        1 if value[0] == CHUNK_VERSION => Some(&value[1..]),
+        _ => None,
+    }
+}
+
+/// The run index record.
+pub(super) fn encode_index(runs: &[(u64, u64)]) -> Vec<u8> {
+    let mut index = vec![INDEX_VERSION];
+    for (run, count) in runs {
+        index.extend_from_slice(&run.to_be_bytes());
+        index.extend_from_slice(&count.to_be_bytes());
+    }
+    index
 }
 
 /// Binary search of a sorted chunk of fingerprints.
@@ -69,32 +108,47 @@ fn chunk_contains(chunk: &[u8], fp: &Fingerprint) -> bool {
 }
 
 impl State {
-    /// Loads the run index (one read).
+    /// Loads the run index (one read) and finds the runs on disk it does not
+    /// list (one seek per run): they are garbage, and no new run takes their ids.
     pub(super) fn load_exact(&mut self) -> Result<(), StoreError> {
-        let Some(value) = self
+        if let Some(value) = self
             .db
             .get(keys::EXACT_INDEX)
             .map_err(|e| self.db_error(e))?
-        else {
-            return Ok(());
-        };
-        let body = match value.split_first() {
-            Some((&INDEX_VERSION, body)) if body.len() % 16 == 0 => body,
-            _ => return Err(self.corrupt("exact run index", keys::EXACT_INDEX, "bad layout")),
-        };
-        for pair in body.chunks_exact(16) {
-            let (id, count) = pair.split_at(8);
-            let id = u64::from_be_bytes(id.try_into().unwrap_or_default());
-            let count = u64::from_be_bytes(count.try_into().unwrap_or_default());
-            self.exact.runs.push((id, count));
-            self.exact.next_run = self.exact.next_run.max(id + 1);
+        {
+            let body = match value.split_first() {
+                Some((&INDEX_VERSION, body)) if body.len() % 16 == 0 => body,
+                _ => return Err(self.corrupt("exact run index", keys::EXACT_INDEX, "bad layout")),
+            };
+            for pair in body.chunks_exact(16) {
+                let (id, count) = pair.split_at(8);
+                let id = u64::from_be_bytes(id.try_into().unwrap_or_default());
+                let count = u64::from_be_bytes(count.try_into().unwrap_or_default());
+                self.exact.runs.push((id, count));
+                self.exact.next_run = self.exact.next_run.max(id + 1);
+            }
+        }
+        let mut from = vec![keys::EXACT_RUN];
+        while let Some(entry) = self.db.range(from..vec![keys::EXACT_RUN + 1]).next() {
+            let (key, _) = entry.map_err(|e| self.db_error(e))?;
+            let run = keys::u64_after_prefix(&key)
+                .ok_or_else(|| self.corrupt("exact chunk", &key, "short key"))?;
+            if !self.exact.runs.iter().any(|&(id, _)| id == run) {
+                self.exact.garbage.push(run);
+            }
+            self.exact.next_run = self.exact.next_run.max(run + 1);
+            match run.checked_add(1) {
+                Some(next) => from = keys::with_u64(keys::EXACT_RUN, next),
+                None => break,
+            }
         }
         Ok(())
     }
 
-    /// True when a sealed run or the recent set holds `fp`.
+    /// True when a sealed run, the fingerprints being sealed or the recent set
+    /// holds `fp`.
     pub(super) fn exact_contains(&self, fp: &Fingerprint) -> Result<bool, StoreError> {
-        if self.exact.recent.contains(fp) {
+        if self.exact.recent.contains(fp) || self.exact.sealing.contains(fp) {
             return Ok(true);
         }
         for &(run, _) in self.exact.runs.iter().rev() {
@@ -104,89 +158,18 @@ impl State {
                 continue;
             };
             let (key, chunk) = entry.map_err(|e| self.db_error(e))?;
-            if chunk.len() % FP != 0 {
-                return Err(self.corrupt("exact chunk", &key, "length is not a multiple of 20"));
-            }
-            if chunk_contains(&chunk, fp) {
+            let body = chunk_body(&chunk).ok_or_else(|| {
+                self.corrupt(
+                    "exact chunk",
+                    &key,
+                    "length is not a version byte and a multiple of 20",
+                )
+            })?;
+            if chunk_contains(body, fp) {
                 return Ok(true);
             }
         }
         Ok(false)
-    }
-
-    /// Seals the recent fingerprints into a run and merges full tiers. New chunks
-    /// are written in their own batches; the index update and the removal of merged
-    /// runs go into `batch`, which the caller applies with the journal truncation.
-    pub(super) fn seal_exact(&mut self, batch: &mut sled::Batch) -> Result<(), StoreError> {
-        if self.exact.recent.is_empty() {
-            return Ok(());
-        }
-        let mut fps: Vec<Fingerprint> = self.exact.recent.iter().copied().collect();
-        fps.sort_unstable();
-        let mut runs = self.exact.runs.clone();
-        loop {
-            let top = tier(fps.len() as u64);
-            let same = runs.iter().rev().take_while(|r| tier(r.1) == top).count();
-            if same + 1 < MERGE_FANOUT {
-                break;
-            }
-            for (run, _) in runs.split_off(runs.len() - same) {
-                self.read_run(run, &mut fps, batch)?;
-            }
-            fps.sort_unstable();
-            fps.dedup();
-        }
-        let id = self.exact.next_run;
-        self.write_run(id, &fps)?;
-        runs.push((id, fps.len() as u64));
-        let mut index = vec![INDEX_VERSION];
-        for (run, count) in &runs {
-            index.extend_from_slice(&run.to_be_bytes());
-            index.extend_from_slice(&count.to_be_bytes());
-        }
-        batch.insert(keys::EXACT_INDEX, index);
-        self.exact.next_run = id + 1;
-        self.exact.runs = runs;
-        Ok(())
-    }
-
-    /// Called once `seal_exact`'s batch is durable.
-    pub(super) fn sealed_exact(&mut self) {
-        self.exact.recent.clear();
-    }
-
-    /// Appends every fingerprint of `run` to `fps` and removes its chunks in `batch`.
-    fn read_run(
-        &self,
-        run: u64,
-        fps: &mut Vec<Fingerprint>,
-        batch: &mut sled::Batch,
-    ) -> Result<(), StoreError> {
-        for entry in self.db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run)) {
-            let (key, chunk) = entry.map_err(|e| self.db_error(e))?;
-            if chunk.len() % FP != 0 {
-                return Err(self.corrupt("exact chunk", &key, "length is not a multiple of 20"));
-            }
-            for fp in chunk.chunks_exact(FP) {
-                let mut one = [0u8; FP];
-                one.copy_from_slice(fp);
-                fps.push(one);
-            }
-            batch.remove(key);
-        }
-        Ok(())
-    }
-
-    /// Writes the sorted `fps` as the chunks of run `id`.
-    fn write_run(&self, id: u64, fps: &[Fingerprint]) -> Result<(), StoreError> {
-        for group in fps.chunks(CHUNK_FPS * CHUNKS_PER_BATCH) {
-            let mut batch = sled::Batch::default();
-            for chunk in group.chunks(CHUNK_FPS) {
-                batch.insert(chunk_key(id, &chunk[0]), chunk.concat());
-            }
-            self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
-        }
-        Ok(())
     }
 }
 

@@ -148,7 +148,12 @@ impl State {
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
                 .map(u32::from_be_bytes)
                 .ok_or_else(|| self.corrupt("host index", &key, "bad key length"))?;
-            let name = String::from_utf8(value.to_vec())
+            // Names written before the version byte start with the name itself.
+            let name = match value.split_first() {
+                Some((&keys::SMALL_VERSION, name)) => name,
+                _ => &value[..],
+            };
+            let name = String::from_utf8(name.to_vec())
                 .map_err(|_| self.corrupt("host index", &key, "not UTF-8"))?;
             self.host_ids.insert(name.clone(), id);
             self.hosts.insert(id, HostQueue::new(name));
@@ -165,11 +170,11 @@ impl State {
         self.meta.next_host_id += 1;
         self.group.batch.insert(
             keys::with_prefix(keys::HOST, &id.to_be_bytes()),
-            host.as_bytes(),
+            keys::versioned(host.as_bytes()),
         );
         self.group.batch.insert(
             keys::with_prefix(keys::HOST_BY_NAME, host.as_bytes()),
-            &id.to_be_bytes(),
+            keys::versioned(&id.to_be_bytes()),
         );
         self.group.dirty = true;
         self.host_ids.insert(host.to_owned(), id);

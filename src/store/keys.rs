@@ -12,18 +12,27 @@ pub const META: &[u8] = b"m";
 /// entry's (see `frontier` for the record layout). A single request is named by the
 /// same layout with its own sequence number (an *entry key*, never stored as a key).
 pub const QUEUE: u8 = b'q';
-/// Host index: `h` · host id (u32) → host name.
+/// Host index: `h` · host id (u32) → [`SMALL_VERSION`], then the host name.
 pub const HOST: u8 = b'h';
-/// Host lookup: `H` · host name → host id (u32).
+/// Host lookup: `H` · host name → [`SMALL_VERSION`], then the host id (u32).
 pub const HOST_BY_NAME: u8 = b'H';
 /// Exact seen set, sealed runs: `S` · run id (u64) · first fingerprint → sorted
 /// fingerprints (see `exact`).
 pub const EXACT_RUN: u8 = b'S';
 /// Exact seen set, run index (one key): version byte, then (run id, count) pairs.
 pub const EXACT_INDEX: &[u8] = b"e";
-/// Bloom journal: `j` · group sequence (u64) · part (u16) → fingerprints of the
-/// group, concatenated, at most [`MAX_VALUE_BYTES`] per part.
+/// Bloom journal: `j` · group sequence (u64) · part (u16) → [`JOURNAL_VERSION`],
+/// then fingerprints of the group, concatenated, at most [`MAX_VALUE_BYTES`] per
+/// part (entries written before the version byte are read too: their length is
+/// a multiple of 20).
 pub const JOURNAL: u8 = b'j';
+/// Version byte of a journal entry.
+pub const JOURNAL_VERSION: u8 = 1;
+/// Version byte of the small fixed-size records: counters, output watermarks,
+/// the cycle start, host ids and names. Records written before it have none;
+/// they are told apart by their length (or, for host names, by the first byte,
+/// which a host name never starts with).
+pub const SMALL_VERSION: u8 = 1;
 /// Largest packed value written (queue records, item records, journal parts close
 /// at this size). sled 0.34 splits a leaf at 16 entries and writes any node image
 /// over a quarter of its 512 KiB segment to a blob file of its own — a file
@@ -38,11 +47,12 @@ pub const ITEM: u8 = b'i';
 pub const ITEM_RECORD_VERSION: u8 = 2;
 /// Run records: `r` · run id (u64) → run record.
 pub const RUN: u8 = b'r';
-/// Global counters: `c` · name → u64 (little-endian).
+/// Global counters: `c` · name → [`SMALL_VERSION`], then u64 (little-endian).
 pub const COUNTER: u8 = b'c';
 /// Seeds: `d` · URL → empty.
 pub const SEED: u8 = b'd';
-/// Output-file watermarks: `o` · path → first item sequence written to it (u64).
+/// Output-file watermarks: `o` · path → [`SMALL_VERSION`], then the first item
+/// sequence written to it (u64, big-endian).
 pub const OUTPUT: u8 = b'o';
 
 /// Cached robots.txt: `R` · origin (`http://host:port`) → record.
@@ -58,7 +68,8 @@ pub const PAGE: u8 = b'p';
 pub const PAGE_RECORD_VERSION: u8 = 2;
 /// Revisit index: `v` · due time (unix seconds, u64) · fingerprint → empty.
 pub const DUE: u8 = b'v';
-/// The start of the current crawl cycle: `y` → unix seconds (u64, big-endian).
+/// The start of the current crawl cycle: `y` → [`SMALL_VERSION`], then unix
+/// seconds (u64, big-endian).
 pub const CYCLE: &[u8] = b"y";
 
 /// Length of a queue key.
@@ -129,6 +140,37 @@ pub fn length_prefixed(rest: &[u8]) -> impl Iterator<Item = Result<&[u8], &'stat
         rest = Some(tail);
         Some(Ok(entry))
     })
+}
+
+/// A counter's value: [`SMALL_VERSION`], then `n` little-endian.
+pub fn versioned_u64(n: u64) -> [u8; 9] {
+    let mut value = [SMALL_VERSION; 9];
+    value[1..].copy_from_slice(&n.to_le_bytes());
+    value
+}
+
+/// A counter's value as [`versioned_u64`] writes it, or as 8 bytes without the
+/// version byte (states written before it); `None` for any other layout.
+pub fn read_versioned_u64(value: &[u8]) -> Option<u64> {
+    versioned_body::<8>(value).map(u64::from_le_bytes)
+}
+
+/// A small record of `N` bytes after [`SMALL_VERSION`] (or of `N` bytes alone,
+/// written before the version byte): the `N` bytes.
+pub fn versioned_body<const N: usize>(value: &[u8]) -> Option<[u8; N]> {
+    match value.split_first() {
+        Some((&SMALL_VERSION, body)) if body.len() == N => body.try_into().ok(),
+        _ if value.len() == N => value.try_into().ok(),
+        _ => None,
+    }
+}
+
+/// [`SMALL_VERSION`] followed by `body`.
+pub fn versioned(body: &[u8]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(1 + body.len());
+    value.push(SMALL_VERSION);
+    value.extend_from_slice(body);
+    value
 }
 
 /// The big-endian u64 after the namespace byte.

@@ -22,6 +22,9 @@
 //! Depends on [`crate::bloom`], [`crate::fingerprint`], [`crate::request`],
 //! [`crate::item`] and [`crate::config`]; never on the fetcher or the legs.
 
+mod checkpoint;
+pub mod crash;
+mod dir;
 mod exact;
 mod frontier;
 pub mod keys;
@@ -36,11 +39,11 @@ mod tests;
 mod views;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+pub use checkpoint::{Checkpoint, Checkpointed};
 pub use frontier::Lease;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub use robots::Blocked;
@@ -77,6 +80,29 @@ pub enum StoreError {
     /// The directory exists and holds something that is not legcrawl state.
     #[error("{path}: not a legcrawl state directory (no {MARKER_FILE} marker, and not empty)")]
     NotState {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The path is a file, not a directory.
+    #[error("{path}: is a file, not a legcrawl state directory")]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A database or Bloom file without the marker: a state that lost its marker
+    /// (a mistaken `rm`, a partial copy). Refused and left as it is.
+    #[error(
+        "{path}: holds a legcrawl database (db/ or bloom.bin) but no {MARKER_FILE} marker; refusing to touch it (restore the marker from a copy, or move the directory away)"
+    )]
+    Unmarked {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The state's creation was interrupted before it held anything.
+    #[error(
+        "{path}: the creation of this state was interrupted; a `legcrawl crawl` with this --data creates it again"
+    )]
+    Incomplete {
         /// The directory.
         path: PathBuf,
     },
@@ -131,6 +157,13 @@ pub enum StoreError {
         /// The directory.
         path: PathBuf,
     },
+    /// A synchronous checkpoint was asked while a detached one runs (a caller's
+    /// mistake: hand that one's result to `State::checkpointed` first).
+    #[error("{path}: a checkpoint was asked while another one is still running")]
+    CheckpointRunning {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The database failed.
     #[error("{path}: database error: {source}")]
     Db {
@@ -165,6 +198,9 @@ pub struct OpenOptions {
     pub bloom_hashes: Option<u8>,
     /// Start a run record (crawls do; `dump` does not).
     pub begin_run: bool,
+    /// A checkpoint is due this long after the last one; `None` =
+    /// [`CHECKPOINT_EVERY`].
+    pub checkpoint_every: Option<std::time::Duration>,
 }
 
 /// Per-host queue bookkeeping kept in memory.
@@ -228,6 +264,8 @@ struct Group {
 /// An open crawl state. See the module documentation for its invariants.
 pub struct State {
     dir: PathBuf,
+    /// The directory's exclusive lock, held while the state is open.
+    _lock: dir::DirLock,
     db: sled::Db,
     bloom: BloomFile,
     meta: Meta,
@@ -243,10 +281,15 @@ pub struct State {
     exact: exact::Exact,
     next_item: u64,
     next_group: u64,
-    /// Journal entries exist whose bits are applied to the map but not yet msynced.
-    checkpoint_pending: bool,
-    /// Fingerprints journaled since the last checkpoint.
+    /// Fingerprints made durable (journaled) since the last checkpoint started.
     journaled: u64,
+    /// Journal entries below this group number are durable and their bits set:
+    /// what the next checkpoint covers.
+    journal_end: u64,
+    /// A detached checkpoint runs (see `checkpoint`).
+    checkpointing: bool,
+    /// How long after the last checkpoint the next one is due.
+    checkpoint_every: std::time::Duration,
     /// When the last checkpoint ran (or the state was opened).
     last_checkpoint: Instant,
     /// The group sealed and not yet durable (see [`State::seal`]).
@@ -260,12 +303,14 @@ pub struct State {
 impl State {
     /// Opens (or, with `options.create`, creates) the state in `dir`.
     pub fn open(dir: &Path, options: &OpenOptions) -> Result<State, StoreError> {
-        let fresh = prepare_dir(dir, options.create)?;
+        let (lock, found) = dir::prepare(dir, options.create)?;
+        if found == dir::Found::Create {
+            dir::mark_creating(dir)?;
+        }
         let db = open_db(dir)?;
-        let (meta, bloom) = if fresh {
-            create_meta(dir, &db, options)?
-        } else {
-            load_meta(dir, &db, options)?
+        let (meta, bloom) = match found {
+            dir::Found::Create => create_meta(dir, &db, options)?,
+            dir::Found::State => load_meta(dir, &db, options)?,
         };
         let dedup = DedupMode::parse(&meta.dedup).ok_or_else(|| StoreError::Corrupt {
             path: dir.to_owned(),
@@ -274,6 +319,7 @@ impl State {
         })?;
         let mut state = State {
             dir: dir.to_owned(),
+            _lock: lock,
             db,
             bloom,
             meta,
@@ -288,8 +334,10 @@ impl State {
             exact: exact::Exact::default(),
             next_item: 0,
             next_group: 0,
-            checkpoint_pending: false,
             journaled: 0,
+            journal_end: 0,
+            checkpointing: false,
+            checkpoint_every: options.checkpoint_every.unwrap_or(CHECKPOINT_EVERY),
             last_checkpoint: Instant::now(),
             sealed: None,
             sealed_seq: 0,
@@ -301,6 +349,7 @@ impl State {
         state.next_item = state.load_next_item()?;
         state.durable_items = state.next_item;
         state.next_group = state.replay_journal()?;
+        state.journal_end = state.next_group;
         state.close_dead_runs()?;
         if options.begin_run {
             state.begin_run()?;
@@ -372,6 +421,7 @@ impl State {
             run.updated_at = unix_now();
             run.counters = self.run_counters.values().clone();
             let key = keys::with_u64(keys::RUN, run.id);
+            crash::point("run.end");
             self.db
                 .insert(key, records::encode(&run))
                 .map_err(|e| self.db_error(e))?;
@@ -392,6 +442,7 @@ impl State {
             counters: BTreeMap::new(),
         };
         let key = keys::with_u64(keys::RUN, id);
+        crash::point("run.begin");
         self.db
             .insert(key, records::encode(&run))
             .map_err(|e| self.db_error(e))?;
@@ -411,6 +462,7 @@ impl State {
                 batch.insert(key, records::encode(&run));
             }
         }
+        crash::point("run.close_dead");
         self.db.apply_batch(batch).map_err(|e| self.db_error(e))
     }
 
@@ -419,12 +471,12 @@ impl State {
         for entry in self.db.scan_prefix([keys::COUNTER]) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
             let name = String::from_utf8_lossy(&key[1..]).into_owned();
-            let bytes: [u8; 8] = value.as_ref().try_into().map_err(|_| StoreError::Corrupt {
+            let value = keys::read_versioned_u64(&value).ok_or_else(|| StoreError::Corrupt {
                 path: self.dir.clone(),
                 what: format!("counter {name}"),
-                reason: format!("{} bytes, expected 8", value.len()),
+                reason: format!("{} bytes, expected a version byte and 8", value.len()),
             })?;
-            values.insert(name, u64::from_le_bytes(bytes));
+            values.insert(name, value);
         }
         self.counters = Counters::from_values(values);
         Ok(())
@@ -498,86 +550,13 @@ impl State {
     }
 }
 
-/// Checks the directory; returns true when a new state must be created.
-fn prepare_dir(dir: &Path, create: bool) -> Result<bool, StoreError> {
-    let io_err = |source| StoreError::Io {
-        path: dir.to_owned(),
-        source,
-    };
-    let marker = dir.join(MARKER_FILE);
-    match fs::read_to_string(&marker) {
-        Ok(text) => {
-            let expected = marker_text();
-            if text.trim() != expected.trim() {
-                return Err(StoreError::Format {
-                    path: dir.to_owned(),
-                    found: text.trim().to_owned(),
-                });
-            }
-            Ok(false)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let empty = match fs::read_dir(dir) {
-                Ok(entries) => only_leftovers(entries).map_err(io_err)?,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => true,
-                Err(e) => return Err(io_err(e)),
-            };
-            if !empty {
-                return Err(StoreError::NotState {
-                    path: dir.to_owned(),
-                });
-            }
-            if !create {
-                return Err(StoreError::Missing {
-                    path: dir.to_owned(),
-                });
-            }
-            fs::create_dir_all(dir).map_err(io_err)?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Err(StoreError::NotState {
-            path: dir.to_owned(),
-        }),
-        Err(e) => Err(io_err(e)),
-    }
-}
-
-/// True when a directory holds nothing, or only what a creation that died before
-/// writing the marker leaves (`db/`, `bloom.bin`); those leftovers are removed.
-fn only_leftovers(entries: fs::ReadDir) -> io::Result<bool> {
-    let mut leftovers = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        match entry.file_name().to_str() {
-            Some("db") | Some("bloom.bin") => leftovers.push(entry.path()),
-            _ => return Ok(false),
-        }
-    }
-    for path in leftovers {
-        if path.is_dir() {
-            fs::remove_dir_all(&path)?;
-        } else {
-            fs::remove_file(&path)?;
-        }
-    }
-    Ok(true)
-}
-
-fn marker_text() -> String {
-    format!("legcrawl state format {STATE_FORMAT}\n")
-}
-
-/// Attempts to take sled's lock before a state counts as busy: a process that
-/// just closed the state may release the lock a moment after it returns.
-const LOCK_ATTEMPTS: u32 = 10;
-
 fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
     let mut attempt = 1;
     loop {
         match try_open_db(dir) {
-            Err(StoreError::Busy { .. }) if attempt < LOCK_ATTEMPTS => {
+            Err(StoreError::Busy { .. }) if attempt < dir::LOCK_ATTEMPTS => {
                 attempt += 1;
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(dir::LOCK_RETRY);
             }
             other => return other,
         }
@@ -614,6 +593,7 @@ fn create_meta(
         hashes: options.bloom_hashes.unwrap_or(6),
     };
     let bloom_path = dir.join("bloom.bin");
+    crash::point("create.bloom");
     let bloom = BloomFile::create(&bloom_path, params)?;
     let meta = Meta {
         format: STATE_FORMAT,
@@ -628,15 +608,12 @@ fn create_meta(
         path: dir.to_owned(),
         source,
     };
+    crash::point("create.meta");
     db.insert(keys::META, records::encode(&meta))
         .map_err(db_err)?;
     db.flush().map_err(db_err)?;
-    // The marker is written last: a directory with a marker is a complete state.
-    let marker = dir.join(MARKER_FILE);
-    fs::write(&marker, marker_text()).map_err(|source| StoreError::Io {
-        path: marker,
-        source,
-    })?;
+    // The final marker is written last: a directory with it is a complete state.
+    dir::mark_complete(dir)?;
     Ok((meta, bloom))
 }
 

@@ -356,7 +356,9 @@ impl State {
         now: u64,
         fingerprint_headers: &[String],
     ) -> Result<CycleStart, StoreError> {
-        self.group.batch.insert(keys::CYCLE, &now.to_be_bytes());
+        self.group
+            .batch
+            .insert(keys::CYCLE, keys::versioned(&now.to_be_bytes()));
         self.group.dirty = true;
         let busy: HashSet<u32> = self
             .hosts
@@ -375,6 +377,8 @@ impl State {
             self.enqueue(&request, fingerprint_headers)?;
             start.seeds += 1;
         }
+        // The first commit of the cycle (in `queue_due` or below) holds its start.
+        super::crash::point("cycle.start");
         start.due = self.queue_due(now, fingerprint_headers)?;
         self.count("cycle/started", 1);
         self.count("revisit/seeds", start.seeds);
@@ -390,10 +394,9 @@ impl State {
         let started = match self.db.get(keys::CYCLE).map_err(|e| self.db_error(e))? {
             None => return Ok(0),
             Some(value) => {
-                let bytes: [u8; 8] = value
-                    .as_ref()
-                    .try_into()
-                    .map_err(|_| self.corrupt("cycle", keys::CYCLE, "not 8 bytes"))?;
+                let bytes: [u8; 8] = keys::versioned_body(&value).ok_or_else(|| {
+                    self.corrupt("cycle", keys::CYCLE, "not a version byte and 8 bytes")
+                })?;
                 u64::from_be_bytes(bytes)
             }
         };

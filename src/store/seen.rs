@@ -10,14 +10,14 @@
 //! [`Flush`], which may run on another thread, applies and syncs that batch;
 //! only then does [`State::durable`] end its leases, set its bits, make its new
 //! requests leasable and release its items. One group is sealed at a time.
-//! A checkpoint msyncs the bits, seals the recent fingerprints into an
-//! exact run and drops the journal entries it covers, in one batch; opening replays
-//! whatever journal is left (setting bits is idempotent).
+//! A checkpoint (see `checkpoint`, off the crawl loop) syncs the bits, seals
+//! the recent fingerprints into an exact run and drops the journal entries it
+//! covers; opening replays whatever journal is left (setting bits is idempotent).
 
 use std::ops::Range;
 use std::time::Instant;
 
-use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State, StoreError, keys, records};
+use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State, StoreError, crash, keys, records};
 use crate::config::DedupMode;
 use crate::fingerprint::{self, Fingerprint};
 use crate::item::{self, Item};
@@ -92,6 +92,8 @@ pub(super) struct Sealed {
     pages: usize,
     /// The item sequence number after its last item.
     items_end: u64,
+    /// The number of its journal entry, when it recorded fingerprints.
+    journal: Option<u64>,
 }
 
 /// Writes one sealed group to the database and makes it durable: one atomic
@@ -115,7 +117,11 @@ impl Flush {
             batch,
             seq,
         } = self;
-        let done = db.apply_batch(batch).and_then(|()| db.flush().map(drop));
+        crash::point("group.apply");
+        let done = db.apply_batch(batch).and_then(|()| {
+            crash::point("group.sync");
+            db.flush().map(drop)
+        });
         match done {
             Ok(()) => Ok(Flushed { seq }),
             Err(source) => Err(StoreError::Db { path: dir, source }),
@@ -384,19 +390,26 @@ impl State {
             let items = std::mem::take(&mut group.items);
             group.batch.insert(keys::with_u64(keys::ITEM, first), items);
         }
+        let mut journal = None;
         if !group.fingerprints.is_empty() {
             let per_part = keys::MAX_VALUE_BYTES / 20;
             for (part, fps) in group.fingerprints.chunks(per_part).enumerate() {
                 let mut key = keys::with_u64(keys::JOURNAL, self.next_group);
                 key.extend_from_slice(&(part as u16).to_be_bytes());
-                group.batch.insert(key, fps.concat());
+                let mut value = Vec::with_capacity(1 + fps.len() * 20);
+                value.push(keys::JOURNAL_VERSION);
+                for fp in fps {
+                    value.extend_from_slice(fp);
+                }
+                group.batch.insert(key, value);
             }
+            journal = Some(self.next_group);
             self.next_group += 1;
         }
         for (name, value) in self.counters.take_dirty() {
             group.batch.insert(
                 keys::with_prefix(keys::COUNTER, name.as_bytes()),
-                &value.to_le_bytes(),
+                &keys::versioned_u64(value),
             );
         }
         group.batch.insert(keys::META, records::encode(&self.meta));
@@ -418,6 +431,7 @@ impl State {
             touched_hosts: group.touched_hosts,
             pages: group.pages,
             items_end: self.next_item,
+            journal,
         });
         Ok(true)
     }
@@ -471,6 +485,9 @@ impl State {
         if self.sealed.as_ref().is_some_and(|s| s.seq == flushed.seq)
             && let Some(group) = self.sealed.take()
         {
+            if !group.fingerprints.is_empty() {
+                crash::point("bloom.set");
+            }
             for chunk in group.fingerprints.chunks(WARM_CHUNK) {
                 self.bloom.warm(chunk);
                 for fp in chunk {
@@ -480,8 +497,10 @@ impl State {
             if self.dedup == DedupMode::Exact {
                 self.exact.recent.extend(group.fingerprints.iter().copied());
             }
-            self.checkpoint_pending |= !group.fingerprints.is_empty();
             self.journaled += group.fingerprints.len() as u64;
+            if let Some(journal) = group.journal {
+                self.journal_end = journal + 1;
+            }
             for (host_id, _, key) in &group.completed {
                 if let Some(queue) = self.hosts.get_mut(host_id)
                     && queue.leased.remove(key)
@@ -507,48 +526,27 @@ impl State {
         }
     }
 
-    /// Commits, msyncs the Bloom map, then truncates the journal it covers.
-    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
-        self.commit()?;
-        if !self.checkpoint_pending {
-            return Ok(());
-        }
-        self.bloom.flush()?;
-        let mut batch = sled::Batch::default();
-        if self.dedup == DedupMode::Exact {
-            self.seal_exact(&mut batch)?;
-        }
-        for entry in self.db.scan_prefix([keys::JOURNAL]) {
-            let (key, _) = entry.map_err(|e| self.db_error(e))?;
-            batch.remove(key);
-        }
-        self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
-        self.db.flush().map_err(|e| self.db_error(e))?;
-        self.sealed_exact();
-        self.checkpoint_pending = false;
-        self.journaled = 0;
-        self.last_checkpoint = Instant::now();
-        Ok(())
-    }
-
-    /// True when a checkpoint should run (see [`super::CHECKPOINT_EVERY`]).
-    pub fn checkpoint_due(&self) -> bool {
-        self.checkpoint_pending
-            && (self.journaled >= super::CHECKPOINT_MAX_JOURNALED
-                || self.last_checkpoint.elapsed() >= super::CHECKPOINT_EVERY)
-    }
-
     /// Sets the bits of every journaled fingerprint; returns the next group number.
     pub(super) fn replay_journal(&mut self) -> Result<u64, StoreError> {
         let mut next = 0;
+        crash::point("open.replay");
         for entry in self.db.scan_prefix([keys::JOURNAL]) {
             let (key, value) = entry.map_err(|e| self.db_error(e))?;
             let seq = keys::u64_after_prefix(&key)
                 .ok_or_else(|| self.corrupt("journal", &key, "short key"))?;
-            if value.len() % 20 != 0 {
-                return Err(self.corrupt("journal", &key, "length is not a multiple of 20"));
-            }
-            for chunk in value.chunks_exact(20) {
+            let body = match value.len() % 20 {
+                // Written before journal entries had a version byte.
+                0 => &value[..],
+                1 if value[0] == keys::JOURNAL_VERSION => &value[1..],
+                _ => {
+                    return Err(self.corrupt(
+                        "journal",
+                        &key,
+                        "length is not a version byte and a multiple of 20",
+                    ));
+                }
+            };
+            for chunk in body.chunks_exact(20) {
                 let mut fp = [0u8; 20];
                 fp.copy_from_slice(chunk);
                 self.bloom.insert(&fp);
@@ -556,8 +554,7 @@ impl State {
                     self.exact.recent.insert(fp);
                 }
             }
-            self.checkpoint_pending = true;
-            self.journaled += (value.len() / 20) as u64;
+            self.journaled += (body.len() / 20) as u64;
             next = seq + 1;
         }
         Ok(next)

@@ -38,6 +38,7 @@ pub struct Status {
 /// Writes `status` atomically into `dir`.
 pub fn write(dir: &Path, status: &Status) -> std::io::Result<()> {
     let tmp = dir.join(".status.json.tmp");
+    super::crash::point("status.write");
     let mut file = fs::File::create(&tmp)?;
     serde_json::to_writer(&mut file, status)?;
     file.write_all(b"\n")?;
@@ -47,6 +48,7 @@ pub fn write(dir: &Path, status: &Status) -> std::io::Result<()> {
 
 /// Removes the status file (at the end of a crawl).
 pub fn remove(dir: &Path) {
+    super::crash::point("status.remove");
     let _ = fs::remove_file(dir.join(STATUS_FILE));
 }
 

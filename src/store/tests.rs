@@ -1,5 +1,7 @@
 //! Unit tests of the state: frontier order, leases, dedup, recovery, errors.
 
+use std::fs;
+
 use super::*;
 use crate::item::Item;
 use crate::request::Request;

@@ -1,0 +1,215 @@
+//! Named crash points: every step at which the state writes or syncs has a name,
+//! and a test can make the process abort exactly there.
+//!
+//! With `LEGCRAWL_CRASH_AT=NAME:N` in the environment the process calls
+//! [`std::process::abort`] at the `N`th time it reaches the point `NAME` (counted
+//! from 1 in this process). For the disk, an abort is the same as `kill -9`: what
+//! was written stays in the page cache, what was not is lost, no destructor runs.
+//! With `LEGCRAWL_CRASH_TRACE=FILE`, each point reached appends its name to `FILE`
+//! (one line per hit), so a suite can learn how often a scenario reaches each
+//! point before it crashes there. Without either variable a point costs one
+//! atomic load.
+//!
+//! [`POINTS`] is the one table of points; `tests` checks that every write or sync
+//! call of the store, the Bloom file and the output sink is preceded by a point
+//! named in it. Depends on nothing else in the crate.
+
+use std::io::Write;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One named step at which the state writes or syncs.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    /// The name given to `LEGCRAWL_CRASH_AT`.
+    pub name: &'static str,
+    /// What has happened, and what has not, when the process aborts there.
+    pub before: &'static str,
+}
+
+/// Every crash point, in the order a crawl reaches them.
+pub const POINTS: &[Point] = &[
+    Point {
+        name: "create.begin",
+        before: "a new state directory gets its `creating` marker",
+    },
+    Point {
+        name: "create.bloom",
+        before: "bloom.bin is created (after the `creating` marker)",
+    },
+    Point {
+        name: "create.meta",
+        before: "the metadata record is written and synced",
+    },
+    Point {
+        name: "create.marker",
+        before: "the final marker replaces the `creating` one",
+    },
+    Point {
+        name: "open.replay",
+        before: "the journal left by the last run sets its Bloom bits again, on open",
+    },
+    Point {
+        name: "run.close_dead",
+        before: "runs left running by a dead process are marked killed",
+    },
+    Point {
+        name: "run.begin",
+        before: "the new run's record is written and synced",
+    },
+    Point {
+        name: "output.watermark",
+        before: "an --output file's first item number is recorded",
+    },
+    Point {
+        name: "cycle.start",
+        before: "the batch holding a new cycle's start time is committed",
+    },
+    Point {
+        name: "group.apply",
+        before: "a sealed group's batch (queue, items, journal, page records, robots, blocked, counters) is applied",
+    },
+    Point {
+        name: "group.sync",
+        before: "an applied group is synced to disk",
+    },
+    Point {
+        name: "bloom.set",
+        before: "a durable group's fingerprints set their Bloom bits (leases still held, output not written)",
+    },
+    Point {
+        name: "output.truncate",
+        before: "a torn last line of the --output file is cut off, on open",
+    },
+    Point {
+        name: "output.append",
+        before: "durable items are appended to the --output file",
+    },
+    Point {
+        name: "status.write",
+        before: "status.json is replaced",
+    },
+    Point {
+        name: "checkpoint.gc",
+        before: "the chunks of exact runs no index references (merged, or orphaned by a crash) are removed",
+    },
+    Point {
+        name: "checkpoint.msync",
+        before: "the Bloom bits of durable groups are synced",
+    },
+    Point {
+        name: "checkpoint.run",
+        before: "a batch of a new exact run's chunks is written (not referenced yet)",
+    },
+    Point {
+        name: "checkpoint.index",
+        before: "the run index switches to the new run and the journal it covers is removed, in one batch",
+    },
+    Point {
+        name: "checkpoint.sync",
+        before: "the checkpoint's batches are synced",
+    },
+    Point {
+        name: "checkpoint.header",
+        before: "the Bloom header is marked clean with its ones count",
+    },
+    Point {
+        name: "run.end",
+        before: "the run's end record is written",
+    },
+    Point {
+        name: "status.remove",
+        before: "status.json is removed at the end of a crawl",
+    },
+];
+
+/// The environment variable naming a point and a hit count.
+pub const CRASH_AT_ENV: &str = "LEGCRAWL_CRASH_AT";
+/// The environment variable naming a file that records every hit.
+pub const TRACE_ENV: &str = "LEGCRAWL_CRASH_TRACE";
+
+struct Plan {
+    /// `(point, hit)` to abort at.
+    abort_at: Option<(String, u64)>,
+    /// Hits of that point so far.
+    hits: AtomicU64,
+    /// Where hits are recorded.
+    trace: Option<std::sync::Mutex<std::fs::File>>,
+}
+
+fn plan() -> Option<&'static Plan> {
+    static PLAN: OnceLock<Option<Plan>> = OnceLock::new();
+    PLAN.get_or_init(read_plan).as_ref()
+}
+
+fn read_plan() -> Option<Plan> {
+    let abort_at = std::env::var(CRASH_AT_ENV).ok().and_then(|spec| {
+        let parsed = parse(&spec);
+        if parsed.is_none() {
+            // A mistyped plan must not pass for a crash that did not happen.
+            let _ = writeln!(
+                std::io::stderr(),
+                "legcrawl: ignoring {CRASH_AT_ENV}={spec:?}: expected NAME:N with NAME one of the crash points"
+            );
+        }
+        parsed
+    });
+    let trace = std::env::var_os(TRACE_ENV).and_then(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+            .map(std::sync::Mutex::new)
+    });
+    (abort_at.is_some() || trace.is_some()).then(|| Plan {
+        abort_at,
+        hits: AtomicU64::new(0),
+        trace,
+    })
+}
+
+/// `NAME:N` (N ≥ 1, NAME in [`POINTS`]), or `NAME` for the first hit.
+fn parse(spec: &str) -> Option<(String, u64)> {
+    let (name, hit) = match spec.rsplit_once(':') {
+        Some((name, n)) => (name, n.parse().ok().filter(|&n| n >= 1)?),
+        None => (spec, 1),
+    };
+    POINTS
+        .iter()
+        .any(|p| p.name == name)
+        .then(|| (name.to_owned(), hit))
+}
+
+/// Reached the point `name` (one of [`POINTS`]): aborts if the environment asks
+/// for this hit of it, records the hit if a trace is asked for.
+#[inline]
+pub fn point(name: &'static str) {
+    debug_assert!(
+        POINTS.iter().any(|p| p.name == name),
+        "crash point {name} is not in POINTS"
+    );
+    if let Some(plan) = plan() {
+        hit(plan, name);
+    }
+}
+
+#[cold]
+fn hit(plan: &Plan, name: &'static str) {
+    if let Some(trace) = &plan.trace
+        && let Ok(mut file) = trace.lock()
+    {
+        let _ = writeln!(file, "{name}");
+    }
+    if let Some((at, n)) = &plan.abort_at
+        && at == name
+        && plan.hits.fetch_add(1, Ordering::SeqCst) + 1 == *n
+    {
+        let _ = writeln!(std::io::stderr(), "legcrawl: crash point {name}:{n}");
+        std::process::abort();
+    }
+}
+
+#[cfg(test)]
+#[path = "crash_tests.rs"]
+mod tests;

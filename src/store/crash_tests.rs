@@ -1,0 +1,133 @@
+//! The crash-point table is complete: every call that writes or syncs the state
+//! (sled batches and flushes, the Bloom map, files of the state directory, the
+//! output sink) is preceded, in its function, by a named point of [`POINTS`], or
+//! says on the line before which caller's point covers it.
+
+use super::{POINTS, parse};
+
+/// The files that write or sync the state, with their text.
+const SOURCES: &[(&str, &str)] = &[
+    ("store/mod.rs", include_str!("mod.rs")),
+    ("store/seen.rs", include_str!("seen.rs")),
+    ("store/exact.rs", include_str!("exact.rs")),
+    ("store/checkpoint.rs", include_str!("checkpoint.rs")),
+    ("store/frontier.rs", include_str!("frontier.rs")),
+    ("store/pages.rs", include_str!("pages.rs")),
+    ("store/robots.rs", include_str!("robots.rs")),
+    ("store/output.rs", include_str!("output.rs")),
+    ("store/status.rs", include_str!("status.rs")),
+    ("store/views.rs", include_str!("views.rs")),
+    ("store/dir.rs", include_str!("dir.rs")),
+    ("bloom/file.rs", include_str!("../bloom/file.rs")),
+    ("engine/sink.rs", include_str!("../engine/sink.rs")),
+];
+
+/// Calls that write or sync something of the state.
+const WRITES: &[&str] = &[
+    ".apply_batch(",
+    "db.flush()",
+    "db.insert(",
+    "db.remove(",
+    ".flush_range(",
+    ".sync_all()",
+    ".sync_data()",
+    "fs::write(",
+    "fs::rename(",
+    "fs::remove_file(",
+    "fs::remove_dir_all(",
+    ".set_len(",
+    ".write_all(",
+    "self.bloom.insert(",
+];
+
+/// The crash points named in `text` (`crash::point("NAME")`).
+fn named_points(text: &str) -> Vec<&str> {
+    text.match_indices("crash::point(\"")
+        .filter_map(|(at, pattern)| {
+            let rest = &text[at + pattern.len()..];
+            rest.find('"').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+/// True when the function around line `at` reaches a crash point before it, or
+/// a comment above it in the function names the caller's point that covers it
+/// (`// crash point: NAME, ...`).
+fn covered(lines: &[&str], at: usize) -> bool {
+    for line in lines[..=at].iter().rev() {
+        if line.contains("crash::point(") || line.trim_start().starts_with("// crash point:") {
+            return true;
+        }
+        let code = line.trim_start();
+        if code.starts_with("fn ") || code.starts_with("pub fn ") || code.contains(" fn ") {
+            return false;
+        }
+    }
+    false
+}
+
+#[test]
+fn every_write_or_sync_of_the_state_has_a_crash_point() {
+    let mut missing = Vec::new();
+    for (file, text) in SOURCES {
+        // Unit tests below `#[cfg(test)]` write freely.
+        let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+        let lines: Vec<&str> = code.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let doc = line.trim_start().starts_with("//");
+            if !doc && WRITES.iter().any(|w| line.contains(w)) && !covered(&lines, n) {
+                missing.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "writes without a crash point:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn every_named_point_is_in_the_table_and_every_entry_is_used() {
+    let mut used = Vec::new();
+    for (file, text) in SOURCES {
+        for name in named_points(text) {
+            assert!(
+                POINTS.iter().any(|p| p.name == name),
+                "{file} names crash point {name}, which is not in POINTS"
+            );
+            used.push(name);
+        }
+        for line in text.lines() {
+            if let Some(name) = line.trim_start().strip_prefix("// crash point: ") {
+                let names = name.split(" (").next().unwrap_or_default();
+                for name in names.split(", ") {
+                    assert!(
+                        POINTS.iter().any(|p| p.name == name),
+                        "{file} refers to crash point {name}, which is not in POINTS"
+                    );
+                }
+            }
+        }
+    }
+    for point in POINTS {
+        assert!(
+            used.contains(&point.name),
+            "crash point {} is in POINTS but never reached by the code",
+            point.name
+        );
+    }
+    let mut names: Vec<&str> = POINTS.iter().map(|p| p.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), POINTS.len(), "point names are unique");
+}
+
+#[test]
+fn plans_name_a_known_point_and_a_hit_from_one() {
+    assert_eq!(parse("group.apply:3"), Some(("group.apply".into(), 3)));
+    assert_eq!(parse("run.begin"), Some(("run.begin".into(), 1)));
+    assert_eq!(parse("group.apply:0"), None);
+    assert_eq!(parse("nosuch.point:1"), None);
+    assert_eq!(parse("group.apply:x"), None);
+}

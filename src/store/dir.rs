@@ -1,0 +1,211 @@
+//! The state directory itself: its lock, its marker, and how a new one is made.
+//!
+//! Every open takes an exclusive `flock` on the directory before it reads or
+//! writes anything in it, creation included, so two crawls started at the same
+//! moment on a new `--data` cannot both run: the second finds the state busy.
+//!
+//! A directory is legcrawl state when it holds the marker file ([`MARKER_FILE`]).
+//! Creation writes a *creating* marker first, then `db/` and `bloom.bin`, then
+//! replaces the marker with the final one: a directory whose marker still says
+//! *creating* holds nothing of value and is created again by the next crawl. A
+//! directory with `db/` or `bloom.bin` but no marker at all is refused, untouched:
+//! nothing here ever deletes what it did not create. Depends on nothing but the
+//! crash points.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::{MARKER_FILE, STATE_FORMAT, StoreError, crash};
+
+/// Attempts to take a lock before a state counts as busy: a process that just
+/// closed the state may release its locks a moment after it returns.
+pub(super) const LOCK_ATTEMPTS: u32 = 10;
+/// Wait between two attempts.
+pub(super) const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The exclusive lock on a state directory, held as long as the state is open.
+#[derive(Debug)]
+pub(super) struct DirLock {
+    _dir: File,
+}
+
+/// What [`prepare`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Found {
+    /// A complete state.
+    State,
+    /// Nothing yet (or an interrupted creation, cleared): create the state.
+    Create,
+}
+
+/// The marker of a complete state of this build's format.
+pub(super) fn marker_text() -> String {
+    format!("legcrawl state format {STATE_FORMAT}\n")
+}
+
+/// The marker a creation writes before anything else.
+fn creating_text() -> String {
+    format!("legcrawl state format {STATE_FORMAT} (creating)\n")
+}
+
+/// Locks `dir` and says whether it holds a state or a state must be created
+/// (only with `create`; the directory is made then). Reads never delete.
+pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), StoreError> {
+    let io_err = |source| StoreError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    match fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => {
+            return Err(StoreError::NotADirectory {
+                path: dir.to_owned(),
+            });
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+            fs::create_dir_all(dir).map_err(io_err)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(StoreError::Missing {
+                path: dir.to_owned(),
+            });
+        }
+        Err(e) => return Err(io_err(e)),
+    }
+    let lock = lock(dir)?;
+    let marker = dir.join(MARKER_FILE);
+    let found = match fs::read_to_string(&marker) {
+        Ok(text) if text == marker_text() => Found::State,
+        Ok(text) if text == creating_text() => {
+            if !create {
+                return Err(StoreError::Incomplete {
+                    path: dir.to_owned(),
+                });
+            }
+            // Only what an interrupted creation writes; it held no crawl yet.
+            clear_partial(dir).map_err(io_err)?;
+            Found::Create
+        }
+        Ok(text) => {
+            return Err(StoreError::Format {
+                path: dir.to_owned(),
+                found: text.trim().to_owned(),
+            });
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            check_unmarked(dir)?;
+            if !create {
+                return Err(StoreError::Missing {
+                    path: dir.to_owned(),
+                });
+            }
+            Found::Create
+        }
+        Err(e) => return Err(io_err(e)),
+    };
+    Ok((lock, found))
+}
+
+/// Takes the directory's exclusive lock, retrying briefly before it is busy.
+fn lock(dir: &Path) -> Result<DirLock, StoreError> {
+    let file = File::open(dir).map_err(|source| StoreError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    for attempt in 1..=LOCK_ATTEMPTS {
+        match file.try_lock() {
+            Ok(()) => return Ok(DirLock { _dir: file }),
+            Err(fs::TryLockError::WouldBlock) if attempt < LOCK_ATTEMPTS => {
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(fs::TryLockError::WouldBlock) => break,
+            Err(fs::TryLockError::Error(source)) => {
+                return Err(StoreError::Io {
+                    path: dir.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    Err(StoreError::Busy {
+        path: dir.to_owned(),
+    })
+}
+
+/// An unmarked directory is new only when empty; with a database in it, it is a
+/// state that lost its marker, and anything else is not ours.
+fn check_unmarked(dir: &Path) -> Result<(), StoreError> {
+    let entries = fs::read_dir(dir).map_err(|source| StoreError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut other = false;
+    for entry in entries {
+        let entry = entry.map_err(|source| StoreError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        match entry.file_name().to_str() {
+            Some("db") | Some("bloom.bin") => {
+                return Err(StoreError::Unmarked {
+                    path: dir.to_owned(),
+                });
+            }
+            _ => other = true,
+        }
+    }
+    if other {
+        return Err(StoreError::NotState {
+            path: dir.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Removes what an interrupted creation may have left: `db/` and `bloom.bin`.
+fn clear_partial(dir: &Path) -> io::Result<()> {
+    let db = dir.join("db");
+    // crash point: create.begin (the next one: this clears a creation that never finished)
+    if db.exists() {
+        fs::remove_dir_all(&db)?;
+    }
+    match fs::remove_file(dir.join("bloom.bin")) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Writes the *creating* marker: the first thing a creation writes.
+pub(super) fn mark_creating(dir: &Path) -> Result<(), StoreError> {
+    crash::point("create.begin");
+    write_marker(dir, &creating_text())
+}
+
+/// Writes the final marker: the last thing a creation writes.
+pub(super) fn mark_complete(dir: &Path) -> Result<(), StoreError> {
+    crash::point("create.marker");
+    write_marker(dir, &marker_text())
+}
+
+/// Replaces the marker atomically (temporary file, sync, rename, sync the directory).
+fn write_marker(dir: &Path, text: &str) -> Result<(), StoreError> {
+    let marker = dir.join(MARKER_FILE);
+    let tmp = dir.join(".LEGCRAWL.tmp");
+    // crash point: create.begin, create.marker (the callers')
+    let written = (|| {
+        let mut file = File::create(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&tmp, &marker)?;
+        File::open(dir)?.sync_all()
+    })();
+    written.map_err(|source| StoreError::Io {
+        path: marker,
+        source,
+    })
+}
+
+#[cfg(test)]
+#[path = "dir_tests.rs"]
+mod tests;
