@@ -3,6 +3,7 @@
 //! Run with `cargo test --release --test it`.
 
 mod config;
+mod crash_points;
 mod crash_store;
 mod crawl;
 mod examples;

@@ -1,0 +1,395 @@
+//! The crash-point suite: the real binary aborts at every named crash point of
+//! the state (`legcrawl::store::crash::POINTS`), at its first hit and at a later
+//! one, and every time the crawl is resumed until done and checked exactly.
+//!
+//! The scenario is two crawls of an in-process site with `--output`, frequent
+//! checkpoints (`--checkpoint-every`) and `--revisit-after 0`: phase A (a new
+//! state, the first cycle) and phase B (the next run: a new cycle that fetches
+//! every page again). A probe run of the whole scenario with
+//! `LEGCRAWL_CRASH_TRACE` first learns which phase reaches each point and how
+//! often; the suite fails if a point of the table is never reached. Then, in
+//! each phase that reaches a point, at its first hit and (if the phase reaches
+//! it again) at a later one, the scenario runs with `LEGCRAWL_CRASH_AT=POINT:HIT`
+//! in that phase, and after the abort:
+//! - every `dump` view reads the state (or, for a creation cut short, says so in
+//!   one line with exit 2, leaving the directory as it was);
+//! - the Bloom bits never claim a URL the durable frontier does not know, and
+//!   every URL the exact set knows is completed or queued (invariant 2);
+//! - a torn line is appended to the output file, as a crash inside a write
+//!   would leave it;
+//!
+//! and when both phases are done: the items, and the output file's lines, are
+//! the site's pages exactly once (invariant 1), and the pages were fetched at
+//! most once per cycle plus `concurrency + GROUP_MAX_PAGES` per crash
+//! (invariant 3).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use legcrawl::store::crash::{CRASH_AT_ENV, POINTS, TRACE_ENV};
+use legcrawl::store::{GROUP_MAX_PAGES, OpenOptions, State};
+
+use crate::support::cli::{self, item_path, legcrawl};
+use crate::support::{Site, TestServer, handler};
+
+const PAGES: usize = 300;
+const CONCURRENCY: u64 = 4;
+const LIMIT: Duration = Duration::from_secs(60);
+/// Scenarios run at once.
+const THREADS: usize = 3;
+
+/// One site and server, and a fresh state directory.
+struct Scenario {
+    site: Site,
+    server: TestServer,
+    data: tempfile::TempDir,
+}
+
+impl Scenario {
+    fn new() -> Scenario {
+        let site = Site::generate(PAGES, 21);
+        let inner = site.handler();
+        // A little latency spreads the crawl over several groups and checkpoints.
+        let server = TestServer::start(handler(move |req| {
+            inner(req).delay(Duration::from_millis(1))
+        }));
+        Scenario {
+            site,
+            server,
+            data: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn output(&self) -> std::path::PathBuf {
+        self.data.path().join("out.jsonl")
+    }
+
+    fn state(&self) -> std::path::PathBuf {
+        self.data.path().join("state")
+    }
+
+    fn crawl(&self) -> Command {
+        let seed = self.server.url("/");
+        let output = self.output();
+        let mut cmd = legcrawl(
+            &self.state(),
+            &[
+                "crawl",
+                &seed,
+                "--bloom-bits",
+                "20",
+                "--concurrency",
+                "4",
+                "--per-host",
+                "4",
+                "--checkpoint-every",
+                "0.02",
+                "--revisit-after",
+                "0",
+                "--output",
+                output.to_str().expect("UTF-8 temp path"),
+            ],
+        );
+        cmd.stdout(std::process::Stdio::null());
+        cmd
+    }
+}
+
+/// How often each point was reached in phase A and in phase B of a clean run.
+fn probe() -> [BTreeMap<String, u64>; 2] {
+    let scenario = Scenario::new();
+    let mut counts = [BTreeMap::new(), BTreeMap::new()];
+    for (phase, counts) in counts.iter_mut().enumerate() {
+        let trace = scenario.data.path().join(format!("trace-{phase}"));
+        let mut cmd = scenario.crawl();
+        cmd.env(TRACE_ENV, &trace);
+        let out = cli::run(cmd, LIMIT);
+        assert!(
+            out.status.success(),
+            "probe phase {phase}: {}",
+            stderr(&out)
+        );
+        for name in std::fs::read_to_string(&trace).unwrap_or_default().lines() {
+            *counts.entry(name.to_owned()).or_insert(0) += 1;
+        }
+        if phase == 0 {
+            // What a crash inside a write of the output leaves, so the second
+            // phase reaches the point that cuts it.
+            tear(&scenario.output());
+        }
+    }
+    counts
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Appends half a line to the output file, if there is one.
+fn tear(output: &Path) {
+    if let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(output) {
+        file.write_all(b"{\"url\":\"http://torn")
+            .expect("append a torn line");
+    }
+}
+
+/// One crash at `point:hit` in `phase`; returns whether the process aborted there.
+fn crash_run(scenario: &Scenario, point: &str, hit: u64) -> bool {
+    let mut cmd = scenario.crawl();
+    cmd.env(CRASH_AT_ENV, format!("{point}:{hit}"));
+    let out = cli::run(cmd, LIMIT);
+    if out.status.success() {
+        return false;
+    }
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{point}:{hit}: expected an abort, got {}: {}",
+        out.status,
+        stderr(&out)
+    );
+    true
+}
+
+/// After a crash: every view reads the state, and invariant 2 holds.
+fn check_after_crash(scenario: &Scenario, point: &str) {
+    let state = scenario.state();
+    let seed = scenario.server.url("/");
+    let views: [&[&str]; 6] = [
+        &["dump", "summary", "--json"],
+        &["dump", "items"],
+        &["dump", "frontier"],
+        &["dump", "runs"],
+        &["dump", "pages"],
+        &["dump", "seen", &seed],
+    ];
+    let marker = std::fs::read_to_string(state.join("LEGCRAWL")).unwrap_or_default();
+    let complete = !marker.is_empty() && !marker.contains("creating");
+    if complete {
+        for view in views {
+            let out = cli::run(legcrawl(&state, view), LIMIT);
+            assert!(
+                out.status.success(),
+                "after a crash at {point}: `{}` failed: {}",
+                view.join(" "),
+                stderr(&out)
+            );
+        }
+        check_seen_set(scenario, point);
+    } else {
+        // A creation cut short: readers say so and delete nothing.
+        let before = listing(&state);
+        let out = cli::run(legcrawl(&state, views[0]), LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{point}: {}", stderr(&out));
+        let message = stderr(&out);
+        assert!(
+            message.contains("interrupted") || message.contains("no legcrawl state"),
+            "{point}: {message}"
+        );
+        assert_eq!(
+            message.trim().lines().count(),
+            1,
+            "{point}: one line: {message}"
+        );
+        assert_eq!(
+            listing(&state),
+            before,
+            "{point}: a reader deleted something"
+        );
+    }
+}
+
+/// Every file under `dir`, sorted (nothing when it does not exist).
+fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            stack.push(entry.path());
+            out.push(entry.path().display().to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Invariant 2, read through the library: the Bloom bits never run ahead of
+/// the exact set, and what the exact set knows is completed or queued.
+fn check_seen_set(scenario: &Scenario, point: &str) {
+    let state = State::open(&scenario.state(), &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("after a crash at {point}: open: {e}"));
+    let mut completed = HashSet::new();
+    state
+        .for_each_item(0, |_, text| {
+            let item: serde_json::Value = serde_json::from_str(text).expect("item JSON");
+            completed.insert(item_path(&item));
+            true
+        })
+        .expect("items");
+    let queued: HashSet<String> = state
+        .frontier_head(usize::MAX)
+        .expect("frontier")
+        .into_iter()
+        .map(|e| e.request.url)
+        .collect();
+    for path in scenario.site.reachable() {
+        let url = scenario.server.url(&path);
+        let answer = state.seen_answer(&url, &[]).expect("seen lookup");
+        // 2^20 bits hold these few hundred keys with a false-positive rate
+        // near 1e-20: a Bloom "maybe" the exact set denies means bits ran ahead.
+        assert!(
+            !answer.bloom || answer.exact == Some(true),
+            "after a crash at {point}: Bloom bits ran ahead of the durable frontier for {url}"
+        );
+        if answer.exact == Some(true) {
+            assert!(
+                completed.contains(&path) || queued.contains(&url),
+                "after a crash at {point}: {url} is seen but neither completed nor queued"
+            );
+        }
+    }
+}
+
+/// Runs the phase's command once more: after a crash it must finish the phase.
+fn finish_phase(scenario: &Scenario, point: &str) {
+    let out = cli::run(scenario.crawl(), LIMIT);
+    assert!(
+        out.status.success(),
+        "after a crash at {point}: the resumed crawl failed ({}): {}",
+        out.status,
+        stderr(&out)
+    );
+}
+
+/// The whole scenario with one crash at `point:hit` in `phase` (0 or 1).
+fn scenario_with_crash(point: &str, hit: u64, phase: usize) -> Result<(), String> {
+    let scenario = Scenario::new();
+    let mut crashes = 0;
+    for current in 0..2 {
+        if current == phase {
+            if !crash_run(&scenario, point, hit) {
+                return Err(format!("{point}:{hit} was not reached in phase {phase}"));
+            }
+            crashes += 1;
+            check_after_crash(&scenario, point);
+            tear(&scenario.output());
+        }
+        finish_phase(&scenario, point);
+        if current == 0 && phase == 1 {
+            tear(&scenario.output());
+        }
+    }
+    check_done(&scenario, point, crashes);
+    Ok(())
+}
+
+/// Invariants 1 and 3 once both phases are done.
+fn check_done(scenario: &Scenario, point: &str, crashes: u64) {
+    let expected = scenario.site.reachable();
+    let items: Vec<String> = cli::dump_items(&scenario.state())
+        .iter()
+        .map(item_path)
+        .collect();
+    assert_each_once(&items, &expected, &format!("{point}: items"));
+    let lines = cli::parse_lines(&std::fs::read(scenario.output()).expect("output file"));
+    let lines: Vec<String> = lines.iter().map(item_path).collect();
+    assert_each_once(&lines, &expected, &format!("{point}: output lines"));
+    let state = State::open(&scenario.state(), &OpenOptions::default()).expect("open");
+    let cycles: u64 = state
+        .runs()
+        .expect("runs")
+        .iter()
+        .map(|run| run.counters.get("cycle/started").copied().unwrap_or(0))
+        .sum();
+    let pages = expected.len() as u64;
+    let fetches: u64 = expected.iter().map(|p| scenario.server.hits(p)).sum();
+    let bound = cycles * pages + crashes * (CONCURRENCY + GROUP_MAX_PAGES as u64);
+    assert!(
+        fetches <= bound,
+        "{point}: {fetches} fetches for {pages} pages in {cycles} cycles exceeds {bound}"
+    );
+}
+
+fn assert_each_once(paths: &[String], expected: &BTreeSet<String>, what: &str) {
+    let mut seen = BTreeSet::new();
+    let twice: Vec<&String> = paths.iter().filter(|p| !seen.insert(*p)).collect();
+    assert!(twice.is_empty(), "{what}: stored more than once: {twice:?}");
+    let got: BTreeSet<String> = paths.iter().cloned().collect();
+    let missing: Vec<_> = expected.difference(&got).take(5).collect();
+    let extra: Vec<_> = got.difference(expected).take(5).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: missing {missing:?}, unexpected {extra:?}"
+    );
+}
+
+#[test]
+fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
+    let counts = probe();
+    // Each point at its first hit and at a later one, in each phase that
+    // reaches it (a point reached once per run gets its later hit in phase B).
+    let mut plan = Vec::new();
+    for (phase, counts) in counts.iter().enumerate() {
+        for (name, &hits) in counts {
+            let name = POINTS
+                .iter()
+                .find(|p| p.name == name)
+                .unwrap_or_else(|| panic!("the trace names {name}, not in POINTS"))
+                .name;
+            plan.push((name, 1, phase));
+            if hits >= 2 {
+                plan.push((name, (hits / 2).max(2), phase));
+            }
+        }
+    }
+    let unreached: Vec<&str> = POINTS
+        .iter()
+        .map(|p| p.name)
+        .filter(|name| !counts.iter().any(|c| c.contains_key(*name)))
+        .collect();
+    assert!(
+        unreached.is_empty(),
+        "crash points the scenario never reaches: {unreached:?} (probe: {counts:?})"
+    );
+    eprintln!(
+        "crash-point suite: {} crashes over {} points",
+        plan.len(),
+        POINTS.len()
+    );
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..THREADS {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(&(point, hit, phase)) = plan.get(i) else {
+                        break;
+                    };
+                    // A later hit depends on timing (groups, checkpoints): when
+                    // a run does not reach it, the second hit stands in for it.
+                    let result = scenario_with_crash(point, hit, phase).or_else(|_| {
+                        if hit > 2 {
+                            scenario_with_crash(point, 2, phase)
+                        } else {
+                            Err(format!("{point}:{hit} was not reached in phase {phase}"))
+                        }
+                    });
+                    match result {
+                        Ok(()) => eprintln!("crash at {point}:{hit} (phase {phase}): exact"),
+                        Err(e) => failures.lock().expect("failures").push(e),
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().expect("failures");
+    assert!(failures.is_empty(), "{failures:#?}");
+}
