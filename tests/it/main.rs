@@ -8,6 +8,7 @@ mod crawl;
 mod examples;
 mod fetch;
 mod incremental;
+mod panics;
 mod polite;
 mod robots;
 mod support;
