@@ -520,7 +520,8 @@ impl<'a> Crawl<'a> {
             self.state.record_blocked(&lease.request.url, reason)?;
         }
         let parked = self.note_robots(lease.host_id, &result);
-        self.reap();
+        // Reap finished tasks so the set does not grow with the crawl.
+        task::reap(&mut self.tasks);
         let PageResult {
             requests,
             mut items,
@@ -557,22 +558,6 @@ impl<'a> Crawl<'a> {
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
         Ok(())
-    }
-
-    /// Reaps finished tasks so the set does not grow with the crawl. A task
-    /// that failed is logged (its page's panic is already a result of its own;
-    /// this is whatever escaped that).
-    fn reap(&mut self) {
-        while let Some(joined) = self.tasks.try_join_next() {
-            match joined {
-                Ok(()) => {}
-                Err(error) if error.is_panic() => {
-                    let message = task::panic_message(error.into_panic().as_ref());
-                    tracing::error!(panic = %message, "a page task panicked");
-                }
-                Err(error) => tracing::warn!(%error, "a page task ended without finishing"),
-            }
-        }
     }
 
     /// Parks a host whose robots.txt keeps failing (see [`politeness::ROBOTS_ATTEMPTS`]);

@@ -12,7 +12,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use tokio::task::AbortHandle;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::page::{self, PageResult, RetryPolicy};
 use crate::fetch::Fetcher;
@@ -61,6 +61,21 @@ impl Job {
                 tracing::debug!(url = %request.url, %error, "page task cancelled");
                 None
             }
+        }
+    }
+}
+
+/// Takes the finished tasks out of `tasks`, logging any that failed (a page's
+/// own panic is already a result; this is whatever escaped [`Job::run`]).
+pub(super) fn reap(tasks: &mut JoinSet<()>) {
+    while let Some(joined) = tasks.try_join_next() {
+        match joined {
+            Ok(()) => {}
+            Err(error) if error.is_panic() => {
+                let message = panic_message(error.into_panic().as_ref());
+                tracing::error!(panic = %message, "a page task panicked");
+            }
+            Err(error) => tracing::warn!(%error, "a page task ended without finishing"),
         }
     }
 }
