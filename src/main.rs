@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("legcrawl: {error:#}");
+            cli::stderr::say!("legcrawl: {error:#}");
             ExitCode::from(cli::exit_code(&error))
         }
     }

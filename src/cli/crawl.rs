@@ -13,6 +13,7 @@ use legcrawl::engine::{self, RunReport};
 use legcrawl::legs::{Leg, Stack};
 use legcrawl::store::records::RunOutcome;
 
+use super::stderr::say;
 use super::{BadInput, DataArg};
 
 /// Arguments of `crawl`.
@@ -295,10 +296,10 @@ fn install_signal_handler(stop: Arc<tokio::sync::Notify>) -> anyhow::Result<()> 
     let signals = AtomicUsize::new(0);
     ctrlc::set_handler(move || {
         if signals.fetch_add(1, Ordering::SeqCst) == 0 {
-            eprintln!("legcrawl: stopping (in-flight requests get a moment to finish; Ctrl-C again to quit now)");
+            say!("legcrawl: stopping (in-flight requests get a moment to finish; Ctrl-C again to quit now)");
             stop.notify_one();
         } else {
-            eprintln!("legcrawl: quitting now; the state is consistent, uncommitted pages will be fetched again");
+            say!("legcrawl: quitting now; the state is consistent, uncommitted pages will be fetched again");
             std::process::exit(130);
         }
     })
@@ -307,7 +308,7 @@ fn install_signal_handler(stop: Arc<tokio::sync::Notify>) -> anyhow::Result<()> 
 
 fn print_report(config: &CrawlConfig, r: &RunReport) {
     let rate = r.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
-    eprintln!(
+    say!(
         "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed; {} items, {} queued, {} duplicates filtered, {} left in the frontier ({:.1} s)",
         r.run,
         if r.new_cycle { "new cycle" } else { "resumed" },
@@ -331,7 +332,7 @@ fn print_report(config: &CrawlConfig, r: &RunReport) {
         RunOutcome::Interrupted | RunOutcome::Limit | RunOutcome::Idle
     ) && r.frontier > 0
     {
-        eprintln!(
+        say!(
             "state saved in {}; resume with: legcrawl crawl --data {}",
             config.data_dir.display(),
             config.data_dir.display()

@@ -16,6 +16,8 @@ use legcrawl::request::Request;
 use legcrawl::response::Response;
 use legcrawl::robots::{RobotsCache, RobotsSettings, Verdict};
 
+use super::stderr::say;
+
 /// Redirect hops `fetch` follows.
 const MAX_REDIRECTS: usize = 10;
 
@@ -75,14 +77,14 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     if !args.ignore_robots
         && let Some(refusal) = runtime.block_on(robots_refusal(&settings, &config, &args.url))?
     {
-        eprintln!("legcrawl: {refusal}");
+        say!("legcrawl: {refusal}");
         return Ok(ExitCode::from(4));
     }
     let fetched = runtime.block_on(fetch_following(&settings, &args.url));
     let response = match fetched {
         Ok(response) => response,
         Err(error) => {
-            eprintln!("legcrawl: {error}");
+            say!("legcrawl: {error}");
             return Ok(ExitCode::from(fetch_exit_code(&error)));
         }
     };

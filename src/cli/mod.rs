@@ -12,6 +12,7 @@ mod crawl;
 mod dump;
 mod fetch;
 mod reset;
+pub mod stderr;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -132,7 +133,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     }
 }
 
-/// Logs to stderr: warnings by default, more with -v, or as RUST_LOG says.
+/// Logs to stderr: warnings by default, more with -v, or as RUST_LOG says. A
+/// log line that cannot be written (a closed pipe) is dropped, never a panic.
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {
         0 => "warn",
@@ -143,6 +145,9 @@ pub fn init_tracing(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(stderr::Quiet)
+        // Its default reports a failed write with `eprintln!`, which panics on a
+        // closed stderr.
+        .log_internal_errors(false)
         .init();
 }

@@ -1,11 +1,12 @@
 //! `legcrawl reset`: delete a state (scrapy-redis `SCHEDULER_PERSIST=False`, made explicit).
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use legcrawl::store::{self, StoreError};
 
+use super::stderr::{self, say};
 use super::{BadInput, DataArg};
 
 /// Arguments of `reset`.
@@ -28,23 +29,22 @@ pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
             ))
             .into());
         }
-        eprint!(
+        stderr::prompt(format_args!(
             "Delete the crawl state in {}? Type 'yes' to confirm: ",
             dir.display()
-        );
-        std::io::stderr().flush().ok();
+        ));
         let mut answer = String::new();
         std::io::stdin()
             .lock()
             .read_line(&mut answer)
             .context("reading the confirmation")?;
         if answer.trim() != "yes" {
-            eprintln!("Not reset.");
+            say!("Not reset.");
             return Ok(ExitCode::from(1));
         }
     }
     delete_state(dir)?;
-    eprintln!("Reset {}.", dir.display());
+    say!("Reset {}.", dir.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,7 +3,8 @@
 //! One task owns the [`State`] and is the only writer: it leases up to
 //! `concurrency` requests — host by host, as far as [`politeness::Politeness`]
 //! allows — spawns a task per request ([`page::process`]: robots.txt, fetch, then
-//! legs), and completes each result into the open group, committing a group
+//! legs; a panic there comes back as a failed page, see `task`), and completes
+//! each result into the open group, committing a group
 //! every 64 pages or 20 ms (or at once when nothing else can be leased). New
 //! requests pass the [`scope::Scope`] and then the seen set — dedup happens only
 //! here, never in legs.
@@ -28,6 +29,7 @@ mod progress;
 mod revisits;
 pub mod scope;
 pub mod sink;
+mod task;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -494,18 +496,21 @@ impl<'a> Crawl<'a> {
         };
         self.leased_this_run += 1;
         self.fetching += 1;
-        let fetcher = self.fetcher.clone();
-        let legs = Arc::clone(&self.legs);
+        let job = task::Job {
+            fetcher: self.fetcher.clone(),
+            legs: Arc::clone(&self.legs),
+            retry: self.retry,
+            robots: self.robots.clone(),
+            prior,
+        };
         let tx = self.results_tx.clone();
-        let retry = self.retry;
-        let robots = self.robots.clone();
         self.tasks.spawn(async move {
-            let request = &lease.request;
-            let result =
-                page::process(&fetcher, &legs, request, retry, robots.as_ref(), prior).await;
-            // The receiver is gone only when the loop has stopped; the lease
-            // then stays queued, which is what a stop wants.
-            let _ = tx.send((lease, result));
+            // A panic while processing comes back as a failed page.
+            if let Some(result) = job.run(&lease.request).await {
+                // The receiver is gone only when the loop has stopped; the lease
+                // then stays queued, which is what a stop wants.
+                let _ = tx.send((lease, result));
+            }
         });
         Ok(())
     }
@@ -535,7 +540,7 @@ impl<'a> Crawl<'a> {
         }
         let parked = self.note_robots(lease.host_id, &result);
         // Reap finished tasks so the set does not grow with the crawl.
-        while self.tasks.try_join_next().is_some() {}
+        task::reap(&mut self.tasks);
         let PageResult {
             requests,
             mut items,

@@ -234,6 +234,19 @@ fn fetch_failed(
     }
 }
 
+/// The result of a request whose task panicked (in the fetcher, robots.txt or a
+/// leg): recorded as a fetch that failed for good — counted as `fetch/failed`
+/// and `fetch/panicked`, no items, no requests, not queued again; a revisit's
+/// record (`prior`) is handed back so the page stays due as after a failure.
+pub fn panicked(request: &Request, message: &str, prior: Option<PageRecord>) -> PageResult {
+    tracing::error!(url = %request.url, panic = message, "processing the page panicked; recorded as failed");
+    PageResult {
+        counters: vec![("fetch/failed", 1), ("fetch/panicked", 1)],
+        prior,
+        ..PageResult::default()
+    }
+}
+
 /// The seconds of a `Retry-After` header (an HTTP date is not parsed: the
 /// default backoff applies), capped at [`MAX_RETRY_AFTER`].
 fn retry_after(response: &Response) -> Option<Duration> {

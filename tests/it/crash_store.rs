@@ -156,11 +156,7 @@ fn check_invariants(dir: &Path) -> usize {
 #[test]
 fn kill_nine_30_times_keeps_invariants() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    eprintln!("kill-moment seed {seed}");
-    let mut rng = seed;
+    let mut rng = crate::support::kill_seed("kill_nine_30_times_keeps_invariants");
     let mut progress = Vec::new();
     for round in 0..KILLS {
         let mut child = spawn_child(dir.path());

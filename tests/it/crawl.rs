@@ -172,11 +172,7 @@ fn kill_nine_thirty_times_then_exactly_the_site() {
     let data = tempfile::tempdir().unwrap();
     let output = data.path().join("out.jsonl");
     let seed = server.url("/");
-    let mut rng = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    eprintln!("kill-moment seed {rng}");
+    let mut rng = crate::support::kill_seed("kill_nine_thirty_times_then_exactly_the_site");
     let args = [
         "crawl",
         &seed,

@@ -361,11 +361,7 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     const KILLS: usize = 5;
     let data = tempfile::tempdir().unwrap();
     let (site, server) = changed_slow_site(data.path());
-    let mut rng = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    eprintln!("kill-moment seed {rng}");
+    let mut rng = crate::support::kill_seed("kill_nine_during_a_revisit_then_each_version_once");
     for round in 0..KILLS {
         let mut child = crawl_cmd(data.path(), &SLOW_ARGS)
             .stdout(Stdio::null())

@@ -2,6 +2,7 @@
 //!
 //! Run with `cargo test --release --test it`.
 
+mod closed_pipe;
 mod config;
 mod crash_points;
 mod crash_store;
@@ -9,6 +10,7 @@ mod crawl;
 mod examples;
 mod fetch;
 mod incremental;
+mod panics;
 mod polite;
 mod robots;
 mod support;

@@ -21,6 +21,26 @@ pub mod site;
 pub use server::{BodyMode, Handler, TestRequest, TestResponse, TestServer, handler};
 pub use site::Site;
 
+/// The environment variable that replays the random kill moments of a run.
+pub const KILL_SEED_VAR: &str = "LEGCRAWL_KILL_SEED";
+
+/// The seed every random kill moment of test `name` derives from (through
+/// [`splitmix64`]): `LEGCRAWL_KILL_SEED` when set, to replay a failed run,
+/// otherwise the clock. Printed to stderr (shown with the test's failure).
+pub fn kill_seed(name: &str) -> u64 {
+    let seed = match std::env::var(KILL_SEED_VAR) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{KILL_SEED_VAR}={value:?} is not a u64")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    };
+    eprintln!("{name}: kill-moment seed {seed} (replay with {KILL_SEED_VAR}={seed})");
+    seed
+}
+
 /// splitmix64: a fixed, dependency-free PRNG (kill moments, random choices).
 pub fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
