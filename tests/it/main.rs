@@ -13,4 +13,5 @@ mod incremental;
 mod panics;
 mod polite;
 mod robots;
+mod state_dir;
 mod support;

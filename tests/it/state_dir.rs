@@ -1,0 +1,130 @@
+//! The state directory as users damage it: a lost marker, two crawls started at
+//! once on a new `--data`, a file given as `--data`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::cli::{self, item_path, legcrawl};
+use crate::support::{Site, TestServer, handler};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Every path under `dir` with its length, sorted.
+fn listing(dir: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let meta = entry.metadata().expect("metadata");
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            out.push((entry.path().display().to_string(), meta.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_state_that_lost_its_marker_is_refused_by_every_command_and_kept_whole() {
+    let site = Site::generate(20, 3);
+    let server = TestServer::start(site.handler());
+    let data = tempfile::tempdir().expect("temp dir");
+    let state = data.path().join("state");
+    let seed = server.url("/");
+    let out = cli::run(legcrawl(&state, &["crawl", &seed, "--bloom-bits", "16"]), LIMIT);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_file(state.join("LEGCRAWL")).expect("remove the marker");
+    let before = listing(&state);
+    for args in [
+        &["dump", "summary"][..],
+        &["dump", "items"],
+        &["crawl", &seed, "--bloom-bits", "16"],
+        &["crawl"],
+    ] {
+        let out = cli::run(legcrawl(&state, args), LIMIT);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("no LEGCRAWL marker"), "{args:?}: {stderr}");
+        assert_eq!(listing(&state), before, "{args:?} touched the state");
+    }
+    // Putting the marker back gives the crawl back, whole.
+    std::fs::write(state.join("LEGCRAWL"), "legcrawl state format 2\n").expect("marker");
+    assert_eq!(cli::dump_items(&state).len(), site.reachable().len());
+}
+
+#[test]
+fn two_crawls_started_at_once_on_a_new_state_never_both_run() {
+    let site = Site::generate(60, 5);
+    let inner = site.handler();
+    let server = TestServer::start(handler(move |req| {
+        inner(req).delay(Duration::from_millis(15))
+    }));
+    let seed = server.url("/");
+    for trial in 0..5 {
+        let data = tempfile::tempdir().expect("temp dir");
+        let state = data.path().join("new");
+        let output = data.path().join("same.jsonl");
+        let args = [
+            "crawl",
+            &seed,
+            "--bloom-bits",
+            "16",
+            "--per-host",
+            "2",
+            "--output",
+            output.to_str().expect("UTF-8 path"),
+        ];
+        let spawn = || {
+            legcrawl(&state, &args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn legcrawl")
+        };
+        let (first, second) = (spawn(), spawn());
+        let outs = [
+            cli::wait_output(first, LIMIT),
+            cli::wait_output(second, LIMIT),
+        ];
+        let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+        let busy = outs
+            .iter()
+            .filter(|o| {
+                o.status.code() == Some(2) && String::from_utf8_lossy(&o.stderr).contains("busy")
+            })
+            .count();
+        assert_eq!(
+            (codes.iter().filter(|c| **c == Some(0)).count(), busy),
+            (1, 1),
+            "trial {trial}: one crawl runs, the other finds the state busy: {codes:?} {:?}",
+            outs.iter()
+                .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                .collect::<Vec<_>>()
+        );
+        let lines = cli::parse_lines(&std::fs::read(&output).expect("output"));
+        let paths: Vec<String> = lines.iter().map(item_path).collect();
+        let unique: BTreeSet<&String> = paths.iter().collect();
+        assert_eq!(unique.len(), paths.len(), "trial {trial}: duplicate lines");
+        assert_eq!(unique.len(), site.reachable().len());
+        let runs = cli::run(legcrawl(&state, &["dump", "runs"]), LIMIT);
+        assert!(runs.status.success());
+    }
+}
+
+#[test]
+fn a_file_given_as_data_is_named_as_a_file_and_left_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("site.toml");
+    std::fs::write(&file, "seeds = []\n").expect("write");
+    for args in [&["dump", "summary"][..], &["crawl", "http://127.0.0.1:9/"]] {
+        let out = cli::run(legcrawl(&file, args), LIMIT);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("is a file"), "{args:?}: {stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "seeds = []\n");
+}
