@@ -40,7 +40,7 @@ use legcrawl::item::Item;
 use legcrawl::request::Request;
 use legcrawl::store::records::RunOutcome;
 use legcrawl::store::{
-    Completion, Flush, Flushed, GROUP_MAX_PAGES, Lease, OpenOptions, State, StoreError,
+    Completion, Flush, GROUP_MAX_PAGES, Lease, OpenOptions, Receipt, State, StoreError,
 };
 use tempfile::TempDir;
 
@@ -123,7 +123,7 @@ struct Flusher {
     /// Flushes to run.
     todo: mpsc::Sender<Flush>,
     /// Their results.
-    done: mpsc::Receiver<Result<Flushed, StoreError>>,
+    done: mpsc::Receiver<Result<Receipt, StoreError>>,
     /// A flush was sent and its result not received yet.
     running: bool,
 }
@@ -151,21 +151,21 @@ impl Flusher {
     /// start its flush.
     fn after_completion(&mut self, state: &mut State) {
         if self.running
-            && let Ok(flushed) = self.done.try_recv()
+            && let Ok(receipt) = self.done.try_recv()
         {
             self.running = false;
-            state.durable(flushed.unwrap());
+            state.durable(receipt.unwrap());
         }
         if self.running && state.undurable_pages() >= GROUP_MAX_PAGES {
             state.durable(self.done.recv().unwrap().unwrap());
             self.running = false;
         }
-        if !self.running && state.group_due() {
-            state.seal().unwrap();
-            if let Some(flush) = state.flush_handle() {
-                self.todo.send(flush).unwrap();
-                self.running = true;
-            }
+        if !self.running
+            && state.group_due()
+            && let Some(flush) = state.seal().unwrap()
+        {
+            self.todo.send(flush).unwrap();
+            self.running = true;
         }
     }
 }

@@ -18,10 +18,10 @@
 use tokio::task::JoinHandle;
 
 use super::{Crawl, EngineError};
-use crate::store::{Checkpointed, Flushed, GROUP_MAX_PAGES, StoreError};
+use crate::store::{Checkpointed, GROUP_MAX_PAGES, Receipt, StoreError};
 
 /// The flush in flight, if any.
-pub(super) type Flushing = Option<JoinHandle<Result<Flushed, StoreError>>>;
+pub(super) type Flushing = Option<JoinHandle<Result<Receipt, StoreError>>>;
 /// The checkpoint in flight, if any.
 pub(super) type Checkpointing = Option<JoinHandle<Result<Checkpointed, StoreError>>>;
 
@@ -47,16 +47,13 @@ impl Crawl<'_> {
                 self.state.put_robots(&record.origin, &record);
             }
         }
-        let sealed = self.state.seal()?;
-        self.start_flush();
-        Ok(sealed)
-    }
-
-    fn start_flush(&mut self) {
-        if self.flushing.is_none()
-            && let Some(flush) = self.state.flush_handle()
-        {
-            self.flushing = Some(tokio::task::spawn_blocking(move || flush.run()));
+        // The state seals nothing while its sealed group's flush runs.
+        match self.state.seal()? {
+            Some(flush) => {
+                self.flushing = Some(tokio::task::spawn_blocking(move || flush.run()));
+                Ok(true)
+            }
+            None => Ok(false),
         }
     }
 
@@ -72,7 +69,7 @@ impl Crawl<'_> {
     /// forgets the group whose flush failed and the error ends the crawl.
     pub(super) fn joined(&mut self, joined: Joined) -> Result<usize, EngineError> {
         match flush_result(joined) {
-            Ok(flushed) => self.flushed(flushed),
+            Ok(receipt) => self.flushed(receipt),
             Err(error) => {
                 self.state.flush_failed();
                 Err(error)
@@ -80,10 +77,10 @@ impl Crawl<'_> {
         }
     }
 
-    /// Acts on a finished flush: leases end, items are streamed, a checkpoint
-    /// starts when one is due, and the next flush starts if groups wait for one.
-    fn flushed(&mut self, flushed: Flushed) -> Result<usize, EngineError> {
-        let outcome = self.state.durable(flushed);
+    /// Acts on a finished flush: leases end, items are streamed, and a
+    /// checkpoint starts when one is due.
+    fn flushed(&mut self, receipt: Receipt) -> Result<usize, EngineError> {
+        let outcome = self.state.durable(receipt);
         self.maybe_checkpoint()?;
         if let Some(sink) = self.sink.as_mut()
             && !outcome.items.is_empty()
@@ -91,7 +88,6 @@ impl Crawl<'_> {
             sink.catch_up(self.state)?;
         }
         self.progress.committed(self.state, outcome.pages);
-        self.start_flush();
         Ok(outcome.pages)
     }
 
@@ -151,10 +147,10 @@ impl Crawl<'_> {
 }
 
 /// What the flush task's handle yields.
-pub(super) type Joined = Result<Result<Flushed, StoreError>, tokio::task::JoinError>;
+pub(super) type Joined = Result<Result<Receipt, StoreError>, tokio::task::JoinError>;
 
 /// The flush's own result, with a panicked or cancelled flush task as an error.
-fn flush_result(joined: Joined) -> Result<Flushed, EngineError> {
+fn flush_result(joined: Joined) -> Result<Receipt, EngineError> {
     match joined {
         Ok(result) => Ok(result?),
         Err(error) => Err(EngineError::FlushTask {

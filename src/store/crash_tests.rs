@@ -9,6 +9,7 @@ use super::{POINTS, parse};
 const SOURCES: &[(&str, &str)] = &[
     ("store/mod.rs", include_str!("mod.rs")),
     ("store/seen.rs", include_str!("seen.rs")),
+    ("store/commit.rs", include_str!("commit.rs")),
     ("store/exact.rs", include_str!("exact.rs")),
     ("store/checkpoint.rs", include_str!("checkpoint.rs")),
     ("store/frontier.rs", include_str!("frontier.rs")),
@@ -18,6 +19,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/status.rs", include_str!("status.rs")),
     ("store/views.rs", include_str!("views.rs")),
     ("store/dir.rs", include_str!("dir.rs")),
+    ("store/keys.rs", include_str!("keys.rs")),
+    ("store/records.rs", include_str!("records.rs")),
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
     ("engine/sink.rs", include_str!("../engine/sink.rs")),
 ];
@@ -130,4 +133,23 @@ fn plans_name_a_known_point_and_a_hit_from_one() {
     assert_eq!(parse("group.apply:0"), None);
     assert_eq!(parse("nosuch.point:1"), None);
     assert_eq!(parse("group.apply:x"), None);
+}
+
+#[test]
+fn every_file_of_the_store_is_checked() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+    for entry in std::fs::read_dir(&dir).expect("src/store") {
+        let name = entry.expect("entry").file_name();
+        let name = name.to_string_lossy();
+        let is_test = name == "tests.rs" || name.ends_with("_tests.rs");
+        // crash.rs is the table itself (its trace file is not state).
+        if name.ends_with(".rs") && !is_test && name != "crash.rs" {
+            assert!(
+                SOURCES
+                    .iter()
+                    .any(|(file, _)| *file == format!("store/{name}")),
+                "src/store/{name} is not in the crash-point check's SOURCES"
+            );
+        }
+    }
 }

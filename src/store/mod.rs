@@ -23,6 +23,7 @@
 //! [`crate::item`] and [`crate::config`]; never on the fetcher or the legs.
 
 mod checkpoint;
+mod commit;
 pub mod crash;
 mod dir;
 mod exact;
@@ -44,10 +45,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub use checkpoint::{Checkpoint, Checkpointed};
+pub use commit::{CommitOutcome, Flush, Receipt};
 pub use frontier::Lease;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub use robots::Blocked;
-pub use seen::{CommitOutcome, Completion, Flush, Flushed, Seen};
+pub use seen::{Completion, Seen};
 pub use views::{FrontierEntry, SeenAnswer, Summary};
 
 use crate::bloom::{BloomError, BloomFile, BloomParams};
@@ -293,7 +295,7 @@ pub struct State {
     /// When the last checkpoint ran (or the state was opened).
     last_checkpoint: Instant,
     /// The group sealed and not yet durable (see [`State::seal`]).
-    sealed: Option<seen::Sealed>,
+    sealed: Option<commit::Sealed>,
     /// Groups sealed by this process so far (the last one's `seq`).
     sealed_seq: u64,
     /// Items below this sequence number are durable (streamable).

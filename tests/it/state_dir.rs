@@ -34,8 +34,15 @@ fn a_state_that_lost_its_marker_is_refused_by_every_command_and_kept_whole() {
     let data = tempfile::tempdir().expect("temp dir");
     let state = data.path().join("state");
     let seed = server.url("/");
-    let out = cli::run(legcrawl(&state, &["crawl", &seed, "--bloom-bits", "16"]), LIMIT);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cli::run(
+        legcrawl(&state, &["crawl", &seed, "--bloom-bits", "16"]),
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::remove_file(state.join("LEGCRAWL")).expect("remove the marker");
     let before = listing(&state);
     for args in [
@@ -126,5 +133,8 @@ fn a_file_given_as_data_is_named_as_a_file_and_left_alone() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains("is a file"), "{args:?}: {stderr}");
     }
-    assert_eq!(std::fs::read_to_string(&file).expect("read"), "seeds = []\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("read"),
+        "seeds = []\n"
+    );
 }

@@ -1,18 +1,23 @@
-//! Unit tests of the sealed-but-not-durable stage of group commit.
+//! Unit tests of the commit protocol: a sealed group claims nothing until its
+//! flush's receipt is handed back.
 
+use super::super::seen::seed_request;
 use super::super::tests::{complete, leased_urls, open};
 use super::*;
+use crate::request::Request;
+use crate::store::Seen;
 
-/// A state with one seed leased and completed with two links, sealed, not flushed.
-fn sealed_state(dir: &std::path::Path) -> State {
+/// A state with one seed leased and completed with two links, sealed, not
+/// flushed; and the flush of that group.
+fn sealed_state(dir: &std::path::Path) -> (State, Flush) {
     let mut state = open(dir);
     state
         .add_seeds(&["http://a.test/".to_owned()], &[])
         .unwrap();
     let lease = state.lease().unwrap().unwrap();
     complete(&mut state, lease, &["http://a.test/x", "http://a.test/y"]);
-    assert!(state.seal().unwrap());
-    state
+    let flush = state.seal().unwrap().unwrap();
+    (state, flush)
 }
 
 fn streamed(state: &State) -> usize {
@@ -29,7 +34,7 @@ fn streamed(state: &State) -> usize {
 #[test]
 fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut state = sealed_state(dir.path());
+    let (mut state, flush) = sealed_state(dir.path());
     assert!(state.has_sealed());
     assert_eq!(state.undurable_pages(), 1);
     assert_eq!(state.open_pages(), 0);
@@ -43,12 +48,13 @@ fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
     assert_eq!(streamed(&state), 0);
     assert!(state.lease().unwrap().is_none());
 
-    let flush = state.flush_handle().unwrap();
-    assert!(state.flush_handle().is_none(), "a group has one flush");
-    // While it runs elsewhere, nothing else can be sealed or committed.
+    // While its flush runs elsewhere, nothing else can be sealed or committed.
     let b = seed_request("http://b.test/".into());
     assert!(state.enqueue(&b, &[]).unwrap());
-    assert!(!state.seal().unwrap());
+    assert!(
+        state.seal().unwrap().is_none(),
+        "one group is sealed at a time"
+    );
     assert!(matches!(
         state.commit(),
         Err(StoreError::FlushRunning { .. })
@@ -74,15 +80,14 @@ fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
 }
 
 #[test]
-fn a_stale_flushed_changes_nothing() {
+fn a_stale_receipt_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut state = sealed_state(dir.path());
-    let first = state.flush_handle().unwrap().run().unwrap();
-    let Flushed { seq } = first;
-    let outcome = state.durable(Flushed { seq });
+    let (mut state, flush) = sealed_state(dir.path());
+    let Receipt { seq } = flush.run().unwrap();
+    let outcome = state.durable(Receipt { seq });
     assert_eq!(outcome.pages, 1);
     // The same proof again (or one of another group) is ignored.
-    let again = state.durable(Flushed { seq });
+    let again = state.durable(Receipt { seq });
     assert_eq!(
         again,
         CommitOutcome {
@@ -96,17 +101,16 @@ fn a_stale_flushed_changes_nothing() {
 fn nothing_to_seal_gives_no_flush() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
-    assert!(!state.seal().unwrap());
-    assert!(state.flush_handle().is_none());
+    assert!(state.seal().unwrap().is_none());
     assert_eq!(state.commit().unwrap(), CommitOutcome::default());
 }
 
 #[test]
 fn a_failed_flush_is_forgotten_and_the_state_commits_again() {
     let dir = tempfile::tempdir().unwrap();
-    let mut state = sealed_state(dir.path());
-    // The flush is taken and lost (as when it fails on its thread).
-    drop(state.flush_handle().unwrap());
+    let (mut state, flush) = sealed_state(dir.path());
+    // The flush is lost (as when it fails on its thread).
+    drop(flush);
     assert!(matches!(
         state.commit(),
         Err(StoreError::FlushRunning { .. })
@@ -125,29 +129,4 @@ fn a_failed_flush_is_forgotten_and_the_state_commits_again() {
     let urls = leased_urls(&mut state);
     assert_eq!(urls, ["http://a.test/", "http://b.test/"]);
     assert_eq!(state.items_len(), 0);
-}
-
-#[test]
-fn commit_flushes_a_sealed_group_and_then_the_open_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut state = sealed_state(dir.path());
-    assert!(
-        state
-            .enqueue(&seed_request("http://b.test/".into()), &[])
-            .unwrap()
-    );
-    let outcome = state.commit().unwrap();
-    assert_eq!(
-        outcome,
-        CommitOutcome {
-            pages: 1,
-            items: 0..1
-        }
-    );
-    assert!(!state.has_sealed());
-    let urls = leased_urls(&mut state);
-    assert_eq!(
-        urls,
-        ["http://a.test/x", "http://a.test/y", "http://b.test/"]
-    );
 }
