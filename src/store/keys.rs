@@ -224,3 +224,7 @@ mod tests {
         assert_eq!(prefix_end(&[0xff]), None);
     }
 }
+
+#[cfg(test)]
+#[path = "version_tests.rs"]
+mod version_tests;

@@ -1,0 +1,82 @@
+//! Every stored value starts with a version byte, and the values written before
+//! some records had one are still read.
+
+use crate::fingerprint::fingerprint;
+use crate::request::Request;
+use crate::store::{OpenOptions, Seen, State, keys};
+
+fn open(dir: &std::path::Path) -> State {
+    let options = OpenOptions {
+        create: true,
+        bloom_bits: Some(20),
+        begin_run: true,
+        ..OpenOptions::default()
+    };
+    State::open(dir, &options).unwrap()
+}
+
+fn url(n: u32) -> String {
+    format!("http://h{}.test/{n}", n % 3)
+}
+
+/// Namespaces whose values got their version byte late (2026-12-03).
+const LATE: &[(u8, &str)] = &[
+    (keys::JOURNAL, "journal"),
+    (keys::EXACT_RUN, "exact chunk"),
+    (keys::COUNTER, "counter"),
+    (keys::HOST, "host name"),
+    (keys::HOST_BY_NAME, "host id"),
+    (keys::OUTPUT, "output watermark"),
+    (keys::CYCLE[0], "cycle start"),
+];
+
+#[test]
+fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for n in 0..100 {
+        assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+    }
+    state.checkpoint().unwrap();
+    for n in 100..150 {
+        assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+    }
+    state.commit().unwrap();
+    let watermark = state.output_start("/tmp/out.jsonl").unwrap();
+    state.start_cycle(1_700_000_000, &[]).unwrap();
+    let counters = state.counter("seen/unique");
+    assert_eq!(counters, 150);
+    let hosts: Vec<String> = state.hosts.values().map(|h| h.name.clone()).collect();
+
+    // Each late namespace holds values, each with its version byte.
+    let mut legacy = Vec::new();
+    for &(namespace, what) in LATE {
+        let values: Vec<_> = state
+            .db
+            .scan_prefix([namespace])
+            .map(|entry| entry.unwrap())
+            .collect();
+        assert!(!values.is_empty(), "no {what} written");
+        for (key, value) in values {
+            assert_eq!(value[0], 1, "{what} {key:?} has no version byte");
+            legacy.push((key, value[1..].to_vec()));
+        }
+    }
+    // Written as a state from before the version bytes would have them.
+    for (key, value) in legacy {
+        state.db.insert(key, value).unwrap();
+    }
+    state.db.flush().unwrap();
+    drop(state);
+
+    let mut state = open(dir.path());
+    for n in 0..150 {
+        let fp = fingerprint(&Request::get(url(n)), &[]);
+        assert_eq!(state.check_seen(&fp).unwrap(), Seen::Duplicate, "{n}");
+    }
+    assert_eq!(state.counter("seen/unique"), counters);
+    let reread: Vec<String> = state.hosts.values().map(|h| h.name.clone()).collect();
+    assert_eq!(reread, hosts);
+    assert_eq!(state.output_start("/tmp/out.jsonl").unwrap(), watermark);
+    state.resume_cycle(&[]).unwrap();
+}
