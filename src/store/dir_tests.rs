@@ -7,12 +7,7 @@ use std::path::Path;
 use crate::store::{MARKER_FILE, OpenOptions, State, StoreError};
 
 fn create() -> OpenOptions {
-    OpenOptions {
-        create: true,
-        bloom_bits: Some(16),
-        begin_run: true,
-        ..OpenOptions::default()
-    }
+    crate::store::tests::opts()
 }
 
 /// Every file under `dir` with its length, sorted.

@@ -6,7 +6,7 @@ use super::*;
 use crate::item::Item;
 use crate::request::Request;
 
-fn opts() -> OpenOptions {
+pub(super) fn opts() -> OpenOptions {
     OpenOptions {
         create: true,
         bloom_bits: Some(16),

@@ -3,17 +3,8 @@
 
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
-use crate::store::{OpenOptions, Seen, State, keys};
-
-fn open(dir: &std::path::Path) -> State {
-    let options = OpenOptions {
-        create: true,
-        bloom_bits: Some(20),
-        begin_run: true,
-        ..OpenOptions::default()
-    };
-    State::open(dir, &options).unwrap()
-}
+use crate::store::tests::open;
+use crate::store::{Seen, keys};
 
 fn url(n: u32) -> String {
     format!("http://h{}.test/{n}", n % 3)

@@ -23,7 +23,7 @@
 //! most once per cycle plus `concurrency + GROUP_MAX_PAGES` per crash
 //! (invariant 3).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -33,7 +33,7 @@ use legcrawl::store::crash::{CRASH_AT_ENV, POINTS, TRACE_ENV};
 use legcrawl::store::{GROUP_MAX_PAGES, OpenOptions, State};
 
 use crate::support::cli::{self, item_path, legcrawl};
-use crate::support::{Site, TestServer, handler};
+use crate::support::{Site, TestServer, assert_each_once, handler, queued_urls};
 
 const PAGES: usize = 300;
 const CONCURRENCY: u64 = 4;
@@ -233,12 +233,7 @@ fn check_seen_set(scenario: &Scenario, point: &str) {
             true
         })
         .expect("items");
-    let queued: HashSet<String> = state
-        .frontier_head(usize::MAX)
-        .expect("frontier")
-        .into_iter()
-        .map(|e| e.request.url)
-        .collect();
+    let queued = queued_urls(&state);
     for path in scenario.site.reachable() {
         let url = scenario.server.url(&path);
         let answer = state.seen_answer(&url, &[]).expect("seen lookup");
@@ -314,19 +309,6 @@ fn check_done(scenario: &Scenario, point: &str, crashes: u64) {
     assert!(
         fetches <= bound,
         "{point}: {fetches} fetches for {pages} pages in {cycles} cycles exceeds {bound}"
-    );
-}
-
-fn assert_each_once(paths: &[String], expected: &BTreeSet<String>, what: &str) {
-    let mut seen = BTreeSet::new();
-    let twice: Vec<&String> = paths.iter().filter(|p| !seen.insert(*p)).collect();
-    assert!(twice.is_empty(), "{what}: stored more than once: {twice:?}");
-    let got: BTreeSet<String> = paths.iter().cloned().collect();
-    let missing: Vec<_> = expected.difference(&got).take(5).collect();
-    let extra: Vec<_> = got.difference(expected).take(5).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "{what}: missing {missing:?}, unexpected {extra:?}"
     );
 }
 

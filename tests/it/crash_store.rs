@@ -120,12 +120,7 @@ fn check_invariants(dir: &Path) -> usize {
             true
         })
         .expect("read items");
-    let queued: HashSet<String> = state
-        .frontier_head(usize::MAX)
-        .expect("frontier")
-        .into_iter()
-        .map(|e| e.request.url)
-        .collect();
+    let queued = crate::support::queued_urls(&state);
     for i in 0..PAGES {
         let u = url(i);
         let answer = state.seen_answer(&u, &[]).expect("seen lookup");

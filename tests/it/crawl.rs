@@ -1,7 +1,7 @@
 //! End-to-end crawls with the real binary against an in-process site on 127.0.0.1:
 //! completeness, dedup counts, kill -9 resume, SIGINT/SIGTERM, exit codes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -21,19 +21,7 @@ fn item_paths(data: &Path) -> Vec<String> {
 }
 
 fn assert_each_once(paths: &[String], expected: &BTreeSet<String>) {
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for p in paths {
-        *counts.entry(p.as_str()).or_default() += 1;
-    }
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "items stored more than once: {twice:?}");
-    let got: BTreeSet<String> = paths.iter().cloned().collect();
-    let missing: Vec<_> = expected.difference(&got).take(5).collect();
-    let extra: Vec<_> = got.difference(expected).take(5).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "missing {missing:?}, unexpected {extra:?}"
-    );
+    crate::support::assert_each_once(paths, expected, "items");
 }
 
 #[test]

@@ -12,6 +12,8 @@
 //! wait is bounded.
 #![allow(dead_code)]
 
+use std::collections::{BTreeSet, HashSet};
+
 pub mod changing;
 pub mod cli;
 pub mod server;
@@ -39,6 +41,30 @@ pub fn kill_seed(name: &str) -> u64 {
     };
     eprintln!("{name}: kill-moment seed {seed} (replay with {KILL_SEED_VAR}={seed})");
     seed
+}
+
+/// Asserts that `paths` holds each of `expected` exactly once and nothing else;
+/// `what` names the list in the message.
+pub fn assert_each_once(paths: &[String], expected: &BTreeSet<String>, what: &str) {
+    let mut got = BTreeSet::new();
+    let twice: Vec<&String> = paths.iter().filter(|p| !got.insert((*p).clone())).collect();
+    assert!(twice.is_empty(), "{what}: stored more than once: {twice:?}");
+    let missing: Vec<_> = expected.difference(&got).take(5).collect();
+    let extra: Vec<_> = got.difference(expected).take(5).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: missing {missing:?}, unexpected {extra:?}"
+    );
+}
+
+/// The URLs of every request queued (or leased) in `state`.
+pub fn queued_urls(state: &legcrawl::store::State) -> HashSet<String> {
+    state
+        .frontier_head(usize::MAX)
+        .expect("frontier")
+        .into_iter()
+        .map(|e| e.request.url)
+        .collect()
 }
 
 /// splitmix64: a fixed, dependency-free PRNG (kill moments, random choices).
