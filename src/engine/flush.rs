@@ -129,7 +129,7 @@ impl Crawl<'_> {
     ) -> Result<(), EngineError> {
         let result = match joined {
             Ok(result) => result.map_err(EngineError::from),
-            Err(error) => Err(EngineError::FlushTask {
+            Err(error) => Err(EngineError::CheckpointTask {
                 reason: error.to_string(),
             }),
         };

@@ -102,6 +102,12 @@ pub enum EngineError {
         /// What the runtime reported.
         reason: String,
     },
+    /// The task that checkpoints the state panicked or was cancelled.
+    #[error("the state's checkpoint did not finish: {reason}")]
+    CheckpointTask {
+        /// What the runtime reported.
+        reason: String,
+    },
     /// A seed is not an absolute http(s) URL.
     #[error("seed {url:?} is not an absolute http(s) URL")]
     BadSeed {
