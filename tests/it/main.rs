@@ -6,6 +6,7 @@ mod config;
 mod crash_store;
 mod crawl;
 mod examples;
+mod export;
 mod fetch;
 mod incremental;
 mod polite;
