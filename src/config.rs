@@ -86,6 +86,10 @@ pub struct CrawlConfig {
     pub shutdown_grace: Duration,
     /// Stream committed items to this JSON-lines file.
     pub output: Option<PathBuf>,
+    /// Where `legcrawl crawl` writes its end-of-run report (one JSON object: run,
+    /// outcome, times, totals, counters) after the run ends. The engine does not
+    /// read it.
+    pub stats: Option<PathBuf>,
     /// Optional `From` header: a contact e-mail for site operators.
     pub from: Option<String>,
     /// Extra request headers sent with every request (name, value).
@@ -196,6 +200,7 @@ impl Default for CrawlConfig {
             deny: Vec::new(),
             shutdown_grace: Duration::from_secs(2),
             output: None,
+            stats: None,
             from: None,
             extra_headers: Vec::new(),
             max_url_len: 8192,

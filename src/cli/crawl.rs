@@ -39,6 +39,11 @@ pub struct CrawlArgs {
     /// Append committed items to this JSON-lines file (never twice across resumes).
     #[arg(long, value_name = "FILE.jsonl")]
     output: Option<PathBuf>,
+    /// Write a JSON report of the run here when it ends (also after Ctrl-C): run,
+    /// outcome, times, the end-of-run totals and every counter. A failure to write it
+    /// is reported and does not change the exit code.
+    #[arg(long, value_name = "FILE.json")]
+    stats: Option<PathBuf>,
     /// Delete the stored state first (scrapy-redis SCHEDULER_PERSIST=False).
     #[arg(long)]
     fresh: bool,
@@ -221,6 +226,7 @@ impl CrawlArgs {
             config.shutdown_grace = seconds("grace", grace)?;
         }
         config.output = self.output.clone().or(config.output);
+        config.stats = self.stats.clone().or(config.stats);
         set(&mut config.revisit, self.revisit_after);
         // Hub rules come first: a hub is fetched every run whatever else matches.
         let hubs = self.hubs.iter().map(|pattern| RevisitRule {
@@ -268,6 +274,9 @@ fn bundled_legs(config: &CrawlConfig, file_legs: Option<Stack>) -> anyhow::Resul
 
 pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let (config, file_legs) = args.config()?;
+    if let Some(path) = &config.stats {
+        super::stats::check_path(path)?;
+    }
     if args.fresh {
         super::reset::delete_state(&config.data_dir)?;
     }
@@ -278,16 +287,36 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         .context("starting the runtime")?;
     let stop = Arc::new(tokio::sync::Notify::new());
     install_signal_handler(Arc::clone(&stop))?;
-    let report = runtime.block_on(engine::run(
-        &config,
-        legs,
-        async move { stop.notified().await },
-    ))?;
+    let result = runtime
+        .block_on(engine::run(
+            &config,
+            legs,
+            async move { stop.notified().await },
+        ))
+        .map_err(anyhow::Error::from);
+    if let Some(path) = &config.stats {
+        write_stats(path, &config, result.as_ref());
+    }
+    let report = result?;
     print_report(&config, &report);
     Ok(match report.outcome {
         RunOutcome::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// Writes the `--stats` report; a failure is one line on stderr, not a failed crawl.
+fn write_stats(
+    path: &std::path::Path,
+    config: &CrawlConfig,
+    result: Result<&RunReport, &anyhow::Error>,
+) {
+    if let Err(error) = super::stats::write(path, &config.data_dir, result) {
+        say!(
+            "legcrawl: could not write the run report to {}: {error:#}",
+            path.display()
+        );
+    }
 }
 
 /// First SIGINT/SIGTERM: graceful stop. Second: exit at once (the state is

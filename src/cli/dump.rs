@@ -9,13 +9,16 @@ use legcrawl::fingerprint::{self, Fingerprint};
 use legcrawl::store::records::{RunRecord, unix_now};
 use legcrawl::store::{Blocked, OpenOptions, PageRecord, State, StoreError, Summary, status};
 
-use super::{DataArg, finish};
+use super::export::{self, ItemsArgs};
+use super::stats::{RunColumns, RunRow};
+use super::stderr::say;
+use super::{BadInput, StateArgs, finish};
 
-/// Arguments of `dump`.
+/// Arguments of `dump`. Its options are global: accepted before or after the view.
 #[derive(Debug, clap::Args)]
 pub struct DumpArgs {
     #[command(flatten)]
-    data: DataArg,
+    state: StateArgs,
     /// Print JSON (one object for summary and seen; one per line otherwise).
     #[arg(long, global = true)]
     json: bool,
@@ -32,8 +35,8 @@ enum View {
     Summary,
     /// The head of the queue, in lease order per host.
     Frontier,
-    /// Stored items as JSON lines.
-    Items,
+    /// Stored items as JSON lines or CSV: all, one run's, or those after a run.
+    Items(ItemsArgs),
     /// What the seen set says about a URL.
     Seen {
         /// The URL to look up.
@@ -53,7 +56,7 @@ enum View {
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let view = args.view.clone().unwrap_or(View::Summary);
-    let dir = &args.data.dir();
+    let dir = &args.state.dir()?;
     let state = match State::open(dir, &OpenOptions::default()) {
         Ok(state) => state,
         Err(StoreError::Busy { .. }) if matches!(view, View::Summary) => {
@@ -65,7 +68,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let written = match view {
         View::Summary => print_summary(&mut out, &state.summary()?, args.json, None),
         View::Frontier => print_frontier(&mut out, &state, args.limit.unwrap_or(20), args.json),
-        View::Items => print_items(&mut out, &state, args.limit),
+        View::Items(items) => export::print_items(&mut out, &state, &items, args.limit, args.json),
         View::Seen { url } => print_seen(&mut out, &state, &url, args.json),
         View::Pages { due } => print_pages(&mut out, &state, due, args.limit, args.json),
         View::Runs => print_runs(&mut out, &state.runs()?, args.limit, args.json),
@@ -149,7 +152,15 @@ fn print_frontier(
     limit: usize,
     json: bool,
 ) -> anyhow::Result<()> {
-    for entry in state.frontier_head(limit)? {
+    let head = state.frontier_head(limit)?;
+    let queued = state.frontier_len();
+    if (head.len() as u64) < queued {
+        say!(
+            "showing the first {} of {queued} queued requests (--limit N for more)",
+            head.len()
+        );
+    }
+    for entry in head {
         if json {
             writeln!(out, "{}", serde_json::to_string(&entry)?)?;
         } else {
@@ -164,29 +175,20 @@ fn print_frontier(
     Ok(())
 }
 
-fn print_items(out: &mut impl Write, state: &State, limit: Option<usize>) -> anyhow::Result<()> {
-    let mut left = limit.unwrap_or(usize::MAX);
-    let mut failure = None;
-    state.for_each_item(0, |_, text| {
-        if left == 0 {
-            return false;
-        }
-        left -= 1;
-        match writeln!(out, "{text}") {
-            Ok(()) => true,
-            Err(e) => {
-                failure = Some(e);
-                false
-            }
-        }
-    })?;
-    match failure {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
-    }
-}
-
 fn print_seen(out: &mut impl Write, state: &State, url: &str, json: bool) -> anyhow::Result<()> {
+    match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+        Ok(u) => {
+            return Err(BadInput(format!(
+                "dump seen: {url:?} is not an http or https URL (scheme {:?})",
+                u.scheme()
+            ))
+            .into());
+        }
+        Err(e) => {
+            return Err(BadInput(format!("dump seen: {url:?} is not a URL: {e}")).into());
+        }
+    }
     let answer = state
         .seen_answer(url, &[])
         .with_context(|| format!("looking up {url}"))?;
@@ -325,10 +327,10 @@ fn print_runs(
     }
     for run in &runs[skip..] {
         if json {
-            writeln!(out, "{}", serde_json::to_string(run)?)?;
+            writeln!(out, "{}", serde_json::to_string(&RunRow::of(run))?)?;
             continue;
         }
-        let count = |name: &str| run.counters.get(name).copied().unwrap_or(0);
+        let c = RunColumns::of(run);
         let ended = run.ended_at.map(rfc3339_secs).unwrap_or_else(|| "-".into());
         writeln!(
             out,
@@ -337,15 +339,15 @@ fn print_runs(
             rfc3339_secs(run.started_at),
             ended,
             run.outcome.as_str(),
-            count("pages/fetched"),
-            count("pages/new"),
-            count("pages/changed"),
-            count("pages/unchanged") + count("pages/not_modified"),
-            count("pages/gone"),
-            count("fetch/failed"),
-            count("items/stored"),
-            count("dupefilter/filtered"),
-            count("fetch/bytes")
+            c.fetched,
+            c.new,
+            c.changed,
+            c.unchanged,
+            c.gone,
+            c.failed,
+            c.items,
+            c.filtered,
+            c.bytes
         )?;
     }
     Ok(())

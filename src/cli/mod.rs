@@ -10,8 +10,11 @@
 
 mod crawl;
 mod dump;
+mod export;
 mod fetch;
+mod help;
 mod reset;
+mod stats;
 pub mod stderr;
 
 use std::path::PathBuf;
@@ -35,20 +38,25 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Crawl from the given seeds, or resume the stored crawl.
+    #[command(after_help = help::CRAWL)]
     Crawl(Box<crawl::CrawlArgs>),
     /// Inspect a crawl state (works while a crawl runs for `summary`).
+    #[command(after_help = help::DUMP)]
     Dump(dump::DumpArgs),
     /// Fetch one URL politely; body to stdout.
+    #[command(after_help = help::FETCH)]
     Fetch(fetch::FetchArgs),
     /// Delete a crawl state (asks first unless --yes).
+    #[command(after_help = help::RESET)]
     Reset(reset::ResetArgs),
 }
 
-/// The `--data` flag shared by every command that opens a state.
+/// The `--data` flag shared by every command that opens a state. It is global, so
+/// `dump items --data D` and `dump --data D items` mean the same.
 #[derive(Debug, clap::Args)]
 pub struct DataArg {
     /// State directory [default: data/default, or the crawl file's `data`].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     data: Option<PathBuf>,
 }
 
@@ -63,6 +71,33 @@ impl DataArg {
     /// The directory, only when `--data` was given.
     pub fn given(&self) -> Option<&PathBuf> {
         self.data.as_ref()
+    }
+}
+
+/// `--data` and `--config` of the commands that only open a state (`dump`, `reset`).
+#[derive(Debug, clap::Args)]
+pub struct StateArgs {
+    #[command(flatten)]
+    data: DataArg,
+    /// Take the state directory from this crawl file's `data` (--data wins).
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+}
+
+impl StateArgs {
+    /// The state directory: `--data`, else the `--config` file's `data`, else
+    /// `data/default`. A crawl file that cannot be read is bad input.
+    pub fn dir(&self) -> anyhow::Result<PathBuf> {
+        if let Some(dir) = self.data.given() {
+            return Ok(dir.clone());
+        }
+        match &self.config {
+            Some(path) => {
+                let file = legcrawl::crawlfile::load(path).map_err(|e| BadInput(e.to_string()))?;
+                Ok(file.config.data_dir)
+            }
+            None => Ok(self.data.dir()),
+        }
     }
 }
 

@@ -7,20 +7,20 @@ use anyhow::Context;
 use legcrawl::store::{self, StoreError};
 
 use super::stderr::{self, say};
-use super::{BadInput, DataArg};
+use super::{BadInput, StateArgs};
 
 /// Arguments of `reset`.
 #[derive(Debug, clap::Args)]
 pub struct ResetArgs {
     #[command(flatten)]
-    data: DataArg,
+    state: StateArgs,
     /// Do not ask for confirmation.
     #[arg(long)]
     yes: bool,
 }
 
 pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
-    let dir = &args.data.dir();
+    let dir = &args.state.dir()?;
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             return Err(BadInput(format!(

@@ -62,6 +62,45 @@ impl Write for Quiet {
 mod tests {
     use super::*;
 
+    /// The binary's sources: none may print with a macro that panics on a
+    /// closed pipe.
+    const SOURCES: &[(&str, &str)] = &[
+        ("main.rs", include_str!("../main.rs")),
+        ("cli/mod.rs", include_str!("mod.rs")),
+        ("cli/crawl.rs", include_str!("crawl.rs")),
+        ("cli/dump.rs", include_str!("dump.rs")),
+        ("cli/export.rs", include_str!("export.rs")),
+        ("cli/fetch.rs", include_str!("fetch.rs")),
+        ("cli/help.rs", include_str!("help.rs")),
+        ("cli/reset.rs", include_str!("reset.rs")),
+        ("cli/stats.rs", include_str!("stats.rs")),
+    ];
+
+    #[test]
+    fn the_binary_never_prints_with_a_panicking_macro() {
+        for (file, text) in SOURCES {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                for banned in ["eprintln!(", "println!(", "eprint!(", "print!("] {
+                    assert!(
+                        !code.contains(banned),
+                        "{file}:{}: `{banned}` panics on a closed pipe; use say! or a writer",
+                        n + 1
+                    );
+                }
+            }
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+        for entry in std::fs::read_dir(dir).expect("src/cli") {
+            let name = entry.expect("entry").file_name();
+            let name = format!("cli/{}", name.to_string_lossy());
+            assert!(
+                name == "cli/stderr.rs" || SOURCES.iter().any(|(f, _)| *f == name),
+                "{name} is not in the print check's SOURCES"
+            );
+        }
+    }
+
     #[test]
     fn a_failed_write_is_reported_done() {
         let mut quiet = Quiet;

@@ -13,6 +13,7 @@
 //! seeds = ["https://docs.example.org/"]   # seed URLs (command-line URLs replace them)
 //! data = "data/docs"                       # state directory (relative to the current
 //! output = "docs.jsonl"                    #   directory, like --data and --output)
+//! stats = "docs-run.json"                  # end-of-run report (like --stats)
 //!
 //! [scope]        # allowed_hosts = [..], max_depth = 5, allow = [regex..],
 //!                # deny = [regex..], follow_nofollow = true

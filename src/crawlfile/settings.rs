@@ -24,6 +24,7 @@ pub(super) struct FileSettings {
     seeds: Option<Vec<String>>,
     data: Option<PathBuf>,
     output: Option<PathBuf>,
+    stats: Option<PathBuf>,
     scope: Scope,
     limits: Limits,
     politeness: Politeness,
@@ -73,7 +74,12 @@ impl<'de> Deserialize<'de> for When {
             "never" => Ok(When::Never),
             _ => super::units::parse_duration(&text)
                 .map(When::Every)
-                .map_err(|e| serde::de::Error::custom(format!("\"adaptive\", \"never\" or {e}"))),
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "expected \"adaptive\", \"never\" or {}, got {text:?}",
+                        super::units::DURATION_FORM
+                    ))
+                }),
         }
     }
 }
@@ -186,6 +192,7 @@ impl FileSettings {
         set(&mut config.seeds, self.seeds);
         set(&mut config.data_dir, self.data);
         config.output = self.output.or(config.output.take());
+        config.stats = self.stats.or(config.stats.take());
         let s = self.scope;
         set(&mut config.allowed_hosts, s.allowed_hosts);
         config.max_depth = s.max_depth.or(config.max_depth);

@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// What [`parse_duration`] accepts, for messages.
-const DURATION_FORM: &str = "a duration such as \"30s\", \"250ms\", \"1m30s\" or \"24h\"";
+pub(super) const DURATION_FORM: &str =
+    "a duration such as \"30s\", \"250ms\", \"1m30s\" or \"24h\"";
 /// What [`parse_size`] accepts, for messages.
 const SIZE_FORM: &str = "a size such as 1048576, \"512KiB\" or \"10MiB\"";
 

@@ -57,6 +57,7 @@
 //! # Ok::<(), legcrawl::legs::LegError>(())
 //! ```
 
+use scraper::error::SelectorErrorKind;
 use scraper::{ElementRef, Html, Selector};
 use serde_json::Value;
 use url::Url;
@@ -269,8 +270,58 @@ fn collapse_whitespace<'a>(pieces: impl Iterator<Item = &'a str>) -> String {
 }
 
 fn parse_selector(what: &str, selector: &str) -> Result<Selector, LegError> {
-    Selector::parse(selector)
-        .map_err(|error| invalid(format!("{what}: bad selector {selector:?}: {error}")))
+    Selector::parse(selector).map_err(|error| {
+        invalid(format!(
+            "{what}: bad selector {selector:?}: {}",
+            selector_mistake(&error)
+        ))
+    })
+}
+
+/// Why a selector did not parse, in words (scraper's own text for some kinds is
+/// "Unexpected error occurred. Please report this to the developer" and a Rust
+/// debug dump).
+fn selector_mistake(error: &SelectorErrorKind) -> &'static str {
+    use selectors::parser::SelectorParseErrorKind as Kind;
+    match error {
+        SelectorErrorKind::UnexpectedToken => {
+            "unexpected character (a stray bracket, quote or dot?)"
+        }
+        SelectorErrorKind::EndOfLine => "something is missing at its end, or inside its [ ] or ( )",
+        SelectorErrorKind::InvalidAtRule
+        | SelectorErrorKind::InvalidAtRuleBody
+        | SelectorErrorKind::QualRuleInvalid => "not a selector",
+        SelectorErrorKind::TooManyNestedBlocks => "nested too deeply",
+        SelectorErrorKind::ExpectedColonOnPseudoElement
+        | SelectorErrorKind::ExpectedIdentityOnPseudoElement => {
+            "a pseudo-element is written '::name'"
+        }
+        SelectorErrorKind::UnexpectedSelectorParseError(kind) => match kind {
+            Kind::NoQualifiedNameInAttributeSelector | Kind::InvalidQualNameInAttr => {
+                "an attribute selector needs an attribute name, as in [href] or [data-id=\"7\"]"
+            }
+            Kind::UnexpectedTokenInAttributeSelector | Kind::BadValueInAttr => {
+                "write an attribute selector as [name], [name=value] or [name=\"a value\"]"
+            }
+            Kind::EmptySelector => "the selector is empty",
+            Kind::DanglingCombinator => "a combinator (>, +, ~) has nothing on one side",
+            Kind::ClassNeedsIdent => "'.' must be followed by a class name",
+            Kind::PseudoElementExpectedColon
+            | Kind::PseudoElementExpectedIdent
+            | Kind::NoIdentForPseudo => "':' must be followed by a pseudo-class name",
+            Kind::UnsupportedPseudoClassOrElement => "unsupported pseudo-class or pseudo-element",
+            Kind::UnexpectedIdent => "unexpected name",
+            Kind::ExpectedNamespace | Kind::ExpectedBarInAttr => {
+                "namespaces are not supported; drop the 'prefix|'"
+            }
+            Kind::ExplicitNamespaceUnexpectedToken => "unexpected text after '|'",
+            Kind::NonCompoundSelector
+            | Kind::NonPseudoElementAfterSlotted
+            | Kind::InvalidPseudoElementAfterSlotted
+            | Kind::InvalidPseudoElementInsideWhere
+            | Kind::InvalidState => "this selector is not allowed in this position",
+        },
+    }
 }
 
 fn invalid(message: String) -> LegError {

@@ -221,6 +221,35 @@ fn invalid_settings_are_named() {
 }
 
 #[test]
+fn bad_selectors_say_what_is_wrong_in_one_line() {
+    let cases = [
+        ("a[=x]", "attribute name"),
+        ("div >", "nothing on one side"),
+        ("a[href x]", "[name=value]"),
+        ("a[href=]", "missing"),
+        ("a:", "missing"),
+        ("a:nosuch", "unsupported pseudo-class"),
+        ("p.", "missing"),
+        ("p.1x", "unexpected"),
+        ("", "empty"),
+        ("svg|rect", "namespace"),
+    ];
+    for (selector, reason) in cases {
+        let mut bad = dmoz();
+        bad.fields[0].selector = selector.into();
+        let message = CssItems::new(bad).unwrap_err().to_string();
+        assert!(
+            message.contains(&format!("bad selector {selector:?}: ")) && message.contains(reason),
+            "{selector:?}: {message}"
+        );
+        assert!(
+            !message.contains('\n') && !message.contains("developer"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
 fn settings_deserialize() {
     let settings: CssItemsSettings = serde_json::from_value(json!({
         "item": ".title-and-desc",

@@ -442,6 +442,7 @@ impl State {
             outcome: RunOutcome::Running,
             pid: std::process::id(),
             counters: BTreeMap::new(),
+            first_item: Some(self.next_item),
         };
         let key = keys::with_u64(keys::RUN, id);
         crash::point("run.begin");

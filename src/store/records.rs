@@ -119,6 +119,11 @@ pub struct RunRecord {
     pub pid: u32,
     /// Counters of this run (`dupefilter/filtered`, `frontier/enqueued`, ...).
     pub counters: BTreeMap<String, u64>,
+    /// Sequence number of the first item this run stored (the item count when it
+    /// began): the run's items are those from here to the next run's `first_item`.
+    /// `None` in runs recorded before this field existed.
+    #[serde(default)]
+    pub first_item: Option<u64>,
 }
 
 /// Seconds since the Unix epoch, 0 if the clock is before it.
@@ -205,6 +210,7 @@ mod tests {
             outcome: RunOutcome::Running,
             pid: 42,
             counters: BTreeMap::from([("a".to_owned(), 1)]),
+            first_item: Some(9),
         };
         let bytes = encode(&run);
         assert_eq!(decode::<RunRecord>(&bytes).unwrap(), run);
@@ -218,6 +224,15 @@ mod tests {
             decode::<RunRecord>(&bytes[..5]),
             Err(RecordError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn runs_recorded_before_first_item_still_decode() {
+        let old = br#"{"id":2,"started_at":1,"updated_at":2,"ended_at":2,"outcome":"drained","pid":7,"counters":{}}"#;
+        let mut bytes = vec![RECORD_VERSION];
+        bytes.extend_from_slice(old);
+        let run: RunRecord = decode(&bytes).unwrap();
+        assert_eq!((run.id, run.first_item), (2, None));
     }
 
     #[test]

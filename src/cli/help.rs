@@ -1,0 +1,56 @@
+//! The examples and exit codes shown at the end of each command's `--help`
+//! (clap `after_help`). Keep them short: three to five examples, then the codes.
+
+/// `legcrawl crawl --help`.
+pub const CRAWL: &str = "\
+Examples:
+  legcrawl crawl https://example.org/ --data data/example --max-pages 100
+  legcrawl crawl --data data/example                  # resume, or start the next cycle
+  legcrawl crawl --config data/examples/docs.toml --stats run.json
+  legcrawl crawl https://example.org/ --output items.jsonl --until-idle
+
+Exit codes:
+  0    the frontier was drained, a limit was reached, or the run went idle
+  1    a runtime failure (disk, database)
+  2    bad input (a URL, a flag, the crawl file, a directory that is not a state, a busy state)
+  130  interrupted by Ctrl-C or SIGTERM (state saved; run the same command to resume)";
+
+/// `legcrawl dump --help`.
+pub const DUMP: &str = "\
+Examples:
+  legcrawl dump --data data/example                       # the summary
+  legcrawl dump items --data data/example --limit 3
+  legcrawl dump items --data data/example --format csv --fields url,status,title
+  legcrawl dump items --data data/example --since-run 4   # what runs after 4 stored
+  legcrawl dump runs --config crawl.toml --json
+
+Exit codes:
+  0  printed (also when the reader closed the pipe early)
+  1  a runtime failure (disk, database, a record that cannot be read)
+  2  bad input (a flag, a run that does not exist, not a URL, not a state, a busy state)";
+
+/// `legcrawl fetch --help`.
+pub const FETCH: &str = "\
+Examples:
+  legcrawl fetch https://example.org/ > page.html
+  legcrawl fetch -I https://example.org/
+  legcrawl fetch https://example.org/big.iso -o big.iso --read-timeout 30
+
+Exit codes:
+  0  fetched
+  2  HTTP error status (the error document goes to stderr)
+  3  connection or URL error
+  4  forbidden by robots.txt (also while its robots.txt cannot be read)
+  5  read error (including a stalled read)
+  6  the bytes read do not match Content-Length";
+
+/// `legcrawl reset --help`.
+pub const RESET: &str = "\
+Examples:
+  legcrawl reset --data data/example          # asks first
+  legcrawl reset --config crawl.toml --yes    # the crawl file's `data`, no question
+
+Exit codes:
+  0  deleted (or there was nothing to delete)
+  1  not confirmed, or a runtime failure
+  2  bad input (not a state directory, a busy state, no --yes without a terminal)";
