@@ -512,11 +512,10 @@ impl<'a> Crawl<'a> {
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {
             // A panic while processing comes back as a failed page.
-            if let Some(result) = job.run(&lease.request).await {
-                // The receiver is gone only when the loop has stopped; the lease
-                // then stays queued, which is what a stop wants.
-                let _ = tx.send((lease, result));
-            }
+            let result = job.run(&lease.request).await;
+            // The receiver is gone only when the loop has stopped; the lease
+            // then stays queued, which is what a stop wants.
+            let _ = tx.send((lease, result));
         });
         Ok(())
     }

@@ -1,18 +1,20 @@
-//! One page's task: [`page::process`] in a task of its own, so that a panic in
-//! it (fetcher, robots.txt, legs) becomes a failed page, never a lost result.
+//! One page's task: [`page::process`] with its panics caught, so that a panic
+//! in it (fetcher, robots.txt, legs) becomes a failed page, never a lost result.
 //!
 //! The engine loop counts a request as in flight until its result arrives; a
 //! task that died without sending one would hold that count forever and the run
-//! would never end. [`Job::run`] awaits the inner task and turns its panic into
-//! [`page::panicked`]'s result, which the loop completes like a fetch that failed
-//! for good (so the lease ends and the page is not fetched again in the cycle).
-//! Aborting the outer task (a stop) aborts the inner one too. Depends on
-//! [`page`] only.
+//! would never end. [`Job::run`] catches a panic of the page's future
+//! (`futures-util`'s `catch_unwind`, so no second task per page) and turns it
+//! into [`page::panicked`]'s result, which the loop completes like a fetch that
+//! failed for good (so the lease ends and the page is not fetched again in the
+//! cycle). Depends on [`page`] only.
 
 use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use tokio::task::{AbortHandle, JoinSet};
+use futures_util::FutureExt;
+use tokio::task::JoinSet;
 
 use super::page::{self, PageResult, RetryPolicy};
 use crate::fetch::Fetcher;
@@ -33,34 +35,32 @@ pub(super) struct Job {
 }
 
 impl Job {
-    /// Processes `request` in an inner task; a panic there becomes a failed
-    /// page. `None` only when the inner task was cancelled, which happens when
-    /// the runtime shuts down: the lease then stays queued, as after a stop.
-    pub(super) async fn run(self, request: &Request) -> Option<PageResult> {
+    /// Processes `request`; a panic while doing so becomes a failed page.
+    pub(super) async fn run(self, request: &Request) -> PageResult {
+        let Job {
+            fetcher,
+            legs,
+            retry,
+            robots,
+            prior,
+        } = self;
         // Handed back with the failed result; cloned only for a revisit.
-        let prior = self.prior.clone();
-        let owned = request.clone();
-        let mut inner = tokio::spawn(async move {
-            let Job {
-                fetcher,
-                legs,
-                retry,
-                robots,
-                prior,
-            } = self;
-            page::process(&fetcher, &legs, &owned, retry, robots.as_ref(), prior).await
-        });
-        let _abort = AbortOnDrop(inner.abort_handle());
-        match (&mut inner).await {
-            Ok(result) => Some(result),
-            Err(error) if error.is_panic() => {
-                let message = panic_message(error.into_panic().as_ref());
-                Some(page::panicked(request, &message, prior))
-            }
-            Err(error) => {
-                tracing::debug!(url = %request.url, %error, "page task cancelled");
-                None
-            }
+        let fallback = prior.clone();
+        // Unwind safety: after a panic nothing the future borrowed is used
+        // again but `request`, which it only read.
+        let processed = AssertUnwindSafe(page::process(
+            &fetcher,
+            &legs,
+            request,
+            retry,
+            robots.as_ref(),
+            prior,
+        ))
+        .catch_unwind()
+        .await;
+        match processed {
+            Ok(result) => result,
+            Err(payload) => page::panicked(request, &panic_message(payload.as_ref()), fallback),
         }
     }
 }
@@ -77,15 +77,6 @@ pub(super) fn reap(tasks: &mut JoinSet<()>) {
             }
             Err(error) => tracing::warn!(%error, "a page task ended without finishing"),
         }
-    }
-}
-
-/// Aborts a task when dropped (the outer task was aborted or finished first).
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
