@@ -296,16 +296,6 @@ impl State {
             items: first..self.durable_items,
         }
     }
-
-    /// Puts the item record being filled into the batch; the next item starts one.
-    pub(super) fn close_item_record(&mut self) {
-        if let Some(first) = self.group.record_first.take() {
-            let items = std::mem::take(&mut self.group.items);
-            self.group
-                .batch
-                .insert(keys::with_u64(keys::ITEM, first), items);
-        }
-    }
 }
 
 #[cfg(test)]

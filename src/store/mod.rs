@@ -2,22 +2,44 @@
 //!
 //! One data directory holds a sled database (`db/`), the memory-mapped Bloom filter
 //! (`bloom.bin`), a marker file naming the format (`LEGCRAWL`) and, while a crawl
-//! runs, `status.json`. A [`State`] is owned by one task of one process (sled locks
-//! the database), so it takes `&mut self` and needs no locking of its own.
+//! runs, `status.json`. A [`State`] is owned by one task of one process (the
+//! directory is locked while it is open), so it takes `&mut self` and needs no
+//! locking of its own.
+//!
+//! # Map
+//! - `dir`: the directory's lock and marker, and creating a state (crash-safe).
+//! - `db`: opening sled, the metadata record, the format version.
+//! - `commit`: the commit protocol — [`State::seal`] → [`Flush`] (any thread) →
+//!   [`Receipt`] → [`State::durable`]; [`State::commit`] does all of it.
+//! - `checkpoint`: detached checkpoints — [`State::start_checkpoint`] →
+//!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
+//! - The namespaces, each in its file: `frontier` (queue `q`, host index `h`/`H`,
+//!   leases in memory), `seen` (dedup, enqueue, completions, seeds `d`, journal
+//!   replay), `exact` (the exact seen set's runs `S` and index `e`), `items`
+//!   (`i`), `pages` (page records `p`, due index `v`, cycle start `y`), `runs`
+//!   (`r`, counters `c`), `robots` (`R`, blocked `b`), `output` (watermarks `o`);
+//!   `keys` is the key layout of all of them, `records` the serde records.
+//! - `views`: what `dump` reads; `status`: the live status file.
+//! - `crash`: the named crash points — the one table of every step at which
+//!   the state writes or syncs.
 //!
 //! # Invariants
 //! - **Atomic completion.** Completing a lease removes its queue entry and inserts
 //!   the page's items, the new requests and their fingerprints in one sled batch.
 //!   Completions are grouped: a group is one batch ([`State::seal`]) applied and
 //!   made durable by one flush ([`Flush`]), which the engine runs on another
-//!   thread while the next group fills; [`State::commit`] does both at once.
+//!   thread while the next group fills; only its [`Receipt`] makes it count.
 //! - **Leases live in memory.** A leased request stays in the queue tree until its
 //!   completion is durable, so a process that dies leaves every unfinished request
 //!   queued: nothing has to be "returned" on open.
 //! - **Bloom never runs ahead.** Fingerprints of the open group sit in an in-memory
 //!   overlay; they reach the mapped bits only after the group's batch (which holds a
-//!   journal entry of them) is flushed. On open the journal is replayed; a
-//!   checkpoint msyncs the map and then truncates the journal.
+//!   journal entry of them) is durable. On open the journal is replayed; a
+//!   checkpoint syncs the bits and then drops the journal entries they cover.
+//! - **Multi-step writes are crash-safe.** Creation writes a *creating* marker
+//!   first and the final one last; a checkpoint writes its new run before the
+//!   index points to it and removes replaced runs only after; every step is a
+//!   crash point, and the crash-point suite crashes at each.
 //!
 //! Depends on [`crate::bloom`], [`crate::fingerprint`], [`crate::request`],
 //! [`crate::item`] and [`crate::config`]; never on the fetcher or the legs.
@@ -25,14 +47,17 @@
 mod checkpoint;
 mod commit;
 pub mod crash;
+mod db;
 mod dir;
 mod exact;
 mod frontier;
+mod items;
 pub mod keys;
 mod output;
 pub mod pages;
 pub mod records;
 mod robots;
+mod runs;
 mod seen;
 pub mod status;
 #[cfg(test)]
@@ -52,10 +77,10 @@ pub use robots::Blocked;
 pub use seen::{Completion, Seen};
 pub use views::{FrontierEntry, SeenAnswer, Summary};
 
-use crate::bloom::{BloomError, BloomFile, BloomParams};
+use crate::bloom::{BloomError, BloomFile};
 use crate::config::DedupMode;
 use crate::fingerprint::Fingerprint;
-use records::{Counters, Meta, RecordError, RunOutcome, RunRecord, unix_now};
+use records::{Counters, Meta, RecordError, RunRecord};
 
 /// Version of the state layout as a whole.
 /// Format 2: queue values are packed records of requests (see `frontier`), a group's
@@ -309,10 +334,10 @@ impl State {
         if found == dir::Found::Create {
             dir::mark_creating(dir)?;
         }
-        let db = open_db(dir)?;
+        let db = db::open_db(dir)?;
         let (meta, bloom) = match found {
-            dir::Found::Create => create_meta(dir, &db, options)?,
-            dir::Found::State => load_meta(dir, &db, options)?,
+            dir::Found::Create => db::create_meta(dir, &db, options)?,
+            dir::Found::State => db::load_meta(dir, &db, options)?,
         };
         let dedup = DedupMode::parse(&meta.dedup).ok_or_else(|| StoreError::Corrupt {
             path: dir.to_owned(),
@@ -384,136 +409,6 @@ impl State {
         self.next_item
     }
 
-    /// A global counter.
-    pub fn counter(&self, name: &str) -> u64 {
-        self.counters.get(name)
-    }
-
-    /// A counter of the current run.
-    pub fn run_counter(&self, name: &str) -> u64 {
-        self.run_counters.get(name)
-    }
-
-    /// The current run record, if a run was begun.
-    pub fn run(&self) -> Option<&RunRecord> {
-        self.run.as_ref()
-    }
-
-    /// The run before the current one (or the last run, when none is current).
-    pub fn previous_run(&self) -> Result<Option<RunRecord>, StoreError> {
-        let end = match &self.run {
-            Some(run) => keys::with_u64(keys::RUN, run.id),
-            None => vec![keys::RUN + 1],
-        };
-        match self.db.range(vec![keys::RUN]..end).next_back() {
-            None => Ok(None),
-            Some(entry) => {
-                let (key, value) = entry.map_err(|e| self.db_error(e))?;
-                Ok(Some(self.decode_record("run", &key, &value)?))
-            }
-        }
-    }
-
-    /// Ends the current run: commits, checkpoints and records how it ended.
-    pub fn end_run(&mut self, outcome: RunOutcome) -> Result<(), StoreError> {
-        self.commit()?;
-        if let Some(mut run) = self.run.take() {
-            run.outcome = outcome;
-            run.ended_at = Some(unix_now());
-            run.updated_at = unix_now();
-            run.counters = self.run_counters.values().clone();
-            let key = keys::with_u64(keys::RUN, run.id);
-            crash::point("run.end");
-            self.db
-                .insert(key, records::encode(&run))
-                .map_err(|e| self.db_error(e))?;
-        }
-        self.checkpoint()
-    }
-
-    fn begin_run(&mut self) -> Result<(), StoreError> {
-        let id = self.last_u64_key(keys::RUN)?.map_or(1, |n| n + 1);
-        let now = unix_now();
-        let run = RunRecord {
-            id,
-            started_at: now,
-            updated_at: now,
-            ended_at: None,
-            outcome: RunOutcome::Running,
-            pid: std::process::id(),
-            counters: BTreeMap::new(),
-            first_item: Some(self.next_item),
-        };
-        let key = keys::with_u64(keys::RUN, id);
-        crash::point("run.begin");
-        self.db
-            .insert(key, records::encode(&run))
-            .map_err(|e| self.db_error(e))?;
-        self.db.flush().map_err(|e| self.db_error(e))?;
-        self.run = Some(run);
-        Ok(())
-    }
-
-    /// Marks runs left "running" by a dead process as killed.
-    fn close_dead_runs(&mut self) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for entry in self.db.scan_prefix([keys::RUN]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let mut run: RunRecord = self.decode_record("run", &key, &value)?;
-            if run.outcome == RunOutcome::Running {
-                run.outcome = RunOutcome::Killed;
-                batch.insert(key, records::encode(&run));
-            }
-        }
-        crash::point("run.close_dead");
-        self.db.apply_batch(batch).map_err(|e| self.db_error(e))
-    }
-
-    fn load_counters(&mut self) -> Result<(), StoreError> {
-        let mut values = BTreeMap::new();
-        for entry in self.db.scan_prefix([keys::COUNTER]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let name = String::from_utf8_lossy(&key[1..]).into_owned();
-            let value = keys::read_versioned_u64(&value).ok_or_else(|| StoreError::Corrupt {
-                path: self.dir.clone(),
-                what: format!("counter {name}"),
-                reason: format!("{} bytes, expected a version byte and 8", value.len()),
-            })?;
-            values.insert(name, value);
-        }
-        self.counters = Counters::from_values(values);
-        Ok(())
-    }
-
-    /// The sequence number after the last stored item.
-    fn load_next_item(&self) -> Result<u64, StoreError> {
-        let end = [keys::ITEM + 1];
-        let Some(entry) = self.db.range([keys::ITEM]..end).next_back() else {
-            return Ok(0);
-        };
-        let (key, value) = entry.map_err(|e| self.db_error(e))?;
-        let first =
-            keys::u64_after_prefix(&key).ok_or_else(|| self.corrupt("item", &key, "short key"))?;
-        let mut count = 0;
-        for entry in self.item_entries(&key, &value)? {
-            entry.map_err(|reason| self.corrupt("item", &key, reason))?;
-            count += 1;
-        }
-        Ok(first + count)
-    }
-
-    /// The entries of an item record, its version checked.
-    pub(crate) fn item_entries<'v>(
-        &self,
-        key: &[u8],
-        value: &'v [u8],
-    ) -> Result<impl Iterator<Item = Result<&'v [u8], &'static str>> + 'v, StoreError> {
-        match value.split_first() {
-            Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(keys::length_prefixed(rest)),
-            _ => Err(self.corrupt("item", key, "unknown item record version")),
-        }
-    }
-
     /// The u64 after the namespace byte of the last key in `namespace`.
     fn last_u64_key(&self, namespace: u8) -> Result<Option<u64>, StoreError> {
         let end = [namespace + 1];
@@ -551,130 +446,4 @@ impl State {
             source,
         }
     }
-}
-
-fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
-    let mut attempt = 1;
-    loop {
-        match try_open_db(dir) {
-            Err(StoreError::Busy { .. }) if attempt < dir::LOCK_ATTEMPTS => {
-                attempt += 1;
-                std::thread::sleep(dir::LOCK_RETRY);
-            }
-            other => return other,
-        }
-    }
-}
-
-fn try_open_db(dir: &Path) -> Result<sled::Db, StoreError> {
-    let path = dir.join("db");
-    sled::Config::new()
-        .path(&path)
-        .open()
-        .map_err(|source| match &source {
-            sled::Error::Io(io)
-                if io.kind() == io::ErrorKind::WouldBlock || io.to_string().contains("lock") =>
-            {
-                StoreError::Busy {
-                    path: dir.to_owned(),
-                }
-            }
-            _ => StoreError::Db {
-                path: dir.to_owned(),
-                source,
-            },
-        })
-}
-
-fn create_meta(
-    dir: &Path,
-    db: &sled::Db,
-    options: &OpenOptions,
-) -> Result<(Meta, BloomFile), StoreError> {
-    let params = BloomParams {
-        bits: options.bloom_bits.unwrap_or(30),
-        hashes: options.bloom_hashes.unwrap_or(6),
-    };
-    let bloom_path = dir.join("bloom.bin");
-    crash::point("create.bloom");
-    let bloom = BloomFile::create(&bloom_path, params)?;
-    let meta = Meta {
-        format: STATE_FORMAT,
-        created_at: unix_now(),
-        bloom_bits: params.bits,
-        bloom_hashes: params.hashes,
-        dedup: options.dedup.unwrap_or_default().as_str().to_owned(),
-        next_queue_seq: 0,
-        next_host_id: 0,
-    };
-    let db_err = |source| StoreError::Db {
-        path: dir.to_owned(),
-        source,
-    };
-    crash::point("create.meta");
-    db.insert(keys::META, records::encode(&meta))
-        .map_err(db_err)?;
-    db.flush().map_err(db_err)?;
-    // The final marker is written last: a directory with it is a complete state.
-    dir::mark_complete(dir)?;
-    Ok((meta, bloom))
-}
-
-fn load_meta(
-    dir: &Path,
-    db: &sled::Db,
-    options: &OpenOptions,
-) -> Result<(Meta, BloomFile), StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt {
-        path: dir.to_owned(),
-        what: "meta".into(),
-        reason,
-    };
-    let bytes = db
-        .get(keys::META)
-        .map_err(|source| StoreError::Db {
-            path: dir.to_owned(),
-            source,
-        })?
-        .ok_or_else(|| corrupt("missing".into()))?;
-    let meta: Meta = records::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
-    if meta.format != STATE_FORMAT {
-        return Err(StoreError::Format {
-            path: dir.to_owned(),
-            found: meta.format.to_string(),
-        });
-    }
-    let check = |setting: &'static str, stored: String, requested: Option<String>| match requested {
-        Some(requested) if requested != stored => Err(StoreError::Mismatch {
-            path: dir.to_owned(),
-            setting,
-            stored,
-            requested,
-        }),
-        _ => Ok(()),
-    };
-    check(
-        "bloom bits",
-        meta.bloom_bits.to_string(),
-        options.bloom_bits.map(|b| b.to_string()),
-    )?;
-    check(
-        "bloom hashes",
-        meta.bloom_hashes.to_string(),
-        options.bloom_hashes.map(|h| h.to_string()),
-    )?;
-    check(
-        "dedup",
-        meta.dedup.clone(),
-        options.dedup.map(|d| d.as_str().to_owned()),
-    )?;
-    let bloom = BloomFile::open(&dir.join("bloom.bin"))?;
-    let params = bloom.params();
-    if params.bits != meta.bloom_bits || params.hashes != meta.bloom_hashes {
-        return Err(corrupt(format!(
-            "bloom.bin has bits={} hashes={}, metadata says bits={} hashes={}",
-            params.bits, params.hashes, meta.bloom_bits, meta.bloom_hashes
-        )));
-    }
-    Ok((meta, bloom))
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 use super::{State, StoreError, crash, keys};
 use crate::config::DedupMode;
 use crate::fingerprint::{self, Fingerprint};
-use crate::item::{self, Item};
+use crate::item::Item;
 use crate::request::Request;
 
 /// What a finished lease produced.
@@ -200,23 +200,7 @@ impl State {
             .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
         self.add_tally(&tally);
         enqueued?;
-        for item in &items {
-            let seq = self.next_item;
-            self.next_item += 1;
-            self.group.first_item.get_or_insert(seq);
-            if self.group.record_first.is_none() {
-                self.group.record_first = Some(seq);
-                self.group.items.push(keys::ITEM_RECORD_VERSION);
-            }
-            let bytes = item::encode(item);
-            self.group
-                .items
-                .extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-            self.group.items.extend_from_slice(&bytes);
-            if self.group.items.len() >= keys::MAX_VALUE_BYTES {
-                self.close_item_record();
-            }
-        }
+        self.append_items(&items);
         self.count("items/stored", items.len() as u64);
         self.count("pages/completed", 1);
         for (name, by) in counters {
@@ -264,11 +248,6 @@ impl State {
             next = seq + 1;
         }
         Ok(next)
-    }
-
-    pub(super) fn count(&mut self, name: &str, by: u64) {
-        self.counters.add(name, by);
-        self.run_counters.add(name, by);
     }
 
     pub(super) fn opened(&mut self) {

@@ -1,0 +1,138 @@
+//! Opening the database: sled's configuration, the metadata record with the
+//! format version and the settings fixed at creation (Bloom size, dedup mode),
+//! and the Bloom file that goes with them. The directory's lock and marker are
+//! `dir`'s; everything here runs after the lock is taken. Depends on `dir`,
+//! `records`, `keys` and [`crate::bloom`].
+
+use std::io;
+use std::path::Path;
+
+use super::records::{self, Meta, unix_now};
+use super::{OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys};
+use crate::bloom::{BloomFile, BloomParams};
+
+pub(super) fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
+    let mut attempt = 1;
+    loop {
+        match try_open_db(dir) {
+            Err(StoreError::Busy { .. }) if attempt < dir::LOCK_ATTEMPTS => {
+                attempt += 1;
+                std::thread::sleep(dir::LOCK_RETRY);
+            }
+            other => return other,
+        }
+    }
+}
+
+fn try_open_db(dir: &Path) -> Result<sled::Db, StoreError> {
+    let path = dir.join("db");
+    sled::Config::new()
+        .path(&path)
+        .open()
+        .map_err(|source| match &source {
+            sled::Error::Io(io)
+                if io.kind() == io::ErrorKind::WouldBlock || io.to_string().contains("lock") =>
+            {
+                StoreError::Busy {
+                    path: dir.to_owned(),
+                }
+            }
+            _ => StoreError::Db {
+                path: dir.to_owned(),
+                source,
+            },
+        })
+}
+
+pub(super) fn create_meta(
+    dir: &Path,
+    db: &sled::Db,
+    options: &OpenOptions,
+) -> Result<(Meta, BloomFile), StoreError> {
+    let params = BloomParams {
+        bits: options.bloom_bits.unwrap_or(30),
+        hashes: options.bloom_hashes.unwrap_or(6),
+    };
+    let bloom_path = dir.join("bloom.bin");
+    crash::point("create.bloom");
+    let bloom = BloomFile::create(&bloom_path, params)?;
+    let meta = Meta {
+        format: STATE_FORMAT,
+        created_at: unix_now(),
+        bloom_bits: params.bits,
+        bloom_hashes: params.hashes,
+        dedup: options.dedup.unwrap_or_default().as_str().to_owned(),
+        next_queue_seq: 0,
+        next_host_id: 0,
+    };
+    let db_err = |source| StoreError::Db {
+        path: dir.to_owned(),
+        source,
+    };
+    crash::point("create.meta");
+    db.insert(keys::META, records::encode(&meta))
+        .map_err(db_err)?;
+    db.flush().map_err(db_err)?;
+    // The final marker is written last: a directory with it is a complete state.
+    dir::mark_complete(dir)?;
+    Ok((meta, bloom))
+}
+
+pub(super) fn load_meta(
+    dir: &Path,
+    db: &sled::Db,
+    options: &OpenOptions,
+) -> Result<(Meta, BloomFile), StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        path: dir.to_owned(),
+        what: "meta".into(),
+        reason,
+    };
+    let bytes = db
+        .get(keys::META)
+        .map_err(|source| StoreError::Db {
+            path: dir.to_owned(),
+            source,
+        })?
+        .ok_or_else(|| corrupt("missing".into()))?;
+    let meta: Meta = records::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    if meta.format != STATE_FORMAT {
+        return Err(StoreError::Format {
+            path: dir.to_owned(),
+            found: meta.format.to_string(),
+        });
+    }
+    let check = |setting: &'static str, stored: String, requested: Option<String>| match requested {
+        Some(requested) if requested != stored => Err(StoreError::Mismatch {
+            path: dir.to_owned(),
+            setting,
+            stored,
+            requested,
+        }),
+        _ => Ok(()),
+    };
+    check(
+        "bloom bits",
+        meta.bloom_bits.to_string(),
+        options.bloom_bits.map(|b| b.to_string()),
+    )?;
+    check(
+        "bloom hashes",
+        meta.bloom_hashes.to_string(),
+        options.bloom_hashes.map(|h| h.to_string()),
+    )?;
+    check(
+        "dedup",
+        meta.dedup.clone(),
+        options.dedup.map(|d| d.as_str().to_owned()),
+    )?;
+    let bloom = BloomFile::open(&dir.join("bloom.bin"))?;
+    let params = bloom.params();
+    if params.bits != meta.bloom_bits || params.hashes != meta.bloom_hashes {
+        return Err(corrupt(format!(
+            "bloom.bin has bits={} hashes={}, metadata says bits={} hashes={}",
+            params.bits, params.hashes, meta.bloom_bits, meta.bloom_hashes
+        )));
+    }
+    Ok((meta, bloom))
+}
