@@ -44,9 +44,13 @@ pub struct CrawlArgs {
     /// is reported and does not change the exit code.
     #[arg(long, value_name = "FILE.json")]
     stats: Option<PathBuf>,
-    /// Delete the stored state first (scrapy-redis SCHEDULER_PERSIST=False).
+    /// Delete the stored state first and start again from the seeds given
+    /// (scrapy-redis SCHEDULER_PERSIST=False); asks first unless --yes.
     #[arg(long)]
     fresh: bool,
+    /// With --fresh: delete without asking.
+    #[arg(long, requires = "fresh")]
+    yes: bool,
     /// Seen-set mode, fixed when the state is created: exact (Bloom + exact
     /// confirmation) or bloom (Bloom alone, constant size).
     #[arg(long, value_name = "MODE", value_parser = parse_dedup)]
@@ -278,6 +282,19 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         super::stats::check_path(path)?;
     }
     if args.fresh {
+        // Nothing is deleted unless the crawl can start again right away.
+        if config.seeds.is_empty() {
+            return Err(BadInput(format!(
+                "--fresh deletes the state in {} and starts again from the seeds given, but no URL (or crawl-file seeds) was given; nothing was deleted",
+                config.data_dir.display()
+            ))
+            .into());
+        }
+        let exists = config.data_dir.join(legcrawl::store::MARKER_FILE).exists();
+        if exists && !super::reset::confirm_delete(&config.data_dir, args.yes, "--fresh")? {
+            say!("Not deleted; nothing crawled.");
+            return Ok(ExitCode::from(1));
+        }
         super::reset::delete_state(&config.data_dir)?;
     }
     let legs = bundled_legs(&config, file_legs)?;

@@ -21,31 +21,39 @@ pub struct ResetArgs {
 
 pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.state.dir()?;
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(BadInput(format!(
-                "refusing to reset {} without --yes (stdin is not a terminal)",
-                dir.display()
-            ))
-            .into());
-        }
-        stderr::prompt(format_args!(
-            "Delete the crawl state in {}? Type 'yes' to confirm: ",
-            dir.display()
-        ));
-        let mut answer = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut answer)
-            .context("reading the confirmation")?;
-        if answer.trim() != "yes" {
-            say!("Not reset.");
-            return Ok(ExitCode::from(1));
-        }
+    if !confirm_delete(dir, args.yes, "reset")? {
+        say!("Not reset.");
+        return Ok(ExitCode::from(1));
     }
     delete_state(dir)?;
     say!("Reset {}.", dir.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// True when the state in `dir` may be deleted: `yes` was given, or a user at
+/// the terminal typed `yes`. Without a terminal and without `yes`, a one-line
+/// refusal naming `what` asked (`reset`, `--fresh`), exit 2.
+pub fn confirm_delete(dir: &std::path::Path, yes: bool, what: &str) -> anyhow::Result<bool> {
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(BadInput(format!(
+            "refusing to delete the state in {} for {what} without --yes (stdin is not a terminal)",
+            dir.display()
+        ))
+        .into());
+    }
+    stderr::prompt(format_args!(
+        "Delete the crawl state in {}? Type 'yes' to confirm: ",
+        dir.display()
+    ));
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .context("reading the confirmation")?;
+    Ok(answer.trim() == "yes")
 }
 
 /// Deletes a legcrawl state directory; refuses anything else. A missing directory is fine.

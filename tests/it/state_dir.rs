@@ -138,3 +138,51 @@ fn a_file_given_as_data_is_named_as_a_file_and_left_alone() {
         "seeds = []\n"
     );
 }
+
+#[test]
+fn fresh_never_deletes_a_crawl_it_cannot_restart_or_was_not_asked_to() {
+    let site = Site::generate(30, 9);
+    let server = TestServer::start(site.handler());
+    let data = tempfile::tempdir().expect("temp dir");
+    let state = data.path().join("state");
+    let seed = server.url("/");
+    let out = cli::run(
+        legcrawl(&state, &["crawl", &seed, "--bloom-bits", "16"]),
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pages = site.reachable().len();
+    let before = listing(&state);
+    // No seeds to start again from: refused before anything is deleted.
+    let out = cli::run(legcrawl(&state, &["crawl", "--fresh", "--yes"]), LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("nothing was deleted"), "{stderr}");
+    assert_eq!(listing(&state), before);
+    // Seeds but no --yes and no terminal (tests run without one): refused.
+    let out = cli::run(legcrawl(&state, &["crawl", &seed, "--fresh"]), LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("without --yes"), "{stderr}");
+    assert_eq!(cli::dump_items(&state).len(), pages, "the crawl is intact");
+    // Asked for in full: the crawl starts over, one run, every page again.
+    let requests = server.requests();
+    let out = cli::run(
+        legcrawl(
+            &state,
+            &["crawl", &seed, "--fresh", "--yes", "--bloom-bits", "16"],
+        ),
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(cli::dump_items(&state).len(), pages);
+    assert!(server.requests() >= requests + pages as u64);
+}
