@@ -279,7 +279,10 @@ fn bundled_legs(config: &CrawlConfig, file_legs: Option<Stack>) -> anyhow::Resul
 pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let (config, file_legs) = args.config()?;
     if let Some(path) = &config.stats {
-        super::stats::check_path(path)?;
+        super::stats::check_path("--stats", path)?;
+    }
+    if let Some(path) = &config.output {
+        super::stats::check_path("--output", path)?;
     }
     if args.fresh {
         // Nothing is deleted unless the crawl can start again right away.

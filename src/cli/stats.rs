@@ -140,18 +140,18 @@ struct Stats<'a> {
     counters: &'a BTreeMap<String, u64>,
 }
 
-/// Refuses a stats path whose directory does not exist, or that is a directory,
-/// before the crawl starts.
-pub fn check_path(path: &Path) -> anyhow::Result<()> {
+/// Refuses a file path (of `flag`: `--stats`, `--output`) whose directory does
+/// not exist, or that is a directory, before the crawl creates or opens anything.
+pub fn check_path(flag: &str, path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
-        return Err(BadInput(format!("--stats {}: is a directory", path.display())).into());
+        return Err(BadInput(format!("{flag} {}: is a directory", path.display())).into());
     }
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(parent) = parent
         && !parent.is_dir()
     {
         return Err(BadInput(format!(
-            "--stats {}: directory {} does not exist",
+            "{flag} {}: directory {} does not exist",
             path.display(),
             parent.display()
         ))

@@ -186,3 +186,27 @@ fn fresh_never_deletes_a_crawl_it_cannot_restart_or_was_not_asked_to() {
     assert_eq!(cli::dump_items(&state).len(), pages);
     assert!(server.requests() >= requests + pages as u64);
 }
+
+#[test]
+fn an_output_in_a_missing_directory_is_refused_before_a_state_is_made() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let state = data.path().join("state");
+    let output = data.path().join("no/such/dir/out.jsonl");
+    let out = cli::run(
+        legcrawl(
+            &state,
+            &[
+                "crawl",
+                "http://127.0.0.1:9/",
+                "--output",
+                output.to_str().expect("UTF-8"),
+            ],
+        ),
+        LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!state.exists(), "no state was created");
+}
