@@ -54,3 +54,15 @@ Exit codes:
   0  deleted (or there was nothing to delete)
   1  not confirmed, or a runtime failure
   2  bad input (not a state directory, a busy state, no --yes without a terminal)";
+
+/// `legcrawl seeds --help`.
+pub const SEEDS: &str = "\
+Examples:
+  legcrawl seeds --data data/example                        # list them
+  legcrawl seeds add https://example.org/news/ --data data/example
+  legcrawl seeds remove https://unreachable.example/ --data data/example
+
+Exit codes:
+  0  listed, added or removed
+  1  a runtime failure (disk, database)
+  2  bad input (not an http(s) URL, not a seed of this state, not a state, a busy state)";

@@ -14,6 +14,7 @@ mod export;
 mod fetch;
 mod help;
 mod reset;
+mod seeds;
 mod stats;
 pub mod stderr;
 
@@ -49,6 +50,9 @@ enum Command {
     /// Delete a crawl state (asks first unless --yes).
     #[command(after_help = help::RESET)]
     Reset(reset::ResetArgs),
+    /// List, add or remove the seeds a state starts each cycle from.
+    #[command(after_help = help::SEEDS)]
+    Seeds(seeds::SeedsArgs),
 }
 
 /// The `--data` flag shared by every command that opens a state. It is global, so
@@ -74,7 +78,8 @@ impl DataArg {
     }
 }
 
-/// `--data` and `--config` of the commands that only open a state (`dump`, `reset`).
+/// `--data` and `--config` of the commands that only open a state (`dump`,
+/// `reset`, `seeds`).
 #[derive(Debug, clap::Args)]
 pub struct StateArgs {
     #[command(flatten)]
@@ -108,6 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Dump(a) => dump::run(a),
         Command::Fetch(a) => fetch::run(a),
         Command::Reset(a) => reset::run(a),
+        Command::Seeds(a) => seeds::run(a),
     }
 }
 

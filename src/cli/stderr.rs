@@ -73,6 +73,7 @@ mod tests {
         ("cli/fetch.rs", include_str!("fetch.rs")),
         ("cli/help.rs", include_str!("help.rs")),
         ("cli/reset.rs", include_str!("reset.rs")),
+        ("cli/seeds.rs", include_str!("seeds.rs")),
         ("cli/stats.rs", include_str!("stats.rs")),
     ];
 

@@ -52,7 +52,7 @@ pub(super) struct Sealed {
     /// Its page records, read by [`State::page`] until they are in the database.
     pub(super) page_records: crate::fingerprint::FingerprintMap<super::pages::PageRecord>,
     /// Its completed leases, `(host id, record key, entry key)`.
-    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+    completed: Vec<super::frontier::QueueEntry>,
     /// Hosts it queued requests for, with the smallest new entry key.
     touched_hosts: std::collections::BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// Pages it completed.

@@ -137,6 +137,9 @@ pub fn host_of(url: &str) -> String {
     }
 }
 
+/// One queued request's place: `(host id, record key, entry key)`.
+pub(super) type QueueEntry = (u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN]);
+
 impl State {
     /// Loads the host index: one read per host, plus one range probe per host to
     /// learn whether it has queued requests.
@@ -334,12 +337,35 @@ impl State {
         Ok(found)
     }
 
+    /// `(host id, record key, entry key)` of the queued (not leased) requests of
+    /// `host_id` that `keep` selects.
+    pub(super) fn queued_entries(
+        &self,
+        host_id: u32,
+        keep: impl Fn(&Request) -> bool,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let leased = self.hosts.get(&host_id).map(|q| &q.leased);
+        let mut out = Vec::new();
+        for entry in self.db.scan_prefix(keys::queue_host_prefix(host_id)) {
+            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+            let record = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
+                .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
+            for entry in record_entries(&value) {
+                let (seq, bytes) = entry.map_err(|reason| self.corrupt("queue", &key, reason))?;
+                let request = Request::decode(bytes)
+                    .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+                let entry = keys::queue_entry_key(&record, seq);
+                if keep(&request) && !leased.is_some_and(|l| l.contains(&entry)) {
+                    out.push((host_id, record, entry));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Rewrites, in the open group's batch, every queue record that had entries
     /// completed in it: without those entries, or removed when none is left.
-    pub(super) fn rewrite_completed(
-        &mut self,
-        completed: &[(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])],
-    ) -> Result<(), StoreError> {
+    pub(super) fn rewrite_completed(&mut self, completed: &[QueueEntry]) -> Result<(), StoreError> {
         let mut by_record: BTreeMap<[u8; keys::QUEUE_KEY_LEN], Vec<u64>> = BTreeMap::new();
         for (_, record, entry) in completed {
             let seq = keys::queue_key_seq(entry).unwrap_or(0);

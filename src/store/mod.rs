@@ -268,7 +268,7 @@ struct Group {
     overlay: crate::fingerprint::FingerprintSet,
     /// `(host id, record key, entry key)` of the leases completed in this group
     /// (still leased until the commit).
-    completed: Vec<(u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+    completed: Vec<frontier::QueueEntry>,
     /// The packed queue records this group is filling, by host id and priority
     /// (the first 9 bytes of their keys); written to the batch at the commit.
     queue: HashMap<[u8; 9], frontier::PendingRecord>,

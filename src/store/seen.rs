@@ -175,6 +175,35 @@ impl State {
         Ok(seeds)
     }
 
+    /// Removes seeds from the seed list, with the seed requests of theirs still
+    /// queued (an unreachable seed otherwise stays queued run after run). A
+    /// removed seed's request is recorded as blocked (`removed`), so that its
+    /// seen fingerprint stays accounted for. Commits; returns how many seeds and
+    /// queued requests went.
+    pub fn remove_seeds(&mut self, urls: &[String]) -> Result<(usize, usize), StoreError> {
+        let (mut seeds, mut queued) = (0, 0);
+        for url in urls {
+            let key = keys::with_prefix(keys::SEED, url.as_bytes());
+            if !self.db.contains_key(&key).map_err(|e| self.db_error(e))? {
+                continue;
+            }
+            self.group.batch.remove(key);
+            self.group.dirty = true;
+            seeds += 1;
+            let host = super::frontier::host_of(url);
+            if let Some(&host_id) = self.host_ids.get(&host) {
+                let found = self.queued_entries(host_id, |request| request.url == *url)?;
+                queued += found.len();
+                self.counters.sub("frontier/queued", found.len() as u64);
+                // Taken out of their records at the seal, as completed leases are.
+                self.group.completed.extend(found);
+            }
+            self.record_blocked(url, "removed")?;
+        }
+        self.commit()?;
+        Ok((seeds, queued))
+    }
+
     /// Completes a lease in the open group: its queue entry goes, its items and
     /// new requests come, atomically with the rest of the group.
     pub fn complete(

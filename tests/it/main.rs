@@ -14,5 +14,6 @@ mod incremental;
 mod panics;
 mod polite;
 mod robots;
+mod seeds;
 mod state_dir;
 mod support;
