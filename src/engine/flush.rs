@@ -146,6 +146,17 @@ impl Crawl<'_> {
     }
 }
 
+/// Resolves when the task in `slot` (a flush or a checkpoint) ends; never
+/// while the slot is empty, so a `select!` branch on it simply waits.
+pub(super) async fn ended<T>(
+    slot: &mut Option<JoinHandle<T>>,
+) -> Result<T, tokio::task::JoinError> {
+    match slot {
+        Some(handle) => handle.await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What the flush task's handle yields.
 pub(super) type Joined = Result<Result<Receipt, StoreError>, tokio::task::JoinError>;
 

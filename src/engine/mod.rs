@@ -404,28 +404,14 @@ impl<'a> Crawl<'a> {
             if let Some(deadline) = self.deadline.filter(|d| *d > Instant::now()) {
                 wake = wake.min(deadline);
             }
-            let flushing = &mut self.flushing;
-            let flush_done = async {
-                match flushing {
-                    Some(handle) => handle.await,
-                    None => std::future::pending().await,
-                }
-            };
-            let checkpointing = &mut self.checkpointing;
-            let checkpoint_done = async {
-                match checkpointing {
-                    Some(handle) => handle.await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
-                joined = flush_done => {
+                joined = flush::ended(&mut self.flushing) => {
                     self.flushing = None;
                     self.joined(joined)?;
                 }
-                joined = checkpoint_done => {
+                joined = flush::ended(&mut self.checkpointing) => {
                     self.checkpointing = None;
                     self.checkpoint_joined(joined)?;
                 }
