@@ -6,9 +6,10 @@
 //! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
 //! written to the group's batch once, as one journal entry, and reach the mapped
 //! bits (and the exact set's in-memory recent part) only after the batch is
-//! durable (see `commit`). A checkpoint (see `checkpoint`, off the crawl loop) syncs the bits, seals
-//! the recent fingerprints into an exact run and drops the journal entries it
-//! covers; opening replays whatever journal is left (setting bits is idempotent).
+//! durable (see `commit`). A checkpoint (see `checkpoint`, off the crawl loop)
+//! syncs the bits, seals the recent fingerprints into an exact run and drops the
+//! journal entries it covers; opening replays whatever journal is left (setting
+//! bits is idempotent).
 
 use std::time::Instant;
 

