@@ -73,6 +73,8 @@
 //! "would canonicalization leave this string alone?" the same way. Both give exactly
 //! what the parsing path gives (property-tested).
 
+use std::borrow::Cow;
+
 use url::{Position, Url};
 
 pub mod split;
@@ -169,6 +171,27 @@ pub fn canonicalize_str(input: &str) -> Result<String, CanonError> {
 /// subset [`split::split`] reads, or canonicalization changes it.
 pub fn is_canonical(input: &str, rules: &Rules) -> bool {
     split::split(input).is_some_and(|parts| parts_are_canonical(&parts, rules))
+}
+
+/// `input` without its `user:pass@` credentials, so that no stored URL, item or
+/// dump holds them and no request sends them (to the host they name, or to
+/// another one a redirect points at). Credentials are not a canonicalization rule
+/// but a policy of the engine and the fetcher, which call this on every seed, link
+/// and redirect target. An input without an `@`, or that does not parse, comes
+/// back unchanged (borrowed); one with credentials is re-serialized by the parser.
+pub fn strip_credentials(input: &str) -> Cow<'_, str> {
+    if !input.contains('@') {
+        return Cow::Borrowed(input);
+    }
+    match Url::parse(input) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            // Both fail only for URLs that cannot have credentials, which have none.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            Cow::Owned(url.into())
+        }
+        _ => Cow::Borrowed(input),
+    }
 }
 
 /// Whether `Canonical::of(&Pieces::of_parts(parts), rules).text == parts.text`, decided

@@ -254,7 +254,7 @@ impl BloomFile {
         if !header.clean {
             let started = Instant::now();
             let ones = inner.recount();
-            tracing::warn!(
+            tracing::debug!(
                 path = %path.display(),
                 ones,
                 elapsed_ms = started.elapsed().as_millis() as u64,

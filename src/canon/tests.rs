@@ -463,3 +463,24 @@ proptest! {
         assert_split_sound(&input);
     }
 }
+
+#[test]
+fn credentials_are_stripped() {
+    for (input, expected) in [
+        ("http://user:pass@a.example/x?q#f", "http://a.example/x?q#f"),
+        ("https://user@a.example:8443/", "https://a.example:8443/"),
+        ("http://:pw@a.example/", "http://a.example/"),
+        (
+            "http://a.example/mail@x?to=b@c",
+            "http://a.example/mail@x?to=b@c",
+        ),
+        ("http://a.example/plain", "http://a.example/plain"),
+        ("not a url @", "not a url @"),
+    ] {
+        assert_eq!(strip_credentials(input), expected, "{input}");
+    }
+    assert!(matches!(
+        strip_credentials("http://a.example/p@q"),
+        std::borrow::Cow::Borrowed(_)
+    ));
+}

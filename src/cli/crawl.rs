@@ -357,8 +357,13 @@ fn install_signal_handler(stop: Arc<tokio::sync::Notify>) -> anyhow::Result<()> 
 
 fn print_report(config: &CrawlConfig, r: &RunReport) {
     let rate = r.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
+    let unreachable = match r.unreachable {
+        0 => String::new(),
+        1 => ", 1 host unreachable".to_owned(),
+        n => format!(", {n} hosts unreachable"),
+    };
     say!(
-        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed; {} items, {} queued, {} duplicates filtered, {} left in the frontier ({:.1} s)",
+        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed; {} items, {} queued, {} duplicates filtered, {} left in the frontier{unreachable} ({:.1} s)",
         r.run,
         if r.new_cycle { "new cycle" } else { "resumed" },
         r.outcome.as_str(),

@@ -3,7 +3,9 @@
 //! Exit codes: 0 success; 2 HTTP error status (the error document goes to
 //! stderr); 3 connection or URL error; 4 forbidden by robots.txt (also while its
 //! robots.txt answers 5xx or cannot be reached); 5 read error (including
-//! timeouts while reading); 6 `Content-Length` mismatch.
+//! timeouts while reading and a body that cannot be decoded); 6 `Content-Length`
+//! mismatch; 7 the body was longer than the 10 MiB limit and was cut (what was
+//! kept is written, and stderr says so).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +22,8 @@ use super::stderr::say;
 
 /// Redirect hops `fetch` follows.
 const MAX_REDIRECTS: usize = 10;
+/// Exit code of a body cut at the size limit.
+const EXIT_TRUNCATED: u8 = 7;
 
 /// Arguments of `fetch`.
 #[derive(Debug, clap::Args)]
@@ -54,20 +58,8 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     if let Some(ua) = &args.user_agent {
         config.user_agent = ua.clone();
     }
-    config.request_timeout =
-        std::time::Duration::try_from_secs_f64(args.timeout).map_err(|_| {
-            super::BadInput(format!(
-                "--timeout must be a non-negative number of seconds, got {}",
-                args.timeout
-            ))
-        })?;
-    config.read_timeout =
-        std::time::Duration::try_from_secs_f64(args.read_timeout).map_err(|_| {
-            super::BadInput(format!(
-                "--read-timeout must be a non-negative number of seconds, got {}",
-                args.read_timeout
-            ))
-        })?;
+    config.request_timeout = seconds("--timeout", args.timeout)?;
+    config.read_timeout = seconds("--read-timeout", args.read_timeout)?;
     let mut settings = FetchSettings::from_config(&config);
     settings.from = args.from.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -92,7 +84,27 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     if response.status >= 400 {
         return Ok(ExitCode::from(2));
     }
+    if response.truncated {
+        say!(
+            "legcrawl: the body of {} is longer than {} bytes and was cut there (exit {EXIT_TRUNCATED})",
+            response.url,
+            settings.max_body_bytes
+        );
+        return Ok(ExitCode::from(EXIT_TRUNCATED));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A positive number of seconds from a flag, or one line of bad input: a zero
+/// timeout would fail every fetch before it starts.
+fn seconds(flag: &str, value: f64) -> anyhow::Result<std::time::Duration> {
+    match std::time::Duration::try_from_secs_f64(value) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(super::BadInput(format!(
+            "{flag} must be a positive number of seconds, got {value}"
+        ))
+        .into()),
+    }
 }
 
 /// Why robots.txt forbids fetching `url` now, if it does. A URL that does not
@@ -172,6 +184,10 @@ fn write_response(args: &FetchArgs, response: &Response) -> anyhow::Result<()> {
     if args.head {
         let mut head = std::io::stdout().lock();
         writeln!(head, "HTTP {}", response.status)?;
+        // After redirects, the URL the status and headers belong to (curl -w %{url_effective}).
+        if !response.request.redirects.is_empty() {
+            writeln!(head, "URL: {}", response.url)?;
+        }
         for (name, value) in &response.headers {
             writeln!(
                 head,

@@ -41,8 +41,9 @@ Exit codes:
   2  HTTP error status (the error document goes to stderr)
   3  connection or URL error
   4  forbidden by robots.txt (also while its robots.txt cannot be read)
-  5  read error (including a stalled read)
-  6  the bytes read do not match Content-Length";
+  5  read error (a stalled read, a malformed response, a body that cannot be decoded)
+  6  the bytes read do not match Content-Length
+  7  the body was longer than 10 MiB and was cut (what was kept is written)";
 
 /// `legcrawl reset --help`.
 pub const RESET: &str = "\

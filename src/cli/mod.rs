@@ -18,6 +18,7 @@ mod seeds;
 mod stats;
 pub mod stderr;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -187,6 +188,8 @@ pub fn init_tracing(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(stderr::Quiet)
+        // Colour codes only for a person at a terminal, never in a cron log file.
+        .with_ansi(std::io::stderr().is_terminal())
         // Its default reports a failed write with `eprintln!`, which panics on a
         // closed stderr.
         .log_internal_errors(false)

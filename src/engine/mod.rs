@@ -7,7 +7,10 @@
 //! each result into the open group, committing a group
 //! every 64 pages or 20 ms (or at once when nothing else can be leased). New
 //! requests pass the [`scope::Scope`] and then the seen set — dedup happens only
-//! here, never in legs.
+//! here, never in legs. Credentials (`user:pass@`) are stripped from every seed,
+//! link and redirect target before that, so no stored URL holds them. A host
+//! that cannot be connected to, or whose robots.txt keeps failing, is parked for
+//! the run with its requests left queued (see `hosts`).
 //!
 //! Shutdown is injected (as in mini-redis): when the `shutdown` future resolves
 //! the loop stops leasing, gives in-flight fetches `shutdown_grace` to finish,
@@ -23,6 +26,7 @@
 //! page's items, which carry the page's `version`.
 
 mod flush;
+mod hosts;
 pub mod page;
 pub mod politeness;
 mod progress;
@@ -31,6 +35,7 @@ pub mod scope;
 pub mod sink;
 mod task;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -145,6 +150,9 @@ pub struct RunReport {
     pub not_modified: u64,
     /// Pages found gone (410, or 404 twice) in this run.
     pub gone: u64,
+    /// Hosts given up for this run because no connection could be made to them
+    /// (their requests stay queued for the next run).
+    pub unreachable: u64,
     /// Body bytes received in this run.
     pub bytes: u64,
     /// True when this run started a new cycle (seeds and due pages queued
@@ -223,6 +231,7 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         unchanged: state.run_counter("pages/unchanged") + state.run_counter("pages/not_modified"),
         not_modified: state.run_counter("pages/not_modified"),
         gone: state.run_counter("pages/gone"),
+        unreachable: state.run_counter("hosts/unreachable"),
         bytes: state.run_counter("fetch/bytes"),
         new_cycle: state.run_counter("cycle/started") > 0,
         elapsed,
@@ -274,7 +283,13 @@ impl<'a> Crawl<'a> {
         schedule: Schedule,
     ) -> Result<Crawl<'a>, EngineError> {
         revisits::begin_cycle(state, config)?;
-        state.add_seeds(&config.seeds, &config.fingerprint_headers)?;
+        // Credentials in a seed are never stored or sent.
+        let seeds: Vec<String> = config
+            .seeds
+            .iter()
+            .map(|seed| crate::canon::strip_credentials(seed).into_owned())
+            .collect();
+        state.add_seeds(&seeds, &config.fingerprint_headers)?;
         let stored = state.seeds()?;
         if stored.is_empty() {
             return Err(EngineError::NoSeeds {
@@ -286,7 +301,7 @@ impl<'a> Crawl<'a> {
         } else {
             config.allowed_hosts.clone()
         };
-        hosts.extend(Scope::hosts_of(&config.seeds));
+        hosts.extend(Scope::hosts_of(&seeds));
         let scope = Scope::new(hosts, config.max_depth);
         let sink = match &config.output {
             Some(path) => Some(Sink::open(path, state)?),
@@ -529,18 +544,26 @@ impl<'a> Crawl<'a> {
         if let Some(reason) = result.blocked {
             self.state.record_blocked(&lease.request.url, reason)?;
         }
-        let parked = self.note_robots(lease.host_id, &result);
+        let unreachable = self.note_connect(lease.host_id, &result);
+        let parked = !unreachable.parked && self.note_robots(lease.host_id, &result);
         // Reap finished tasks so the set does not grow with the crawl.
         task::reap(&mut self.tasks);
         let PageResult {
-            requests,
+            mut requests,
             mut items,
             mut counters,
             seen,
             prior,
-            requeued,
+            mut requeued,
             ..
         } = result;
+        if unreachable.parked {
+            counters.push(("hosts/unreachable", 1));
+        }
+        if unreachable.put_back && !requeued {
+            hosts::keep_for_next_run(&lease.request, &mut requests, &mut counters);
+            requeued = true;
+        }
         let redirect = seen
             .as_ref()
             .is_some_and(|seen| (300..400).contains(&seen.status));
@@ -549,7 +572,12 @@ impl<'a> Crawl<'a> {
             counters.push(("robots/host_parked", 1));
         }
         let mut accepted = Vec::with_capacity(requests.len());
-        for request in requests {
+        for mut request in requests {
+            // A link or redirect target with `user:pass@` is queued without it.
+            if let Cow::Owned(url) = crate::canon::strip_credentials(&request.url) {
+                counters.push(("url/credentials_stripped", 1));
+                request.url = url;
+            }
             if redirect && request.dont_filter && self.fetched_this_cycle(&request)? {
                 counters.push(("redirect/already_queued", 1));
                 continue;
@@ -568,31 +596,6 @@ impl<'a> Crawl<'a> {
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
         Ok(())
-    }
-
-    /// Parks a host whose robots.txt keeps failing (see [`politeness::ROBOTS_ATTEMPTS`]);
-    /// true when this result parked it.
-    fn note_robots(&mut self, host_id: u32, result: &PageResult) -> bool {
-        if !result.robots_unavailable {
-            if result.blocked.is_none() {
-                self.politeness.robots_ok(host_id);
-            }
-            return false;
-        }
-        let Some(host) = self.state.host_name(host_id).map(str::to_owned) else {
-            return false;
-        };
-        let parked = self
-            .politeness
-            .robots_unavailable(host_id, &host, Instant::now());
-        if parked {
-            tracing::warn!(
-                %host,
-                attempts = politeness::ROBOTS_ATTEMPTS,
-                "robots.txt keeps failing: leaving this host's requests for the next run"
-            );
-        }
-        parked
     }
 
     /// The first Ctrl-C: no more leases; let in-flight work finish for the grace

@@ -71,6 +71,11 @@ pub struct PageResult {
     pub prior: Option<PageRecord>,
     /// The request was queued again (a retry, or robots.txt unavailable).
     pub requeued: bool,
+    /// No connection could be made to the host (DNS, refused, TLS), for the page
+    /// or for its robots.txt: the fetcher's one-line message.
+    pub unreachable: Option<String>,
+    /// The host sent a response to the page (of any status).
+    pub answered: bool,
 }
 
 /// Fetches `request` (conditionally when `prior`, its page record, is given) and
@@ -103,6 +108,7 @@ pub async fn process(
             return result;
         }
     };
+    result.answered = true;
     result.counters.push(("pages/fetched", 1));
     result
         .counters
@@ -199,7 +205,11 @@ async fn obeys_robots(robots: &RobotsCache, request: &Request, result: &mut Page
             result.blocked = Some("robots");
             false
         }
-        Verdict::Unavailable { retry_after } => {
+        Verdict::Unavailable {
+            retry_after,
+            unreachable,
+        } => {
+            result.unreachable = unreachable;
             // robots.txt failed (5xx, unreachable): everything waits, nothing is lost.
             let mut later = request.clone();
             later.dont_filter = true;
@@ -219,6 +229,11 @@ fn fetch_failed(
     retry: RetryPolicy,
     result: &mut PageResult,
 ) {
+    match error {
+        FetchError::Connect { .. } => result.unreachable = Some(error.to_string()),
+        FetchError::Decode { .. } => result.counters.push(("fetch/undecodable", 1)),
+        _ => {}
+    }
     if error.is_retryable() && request.retries < retry.max_retries {
         tracing::debug!(url = %request.url, %error, retries = request.retries, "fetch failed, will retry");
         result.requests.push(again(request));
@@ -226,7 +241,12 @@ fn fetch_failed(
         result.counters.push(("retry/scheduled", 1));
         result.backoff = Some(retry.wait(request.retries));
     } else {
-        tracing::warn!(url = %request.url, %error, "fetch failed");
+        // A connection failure is reported once per host by the engine.
+        if result.unreachable.is_some() {
+            tracing::debug!(url = %request.url, %error, "fetch failed");
+        } else {
+            tracing::warn!(url = %request.url, %error, "fetch failed");
+        }
         result.counters.push(("fetch/failed", 1));
         if error.is_retryable() {
             result.counters.push(("retry/exhausted", 1));

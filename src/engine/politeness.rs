@@ -18,6 +18,19 @@ use crate::config::{CrawlConfig, DEFAULT_DELAY};
 /// for the rest of the run, so a scheduled run ends instead of waiting forever.
 pub const ROBOTS_ATTEMPTS: u32 = 3;
 
+/// Connection failures in a row (DNS, refused, TLS; by a fetch or by robots.txt)
+/// after which a host that never answered this run is parked for the rest of it.
+pub const CONNECT_ATTEMPTS: u32 = 3;
+
+/// What a connection failure meant for its host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unreachable {
+    /// The first failure of the host this run: the one to report.
+    pub first: bool,
+    /// This failure parked the host for the rest of the run.
+    pub parked: bool,
+}
+
 /// One host's politeness state.
 #[derive(Debug)]
 struct Slot {
@@ -29,6 +42,15 @@ struct Slot {
     crawl_delay: Option<Duration>,
     /// robots.txt answers in a row that were 5xx or unreachable.
     robots_failures: u32,
+    /// Connection failures in a row.
+    connect_failures: u32,
+    /// True once a connection failure was reported (once per host per run).
+    connect_reported: bool,
+    /// True once anything answered (a response, or robots.txt fetched): such a
+    /// host is not given up on for connection failures.
+    answered: bool,
+    /// Left alone for the rest of the run (unreachable, or `park`).
+    parked: bool,
 }
 
 /// Politeness bookkeeping for every host of a crawl.
@@ -67,6 +89,10 @@ impl Politeness {
             delay,
             crawl_delay: None,
             robots_failures: 0,
+            connect_failures: 0,
+            connect_reported: false,
+            answered: false,
+            parked: false,
         })
     }
 
@@ -126,12 +152,40 @@ impl Politeness {
         }
     }
 
-    /// True for a host left alone for the rest of the run (robots.txt kept failing):
-    /// its requests stay queued for the next run instead of holding this one open.
+    /// Records a connection failure (DNS, refused, TLS). The host is parked when
+    /// that makes [`CONNECT_ATTEMPTS`] in a row and nothing of it answered this run.
+    pub fn connect_failed(&mut self, host_id: u32, host: &str, now: Instant) -> Unreachable {
+        let slot = self.slot(host_id, host, now);
+        slot.connect_failures += 1;
+        let first = !slot.connect_reported;
+        slot.connect_reported = true;
+        let parked = !slot.parked && !slot.answered && slot.connect_failures >= CONNECT_ATTEMPTS;
+        slot.parked |= parked;
+        Unreachable { first, parked }
+    }
+
+    /// Records that the host answered (a response, or robots.txt had): its
+    /// connection failures start again from zero and it is never given up on.
+    pub fn answered(&mut self, host_id: u32) {
+        if let Some(slot) = self.slots.get_mut(&host_id) {
+            slot.connect_failures = 0;
+            slot.answered = true;
+        }
+    }
+
+    /// Leaves the host alone for the rest of the run; true if it was not already.
+    pub fn park(&mut self, host_id: u32, host: &str, now: Instant) -> bool {
+        let slot = self.slot(host_id, host, now);
+        !std::mem::replace(&mut slot.parked, true)
+    }
+
+    /// True for a host left alone for the rest of the run (robots.txt kept failing,
+    /// it could not be connected to, or it was parked): its requests stay queued
+    /// for the next run instead of holding this one open.
     pub fn is_parked(&self, host_id: u32) -> bool {
         self.slots
             .get(&host_id)
-            .is_some_and(|slot| slot.robots_failures >= ROBOTS_ATTEMPTS)
+            .is_some_and(|slot| slot.parked || slot.robots_failures >= ROBOTS_ATTEMPTS)
     }
 
     /// Sets the host's robots.txt `Crawl-delay` (already capped by the caller).
@@ -219,6 +273,43 @@ mod tests {
             p.ready_at(1, "a.test", t0),
             Some(t0 + Duration::from_secs(5))
         );
+    }
+
+    #[test]
+    fn unreachable_hosts_are_parked_unless_they_answered() {
+        let mut p = politeness(2, None);
+        let now = Instant::now();
+        let first = p.connect_failed(1, "a.invalid", now);
+        assert_eq!(
+            first,
+            Unreachable {
+                first: true,
+                parked: false
+            }
+        );
+        for _ in 1..CONNECT_ATTEMPTS - 1 {
+            assert!(!p.connect_failed(1, "a.invalid", now).parked);
+        }
+        assert_eq!(
+            p.connect_failed(1, "a.invalid", now),
+            Unreachable {
+                first: false,
+                parked: true
+            }
+        );
+        assert!(p.is_parked(1));
+        // Parked once: later failures (in-flight requests) do not park it again.
+        assert!(!p.connect_failed(1, "a.invalid", now).parked);
+        // A host that answered once is never given up on for connection failures.
+        p.started(2, "b.example", now);
+        p.answered(2);
+        for _ in 0..2 * CONNECT_ATTEMPTS {
+            assert!(!p.connect_failed(2, "b.example", now).parked);
+        }
+        assert!(!p.is_parked(2));
+        assert!(p.park(2, "b.example", now));
+        assert!(!p.park(2, "b.example", now));
+        assert!(p.is_parked(2));
     }
 
     #[test]

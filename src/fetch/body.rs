@@ -6,7 +6,9 @@
 //! async-compression's streaming decoders, read through a `take(limit + 1)`, so the
 //! decoder never produces more than one byte past the limit: a decompression bomb
 //! costs at most about twice the limit in memory (buffer growth) and the CPU time
-//! of decoding that much. Unknown encodings are kept as raw bytes.
+//! of decoding that much. Unknown encodings are kept as raw bytes; stacked
+//! encodings (`gzip, gzip`) and bytes after the end of a compressed stream are
+//! decoding errors.
 //!
 //! Depends on hyper, tokio and async-compression only; knows nothing of requests
 //! or URLs (the caller turns [`BodyError`] into a `FetchError`).
@@ -46,22 +48,40 @@ pub(crate) enum Encoding {
 }
 
 impl Encoding {
-    /// The encoding named by a `Content-Encoding` value; lists and unknown names
-    /// are [`Encoding::Identity`] (the raw bytes are kept).
-    pub(crate) fn from_header(value: Option<&HeaderValue>) -> Encoding {
+    /// The encoding named by a `Content-Encoding` value. Absent, `identity` and
+    /// unknown names are [`Encoding::Identity`] (the raw bytes are kept);
+    /// `identity` inside a list is ignored. Two or more encodings applied in turn
+    /// (`gzip, gzip`, `gzip, br`) are an error: they are not decoded, and keeping
+    /// the still-encoded bytes as the page would store garbage without a word.
+    pub(crate) fn from_header(value: Option<&HeaderValue>) -> Result<Encoding, String> {
         let Some(value) = value.and_then(|value| value.to_str().ok()) else {
-            return Encoding::Identity;
+            return Ok(Encoding::Identity);
         };
-        let value = value.trim();
-        if value.eq_ignore_ascii_case("gzip") || value.eq_ignore_ascii_case("x-gzip") {
-            Encoding::Gzip
-        } else if value.eq_ignore_ascii_case("br") {
-            Encoding::Brotli
-        } else if value.eq_ignore_ascii_case("deflate") {
-            Encoding::Deflate
-        } else {
-            Encoding::Identity
-        }
+        let codings: Vec<&str> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("identity"))
+            .collect();
+        let [coding] = codings[..] else {
+            return if codings.is_empty() {
+                Ok(Encoding::Identity)
+            } else {
+                Err(format!(
+                    "Content-Encoding {value:?} applies several encodings in turn, which are not decoded"
+                ))
+            };
+        };
+        Ok(
+            if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+                Encoding::Gzip
+            } else if coding.eq_ignore_ascii_case("br") {
+                Encoding::Brotli
+            } else if coding.eq_ignore_ascii_case("deflate") {
+                Encoding::Deflate
+            } else {
+                Encoding::Identity
+            },
+        )
     }
 }
 
@@ -266,7 +286,18 @@ pub(crate) async fn read_body(
         }
     };
     let (body, truncated) = result.map_err(|error| raw.failure(error))?;
+    // Raw bytes the decoder took; anything after them is not part of the stream.
+    let used = raw.raw_len - raw.chunk.len() as u64;
     let complete = !truncated && raw.drain(MAX_DRAIN).await?;
+    if !truncated && raw.raw_len > used {
+        return Err(BodyError::Decode(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} bytes after the end of the {encoding:?} data",
+                raw.raw_len - used
+            ),
+        )));
+    }
     Ok(Decoded {
         body,
         truncated,
@@ -351,16 +382,21 @@ mod tests {
 
     #[test]
     fn encodings_from_header() {
-        let parse =
-            |value: &str| Encoding::from_header(Some(&HeaderValue::from_str(value).unwrap()));
+        let parse = |value: &str| {
+            Encoding::from_header(Some(&HeaderValue::from_str(value).unwrap())).unwrap()
+        };
         assert_eq!(parse("gzip"), Encoding::Gzip);
         assert_eq!(parse(" X-GZIP "), Encoding::Gzip);
         assert_eq!(parse("br"), Encoding::Brotli);
         assert_eq!(parse("Deflate"), Encoding::Deflate);
         assert_eq!(parse("identity"), Encoding::Identity);
+        assert_eq!(parse("gzip, identity"), Encoding::Gzip);
         assert_eq!(parse("zstd"), Encoding::Identity);
-        assert_eq!(parse("gzip, br"), Encoding::Identity);
-        assert_eq!(Encoding::from_header(None), Encoding::Identity);
+        assert_eq!(Encoding::from_header(None).unwrap(), Encoding::Identity);
+        for stacked in ["gzip, br", "gzip, gzip", "zstd,gzip"] {
+            let error = Encoding::from_header(Some(&HeaderValue::from_static(stacked)));
+            assert!(error.is_err_and(|e| e.contains(stacked)), "{stacked}");
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use url::{Position, Url};
 
 use super::FetchSettings;
 use super::body::{BodyError, Encoding, read_body};
-use super::error::FetchError;
+use super::error::{ConnectKind, FetchError};
 use crate::request::Request;
 use crate::response::Response;
 
@@ -147,9 +147,18 @@ impl Fetcher {
         };
         let method = Method::from_bytes(request.method.as_bytes())
             .map_err(|error| invalid(format!("method {:?}: {error}", request.method)))?;
-        let uri: Uri = url[..Position::AfterQuery]
+        // Credentials in the URL are never sent (HTTP/2 would put them in :authority).
+        let uri: Uri = if url.username().is_empty() && url.password().is_none() {
+            url[..Position::AfterQuery].parse()
+        } else {
+            format!(
+                "{}{}",
+                &url[..Position::BeforeUsername],
+                &url[Position::BeforeHost..Position::AfterQuery]
+            )
             .parse()
-            .map_err(|error| invalid(format!("{error}")))?;
+        }
+        .map_err(|error| invalid(format!("{error}")))?;
         let mut headers = self.inner.default_headers.clone();
         apply_headers(&mut headers, &request.headers).map_err(invalid)?;
         let body = if request.body.is_empty() {
@@ -208,7 +217,12 @@ impl Fetcher {
     ) -> Result<(Bytes, bool), FetchError> {
         let settings = &self.inner.settings;
         let declared = content_length(headers);
-        let encoding = Encoding::from_header(headers.get(CONTENT_ENCODING));
+        let encoding = Encoding::from_header(headers.get(CONTENT_ENCODING)).map_err(|reason| {
+            FetchError::Decode {
+                url: url.to_owned(),
+                source: std::io::Error::new(std::io::ErrorKind::Unsupported, reason),
+            }
+        })?;
         let result = read_body(
             incoming,
             encoding,
@@ -245,7 +259,8 @@ impl Fetcher {
                 }
                 _ => Err(FetchError::Read {
                     url: url.to_owned(),
-                    source: Box::new(source),
+                    reason: reason_of(&source),
+                    cause: Box::new(source),
                 }),
             },
             Err(BodyError::Decode(source)) => Err(FetchError::Decode {
@@ -322,15 +337,88 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 fn send_error(url: &str, error: hyper_util::client::legacy::Error) -> FetchError {
     debug!(url, error = ?error, "request failed");
     if error.is_connect() {
+        let https = url
+            .get(..6)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https:"));
+        let (kind, detail) = classify_connect(&error, https);
         FetchError::Connect {
             url: url.to_owned(),
-            source: Box::new(error),
+            kind,
+            detail,
+            cause: Box::new(error),
         }
     } else {
         FetchError::Read {
             url: url.to_owned(),
-            source: Box::new(error),
+            reason: reason_of(&error),
+            cause: Box::new(error),
         }
+    }
+}
+
+/// The messages of `error`'s source chain (without `error` itself).
+fn chain<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut out = Vec::new();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push(cause);
+        source = cause.source();
+    }
+    out
+}
+
+/// Which step of connecting failed, and the innermost message. hyper-util names
+/// its step (`dns error`, `tcp connect error`); a failure of an `https` URL past
+/// those steps is the TLS handshake.
+fn classify_connect(
+    error: &(dyn std::error::Error + 'static),
+    https: bool,
+) -> (ConnectKind, String) {
+    let causes = chain(error);
+    let detail = causes
+        .last()
+        .map_or_else(|| error.to_string(), |cause| cause.to_string());
+    let io_kind = |kind| {
+        causes.iter().any(|cause| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == kind)
+        })
+    };
+    let said = |prefix: &str| causes.iter().any(|c| c.to_string().starts_with(prefix));
+    let kind = if io_kind(std::io::ErrorKind::ConnectionRefused) {
+        ConnectKind::Refused
+    } else if said("dns error") {
+        ConnectKind::Dns
+    } else if https && !said("tcp ") {
+        ConnectKind::Tls
+    } else {
+        ConnectKind::Other
+    };
+    (kind, detail)
+}
+
+/// What went wrong in an exchange, from hyper's error chain: its messages
+/// ("invalid HTTP header parsed", "connection closed before message
+/// completed", ...) joined with `: `, hyper-util's generic wrapper left out.
+fn reason_of(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let top = error.to_string();
+    if !top.starts_with("client error") {
+        parts.push(top);
+    }
+    for cause in chain(error) {
+        let text = cause.to_string();
+        if !parts.iter().any(|part| part.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    if parts.is_empty() {
+        "the connection failed".to_owned()
+    } else {
+        parts.join(": ")
     }
 }
 
@@ -382,7 +470,7 @@ mod tests {
     #[test]
     fn request_headers_override_defaults() {
         let fetcher = fetcher();
-        let mut request = Request::get("http://a.example/x#frag");
+        let mut request = Request::get("http://u:p@a.example/x#frag");
         request.headers = vec![
             ("accept".into(), "text/plain".into()),
             ("X-Twice".into(), "1".into()),

@@ -9,6 +9,47 @@ use std::time::Duration;
 /// A boxed error source from the HTTP stack.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// Which step of connecting to a server failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectKind {
+    /// The host name did not resolve (no such host, no network, no resolver).
+    Dns,
+    /// The address answered with a refusal: nothing listens on that port.
+    Refused,
+    /// TCP connected but the TLS handshake failed (a bad certificate, or an
+    /// `https` URL for a port that speaks plain HTTP).
+    Tls,
+    /// Anything else (unreachable network, connect timeout, ...).
+    Other,
+}
+
+impl ConnectKind {
+    /// A few words for logs: `dns`, `refused`, `tls`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectKind::Dns => "dns",
+            ConnectKind::Refused => "refused",
+            ConnectKind::Tls => "tls",
+            ConnectKind::Other => "other",
+        }
+    }
+}
+
+/// The one-line message of [`FetchError::Connect`].
+fn connect_message(url: &str, kind: ConnectKind, detail: &str) -> String {
+    match kind {
+        ConnectKind::Dns => format!("cannot resolve the host of {url} (DNS: {detail})"),
+        ConnectKind::Refused => format!("connection refused for {url} (nothing listens there)"),
+        ConnectKind::Tls if detail.contains("InvalidContentType") || detail.contains("corrupt") => {
+            format!(
+                "TLS handshake failed for {url}: the server does not speak TLS there (a plain-HTTP port?)"
+            )
+        }
+        ConnectKind::Tls => format!("TLS handshake failed for {url}: {detail}"),
+        ConnectKind::Other => format!("cannot connect for {url}: {detail}"),
+    }
+}
+
 /// A failed fetch.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -52,14 +93,18 @@ pub enum FetchError {
         /// What is wrong with it.
         reason: String,
     },
-    /// No connection could be made (DNS, refused, TLS handshake).
-    #[error("cannot connect for {url}")]
+    /// No connection could be made (DNS, refused, TLS handshake). The message
+    /// names which, so "no such host" and "TLS to a plain-HTTP port" read apart.
+    #[error("{}", connect_message(url, *kind, detail))]
     Connect {
         /// The URL as given.
         url: String,
+        /// Which step of connecting failed.
+        kind: ConnectKind,
+        /// The innermost cause, as the resolver, the OS or rustls said it.
+        detail: String,
         /// The underlying error.
-        #[source]
-        source: BoxError,
+        cause: BoxError,
     },
     /// The whole exchange (connect, headers, body) took longer than the request timeout.
     #[error("request for {url} timed out after {after:?}")]
@@ -77,14 +122,17 @@ pub enum FetchError {
         /// The read timeout that ran out.
         after: Duration,
     },
-    /// The exchange failed after connecting (connection reset, malformed response).
-    #[error("error reading the response of {url}")]
+    /// The exchange failed after connecting: the server closed or reset the
+    /// connection, or sent something that is not HTTP (a bad status line, a bad
+    /// header, bad chunked framing). `reason` says which.
+    #[error("bad response from {url}: {reason}")]
     Read {
         /// The URL as given.
         url: String,
+        /// What was wrong, from the HTTP stack's error chain.
+        reason: String,
         /// The underlying error.
-        #[source]
-        source: BoxError,
+        cause: BoxError,
     },
     /// The body did not have the length its `Content-Length` declared.
     #[error("body of {url} has {got} bytes, Content-Length said {expected}")]
@@ -96,13 +144,14 @@ pub enum FetchError {
         /// Bytes (still encoded) actually received.
         got: u64,
     },
-    /// The body could not be decoded per its `Content-Encoding`.
-    #[error("cannot decode the body of {url}")]
+    /// The body could not be decoded per its `Content-Encoding`: corrupt data,
+    /// bytes after the end of the compressed stream, or an encoding (or a list of
+    /// encodings such as `gzip, gzip`) the fetcher does not undo.
+    #[error("cannot decode the body of {url}: {source}")]
     Decode {
         /// The URL as given.
         url: String,
-        /// The decoder's error.
-        #[source]
+        /// The decoder's error, or what is unsupported.
         source: std::io::Error,
     },
 }

@@ -7,7 +7,10 @@
 //! deflate bodies, and bounds every fetch: `request_timeout` for the whole
 //! exchange, `read_timeout` for each wait on the body, `max_body_bytes` for the
 //! decoded body (longer bodies are cut and flagged `truncated`, so a compression
-//! bomb costs bounded memory and time).
+//! bomb costs bounded memory and time). It never sends the `user:pass@` of a
+//! URL. Errors say what went wrong: which step of connecting failed
+//! ([`ConnectKind`]: DNS, refused, TLS), what was malformed in a response, why a
+//! body could not be decoded.
 //!
 //! Depends on [`crate::request`], [`crate::response`] and [`crate::config`] only.
 //! Invariants: an HTTP status is never an error; when a body was read to its end
@@ -25,7 +28,7 @@ mod error;
 use std::time::Duration;
 
 pub use client::Fetcher;
-pub use error::{BoxError, FetchError};
+pub use error::{BoxError, ConnectKind, FetchError};
 
 use crate::config::CrawlConfig;
 

@@ -23,7 +23,7 @@ use url::Url;
 
 use super::rules::{MAX_ROBOTS_BYTES, Robots};
 use crate::config::CrawlConfig;
-use crate::fetch::Fetcher;
+use crate::fetch::{FetchError, Fetcher};
 use crate::request::Request;
 
 /// Redirects followed for one robots.txt (RFC 9309 §2.3.1.2: at least five).
@@ -32,6 +32,10 @@ pub const MAX_REDIRECTS: usize = 5;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Default for [`RobotsSettings::unavailable_retry`]: 60 seconds.
 pub const DEFAULT_UNAVAILABLE_RETRY: Duration = Duration::from_secs(60);
+/// How soon robots.txt of a host that could not be connected to (DNS, refused,
+/// TLS) is asked again: short, so the engine counts its connection failures and
+/// gives an unreachable host up within seconds, not minutes.
+pub const UNREACHABLE_RETRY: Duration = Duration::from_secs(2);
 /// Default for [`RobotsSettings::max_crawl_delay`]: 30 seconds.
 pub const DEFAULT_MAX_CRAWL_DELAY: Duration = Duration::from_secs(30);
 
@@ -110,11 +114,15 @@ pub enum Verdict {
     },
     /// robots.txt forbids it: record it, do not fetch it.
     Disallowed,
-    /// robots.txt could not be had (5xx, 429, unreachable, too many redirects):
-    /// put the request back and try this origin again after `retry_after`.
+    /// robots.txt could not be had (5xx, 429, unreachable, too many redirects or
+    /// a redirect loop): put the request back and try this origin again after
+    /// `retry_after`.
     Unavailable {
         /// How long until robots.txt is fetched again.
         retry_after: Duration,
+        /// Set when no connection could be made (DNS, refused, TLS): the
+        /// fetcher's one-line message.
+        unreachable: Option<String>,
     },
 }
 
@@ -148,6 +156,8 @@ struct Entry {
     expires_at: u64,
     /// When the record behind this entry was fetched.
     fetched_at: u64,
+    /// Why no connection could be made, when that is why robots.txt is unavailable.
+    unreachable: Option<String>,
 }
 
 type Slot = Arc<RwLock<Option<Entry>>>;
@@ -217,12 +227,20 @@ impl RobotsCache {
         if let Some(verdict) = self.fresh_verdict(entry.as_ref(), url) {
             return verdict;
         }
-        let record = self.fetch_record(&origin).await;
-        *entry = Some(self.entry_of(&record));
+        let (record, unreachable) = self.fetch_record(&origin).await;
+        let mut fresh = self.entry_of(&record);
+        if unreachable.is_some() {
+            fresh.expires_at = record
+                .fetched_at
+                .saturating_add(ceil_secs(UNREACHABLE_RETRY));
+            fresh.unreachable = unreachable.clone();
+        }
+        *entry = Some(fresh);
         self.lock_records().push(record);
         self.fresh_verdict(entry.as_ref(), url)
             .unwrap_or(Verdict::Unavailable {
                 retry_after: Duration::ZERO,
+                unreachable,
             })
     }
 
@@ -294,6 +312,7 @@ impl RobotsCache {
         let verdict = match &entry.robots {
             None => Verdict::Unavailable {
                 retry_after: Duration::from_secs(entry.expires_at - now),
+                unreachable: entry.unreachable.clone(),
             },
             Some(robots) if robots.allowed(url) => Verdict::Allowed {
                 crawl_delay: robots
@@ -320,34 +339,42 @@ impl RobotsCache {
             robots: robots.map(Arc::new),
             expires_at: record.fetched_at.saturating_add(hold),
             fetched_at: record.fetched_at,
+            unreachable: None,
         }
     }
 
     /// Fetches `origin`'s robots.txt, following up to [`MAX_REDIRECTS`]
-    /// redirects (relative or to other hosts), into a record.
-    async fn fetch_record(&self, origin: &str) -> RobotsRecord {
-        let (status, body) = self.fetch_following(origin).await;
-        RobotsRecord {
+    /// redirects (relative or to other hosts), into a record; with it, the
+    /// fetcher's message when no connection could be made.
+    async fn fetch_record(&self, origin: &str) -> (RobotsRecord, Option<String>) {
+        let (status, body, unreachable) = self.fetch_following(origin).await;
+        let record = RobotsRecord {
             origin: origin.to_owned(),
             fetched_at: self.now(),
             status,
             body,
-        }
+        };
+        (record, unreachable)
     }
 
     /// The final status and (2xx) body of `origin`'s robots.txt; status 0 when
-    /// no response came.
-    async fn fetch_following(&self, origin: &str) -> (u16, Vec<u8>) {
+    /// no response came (with the connection error, when that was why). A
+    /// redirect loop ends at once with the 3xx: robots.txt is then unavailable,
+    /// like a server error.
+    async fn fetch_following(&self, origin: &str) -> (u16, Vec<u8>, Option<String>) {
         let Ok(mut url) = Url::parse(&format!("{origin}/robots.txt")) else {
-            return (0, Vec::new());
+            return (0, Vec::new(), None);
         };
+        let mut visited = Vec::new();
         for hop in 0..=MAX_REDIRECTS {
             self.inner.fetches.fetch_add(1, Ordering::Relaxed);
             let response = match self.inner.fetcher.fetch(&Request::get(url.as_str())).await {
                 Ok(response) => response,
                 Err(error) => {
                     debug!(%url, %error, "robots.txt unreachable");
-                    return (0, Vec::new());
+                    let unreachable =
+                        matches!(error, FetchError::Connect { .. }).then(|| error.to_string());
+                    return (0, Vec::new(), unreachable);
                 }
             };
             let status = response.status;
@@ -359,7 +386,7 @@ impl RobotsCache {
                 } else {
                     Vec::new()
                 };
-                return (status, body);
+                return (status, body, None);
             }
             let next = response
                 .headers
@@ -367,15 +394,20 @@ impl RobotsCache {
                 .and_then(|value| value.to_str().ok())
                 .and_then(|location| url.join(location).ok())
                 .filter(|next| matches!(next.scheme(), "http" | "https"));
+            visited.push(url.clone());
             match next {
+                Some(next) if visited.contains(&next) => {
+                    debug!(%url, %next, status, "robots.txt redirects in a loop");
+                    return (status, Vec::new(), None);
+                }
                 Some(next) if hop < MAX_REDIRECTS => url = next,
                 _ => {
                     debug!(%url, status, hop, "robots.txt redirect not followed");
-                    return (status, Vec::new());
+                    return (status, Vec::new(), None);
                 }
             }
         }
-        (0, Vec::new())
+        (0, Vec::new(), None)
     }
 }
 

@@ -10,6 +10,7 @@ mod crawl;
 mod examples;
 mod export;
 mod fetch;
+mod hostile;
 mod incremental;
 mod panics;
 mod polite;

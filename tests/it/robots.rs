@@ -113,11 +113,13 @@ async fn server_error_is_unavailable_until_the_retry() {
     let page = url(&server, "/a");
     let held = Verdict::Unavailable {
         retry_after: Duration::from_secs(60),
+        unreachable: None,
     };
     assert_eq!(cache.check(&page).await, held);
     clock.advance(Duration::from_secs(20));
     let later = Verdict::Unavailable {
         retry_after: Duration::from_secs(40),
+        unreachable: None,
     };
     assert_eq!(cache.check(&page).await, later);
     assert_eq!(server.hits("/robots.txt"), 1);
