@@ -27,9 +27,17 @@ fn listing(dir: &Path) -> Vec<(String, u64)> {
     out
 }
 
-#[test]
-fn a_state_that_lost_its_marker_is_refused_by_every_command_and_kept_whole() {
-    let site = Site::generate(20, 3);
+/// A generated site, its server, and a state in a temp dir that crawled it whole.
+struct Crawled {
+    site: Site,
+    server: TestServer,
+    data: tempfile::TempDir,
+    state: std::path::PathBuf,
+    seed: String,
+}
+
+fn crawled(pages: usize, seed: u64) -> Crawled {
+    let site = Site::generate(pages, seed);
     let server = TestServer::start(site.handler());
     let data = tempfile::tempdir().expect("temp dir");
     let state = data.path().join("state");
@@ -43,6 +51,24 @@ fn a_state_that_lost_its_marker_is_refused_by_every_command_and_kept_whole() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Crawled {
+        site,
+        server,
+        data,
+        state,
+        seed,
+    }
+}
+
+#[test]
+fn a_state_that_lost_its_marker_is_refused_by_every_command_and_kept_whole() {
+    let Crawled {
+        site,
+        server: _server,
+        data: _data,
+        state,
+        seed,
+    } = crawled(20, 3);
     std::fs::remove_file(state.join("LEGCRAWL")).expect("remove the marker");
     let before = listing(&state);
     for args in [
@@ -141,20 +167,13 @@ fn a_file_given_as_data_is_named_as_a_file_and_left_alone() {
 
 #[test]
 fn fresh_never_deletes_a_crawl_it_cannot_restart_or_was_not_asked_to() {
-    let site = Site::generate(30, 9);
-    let server = TestServer::start(site.handler());
-    let data = tempfile::tempdir().expect("temp dir");
-    let state = data.path().join("state");
-    let seed = server.url("/");
-    let out = cli::run(
-        legcrawl(&state, &["crawl", &seed, "--bloom-bits", "16"]),
-        LIMIT,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let Crawled {
+        site,
+        server,
+        data: _data,
+        state,
+        seed,
+    } = crawled(30, 9);
     let pages = site.reachable().len();
     let before = listing(&state);
     // No seeds to start again from: refused before anything is deleted.
