@@ -33,7 +33,7 @@ use legcrawl::store::crash::{CRASH_AT_ENV, POINTS, TRACE_ENV};
 use legcrawl::store::{GROUP_MAX_PAGES, OpenOptions, State};
 
 use crate::support::cli::{self, item_path, legcrawl};
-use crate::support::{Site, TestServer, assert_each_once, handler, queued_urls};
+use crate::support::{Site, TestServer, assert_each_once, handler, listing, queued_urls};
 
 const PAGES: usize = 300;
 const CONCURRENCY: u64 = 4;
@@ -201,23 +201,6 @@ fn check_after_crash(scenario: &Scenario, point: &str) {
             "{point}: a reader deleted something"
         );
     }
-}
-
-/// Every file under `dir`, sorted (nothing when it does not exist).
-fn listing(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            stack.push(entry.path());
-            out.push(entry.path().display().to_string());
-        }
-    }
-    out.sort();
-    out
 }
 
 /// Invariant 2, read through the library: the Bloom bits never run ahead of

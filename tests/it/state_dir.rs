@@ -2,30 +2,12 @@
 //! once on a new `--data`, a file given as `--data`.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::support::cli::{self, item_path, legcrawl};
-use crate::support::{Site, TestServer, handler};
+use crate::support::{Site, TestServer, handler, listing};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// Every path under `dir` with its length, sorted.
-fn listing(dir: &Path) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
-            let meta = entry.metadata().expect("metadata");
-            if meta.is_dir() {
-                stack.push(entry.path());
-            }
-            out.push((entry.path().display().to_string(), meta.len()));
-        }
-    }
-    out.sort();
-    out
-}
 
 /// A generated site, its server, and a state in a temp dir that crawled it whole.
 struct Crawled {

@@ -57,6 +57,29 @@ pub fn assert_each_once(paths: &[String], expected: &BTreeSet<String>, what: &st
     );
 }
 
+/// Every path under `dir` with its length, sorted: compared before and after a
+/// command to show it touched nothing (empty when `dir` does not exist).
+pub fn listing(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            out.push((entry.path().display().to_string(), meta.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The URLs of every request queued (or leased) in `state`.
 pub fn queued_urls(state: &legcrawl::store::State) -> HashSet<String> {
     state
