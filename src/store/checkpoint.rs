@@ -22,6 +22,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::exact::{CHUNK_FPS, MERGE_FANOUT, chunk_key, encode_chunk, encode_index, tier};
+use super::seen::SeenSet;
+use super::table::Db;
 use super::{State, StoreError, crash, keys};
 use crate::bloom::BloomSync;
 use crate::config::DedupMode;
@@ -161,22 +163,20 @@ impl Checkpoint {
     }
 }
 
-impl State {
+impl SeenSet {
     /// True when a checkpoint should start: none runs, and the journal holds
     /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints, or something waits for a
     /// checkpoint and the last one is older than the checkpoint interval.
-    pub fn checkpoint_due(&self) -> bool {
+    pub(super) fn checkpoint_due(&self) -> bool {
         !self.checkpointing
             && (self.journaled >= super::CHECKPOINT_MAX_JOURNALED
                 || ((self.journaled > 0 || !self.exact.garbage.is_empty())
                     && self.last_checkpoint.elapsed() >= self.checkpoint_every))
     }
 
-    /// Detaches a checkpoint of everything durable so far, to run on any thread;
-    /// `None` when one runs already or there is nothing to do. Until its result
-    /// reaches [`State::checkpointed`], the fingerprints it seals are answered
-    /// from memory and the old index stays the one read.
-    pub fn start_checkpoint(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+    /// Detaches a checkpoint of everything durable so far (see
+    /// [`State::start_checkpoint`]).
+    pub(super) fn start_checkpoint(&mut self, db: &Db) -> Result<Option<Checkpoint>, StoreError> {
         if self.checkpointing || (self.journaled == 0 && self.exact.garbage.is_empty()) {
             return Ok(None);
         }
@@ -193,8 +193,8 @@ impl State {
         self.journaled = 0;
         self.last_checkpoint = Instant::now();
         Ok(Some(Checkpoint {
-            db: self.db.clone(),
-            dir: self.dir.clone(),
+            db: db.tree().clone(),
+            dir: db.dir().to_owned(),
             bloom,
             journal_end: self.journal_end,
             seal,
@@ -204,31 +204,67 @@ impl State {
         }))
     }
 
-    /// A [`Checkpoint`] finished: the new run index is read from now on, and the
-    /// runs it replaced are left for the next checkpoint to remove.
-    pub fn checkpointed(&mut self, done: Checkpointed) {
+    /// A [`Checkpoint`] finished (see [`State::checkpointed`]).
+    pub(super) fn checkpointed(&mut self, done: Checkpointed) {
         self.exact.runs = done.runs;
         self.exact.garbage.extend(done.merged);
         self.exact.sealing.clear();
         self.checkpointing = false;
     }
 
-    /// A [`Checkpoint`] failed (or its thread died): what it was sealing is
-    /// answered from memory again, and its journal entries are still on disk.
-    pub fn checkpoint_failed(&mut self) {
+    /// A [`Checkpoint`] failed (see [`State::checkpoint_failed`]).
+    pub(super) fn checkpoint_failed(&mut self) {
         let sealing = std::mem::take(&mut self.exact.sealing);
         self.journaled += sealing.len() as u64;
         self.exact.recent.extend(sealing.iter().copied());
         self.checkpointing = false;
     }
 
+    /// Marks the Bloom header clean (after a checkpoint synced everything).
+    fn mark_clean(&mut self) -> Result<(), StoreError> {
+        if !self.bloom.is_clean() {
+            crash::point("checkpoint.header");
+            self.bloom.flush()?;
+        }
+        Ok(())
+    }
+}
+
+impl State {
+    /// True when a checkpoint should start: none runs, and the journal holds
+    /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints, or something waits for a
+    /// checkpoint and the last one is older than the checkpoint interval.
+    pub fn checkpoint_due(&self) -> bool {
+        self.seen.checkpoint_due()
+    }
+
+    /// Detaches a checkpoint of everything durable so far, to run on any thread;
+    /// `None` when one runs already or there is nothing to do. Until its result
+    /// reaches [`State::checkpointed`], the fingerprints it seals are answered
+    /// from memory and the old index stays the one read.
+    pub fn start_checkpoint(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        self.seen.start_checkpoint(&self.db)
+    }
+
+    /// A [`Checkpoint`] finished: the new run index is read from now on, and the
+    /// runs it replaced are left for the next checkpoint to remove.
+    pub fn checkpointed(&mut self, done: Checkpointed) {
+        self.seen.checkpointed(done);
+    }
+
+    /// A [`Checkpoint`] failed (or its thread died): what it was sealing is
+    /// answered from memory again, and its journal entries are still on disk.
+    pub fn checkpoint_failed(&mut self) {
+        self.seen.checkpoint_failed();
+    }
+
     /// Commits, then checkpoints on this thread: the journal is emptied, the
     /// exact set sealed, runs no longer read are removed, and the Bloom header is
     /// marked clean. Fails, changing nothing, while a detached checkpoint runs.
     pub fn checkpoint(&mut self) -> Result<(), StoreError> {
-        if self.checkpointing {
+        if self.seen.checkpointing {
             return Err(StoreError::CheckpointRunning {
-                path: self.dir.clone(),
+                path: self.db.dir().to_owned(),
             });
         }
         self.commit()?;
@@ -244,11 +280,7 @@ impl State {
                 }
             }
         }
-        if !self.bloom.is_clean() {
-            crash::point("checkpoint.header");
-            self.bloom.flush()?;
-        }
-        Ok(())
+        self.seen.mark_clean()
     }
 }
 

@@ -43,14 +43,22 @@ fn orphan_chunks_of_a_cut_checkpoint_are_never_read_and_their_id_never_reused() 
     drop(state);
 
     let mut state = open(dir.path());
-    assert_eq!(state.exact.garbage, vec![orphan], "the orphan run is found");
-    assert!(state.exact.next_run > orphan, "its id is not taken again");
+    assert_eq!(
+        state.seen.exact.garbage,
+        vec![orphan],
+        "the orphan run is found"
+    );
+    assert!(
+        state.seen.exact.next_run > orphan,
+        "its id is not taken again"
+    );
     enqueue(&mut state, 5_000..10_000);
     state.checkpoint().unwrap();
     assert_eq!(unseen(&state, 0..10_000), Vec::<u32>::new());
-    assert!(state.exact.garbage.is_empty());
+    assert!(state.seen.exact.garbage.is_empty());
     let orphan_chunks = state
         .db
+        .tree()
         .scan_prefix(crate::store::keys::with_u64(
             crate::store::keys::EXACT_RUN,
             orphan,
@@ -88,10 +96,15 @@ fn a_detached_checkpoint_leaves_every_answer_right_while_it_runs() {
         assert_eq!(unseen(&state, 0..(round + 1) * 1_000), Vec::<u32>::new());
     }
     // The fourth run merged the first three away; their chunks go next time.
-    assert_eq!(state.exact.runs.len(), 1, "{:?}", state.exact.runs);
-    assert_eq!(state.exact.garbage.len(), 3);
+    assert_eq!(
+        state.seen.exact.runs.len(),
+        1,
+        "{:?}",
+        state.seen.exact.runs
+    );
+    assert_eq!(state.seen.exact.garbage.len(), 3);
     state.checkpoint().unwrap();
-    assert!(state.exact.garbage.is_empty());
+    assert!(state.seen.exact.garbage.is_empty());
     drop(state);
     let state = open(dir.path());
     assert_eq!(unseen(&state, 0..4_000), Vec::<u32>::new());

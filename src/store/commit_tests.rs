@@ -1,7 +1,7 @@
 //! Unit tests of the commit protocol: a sealed group claims nothing until its
 //! flush's receipt is handed back.
 
-use super::super::seen::seed_request;
+use super::super::ops::seed_request;
 use super::super::tests::{complete, leased_urls, open};
 use super::*;
 use crate::request::Request;
@@ -41,7 +41,7 @@ fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
     // Dedup sees the sealed fingerprints; the mapped bits do not have them yet.
     let x = crate::fingerprint::fingerprint(&Request::get("http://a.test/x"), &[]);
     assert_eq!(state.check_seen(&x).unwrap(), Seen::Duplicate);
-    assert!(!state.bloom.contains(&x));
+    assert!(!state.seen.bloom.contains(&x));
     // The seed's lease has not ended, its item is not streamable, and its new
     // requests are not leasable.
     assert_eq!(state.in_flight(), 1);
@@ -69,7 +69,7 @@ fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
         }
     );
     assert!(!state.has_sealed());
-    assert!(state.bloom.contains(&x));
+    assert!(state.seen.bloom.contains(&x));
     assert_eq!(streamed(&state), 1);
     let urls = leased_urls(&mut state);
     assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
