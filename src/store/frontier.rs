@@ -44,10 +44,10 @@ pub struct Lease {
 }
 
 /// Version byte of a packed queue record.
-pub const RECORD_VERSION: u8 = 2;
+pub(super) const RECORD_VERSION: u8 = 2;
 /// Entries of a packed record at most; a group with more requests for one host and
 /// priority writes several records. Bounds what a completion rewrites.
-pub const RECORD_MAX_ENTRIES: usize = 256;
+pub(super) const RECORD_MAX_ENTRIES: usize = 256;
 
 /// A packed record being filled by the open group.
 #[derive(Debug)]
@@ -121,7 +121,7 @@ impl Lease {
 /// The host part (`host[:port]`) of a URL string; empty when it has none.
 /// Plain URLs are read without the URL parser ([`crate::canon::split`] gives
 /// exactly the parser's host and port for the URLs it accepts).
-pub fn host_of(url: &str) -> String {
+pub(crate) fn host_of(url: &str) -> String {
     if let Some(parts) = crate::canon::split::split(url) {
         return match parts.port {
             Some(port) => format!("{}:{port}", parts.host),

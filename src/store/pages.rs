@@ -87,7 +87,7 @@ pub struct StoredRequest {
 
 /// True for the headers the engine adds to a revisit (`If-None-Match`,
 /// `If-Modified-Since`); they are never stored with the request.
-pub fn is_conditional_header(name: &str) -> bool {
+pub(crate) fn is_conditional_header(name: &str) -> bool {
     ["if-none-match", "if-modified-since"]
         .iter()
         .any(|c| name.eq_ignore_ascii_case(c))
@@ -142,7 +142,7 @@ pub struct CycleStart {
 }
 
 /// Encodes a page record as it is stored: [`keys::PAGE_RECORD_VERSION`], then bincode.
-pub fn encode_page(record: &PageRecord) -> Vec<u8> {
+pub(crate) fn encode_page(record: &PageRecord) -> Vec<u8> {
     let mut out = Vec::with_capacity(160 + record.url.len());
     out.push(keys::PAGE_RECORD_VERSION);
     // Encoding into a Vec cannot fail for these field types.
@@ -156,7 +156,7 @@ pub fn encode_page(record: &PageRecord) -> Vec<u8> {
 
 /// Decodes a stored page record: the binary form of [`encode_page`], or the JSON
 /// form ([`records::RECORD_VERSION`]) that states of format 2 were written with.
-pub fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
+pub(crate) fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
     match bytes.first() {
         Some(&keys::PAGE_RECORD_VERSION) => {
             let (record, used) =
@@ -361,6 +361,28 @@ impl Pages {
                 .ok_or_else(|| db.corrupt("due index", &key, "bad key length"))?;
             Ok((key, fp))
         })
+    }
+
+    /// The revisit policy the due index was last computed under, if recorded.
+    pub(super) fn policy(&self, db: &Db) -> Result<Option<String>, StoreError> {
+        match db.get(keys::DUE_POLICY)? {
+            None => Ok(None),
+            Some(value) => match value.split_first() {
+                Some((&keys::SMALL_VERSION, text)) => Ok(Some(String::from_utf8_lossy(text).into_owned())),
+                _ => Err(db.corrupt("due policy", keys::DUE_POLICY, "unknown version")),
+            },
+        }
+    }
+
+    /// Records, in the group, that the due index follows `policy`.
+    pub(super) fn set_policy(&mut self, batch: &mut Batch, policy: &str) {
+        batch.put(keys::DUE_POLICY, keys::versioned(policy.as_bytes()));
+    }
+
+    /// True when `fp` is in the due index at `due` (a page taken out of it is
+    /// queued for this cycle, or in flight).
+    pub(super) fn is_due_at(&self, db: &Db, fp: &Fingerprint, due: u64) -> Result<bool, StoreError> {
+        db.contains(due_key(due, fp))
     }
 
     /// The open group is sealed: its records are read from the sealed map.

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use legcrawl::store::keys;
 use legcrawl::store::records::{self, RunRecord};
 use serde_json::Value;
 
@@ -294,7 +293,8 @@ fn run_and_since_run_select_what_each_run_stored() {
 /// Rewrites run `id`'s record as an older legcrawl wrote it (no `first_item`).
 fn forget_first_item(data: &Path, id: u64) {
     let db = sled::open(data.join("db")).unwrap();
-    let key = keys::with_u64(keys::RUN, id);
+    // A run record's key, as README's key layout gives it: `r` · run id (u64, big-endian).
+    let key = [&b"r"[..], &id.to_be_bytes()].concat();
     let mut record: RunRecord = records::decode(&db.get(&key).unwrap().unwrap()).unwrap();
     record.first_item = None;
     let mut bytes = records::encode(&record);
