@@ -159,6 +159,42 @@ impl Schedule {
             .map_or(self.default, |(_, revisit)| *revisit)
     }
 
+    /// A description of the policies (default and rules, in order): two
+    /// schedules with the same description set the same due times.
+    pub fn describe(&self) -> String {
+        let mut text = format!("default={:?}", self.default);
+        for (regex, revisit) in &self.rules {
+            text.push_str(&format!(";{}={revisit:?}", regex.as_str()));
+        }
+        text
+    }
+
+    /// When `record`'s page is due under this schedule: its last fetch plus the
+    /// interval the policy for its URL gives (an adaptive interval keeps what the
+    /// page's history made of it, within the policy's bounds), a little early as
+    /// [`Schedule::record`] sets it; `None` for "never again" and for a gone page.
+    pub fn due(&self, record: &PageRecord) -> Option<u64> {
+        if record.gone {
+            return None;
+        }
+        let interval = match self.policy(&record.url) {
+            Revisit::EveryRun => Duration::ZERO,
+            Revisit::After(d) => d,
+            Revisit::Never => return None,
+            Revisit::Adaptive { initial, min, max } => {
+                let known = Duration::from_secs(record.interval);
+                let start = if record.interval == 0 { initial } else { known };
+                start.clamp(min, max.max(min))
+            }
+        };
+        Some(
+            record
+                .last_fetched
+                .saturating_add(interval.as_secs())
+                .saturating_sub(early(interval)),
+        )
+    }
+
     /// The record after `seen`, and what it found. `now` is unix seconds.
     pub fn record(
         &self,

@@ -282,7 +282,7 @@ impl<'a> Crawl<'a> {
         legs: Arc<dyn Leg>,
         schedule: Schedule,
     ) -> Result<Crawl<'a>, EngineError> {
-        revisits::begin_cycle(state, config)?;
+        revisits::begin_cycle(state, config, &schedule)?;
         // Credentials in a seed are never stored or sent.
         let seeds: Vec<String> = config
             .seeds

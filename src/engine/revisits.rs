@@ -10,13 +10,18 @@
 use super::{Crawl, EngineError, Lease};
 use crate::config::CrawlConfig;
 use crate::item::Item;
-use crate::revisit::{Change, Observation};
+use crate::revisit::{Change, Observation, Schedule};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::store::{PageRecord, State};
 
 /// Starts a new cycle unless the last run left one to finish: it was interrupted,
 /// killed, failed or stopped by a limit, and requests are still queued.
-pub(super) fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(), EngineError> {
+/// A new cycle first makes the due index follow the revisit policy in force.
+pub(super) fn begin_cycle(
+    state: &mut State,
+    config: &CrawlConfig,
+    schedule: &Schedule,
+) -> Result<(), EngineError> {
     let previous = state.previous_run()?;
     if let Some(previous) = previous.filter(|run| {
         !matches!(run.outcome, RunOutcome::Drained | RunOutcome::Idle) && state.frontier_len() > 0
@@ -30,6 +35,13 @@ pub(super) fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(),
             previous.outcome.as_str()
         );
         return Ok(());
+    }
+    let moved = state.follow_revisit_policy(&schedule.describe(), |record| schedule.due(record))?;
+    if moved > 0 {
+        tracing::info!(
+            pages = moved,
+            "the revisit policy changed: due times follow the new one"
+        );
     }
     let start = state.start_cycle(unix_now(), &config.fingerprint_headers)?;
     tracing::info!(

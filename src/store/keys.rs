@@ -126,7 +126,9 @@ pub(crate) fn queue_key_seq(key: &[u8]) -> Option<u64> {
 
 /// The entries of a length-prefixed record after its version byte (`rest`): each is
 /// a big-endian u32 length and that many bytes. `Err` names a truncated record.
-pub(crate) fn length_prefixed(rest: &[u8]) -> impl Iterator<Item = Result<&[u8], &'static str>> + '_ {
+pub(crate) fn length_prefixed(
+    rest: &[u8],
+) -> impl Iterator<Item = Result<&[u8], &'static str>> + '_ {
     let mut rest = Some(rest);
     std::iter::from_fn(move || {
         let bytes = rest.take()?;

@@ -340,6 +340,53 @@ impl State {
         Ok(start)
     }
 
+    /// Makes the due index follow the revisit policy in force, described by
+    /// `policy`: when it differs from the one the index was computed under (or
+    /// none was recorded), every page's due time becomes what `due` says for its
+    /// record (`None`: never again), so that the policy in force decides what a
+    /// cycle re-asks (`--revisit-after 0` makes every recorded page due). A page
+    /// out of the due index — queued for this cycle, or in flight — keeps its
+    /// place. Returns how many pages moved. Commits every 1,024 pages and records
+    /// the policy last, so a crash midway redoes the pass (it is idempotent).
+    pub fn follow_revisit_policy(
+        &mut self,
+        policy: &str,
+        due: impl Fn(&PageRecord) -> Option<u64>,
+    ) -> Result<u64, StoreError> {
+        if self.pages.policy(&self.db)?.as_deref() == Some(policy) {
+            return Ok(0);
+        }
+        let mut moves = Vec::new();
+        self.pages.for_each(&self.db, |fp, record| {
+            let next = if record.gone { None } else { due(record) };
+            if next != record.next_due {
+                moves.push((fp, record.next_due));
+            }
+            true
+        })?;
+        let mut moved = 0;
+        for (fp, previous) in moves {
+            if let Some(at) = previous
+                && !self.pages.is_due_at(&self.db, &fp, at)?
+            {
+                continue;
+            }
+            let Some(mut record) = self.pages.get(&self.db, &fp)? else {
+                continue;
+            };
+            record.next_due = due(&record).filter(|_| !record.gone);
+            self.pages.put(&mut self.group.batch, fp, record, previous);
+            moved += 1;
+            if moved % 1024 == 0 {
+                self.commit()?;
+            }
+        }
+        self.pages.set_policy(&mut self.group.batch, policy);
+        self.runs.count("revisit/rescheduled", moved);
+        self.commit()?;
+        Ok(moved)
+    }
+
     /// Resumes the current cycle: queues the pages that were due before the
     /// second it started and are still in the due index (a crash cut the cycle
     /// start short). A page fetched in this cycle is due no earlier than that

@@ -368,7 +368,9 @@ impl Pages {
         match db.get(keys::DUE_POLICY)? {
             None => Ok(None),
             Some(value) => match value.split_first() {
-                Some((&keys::SMALL_VERSION, text)) => Ok(Some(String::from_utf8_lossy(text).into_owned())),
+                Some((&keys::SMALL_VERSION, text)) => {
+                    Ok(Some(String::from_utf8_lossy(text).into_owned()))
+                }
                 _ => Err(db.corrupt("due policy", keys::DUE_POLICY, "unknown version")),
             },
         }
@@ -381,7 +383,12 @@ impl Pages {
 
     /// True when `fp` is in the due index at `due` (a page taken out of it is
     /// queued for this cycle, or in flight).
-    pub(super) fn is_due_at(&self, db: &Db, fp: &Fingerprint, due: u64) -> Result<bool, StoreError> {
+    pub(super) fn is_due_at(
+        &self,
+        db: &Db,
+        fp: &Fingerprint,
+        due: u64,
+    ) -> Result<bool, StoreError> {
         db.contains(due_key(due, fp))
     }
 

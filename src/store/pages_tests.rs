@@ -360,3 +360,42 @@ fn a_corrupt_binary_page_record_is_an_error_not_a_panic() {
         assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
     }
 }
+
+#[test]
+fn a_new_revisit_policy_moves_due_times_but_not_a_queued_page_and_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    due_pages(&mut state, 3);
+    let later = "http://a.test/later";
+    state.put_page(fp(later), record(later, Some(1_000)), None);
+    state.commit().unwrap();
+    // The three due pages are queued by a cycle start: out of the due index.
+    assert_eq!(state.start_cycle(50, &[]).unwrap().due, 3);
+    // A policy that makes every page due at 7 moves only the one still indexed.
+    assert_eq!(
+        state
+            .follow_revisit_policy("all-at-7", |_| Some(7))
+            .unwrap(),
+        1
+    );
+    assert_eq!(state.page(&fp(later)).unwrap().unwrap().next_due, Some(7));
+    assert_eq!(
+        state
+            .follow_revisit_policy("all-at-7", |_| Some(8))
+            .unwrap(),
+        0
+    );
+    // The queued pages are fetched once; the next cycle asks the moved page.
+    assert_eq!(drain(&mut state).len(), 3);
+    assert_eq!(state.start_cycle(60, &[]).unwrap().due, 1);
+    assert_eq!(drain(&mut state), vec![later]);
+    drop(state);
+    let mut state = open(dir.path());
+    assert_eq!(
+        state
+            .follow_revisit_policy("all-at-7", |_| Some(9))
+            .unwrap(),
+        0,
+        "recorded"
+    );
+}
