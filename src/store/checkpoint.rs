@@ -29,6 +29,9 @@ use crate::bloom::BloomSync;
 use crate::config::DedupMode;
 use crate::fingerprint::Fingerprint;
 
+/// The run index: `(run id, fingerprints)`, oldest first.
+type RunIndex = Vec<(u64, u64)>;
+
 /// Chunk records written per batch while sealing or merging.
 const CHUNKS_PER_BATCH: usize = 64;
 
@@ -58,6 +61,8 @@ pub struct Checkpointed {
     runs: Vec<(u64, u64)>,
     /// Runs merged into the new one: garbage once the state reads the new index.
     merged: Vec<u64>,
+    /// Garbage runs this checkpoint removed.
+    collected: Vec<u64>,
 }
 
 impl Checkpoint {
@@ -67,11 +72,8 @@ impl Checkpoint {
         self.collect_garbage()?;
         crash::point("checkpoint.msync");
         self.bloom.sync()?;
-        let Checkpointed { runs, merged } = if self.seal.is_empty() {
-            Checkpointed {
-                runs: self.runs.clone(),
-                merged: Vec::new(),
-            }
+        let (runs, merged) = if self.seal.is_empty() {
+            (self.runs.clone(), Vec::new())
         } else {
             self.write_new_run()?
         };
@@ -88,7 +90,11 @@ impl Checkpoint {
         self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         crash::point("checkpoint.sync");
         self.db.flush().map_err(|e| self.db_error(e))?;
-        Ok(Checkpointed { runs, merged })
+        Ok(Checkpointed {
+            runs,
+            merged,
+            collected: self.garbage,
+        })
     }
 
     /// Removes the chunks of runs nothing reads (merged by the last checkpoint,
@@ -108,7 +114,7 @@ impl Checkpoint {
 
     /// Merges full tiers into the sealed fingerprints and writes them as the new
     /// run; returns the index that lists it and the runs it replaced.
-    fn write_new_run(&self) -> Result<Checkpointed, StoreError> {
+    fn write_new_run(&self) -> Result<(RunIndex, Vec<u64>), StoreError> {
         let mut fps = self.seal.clone();
         let mut runs = self.runs.clone();
         let mut merged = Vec::new();
@@ -134,7 +140,7 @@ impl Checkpoint {
             self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         }
         runs.push((self.run_id, fps.len() as u64));
-        Ok(Checkpointed { runs, merged })
+        Ok((runs, merged))
     }
 
     /// Appends every fingerprint of `run` to `fps`.
@@ -200,13 +206,18 @@ impl SeenSet {
             seal,
             runs: self.exact.runs.clone(),
             run_id,
-            garbage: std::mem::take(&mut self.exact.garbage),
+            // Left listed here until the checkpoint says it removed them, so a
+            // failed one leaves them for the next.
+            garbage: self.exact.garbage.clone(),
         }))
     }
 
     /// A [`Checkpoint`] finished (see [`State::checkpointed`]).
     pub(super) fn checkpointed(&mut self, done: Checkpointed) {
         self.exact.runs = done.runs;
+        self.exact
+            .garbage
+            .retain(|run| !done.collected.contains(run));
         self.exact.garbage.extend(done.merged);
         self.exact.sealing.clear();
         self.checkpointing = false;
@@ -253,7 +264,10 @@ impl State {
     }
 
     /// A [`Checkpoint`] failed (or its thread died): what it was sealing is
-    /// answered from memory again, and its journal entries are still on disk.
+    /// answered from memory again, its journal entries are still on disk, and
+    /// the garbage runs it did not remove are left for the next one. (The run it
+    /// was writing, if any, is found by the next open: listed by the index or
+    /// garbage, which only the index on disk can tell.)
     pub fn checkpoint_failed(&mut self) {
         self.seen.checkpoint_failed();
     }

@@ -74,6 +74,36 @@ fn orphan_chunks_of_a_cut_checkpoint_are_never_read_and_their_id_never_reused() 
     assert_eq!(unseen(&state, 10_000..10_100).len(), 100);
 }
 
+/// A detached checkpoint that fails (here: its thread dies before it runs)
+/// leaves the garbage runs it was to remove listed, so the next one removes
+/// them; what it was sealing is still seen.
+#[test]
+fn a_failed_checkpoint_leaves_its_garbage_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    enqueue(&mut state, 0..2_000);
+    let job = state.start_checkpoint().unwrap().unwrap();
+    let orphan = job.run_id;
+    let _cut_short = job.write_new_run().unwrap();
+    job.db.flush().unwrap();
+    drop(job);
+    drop(state);
+
+    let mut state = open(dir.path());
+    assert_eq!(state.seen.exact.garbage, vec![orphan]);
+    enqueue(&mut state, 2_000..3_000);
+    let lost = state.start_checkpoint().unwrap().unwrap();
+    drop(lost);
+    state.checkpoint_failed();
+    assert_eq!(state.seen.exact.garbage, vec![orphan], "still to remove");
+    assert_eq!(unseen(&state, 0..3_000), Vec::<u32>::new());
+    state.checkpoint().unwrap();
+    assert!(state.seen.exact.garbage.is_empty());
+    let prefix = crate::store::keys::with_u64(crate::store::keys::EXACT_RUN, orphan);
+    assert_eq!(state.db.tree().scan_prefix(prefix).count(), 0);
+    assert_eq!(unseen(&state, 0..3_000), Vec::<u32>::new());
+}
+
 /// While a detached checkpoint runs, what it seals is still seen, the state
 /// takes new groups, and merged runs are removed only after the switch.
 #[test]

@@ -161,9 +161,10 @@ impl State {
 
     /// The sealed group's [`Flush`] failed (or its thread died): the group is
     /// forgotten here. Its batch was applied atomically or not at all, so the
-    /// database stays consistent either way; its leases stay leased for the rest
-    /// of this process (the caller is expected to stop), and whatever of it did
-    /// reach the disk is found by the next open (journal replay, item watermark).
+    /// database stays consistent either way; its leases go back to the frontier
+    /// (a request whose completion did reach the disk is no longer queued there),
+    /// and whatever of it did reach the disk is found by the next open (journal
+    /// replay, item records).
     pub fn flush_failed(&mut self) {
         self.sealed = None;
         self.frontier.forget_sealed();

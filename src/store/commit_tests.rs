@@ -117,6 +117,15 @@ fn a_failed_flush_is_forgotten_and_the_state_commits_again() {
     ));
     state.flush_failed();
     assert!(!state.has_sealed());
+    assert_eq!(state.in_flight(), 0, "its lease went back to the frontier");
+    assert_eq!(
+        state.items_len(),
+        0,
+        "its item numbers are handed out again"
+    );
+    let again = state.lease().unwrap().expect("the seed is leasable again");
+    assert_eq!(again.request.url, "http://a.test/");
+    state.release(again);
     assert!(
         state
             .enqueue(&seed_request("http://b.test/".into()), &[])
