@@ -314,8 +314,17 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     }
     assert_eq!(count(&second, "pages/fetched"), 33);
     assert_eq!(count(&second, "pages/new"), 2);
-    assert_eq!(count(&second, "pages/changed"), 1 + 5 + 3);
+    // Each page counts under one outcome: the 410 page is gone, not changed.
+    assert_eq!(count(&second, "pages/changed"), 1 + 4 + 3);
     assert_eq!(count(&second, "pages/gone"), 1, "410 is gone at once");
+    // Issue 14, item 8: the outcomes sum to the pages, which are the finished
+    // leases (none was put back here).
+    let pages_total = ["new", "changed", "unchanged", "gone", "failed", "blocked"]
+        .iter()
+        .map(|c| second[c].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(second["pages"].as_u64(), Some(pages_total), "{second}");
+    assert_eq!(pages_total, count(&second, "pages/completed"), "{second}");
     assert_eq!(count(&second, "items/stored"), 11);
     // The hub links to 27 known pages and two new ones.
     assert_eq!(count(&second, "dupefilter/filtered"), 27);
