@@ -475,6 +475,15 @@ fn dump_and_reset_options_go_before_or_after_the_view_and_take_config() {
         !data.exists(),
         "reset --config did not delete the file's data"
     );
+    // Again, or with a mistyped path: it says there was nothing, exit 0.
+    let out = run(raw(&["reset", "--config", c, "--yes"]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("Nothing to reset") && said.contains("holds no legcrawl state"),
+        "{said}"
+    );
+    assert!(!said.contains("Reset "), "{said}");
 }
 
 #[test]
