@@ -104,6 +104,15 @@ pub enum EngineError {
         /// The state directory.
         dir: String,
     },
+    /// No seed was given and there is no state to continue: nothing is created
+    /// (a mistyped `--data` must not leave a new state behind).
+    #[error(
+        "{dir}: no crawl state here to continue, and no URLs to start one (a mistyped --data?)"
+    )]
+    NothingToCrawl {
+        /// The state directory asked for.
+        dir: String,
+    },
     /// The task that flushes the state to disk panicked or was cancelled.
     #[error("the state's flush did not finish: {reason}")]
     FlushTask {
@@ -178,6 +187,14 @@ pub async fn run(
     };
     // Bad configuration is refused before the state is touched.
     let schedule = Schedule::new(config)?;
+    // A directory that holds anything else is for `State::open` to judge.
+    let nothing_there = std::fs::read_dir(&config.data_dir)
+        .map_or(!config.data_dir.exists(), |mut d| d.next().is_none());
+    if config.seeds.is_empty() && nothing_there {
+        return Err(EngineError::NothingToCrawl {
+            dir: config.data_dir.display().to_string(),
+        });
+    }
     let started = Instant::now();
     let mut state = State::open(&config.data_dir, &options)?;
     // A run that cannot start (no seeds, an unwritable output file) still ends
