@@ -113,52 +113,47 @@ impl Checkpoint {
     }
 
     /// Merges full tiers into the sealed fingerprints and writes them as the new
-    /// run; returns the index that lists it and the runs it replaced.
+    /// run; returns the index that lists it and the runs it replaced. The merge
+    /// streams: the runs are read chunk by chunk and the new run is written as
+    /// it forms, so memory stays a few chunks per run, however large the runs.
     fn write_new_run(&self) -> Result<(RunIndex, Vec<u64>), StoreError> {
-        let mut fps = self.seal.clone();
         let mut runs = self.runs.clone();
         let mut merged = Vec::new();
+        // Runs are disjoint, so the merged size is the sum of their counts.
+        let mut size = self.seal.len() as u64;
         loop {
-            let top = tier(fps.len() as u64);
+            let top = tier(size);
             let same = runs.iter().rev().take_while(|r| tier(r.1) == top).count();
             if same + 1 < MERGE_FANOUT {
                 break;
             }
-            for (run, _) in runs.split_off(runs.len() - same) {
-                self.read_run(run, &mut fps)?;
+            for (run, count) in runs.split_off(runs.len() - same) {
                 merged.push(run);
+                size += count;
             }
-            fps.sort_unstable();
-            fps.dedup();
         }
-        for group in fps.chunks(CHUNK_FPS * CHUNKS_PER_BATCH) {
-            let mut batch = sled::Batch::default();
-            for chunk in group.chunks(CHUNK_FPS) {
-                batch.insert(chunk_key(self.run_id, &chunk[0]), encode_chunk(chunk));
+        let mut sources = vec![RunReader::memory(&self.seal)];
+        for &run in &merged {
+            sources.push(RunReader::stored(self, run));
+        }
+        let mut heads = Vec::with_capacity(sources.len());
+        for source in &mut sources {
+            heads.push(source.next_fp()?);
+        }
+        let mut writer = RunWriter::new(self);
+        // Each step takes the smallest head; equal heads (a fingerprint in two
+        // sources) are written once.
+        while let Some(smallest) = heads.iter().flatten().min().copied() {
+            writer.push(smallest)?;
+            for (head, source) in heads.iter_mut().zip(&mut sources) {
+                if *head == Some(smallest) {
+                    *head = source.next_fp()?;
+                }
             }
-            crash::point("checkpoint.run");
-            self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         }
-        runs.push((self.run_id, fps.len() as u64));
+        let count = writer.finish()?;
+        runs.push((self.run_id, count));
         Ok((runs, merged))
-    }
-
-    /// Appends every fingerprint of `run` to `fps`.
-    fn read_run(&self, run: u64, fps: &mut Vec<Fingerprint>) -> Result<(), StoreError> {
-        for entry in self.db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run)) {
-            let (key, chunk) = entry.map_err(|e| self.db_error(e))?;
-            let body = super::exact::chunk_body(&chunk).ok_or_else(|| StoreError::Corrupt {
-                path: self.dir.clone(),
-                what: format!("exact chunk {key:?}"),
-                reason: "length is not a version byte and a multiple of 20".into(),
-            })?;
-            fps.extend(body.chunks_exact(20).map(|fp| {
-                let mut one = [0u8; 20];
-                one.copy_from_slice(fp);
-                one
-            }));
-        }
-        Ok(())
     }
 
     fn db_error(&self, source: sled::Error) -> StoreError {
@@ -166,6 +161,129 @@ impl Checkpoint {
             path: self.dir.clone(),
             source,
         }
+    }
+}
+
+/// The fingerprints of one merge source, in order: the sorted fingerprints
+/// being sealed, or a stored run read chunk by chunk.
+enum RunReader<'c> {
+    Memory(std::slice::Iter<'c, Fingerprint>),
+    Stored {
+        job: &'c Checkpoint,
+        chunks: Box<sled::Iter>,
+        chunk: Vec<Fingerprint>,
+        at: usize,
+    },
+}
+
+impl<'c> RunReader<'c> {
+    fn memory(fps: &'c [Fingerprint]) -> RunReader<'c> {
+        RunReader::Memory(fps.iter())
+    }
+
+    fn stored(job: &'c Checkpoint, run: u64) -> RunReader<'c> {
+        RunReader::Stored {
+            job,
+            chunks: Box::new(job.db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run))),
+            chunk: Vec::new(),
+            at: 0,
+        }
+    }
+
+    /// The next fingerprint, `None` at the end.
+    fn next_fp(&mut self) -> Result<Option<Fingerprint>, StoreError> {
+        match self {
+            RunReader::Memory(fps) => Ok(fps.next().copied()),
+            RunReader::Stored {
+                job,
+                chunks,
+                chunk,
+                at,
+            } => loop {
+                if let Some(fp) = chunk.get(*at) {
+                    *at += 1;
+                    return Ok(Some(*fp));
+                }
+                let Some(entry) = chunks.next() else {
+                    return Ok(None);
+                };
+                let (key, value) = entry.map_err(|e| job.db_error(e))?;
+                let body = super::exact::chunk_body(&value).ok_or_else(|| StoreError::Corrupt {
+                    path: job.dir.clone(),
+                    what: format!("exact chunk {key:?}"),
+                    reason: "length is not a version byte and a multiple of 20".into(),
+                })?;
+                chunk.clear();
+                chunk.extend(body.chunks_exact(20).map(|fp| {
+                    let mut one = [0u8; 20];
+                    one.copy_from_slice(fp);
+                    one
+                }));
+                *at = 0;
+            },
+        }
+    }
+}
+
+/// Writes the new run's chunks as the merge produces them, a batch of
+/// [`CHUNKS_PER_BATCH`] chunks at a time.
+struct RunWriter<'c> {
+    job: &'c Checkpoint,
+    chunk: Vec<Fingerprint>,
+    batch: sled::Batch,
+    in_batch: usize,
+    count: u64,
+}
+
+impl<'c> RunWriter<'c> {
+    fn new(job: &'c Checkpoint) -> RunWriter<'c> {
+        RunWriter {
+            job,
+            chunk: Vec::with_capacity(CHUNK_FPS),
+            batch: sled::Batch::default(),
+            in_batch: 0,
+            count: 0,
+        }
+    }
+
+    fn push(&mut self, fp: Fingerprint) -> Result<(), StoreError> {
+        self.chunk.push(fp);
+        self.count += 1;
+        if self.chunk.len() == CHUNK_FPS {
+            self.close_chunk();
+            if self.in_batch == CHUNKS_PER_BATCH {
+                self.write()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn close_chunk(&mut self) {
+        if let Some(first) = self.chunk.first() {
+            let key = chunk_key(self.job.run_id, first);
+            self.batch.insert(key, encode_chunk(&self.chunk));
+            self.chunk.clear();
+            self.in_batch += 1;
+        }
+    }
+
+    fn write(&mut self) -> Result<(), StoreError> {
+        let batch = std::mem::take(&mut self.batch);
+        self.in_batch = 0;
+        crash::point("checkpoint.run");
+        self.job
+            .db
+            .apply_batch(batch)
+            .map_err(|e| self.job.db_error(e))
+    }
+
+    /// Writes what is left; returns the run's size.
+    fn finish(mut self) -> Result<u64, StoreError> {
+        self.close_chunk();
+        if self.in_batch > 0 {
+            self.write()?;
+        }
+        Ok(self.count)
     }
 }
 
