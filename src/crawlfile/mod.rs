@@ -14,6 +14,9 @@
 //! data = "data/docs"                       # state directory (relative to the current
 //! output = "docs.jsonl"                    #   directory, like --data and --output)
 //! stats = "docs-run.json"                  # end-of-run report (like --stats)
+//! # or, instead of `output = "..."`, the table (a file cannot have both):
+//! [output]       # jsonl = "docs.jsonl" (= output), warc = "warc/" (like --warc),
+//!                # warc_max_size = "1GB" (like --warc-max-size)
 //!
 //! [scope]        # allowed_hosts = [..], max_depth = 5, allow = [regex..],
 //!                # deny = [regex..], follow_nofollow = true

@@ -17,7 +17,8 @@
 //!   leases in memory), `seen` (dedup, enqueue, completions, seeds `d`, journal
 //!   replay), `exact` (the exact seen set's runs `S` and index `e`), `items`
 //!   (`i`), `pages` (page records `p`, due index `v`, cycle start `y`), `runs`
-//!   (`r`, counters `c`), `robots` (`R`, blocked `b`), `output` (watermarks `o`);
+//!   (`r`, counters `c`), `robots` (`R`, blocked `b`), `output` (watermarks `o`),
+//!   `warc` (valid lengths of WARC files `w`);
 //!   `keys` is the key layout of all of them, `records` the serde records.
 //! - `views`: what `dump` reads; `status`: the live status file.
 //! - `crash`: the named crash points — the one table of every step at which
@@ -63,6 +64,7 @@ pub mod status;
 #[cfg(test)]
 mod tests;
 mod views;
+mod warc;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
