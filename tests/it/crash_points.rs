@@ -322,28 +322,57 @@ fn check_done(scenario: &Scenario, point: &str, crashes: u64) {
     );
 }
 
-/// The WARC files: each page's response once (phase A) and its revisit once
-/// (phase B: the same content again), robots.txt's response once (its answer
-/// is kept for 24 h), every record whole and its digests right.
+/// The WARC files hold exactly the durable fetches: per page, as many
+/// records as its page record counts fetches — the first a response, every
+/// later one a revisit (the site does not change) — and robots.txt's response
+/// once (its answer is kept for 24 h); every record whole, its digests right.
 fn check_warc(scenario: &Scenario, point: &str, expected: &std::collections::BTreeSet<String>) {
     let records = warc::read_dir(&scenario.warc());
     let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let base = scenario.server.url("");
     for record in &records {
         warc::check_digests(record);
         if matches!(record.kind(), "response" | "revisit") {
             let path = record
                 .target()
-                .strip_prefix(&scenario.server.url(""))
-                .unwrap_or(record.target())
-                .to_owned();
-            *counts.entry((path, record.kind().to_owned())).or_insert(0) += 1;
+                .strip_prefix(&base)
+                .unwrap_or(record.target());
+            *counts
+                .entry((path.to_owned(), record.kind().to_owned()))
+                .or_insert(0) += 1;
         }
     }
+    let out = cli::run(
+        legcrawl(&scenario.state(), &["dump", "pages", "--json"]),
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{point}: dump pages: {}",
+        stderr(&out)
+    );
+    let fetches: BTreeMap<String, u64> = cli::parse_lines(&out.stdout)
+        .iter()
+        .map(|page| {
+            let url = page["url"].as_str().unwrap_or_default();
+            let path = url.strip_prefix(&base).unwrap_or(url).to_owned();
+            (path, page["fetches"].as_u64().unwrap_or(0))
+        })
+        .collect();
     for path in expected {
-        for kind in ["response", "revisit"] {
-            let n = counts.remove(&(path.clone(), kind.to_owned())).unwrap_or(0);
-            assert_eq!(n, 1, "{point}: {n} {kind} records of {path}");
-        }
+        let durable = fetches.get(path).copied().unwrap_or(0);
+        assert!(
+            durable >= 2,
+            "{point}: {path} fetched {durable} times in two cycles"
+        );
+        let responses = counts.remove(&(path.clone(), "response".to_owned()));
+        let revisits = counts.remove(&(path.clone(), "revisit".to_owned()));
+        assert_eq!(responses, Some(1), "{point}: response records of {path}");
+        assert_eq!(
+            revisits.unwrap_or(0),
+            durable - 1,
+            "{point}: revisit records of {path}, {durable} durable fetches"
+        );
     }
     let robots = counts.remove(&("/robots.txt".to_owned(), "response".to_owned()));
     assert_eq!(robots, Some(1), "{point}: robots.txt responses");
