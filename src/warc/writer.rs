@@ -99,7 +99,7 @@ impl WarcWriter {
             next_serial = next_serial.max(serial.saturating_add(1));
             let present = cut_back(&path, mark)?;
             if newest.as_ref().is_none_or(|(s, _, _)| serial >= *s) {
-                newest = present.then(|| (serial, path, mark));
+                newest = present.then_some((serial, path, mark));
             }
         }
         let current = match newest {
