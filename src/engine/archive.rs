@@ -11,15 +11,13 @@
 use super::{Crawl, EngineError};
 use crate::config::CrawlConfig;
 use crate::fetch::Exchange;
-use crate::warc::{Capture, WarcSettings, WarcSync};
+use crate::warc::{WarcSettings, WarcSync};
 
 impl Crawl<'_> {
-    /// Appends a completed page's captures (nothing without `--warc`).
-    pub(super) fn archive(&mut self, captures: &[Capture]) -> Result<(), EngineError> {
+    /// Appends a completed page's records (nothing without `--warc`).
+    pub(super) fn archive(&mut self, records: &[u8]) -> Result<(), EngineError> {
         if let Some(warc) = self.warc.as_mut() {
-            for capture in captures {
-                warc.append(self.state, capture)?;
-            }
+            warc.append(self.state, records)?;
         }
         Ok(())
     }

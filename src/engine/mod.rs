@@ -573,7 +573,7 @@ impl<'a> Crawl<'a> {
             seen,
             prior,
             mut requeued,
-            captures,
+            archived,
             ..
         } = result;
         if unreachable.parked {
@@ -615,7 +615,7 @@ impl<'a> Crawl<'a> {
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
         // In the same open group as the completion.
-        self.archive(&captures)?;
+        self.archive(&archived)?;
         Ok(())
     }
 

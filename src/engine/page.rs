@@ -80,6 +80,9 @@ pub struct PageResult {
     /// The exchange to archive (with `--warc`): the page's response, or a
     /// revisit of its record when it is unchanged.
     pub captures: Vec<Capture>,
+    /// The captures as WARC records ([`crate::warc::encode`]), made in the
+    /// page's task; the engine appends them when it completes the page.
+    pub archived: Vec<u8>,
 }
 
 /// Fetches `request` (conditionally when `prior`, its page record, is given) and

@@ -36,6 +36,18 @@ mod writer;
 use std::path::PathBuf;
 
 pub use record::{sha1_digest, unix_secs, warc_date};
+
+/// The records of `captures` (a `request` record, then a `response` or
+/// `revisit` record each), one gzip member per record, concatenated: what
+/// [`WarcWriter::append`] writes. CPU only, so the engine runs it in the
+/// page's own task rather than on its loop.
+pub fn encode(captures: &[Capture]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for capture in captures {
+        out.extend_from_slice(&record::capture(capture));
+    }
+    out
+}
 pub use writer::{WarcSync, WarcWriter, file_name};
 
 use crate::fetch::Exchange;

@@ -3,17 +3,21 @@
 //! A record is the `WARC/1.1` line, its named fields, `Content-Length`, a blank
 //! line, the block and two CRLFs, compressed alone (flate2) so that a reader
 //! can seek to any record and a file cut at a record boundary stays valid.
+//! The gzip framing (RFC 1952: a 10-byte header, raw deflate, CRC-32 and
+//! length) is written here around flate2's raw deflate, so that one
+//! compressor per thread is reset and reused: a fresh compressor per record
+//! (as `GzEncoder` makes) zeroes and frees its large tables every time, which
+//! cost more than the compression itself.
 //! Digests are SHA-1 in base32 (`sha1:` + RFC 4648), over the whole block
 //! (`WARC-Block-Digest`) and over the HTTP body as received
 //! (`WARC-Payload-Digest`). Record ids are random (v4) `urn:uuid:`s. Pure: no
 //! I/O beyond memory. Depends on [`crate::fetch::Exchange`] and
 //! [`crate::clock`].
 
-use std::io::Write;
+use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use sha1::{Digest, Sha1};
 
 use super::{Capture, Profile};
@@ -45,6 +49,59 @@ pub fn unix_secs(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// The gzip header: magic, deflate, no flags, no time, fast (XFL 4), unknown OS.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 0xff];
+
+thread_local! {
+    /// This thread's raw-deflate compressor, reset for every member.
+    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::fast(), false));
+}
+
+/// Deflates `input` into `out` (growing it), with `flush`; for `Finish`,
+/// until the stream's end.
+fn deflate(compress: &mut Compress, mut input: &[u8], out: &mut Vec<u8>, flush: FlushCompress) {
+    loop {
+        if out.capacity() - out.len() < 256 {
+            out.reserve(out.capacity().max(4096));
+        }
+        let before = compress.total_in();
+        let status = match compress.compress_vec(input, out, flush) {
+            Ok(status) => status,
+            // Raw deflate into memory has no failure mode but a caller's bug.
+            Err(error) => unreachable!("deflate into memory failed: {error}"),
+        };
+        let used = usize::try_from(compress.total_in() - before).unwrap_or(input.len());
+        input = &input[used.min(input.len())..];
+        let done = match flush {
+            FlushCompress::Finish => status == Status::StreamEnd,
+            _ => input.is_empty(),
+        };
+        if done {
+            return;
+        }
+    }
+}
+
+/// `parts`, concatenated, as one gzip member.
+fn gzip(parts: &[&[u8]]) -> Vec<u8> {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    let mut out = Vec::with_capacity(len / 2 + 64);
+    out.extend_from_slice(&GZIP_HEADER);
+    let mut crc = Crc::new();
+    DEFLATE.with(|cell| {
+        let mut compress = cell.borrow_mut();
+        compress.reset();
+        for part in parts {
+            crc.update(part);
+            deflate(&mut compress, part, &mut out, FlushCompress::None);
+        }
+        deflate(&mut compress, &[], &mut out, FlushCompress::Finish);
+    });
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    out.extend_from_slice(&crc.amount().to_le_bytes());
+    out
+}
+
 /// One record as a gzip member: the header `fields` (in order), then
 /// `Content-Length` and the block made of `block`'s parts.
 fn member(fields: &[(&str, &str)], block: &[&[u8]]) -> Vec<u8> {
@@ -58,16 +115,11 @@ fn member(fields: &[(&str, &str)], block: &[&[u8]]) -> Vec<u8> {
         head.push_str("\r\n");
     }
     head.push_str(&format!("Content-Length: {len}\r\n\r\n"));
-    let mut encoder = GzEncoder::new(Vec::with_capacity(len / 3 + 256), Compression::fast());
-    // Writing into a Vec cannot fail; finish() returns the Vec.
-    let written = std::iter::once(head.as_bytes())
-        .chain(block.iter().copied())
-        .chain(std::iter::once(&b"\r\n\r\n"[..]))
-        .try_for_each(|part| encoder.write_all(part));
-    match written.and_then(|()| encoder.finish()) {
-        Ok(bytes) => bytes,
-        Err(error) => unreachable!("compressing into memory failed: {error}"),
-    }
+    let mut parts = Vec::with_capacity(block.len() + 2);
+    parts.push(head.as_bytes());
+    parts.extend_from_slice(block);
+    parts.push(b"\r\n\r\n");
+    gzip(&parts)
 }
 
 /// The `warcinfo` record that opens the file `filename`: the software and the
@@ -178,6 +230,19 @@ mod tests {
         // SHA-1 of "" is da39a3ee5e6b4b0d3255bfef95601890afd80709.
         assert_eq!(sha1_digest(&[]), "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ");
         assert_eq!(sha1_digest(&[b"a", b"bc"]), sha1_digest(&[b"abc"]));
+    }
+
+    #[test]
+    fn members_are_gzip_and_the_compressor_is_reused() {
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for data in [&b""[..], b"abc", &big[..], b"again"] {
+            let member = gzip(&[data, b"tail"]);
+            let mut back = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&member[..]), &mut back)
+                .unwrap();
+            assert_eq!(&back[..data.len()], data);
+            assert_eq!(&back[data.len()..], b"tail");
+        }
     }
 
     #[test]

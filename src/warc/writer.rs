@@ -126,10 +126,12 @@ impl WarcWriter {
         })
     }
 
-    /// Appends the records of one capture (request, then response or revisit).
-    pub fn append(&mut self, state: &mut State, capture: &Capture) -> Result<(), WarcError> {
-        let bytes = record::capture(capture);
-        self.write(state, &bytes)
+    /// Appends encoded records ([`super::encode`]); nothing for an empty slice.
+    pub fn append(&mut self, state: &mut State, records: &[u8]) -> Result<(), WarcError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.write(state, records)
     }
 
     /// Appends plain `request` and `response` records of `exchange` (robots.txt).
@@ -142,7 +144,7 @@ impl WarcWriter {
             exchange,
             revisit: None,
         };
-        self.append(state, &capture)
+        self.append(state, &record::capture(&capture))
     }
 
     /// Puts the open file's length into the open commit group when records were
@@ -285,6 +287,135 @@ fn cut_back(path: &Path, mark: u64) -> Result<bool, WarcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::OpenOptions;
+
+    fn open_state(dir: &Path) -> State {
+        let options = OpenOptions {
+            create: true,
+            bloom_bits: Some(10),
+            ..OpenOptions::default()
+        };
+        State::open(dir, &options).unwrap()
+    }
+
+    fn capture(url: &str) -> Capture {
+        Capture {
+            exchange: Exchange {
+                url: url.to_owned(),
+                request_head: b"GET / HTTP/1.1\r\nhost: a\r\n\r\n".to_vec(),
+                request_body: bytes::Bytes::new(),
+                response_head: b"HTTP/1.1 200 OK\r\n\r\n".to_vec(),
+                response_body: bytes::Bytes::from_static(b"hello"),
+                truncated: false,
+                ip: None,
+                date: SystemTime::now(),
+            },
+            revisit: None,
+        }
+    }
+
+    #[test]
+    fn records_past_the_durable_mark_are_cut_on_open_and_the_file_goes_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = WarcSettings {
+            dir: tmp.path().join("warc"),
+            max_size: 1 << 30,
+            info: vec![("software".into(), "test".into())],
+        };
+        let mut state = open_state(&tmp.path().join("state"));
+        let mut writer = WarcWriter::open(settings.clone(), &mut state).unwrap();
+        writer
+            .append(&mut state, &record::capture(&capture("http://a/1")))
+            .unwrap();
+        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
+        state.commit().unwrap();
+        assert!(writer.seal(&mut state).unwrap().is_none(), "nothing new");
+        let file = std::fs::read_dir(writer.dir())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let durable = std::fs::metadata(&file).unwrap().len();
+        // A second group whose batch never commits (a kill before its flush).
+        writer
+            .append(&mut state, &record::capture(&capture("http://a/2")))
+            .unwrap();
+        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
+        assert!(std::fs::metadata(&file).unwrap().len() > durable);
+        drop(writer);
+        drop(state);
+        let mut state = open_state(&tmp.path().join("state"));
+        let mut writer = WarcWriter::open(settings, &mut state).unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), durable);
+        // The run goes on in the same file, after its durable records.
+        writer
+            .append(&mut state, &record::capture(&capture("http://a/3")))
+            .unwrap();
+        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
+        state.commit().unwrap();
+        assert_eq!(writer.files_created(), 0);
+        let text: Vec<u8> = {
+            use std::io::Read;
+            let bytes = std::fs::read(&file).unwrap();
+            let mut out = Vec::new();
+            flate2::read::MultiGzDecoder::new(&bytes[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            out
+        };
+        let text = String::from_utf8_lossy(&text);
+        assert_eq!(text.matches("WARC-Type: warcinfo").count(), 1);
+        assert!(text.contains("http://a/1") && text.contains("http://a/3"));
+        assert!(
+            !text.contains("http://a/2"),
+            "the lost group's records are gone"
+        );
+    }
+
+    #[test]
+    fn a_shorter_file_than_its_mark_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = WarcSettings {
+            dir: tmp.path().join("warc"),
+            max_size: 1 << 30,
+            info: Vec::new(),
+        };
+        let mut state = open_state(&tmp.path().join("state"));
+        let mut writer = WarcWriter::open(settings.clone(), &mut state).unwrap();
+        writer
+            .append(&mut state, &record::capture(&capture("http://a/1")))
+            .unwrap();
+        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
+        state.commit().unwrap();
+        let file = std::fs::read_dir(writer.dir())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        drop(writer);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(10)
+            .unwrap();
+        let error = WarcWriter::open(settings.clone(), &mut state)
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(error, WarcError::Shorter { len: 10, .. }),
+            "{error}"
+        );
+        // Moved away: a new file is begun.
+        std::fs::remove_file(&file).unwrap();
+        let mut writer = WarcWriter::open(settings, &mut state).unwrap();
+        writer
+            .append(&mut state, &record::capture(&capture("http://a/2")))
+            .unwrap();
+        assert_eq!(writer.files_created(), 1);
+    }
 
     #[test]
     fn names_carry_the_time_and_serial() {
