@@ -200,15 +200,15 @@ impl Bench {
             .runtime
             .block_on(engine::run(&config, legs, std::future::pending()))?;
         let wall = started.elapsed();
-        if report.outcome != RunOutcome::Drained || report.failed != 0 {
+        if report.outcome != RunOutcome::Drained || report.totals.failed != 0 {
             bail!(
                 "engine run ended {:?} with {} failed",
                 report.outcome,
-                report.failed
+                report.totals.failed
             );
         }
         drop(dir);
-        Ok((report.pages, wall))
+        Ok((report.totals.pages, wall))
     }
 
     /// Every URL once, [`CONCURRENCY`] tasks pulling from a shared index.

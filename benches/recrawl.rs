@@ -125,11 +125,11 @@ impl Bench {
             .block_on(engine::run(config, legs, std::future::pending()))?;
         let wall = started.elapsed();
         let (r, b, n) = self.server.totals();
-        if report.outcome != RunOutcome::Drained || report.failed != 0 {
+        if report.outcome != RunOutcome::Drained || report.totals.failed != 0 {
             bail!(
                 "run ended {:?} with {} failed",
                 report.outcome,
-                report.failed
+                report.totals.failed
             );
         }
         let measure = Measure {
@@ -151,7 +151,7 @@ impl Bench {
         let (first_report, first) = self.run(&config)?;
         let all = (self.pages + 1) as u64;
         ensure!(
-            first_report.new == all && first_report.items == all,
+            first_report.totals.new == all && first_report.items == all,
             "{}: first run: {first_report:?}",
             variant.name
         );
@@ -163,8 +163,8 @@ impl Bench {
         };
         ensure!(
             second_report.items == 0
-                && second_report.unchanged == fetched
-                && second_report.pages == fetched,
+                && second_report.totals.unchanged == fetched
+                && second_report.totals.pages == fetched,
             "{}: second run: {second_report:?}",
             variant.name
         );

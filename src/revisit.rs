@@ -73,8 +73,10 @@ pub enum Change {
 
 impl Change {
     /// Compares a fetched content hash with the record (a 304 is `NotModified`).
+    /// A record of a page that never answered well ([`Schedule::failed`]) is no
+    /// record: its first good answer is new.
     pub fn of(prior: Option<&PageRecord>, status: u16, content_hash: &str) -> Change {
-        match prior {
+        match prior.filter(|p| p.fetches > 0) {
             None => Change::New,
             Some(_) if status == 304 => Change::NotModified,
             Some(prior) if prior.content_hash == content_hash => Change::Unchanged,
@@ -162,6 +164,72 @@ impl Schedule {
             .map_or(self.default, |(_, revisit)| *revisit)
     }
 
+    /// The record of a new page that failed for good (out of retries on an error
+    /// status, or no answer: `status` 0): never fetched well (`fetches` 0,
+    /// version 0, no content), due again at once, so the next cycle asks it
+    /// again; its first good answer is a new page ([`Change::of`]).
+    pub fn failed(request: &Request, status: u16, now: u64) -> PageRecord {
+        PageRecord {
+            url: request.url.clone(),
+            final_url: request.url.clone(),
+            status,
+            etag: None,
+            last_modified: None,
+            content_hash: String::new(),
+            first_fetched: now,
+            last_fetched: now,
+            last_changed: now,
+            fetches: 0,
+            changes: 0,
+            version: 0,
+            interval: 0,
+            next_due: Some(now),
+            missing: 0,
+            gone: false,
+            request: StoredRequest::of(request),
+        }
+    }
+
+    /// A description of the policies (default and rules, in order): two
+    /// schedules with the same description set the same due times.
+    pub fn describe(&self) -> String {
+        let mut text = format!("default={:?}", self.default);
+        for (regex, revisit) in &self.rules {
+            text.push_str(&format!(";{}={revisit:?}", regex.as_str()));
+        }
+        text
+    }
+
+    /// When `record`'s page is due under this schedule: its last fetch plus the
+    /// interval the policy for its URL gives (an adaptive interval keeps what the
+    /// page's history made of it, within the policy's bounds), a little early as
+    /// [`Schedule::record`] sets it; `None` for "never again" and for a gone page.
+    pub fn due(&self, record: &PageRecord) -> Option<u64> {
+        if record.gone {
+            return None;
+        }
+        if record.fetches == 0 {
+            // Failures only: due at once, whatever the policy.
+            return Some(record.last_fetched);
+        }
+        let interval = match self.policy(&record.url) {
+            Revisit::EveryRun => Duration::ZERO,
+            Revisit::After(d) => d,
+            Revisit::Never => return None,
+            Revisit::Adaptive { initial, min, max } => {
+                let known = Duration::from_secs(record.interval);
+                let start = if record.interval == 0 { initial } else { known };
+                start.clamp(min, max.max(min))
+            }
+        };
+        Some(
+            record
+                .last_fetched
+                .saturating_add(interval.as_secs())
+                .saturating_sub(early(interval)),
+        )
+    }
+
     /// The record after `seen`, and what it found. `now` is unix seconds.
     pub fn record(
         &self,
@@ -171,6 +239,8 @@ impl Schedule {
         now: u64,
     ) -> (PageRecord, Change) {
         let change = Change::of(prior, seen.status, &seen.content_hash);
+        // A record of failures only is no history.
+        let prior = prior.filter(|p| p.fetches > 0);
         let policy = self.policy(&request.url);
         let interval = next_interval(policy, prior.map(|p| p.interval), change);
         let mut record = match prior {

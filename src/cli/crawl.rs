@@ -377,25 +377,27 @@ fn install_signal_handler(stop: Arc<tokio::sync::Notify>) -> anyhow::Result<()> 
 }
 
 fn print_report(config: &CrawlConfig, r: &RunReport) {
-    let rate = r.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
+    let t = &r.totals;
+    let rate = t.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
     let unreachable = match r.unreachable {
         0 => String::new(),
         1 => ", 1 host unreachable".to_owned(),
         n => format!(", {n} hosts unreachable"),
     };
     say!(
-        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed; {} items, {} queued, {} duplicates filtered, {} left in the frontier{unreachable} ({:.1} s)",
+        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked; {} items, {} queued, {} duplicates filtered, {} left in the frontier{unreachable} ({:.1} s)",
         r.run,
         if r.new_cycle { "new cycle" } else { "resumed" },
         r.outcome.as_str(),
-        r.pages,
+        t.pages,
         human_bytes(r.bytes),
-        r.new,
-        r.changed,
-        r.unchanged,
-        r.not_modified,
-        r.gone,
-        r.failed,
+        t.new,
+        t.changed,
+        t.unchanged,
+        t.not_modified,
+        t.gone,
+        t.failed,
+        t.blocked,
         r.items,
         r.enqueued,
         r.filtered,

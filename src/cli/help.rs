@@ -52,7 +52,7 @@ Examples:
   legcrawl reset --config crawl.toml --yes    # the crawl file's `data`, no question
 
 Exit codes:
-  0  deleted (or there was nothing to delete)
+  0  deleted, or nothing to delete (a missing or empty directory: it says so)
   1  not confirmed, or a runtime failure
   2  bad input (not a state directory, a busy state, no --yes without a terminal)";
 

@@ -154,6 +154,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
         Some(
             EngineError::BadSeed { .. }
                 | EngineError::NoSeeds { .. }
+                | EngineError::NothingToCrawl { .. }
                 | EngineError::Leg(_)
                 | EngineError::Revisit(_)
         )

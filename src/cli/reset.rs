@@ -21,6 +21,15 @@ pub struct ResetArgs {
 
 pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.state.dir()?;
+    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
+    if !dir.exists() || empty {
+        // Nothing is asked and nothing deleted; a mistyped path shows here.
+        say!(
+            "Nothing to reset: {} holds no legcrawl state.",
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if !confirm_delete(dir, args.yes, "reset")? {
         say!("Not reset.");
         return Ok(ExitCode::from(1));

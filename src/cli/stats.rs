@@ -12,28 +12,22 @@ use std::path::Path;
 
 use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
-use legcrawl::engine::RunReport;
+use legcrawl::engine::{PageTotals, RunReport};
 use legcrawl::store::records::RunRecord;
 use legcrawl::store::{OpenOptions, State};
 use serde::Serialize;
 
 use super::BadInput;
 
-/// The columns `dump runs` shows, from a run's counters.
+/// The columns `dump runs` shows, from a run's counters: the pages by outcome
+/// (the same [`PageTotals`] the end-of-run line prints), and what else the run did.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct RunColumns {
-    /// Pages fetched (`pages/fetched`).
+    /// The pages by outcome.
+    #[serde(flatten)]
+    pub totals: PageTotals,
+    /// Responses received (`pages/fetched`; a retried page counts each answer).
     pub fetched: u64,
-    /// Pages fetched for the first time.
-    pub new: u64,
-    /// Known pages found changed.
-    pub changed: u64,
-    /// Known pages found unchanged (same content, or 304).
-    pub unchanged: u64,
-    /// Pages found gone.
-    pub gone: u64,
-    /// Fetches that failed for good.
-    pub failed: u64,
     /// Items stored.
     pub items: u64,
     /// Requests dropped as duplicates.
@@ -47,12 +41,8 @@ impl RunColumns {
     pub fn of(run: &RunRecord) -> RunColumns {
         let count = |name: &str| run.counters.get(name).copied().unwrap_or(0);
         RunColumns {
+            totals: PageTotals::of(count),
             fetched: count("pages/fetched"),
-            new: count("pages/new"),
-            changed: count("pages/changed"),
-            unchanged: count("pages/unchanged") + count("pages/not_modified"),
-            gone: count("pages/gone"),
-            failed: count("fetch/failed"),
             items: count("items/stored"),
             filtered: count("dupefilter/filtered"),
             bytes: count("fetch/bytes"),
@@ -88,14 +78,9 @@ impl<'a> RunRow<'a> {
 /// The totals the end-of-run line prints.
 #[derive(Debug, Serialize)]
 struct Totals {
-    pages: u64,
+    #[serde(flatten)]
+    pages: PageTotals,
     bytes: u64,
-    new: u64,
-    changed: u64,
-    unchanged: u64,
-    not_modified: u64,
-    gone: u64,
-    failed: u64,
     items: u64,
     enqueued: u64,
     filtered: u64,
@@ -106,14 +91,8 @@ struct Totals {
 impl Totals {
     fn of(r: &RunReport) -> Totals {
         Totals {
-            pages: r.pages,
+            pages: r.totals,
             bytes: r.bytes,
-            new: r.new,
-            changed: r.changed,
-            unchanged: r.unchanged,
-            not_modified: r.not_modified,
-            gone: r.gone,
-            failed: r.failed,
             items: r.items,
             enqueued: r.enqueued,
             filtered: r.filtered,

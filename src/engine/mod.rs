@@ -35,6 +35,9 @@ mod revisits;
 pub mod scope;
 pub mod sink;
 mod task;
+mod totals;
+
+pub use totals::PageTotals;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -107,6 +110,15 @@ pub enum EngineError {
         /// The state directory.
         dir: String,
     },
+    /// No seed was given and there is no state to continue: nothing is created
+    /// (a mistyped `--data` must not leave a new state behind).
+    #[error(
+        "{dir}: no crawl state here to continue, and no URLs to start one (a mistyped --data?)"
+    )]
+    NothingToCrawl {
+        /// The state directory asked for.
+        dir: String,
+    },
     /// The task that flushes the state to disk panicked or was cancelled.
     #[error("the state's flush did not finish: {reason}")]
     FlushTask {
@@ -134,28 +146,16 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     /// Run number.
     pub run: u64,
-    /// Pages completed in this run.
-    pub pages: u64,
+    /// The run's pages by outcome (they sum to `totals.pages`).
+    pub totals: PageTotals,
     /// Items stored in this run.
     pub items: u64,
     /// Requests queued in this run.
     pub enqueued: u64,
     /// Duplicates dropped in this run.
     pub filtered: u64,
-    /// Fetches that failed for good in this run.
-    pub failed: u64,
     /// Requests left in the frontier.
     pub frontier: u64,
-    /// Pages fetched for the first time in this run.
-    pub new: u64,
-    /// Known pages found changed (their items stored again, with a new version).
-    pub changed: u64,
-    /// Known pages found unchanged: same content hash, or 304 (`not_modified`).
-    pub unchanged: u64,
-    /// Of `unchanged`, the 304 Not Modified answers.
-    pub not_modified: u64,
-    /// Pages found gone (410, or 404 twice) in this run.
-    pub gone: u64,
     /// Hosts given up for this run because no connection could be made to them
     /// (their requests stay queued for the next run).
     pub unreachable: u64,
@@ -193,6 +193,14 @@ pub async fn run(
     };
     // Bad configuration is refused before the state is touched.
     let schedule = Schedule::new(config)?;
+    // A directory that holds anything else is for `State::open` to judge.
+    let nothing_there = std::fs::read_dir(&config.data_dir)
+        .map_or(!config.data_dir.exists(), |mut d| d.next().is_none());
+    if config.seeds.is_empty() && nothing_there {
+        return Err(EngineError::NothingToCrawl {
+            dir: config.data_dir.display().to_string(),
+        });
+    }
     let started = Instant::now();
     let mut state = State::open(&config.data_dir, &options)?;
     // A run that cannot start (no seeds, an unwritable output file) still ends
@@ -218,7 +226,6 @@ pub async fn run(
 }
 
 fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
-    let run = state.run_counter("pages/completed");
     RunReport {
         outcome,
         run: state
@@ -226,17 +233,11 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
             .ok()
             .and_then(|r| r.last().map(|r| r.id))
             .unwrap_or(0),
-        pages: run,
+        totals: PageTotals::of(|name| state.run_counter(name)),
         items: state.run_counter("items/stored"),
         enqueued: state.run_counter("frontier/enqueued"),
         filtered: state.run_counter("dupefilter/filtered"),
-        failed: state.run_counter("fetch/failed"),
         frontier: state.frontier_len(),
-        new: state.run_counter("pages/new"),
-        changed: state.run_counter("pages/changed"),
-        unchanged: state.run_counter("pages/unchanged") + state.run_counter("pages/not_modified"),
-        not_modified: state.run_counter("pages/not_modified"),
-        gone: state.run_counter("pages/gone"),
         unreachable: state.run_counter("hosts/unreachable"),
         bytes: state.run_counter("fetch/bytes"),
         new_cycle: state.run_counter("cycle/started") > 0,
@@ -290,7 +291,7 @@ impl<'a> Crawl<'a> {
         legs: Arc<dyn Leg>,
         schedule: Schedule,
     ) -> Result<Crawl<'a>, EngineError> {
-        revisits::begin_cycle(state, config)?;
+        revisits::begin_cycle(state, config, &schedule)?;
         // Credentials in a seed are never stored or sent.
         let seeds: Vec<String> = config
             .seeds
@@ -572,6 +573,7 @@ impl<'a> Crawl<'a> {
             mut counters,
             seen,
             prior,
+            failed,
             mut requeued,
             archived,
             ..
@@ -583,10 +585,19 @@ impl<'a> Crawl<'a> {
             hosts::keep_for_next_run(&lease.request, &mut requests, &mut counters);
             requeued = true;
         }
+        if requeued {
+            counters.push(("pages/requeued", 1));
+        }
         let redirect = seen
             .as_ref()
             .is_some_and(|seen| (300..400).contains(&seen.status));
-        self.note_page(&lease, seen, prior, requeued, &mut items, &mut counters);
+        let end = revisits::PageEnd {
+            seen,
+            prior,
+            failed,
+            requeued,
+        };
+        self.note_page(&lease, end, &mut items, &mut counters);
         if parked {
             counters.push(("robots/host_parked", 1));
         }

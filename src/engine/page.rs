@@ -77,6 +77,9 @@ pub struct PageResult {
     pub unreachable: Option<String>,
     /// The host sent a response to the page (of any status).
     pub answered: bool,
+    /// The page failed for good (counted as `fetch/failed`): the status of the
+    /// last answer, or 0 when there was none (connection, decoding, a panic).
+    pub failed: Option<u16>,
     /// The exchange to archive (with `--warc`): the page's response, or a
     /// revisit of its record when it is unchanged.
     pub captures: Vec<Capture>,
@@ -137,12 +140,16 @@ pub async fn process(
             result.counters.push(("retry/scheduled", 1));
             return result;
         }
+        // Out of retries: the page failed. No item; a revisit keeps its stored
+        // version, and either way the page is due again next cycle.
+        tracing::warn!(url = %request.url, status = response.status, retries = request.retries, "gave up on the page");
         result.counters.push(("retry/exhausted", 1));
+        result.counters.push(("fetch/failed", 1));
         if result.prior.is_some() {
-            // A revisit that keeps failing leaves the stored version in place.
             result.counters.push(("revisit/failed", 1));
-            return result;
         }
+        result.failed = Some(response.status);
+        return result;
     }
     if response.status == 304 && result.prior.is_some() {
         revisit_of(&mut result, Profile::ServerNotModified);
@@ -278,6 +285,7 @@ fn fetch_failed(
             tracing::warn!(url = %request.url, %error, "fetch failed");
         }
         result.counters.push(("fetch/failed", 1));
+        result.failed = Some(0);
         if error.is_retryable() {
             result.counters.push(("retry/exhausted", 1));
         }
@@ -293,6 +301,7 @@ pub fn panicked(request: &Request, message: &str, prior: Option<PageRecord>) -> 
     PageResult {
         counters: vec![("fetch/failed", 1), ("fetch/panicked", 1)],
         prior,
+        failed: Some(0),
         ..PageResult::default()
     }
 }

@@ -10,13 +10,18 @@
 use super::{Crawl, EngineError, Lease};
 use crate::config::CrawlConfig;
 use crate::item::Item;
-use crate::revisit::{Change, Observation};
+use crate::revisit::{Change, Observation, Schedule};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::store::{PageRecord, State};
 
 /// Starts a new cycle unless the last run left one to finish: it was interrupted,
 /// killed, failed or stopped by a limit, and requests are still queued.
-pub(super) fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(), EngineError> {
+/// A new cycle first makes the due index follow the revisit policy in force.
+pub(super) fn begin_cycle(
+    state: &mut State,
+    config: &CrawlConfig,
+    schedule: &Schedule,
+) -> Result<(), EngineError> {
     let previous = state.previous_run()?;
     if let Some(previous) = previous.filter(|run| {
         !matches!(run.outcome, RunOutcome::Drained | RunOutcome::Idle) && state.frontier_len() > 0
@@ -31,6 +36,13 @@ pub(super) fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(),
         );
         return Ok(());
     }
+    let moved = state.follow_revisit_policy(&schedule.describe(), |record| schedule.due(record))?;
+    if moved > 0 {
+        tracing::info!(
+            pages = moved,
+            "the revisit policy changed: due times follow the new one"
+        );
+    }
     let start = state.start_cycle(unix_now(), &config.fingerprint_headers)?;
     tracing::info!(
         seeds = start.seeds,
@@ -41,26 +53,51 @@ pub(super) fn begin_cycle(state: &mut State, config: &CrawlConfig) -> Result<(),
     Ok(())
 }
 
+/// How a lease ended, as far as its page record is concerned.
+pub(super) struct PageEnd {
+    /// What the fetch saw (`None`: no final answer).
+    pub seen: Option<Observation>,
+    /// The page record it was fetched against.
+    pub prior: Option<PageRecord>,
+    /// It failed for good, with this status (0: no answer).
+    pub failed: Option<u16>,
+    /// It was put back in the frontier.
+    pub requeued: bool,
+}
+
 impl Crawl<'_> {
     /// Records what a finished lease saw: the page's next record (and its items'
-    /// version), or, for a revisit that ended with nothing to record (failed for
+    /// version); for a revisit that ended with nothing to record (failed for
     /// good, refused by robots.txt) and was not queued again, its place in the due
-    /// index, so that it is due in the next cycle.
+    /// index, so that it is due in the next cycle; for a new page that failed
+    /// for good, a record of the failure (see [`Schedule::failed`]), due in the
+    /// next cycle too.
     pub(super) fn note_page(
         &mut self,
         lease: &Lease,
-        seen: Option<Observation>,
-        prior: Option<PageRecord>,
-        requeued: bool,
+        end: PageEnd,
         items: &mut Vec<Item>,
         counters: &mut Vec<(&'static str, u64)>,
     ) {
+        let PageEnd {
+            seen,
+            prior,
+            failed,
+            requeued,
+        } = end;
         match (seen, prior) {
             (Some(seen), prior) => self.record_page(lease, prior, &seen, items, counters),
             (None, Some(prior)) if !requeued => {
                 if let Some(due) = prior.next_due {
                     let fp = self.fingerprint(&lease.request);
                     self.state.keep_due(&fp, due.max(unix_now()));
+                }
+            }
+            (None, None) if !requeued => {
+                if let Some(status) = failed {
+                    let record = Schedule::failed(&lease.request, status, unix_now());
+                    let fp = self.fingerprint(&lease.request);
+                    self.state.put_page(fp, record, None);
                 }
             }
             (None, _) => {}
@@ -100,10 +137,16 @@ impl Crawl<'_> {
         let (record, change) = self
             .schedule
             .record(prior.as_ref(), &lease.request, seen, now);
-        counters.push((change.counter(), 1));
-        if record.gone && !prior.as_ref().is_some_and(|p| p.gone) {
-            counters.push(("pages/gone", 1));
-        }
+        // Each finished page counts under one outcome: gone wins over the change.
+        let newly_gone = record.gone && !prior.as_ref().is_some_and(|p| p.gone);
+        counters.push((
+            if newly_gone {
+                "pages/gone"
+            } else {
+                change.counter()
+            },
+            1,
+        ));
         if change.stores_items() {
             for item in items.iter_mut() {
                 item.insert("version".into(), record.version.into());

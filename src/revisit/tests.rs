@@ -196,3 +196,28 @@ fn a_redirect_to_a_page_due_or_fetched_this_run_is_not_followed_again() {
     let (gone, _) = every.record(None, &request, &seen(410, "gone"), 1000);
     assert!(!redirect_is_redundant(Some(&gone), 2000, 500), "gone");
 }
+
+#[test]
+fn due_under_the_same_policy_is_the_due_time_the_fetch_set() {
+    let policies = [
+        Revisit::EveryRun,
+        Revisit::After(Duration::from_secs(7200)),
+        Revisit::Never,
+        Revisit::default(),
+    ];
+    for policy in policies {
+        let schedule = schedule(policy, &[]);
+        let (first, _) = schedule.record(None, &request(), &seen(200, "a"), 1_000);
+        assert_eq!(schedule.due(&first), first.next_due, "{policy:?}");
+        let (second, _) = schedule.record(Some(&first), &request(), &seen(200, "b"), 90_000);
+        assert_eq!(schedule.due(&second), second.next_due, "{policy:?}");
+    }
+    // Another policy recomputes from the last fetch: every run is due at once.
+    let adaptive = schedule(Revisit::default(), &[]);
+    let (record, _) = adaptive.record(None, &request(), &seen(200, "a"), 1_000);
+    assert_eq!(schedule(Revisit::EveryRun, &[]).due(&record), Some(1_000));
+    assert_ne!(
+        adaptive.describe(),
+        schedule(Revisit::EveryRun, &[]).describe()
+    );
+}

@@ -22,10 +22,15 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::exact::{CHUNK_FPS, MERGE_FANOUT, chunk_key, encode_chunk, encode_index, tier};
+use super::seen::SeenSet;
+use super::table::Db;
 use super::{State, StoreError, crash, keys};
 use crate::bloom::BloomSync;
 use crate::config::DedupMode;
 use crate::fingerprint::Fingerprint;
+
+/// The run index: `(run id, fingerprints)`, oldest first.
+type RunIndex = Vec<(u64, u64)>;
 
 /// Chunk records written per batch while sealing or merging.
 const CHUNKS_PER_BATCH: usize = 64;
@@ -56,6 +61,8 @@ pub struct Checkpointed {
     runs: Vec<(u64, u64)>,
     /// Runs merged into the new one: garbage once the state reads the new index.
     merged: Vec<u64>,
+    /// Garbage runs this checkpoint removed.
+    collected: Vec<u64>,
 }
 
 impl Checkpoint {
@@ -65,11 +72,8 @@ impl Checkpoint {
         self.collect_garbage()?;
         crash::point("checkpoint.msync");
         self.bloom.sync()?;
-        let Checkpointed { runs, merged } = if self.seal.is_empty() {
-            Checkpointed {
-                runs: self.runs.clone(),
-                merged: Vec::new(),
-            }
+        let (runs, merged) = if self.seal.is_empty() {
+            (self.runs.clone(), Vec::new())
         } else {
             self.write_new_run()?
         };
@@ -86,7 +90,11 @@ impl Checkpoint {
         self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         crash::point("checkpoint.sync");
         self.db.flush().map_err(|e| self.db_error(e))?;
-        Ok(Checkpointed { runs, merged })
+        Ok(Checkpointed {
+            runs,
+            merged,
+            collected: self.garbage,
+        })
     }
 
     /// Removes the chunks of runs nothing reads (merged by the last checkpoint,
@@ -106,7 +114,7 @@ impl Checkpoint {
 
     /// Merges full tiers into the sealed fingerprints and writes them as the new
     /// run; returns the index that lists it and the runs it replaced.
-    fn write_new_run(&self) -> Result<Checkpointed, StoreError> {
+    fn write_new_run(&self) -> Result<(RunIndex, Vec<u64>), StoreError> {
         let mut fps = self.seal.clone();
         let mut runs = self.runs.clone();
         let mut merged = Vec::new();
@@ -132,7 +140,7 @@ impl Checkpoint {
             self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         }
         runs.push((self.run_id, fps.len() as u64));
-        Ok(Checkpointed { runs, merged })
+        Ok((runs, merged))
     }
 
     /// Appends every fingerprint of `run` to `fps`.
@@ -161,22 +169,20 @@ impl Checkpoint {
     }
 }
 
-impl State {
+impl SeenSet {
     /// True when a checkpoint should start: none runs, and the journal holds
     /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints, or something waits for a
     /// checkpoint and the last one is older than the checkpoint interval.
-    pub fn checkpoint_due(&self) -> bool {
+    pub(super) fn checkpoint_due(&self) -> bool {
         !self.checkpointing
             && (self.journaled >= super::CHECKPOINT_MAX_JOURNALED
                 || ((self.journaled > 0 || !self.exact.garbage.is_empty())
                     && self.last_checkpoint.elapsed() >= self.checkpoint_every))
     }
 
-    /// Detaches a checkpoint of everything durable so far, to run on any thread;
-    /// `None` when one runs already or there is nothing to do. Until its result
-    /// reaches [`State::checkpointed`], the fingerprints it seals are answered
-    /// from memory and the old index stays the one read.
-    pub fn start_checkpoint(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+    /// Detaches a checkpoint of everything durable so far (see
+    /// [`State::start_checkpoint`]).
+    pub(super) fn start_checkpoint(&mut self, db: &Db) -> Result<Option<Checkpoint>, StoreError> {
         if self.checkpointing || (self.journaled == 0 && self.exact.garbage.is_empty()) {
             return Ok(None);
         }
@@ -193,42 +199,86 @@ impl State {
         self.journaled = 0;
         self.last_checkpoint = Instant::now();
         Ok(Some(Checkpoint {
-            db: self.db.clone(),
-            dir: self.dir.clone(),
+            db: db.tree().clone(),
+            dir: db.dir().to_owned(),
             bloom,
             journal_end: self.journal_end,
             seal,
             runs: self.exact.runs.clone(),
             run_id,
-            garbage: std::mem::take(&mut self.exact.garbage),
+            // Left listed here until the checkpoint says it removed them, so a
+            // failed one leaves them for the next.
+            garbage: self.exact.garbage.clone(),
         }))
     }
 
-    /// A [`Checkpoint`] finished: the new run index is read from now on, and the
-    /// runs it replaced are left for the next checkpoint to remove.
-    pub fn checkpointed(&mut self, done: Checkpointed) {
+    /// A [`Checkpoint`] finished (see [`State::checkpointed`]).
+    pub(super) fn checkpointed(&mut self, done: Checkpointed) {
         self.exact.runs = done.runs;
+        self.exact
+            .garbage
+            .retain(|run| !done.collected.contains(run));
         self.exact.garbage.extend(done.merged);
         self.exact.sealing.clear();
         self.checkpointing = false;
     }
 
-    /// A [`Checkpoint`] failed (or its thread died): what it was sealing is
-    /// answered from memory again, and its journal entries are still on disk.
-    pub fn checkpoint_failed(&mut self) {
+    /// A [`Checkpoint`] failed (see [`State::checkpoint_failed`]).
+    pub(super) fn checkpoint_failed(&mut self) {
         let sealing = std::mem::take(&mut self.exact.sealing);
         self.journaled += sealing.len() as u64;
         self.exact.recent.extend(sealing.iter().copied());
         self.checkpointing = false;
     }
 
+    /// Marks the Bloom header clean (after a checkpoint synced everything).
+    fn mark_clean(&mut self) -> Result<(), StoreError> {
+        if !self.bloom.is_clean() {
+            crash::point("checkpoint.header");
+            self.bloom.flush()?;
+        }
+        Ok(())
+    }
+}
+
+impl State {
+    /// True when a checkpoint should start: none runs, and the journal holds
+    /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints, or something waits for a
+    /// checkpoint and the last one is older than the checkpoint interval.
+    pub fn checkpoint_due(&self) -> bool {
+        self.seen.checkpoint_due()
+    }
+
+    /// Detaches a checkpoint of everything durable so far, to run on any thread;
+    /// `None` when one runs already or there is nothing to do. Until its result
+    /// reaches [`State::checkpointed`], the fingerprints it seals are answered
+    /// from memory and the old index stays the one read.
+    pub fn start_checkpoint(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        self.seen.start_checkpoint(&self.db)
+    }
+
+    /// A [`Checkpoint`] finished: the new run index is read from now on, and the
+    /// runs it replaced are left for the next checkpoint to remove.
+    pub fn checkpointed(&mut self, done: Checkpointed) {
+        self.seen.checkpointed(done);
+    }
+
+    /// A [`Checkpoint`] failed (or its thread died): what it was sealing is
+    /// answered from memory again, its journal entries are still on disk, and
+    /// the garbage runs it did not remove are left for the next one. (The run it
+    /// was writing, if any, is found by the next open: listed by the index or
+    /// garbage, which only the index on disk can tell.)
+    pub fn checkpoint_failed(&mut self) {
+        self.seen.checkpoint_failed();
+    }
+
     /// Commits, then checkpoints on this thread: the journal is emptied, the
     /// exact set sealed, runs no longer read are removed, and the Bloom header is
     /// marked clean. Fails, changing nothing, while a detached checkpoint runs.
     pub fn checkpoint(&mut self) -> Result<(), StoreError> {
-        if self.checkpointing {
+        if self.seen.checkpointing {
             return Err(StoreError::CheckpointRunning {
-                path: self.dir.clone(),
+                path: self.db.dir().to_owned(),
             });
         }
         self.commit()?;
@@ -244,11 +294,7 @@ impl State {
                 }
             }
         }
-        if !self.bloom.is_clean() {
-            crash::point("checkpoint.header");
-            self.bloom.flush()?;
-        }
-        Ok(())
+        self.seen.mark_clean()
     }
 }
 

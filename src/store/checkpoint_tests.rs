@@ -43,14 +43,22 @@ fn orphan_chunks_of_a_cut_checkpoint_are_never_read_and_their_id_never_reused() 
     drop(state);
 
     let mut state = open(dir.path());
-    assert_eq!(state.exact.garbage, vec![orphan], "the orphan run is found");
-    assert!(state.exact.next_run > orphan, "its id is not taken again");
+    assert_eq!(
+        state.seen.exact.garbage,
+        vec![orphan],
+        "the orphan run is found"
+    );
+    assert!(
+        state.seen.exact.next_run > orphan,
+        "its id is not taken again"
+    );
     enqueue(&mut state, 5_000..10_000);
     state.checkpoint().unwrap();
     assert_eq!(unseen(&state, 0..10_000), Vec::<u32>::new());
-    assert!(state.exact.garbage.is_empty());
+    assert!(state.seen.exact.garbage.is_empty());
     let orphan_chunks = state
         .db
+        .tree()
         .scan_prefix(crate::store::keys::with_u64(
             crate::store::keys::EXACT_RUN,
             orphan,
@@ -64,6 +72,36 @@ fn orphan_chunks_of_a_cut_checkpoint_are_never_read_and_their_id_never_reused() 
     let state = open(dir.path());
     assert_eq!(unseen(&state, 0..10_000), Vec::<u32>::new());
     assert_eq!(unseen(&state, 10_000..10_100).len(), 100);
+}
+
+/// A detached checkpoint that fails (here: its thread dies before it runs)
+/// leaves the garbage runs it was to remove listed, so the next one removes
+/// them; what it was sealing is still seen.
+#[test]
+fn a_failed_checkpoint_leaves_its_garbage_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    enqueue(&mut state, 0..2_000);
+    let job = state.start_checkpoint().unwrap().unwrap();
+    let orphan = job.run_id;
+    let _cut_short = job.write_new_run().unwrap();
+    job.db.flush().unwrap();
+    drop(job);
+    drop(state);
+
+    let mut state = open(dir.path());
+    assert_eq!(state.seen.exact.garbage, vec![orphan]);
+    enqueue(&mut state, 2_000..3_000);
+    let lost = state.start_checkpoint().unwrap().unwrap();
+    drop(lost);
+    state.checkpoint_failed();
+    assert_eq!(state.seen.exact.garbage, vec![orphan], "still to remove");
+    assert_eq!(unseen(&state, 0..3_000), Vec::<u32>::new());
+    state.checkpoint().unwrap();
+    assert!(state.seen.exact.garbage.is_empty());
+    let prefix = crate::store::keys::with_u64(crate::store::keys::EXACT_RUN, orphan);
+    assert_eq!(state.db.tree().scan_prefix(prefix).count(), 0);
+    assert_eq!(unseen(&state, 0..3_000), Vec::<u32>::new());
 }
 
 /// While a detached checkpoint runs, what it seals is still seen, the state
@@ -88,10 +126,15 @@ fn a_detached_checkpoint_leaves_every_answer_right_while_it_runs() {
         assert_eq!(unseen(&state, 0..(round + 1) * 1_000), Vec::<u32>::new());
     }
     // The fourth run merged the first three away; their chunks go next time.
-    assert_eq!(state.exact.runs.len(), 1, "{:?}", state.exact.runs);
-    assert_eq!(state.exact.garbage.len(), 3);
+    assert_eq!(
+        state.seen.exact.runs.len(),
+        1,
+        "{:?}",
+        state.seen.exact.runs
+    );
+    assert_eq!(state.seen.exact.garbage.len(), 3);
     state.checkpoint().unwrap();
-    assert!(state.exact.garbage.is_empty());
+    assert!(state.seen.exact.garbage.is_empty());
     drop(state);
     let state = open(dir.path());
     assert_eq!(unseen(&state, 0..4_000), Vec::<u32>::new());

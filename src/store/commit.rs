@@ -2,28 +2,26 @@
 //! synced by a [`Flush`] (on any thread), and only the [`Receipt`] of that
 //! flush makes the group's effects true in memory.
 //!
-//! The open group (`Group`) collects what completions, enqueues, page records,
-//! robots answers and counters write. [`State::seal`] closes it into one sled
-//! batch (queue records, the item record, the Bloom journal entry, page records,
-//! counters, metadata and the run record) and hands back the [`Flush`] that
-//! writes it: `apply_batch` (atomic across crashes) then a sync, crash points
-//! `group.apply` and `group.sync` before each. Until the flush's [`Receipt`]
-//! reaches [`State::durable`], nothing of the group is claimed: its
-//! fingerprints are answered from a sealed overlay, its page records from
-//! memory, its leases stay leased, its new requests are not leasable and its
-//! items are not streamed. A `Receipt` only a flush can make is what sets
-//! Bloom bits (crash point `bloom.set`), ends leases and releases items, so the
-//! type system says what invariant 2 says: the bits never run ahead of the
-//! durable frontier. One group is sealed at a time.
-//! [`State::commit`] does all of it on the calling thread. Depends on the
-//! state's tables and [`super::crash`] only.
+//! The open group is one [`Batch`](super::table::Batch) that the tables write
+//! into, plus what some of them hold back until the seal (packed queue
+//! records, the journal entry, the item record, counters). [`State::seal`] has
+//! each table finish its part of the batch, adds the metadata record, and hands
+//! back the [`Flush`] that writes it: `apply_batch` (atomic across crashes) then
+//! a sync, crash points `group.apply` and `group.sync` before each. Until the
+//! flush's [`Receipt`] reaches [`State::durable`], nothing of the group is
+//! claimed: its fingerprints are answered from the seen table's sealed overlay,
+//! its page records from the pages table's memory, its leases stay leased, its
+//! new requests are not leasable and its items are not streamed. A `Receipt`
+//! only a flush can make is what sets Bloom bits (crash point `bloom.set`), ends
+//! leases and releases items, so the type system says what invariant 2 says:
+//! the bits never run ahead of the durable frontier. One group is sealed at a
+//! time. [`State::commit`] does all of it on the calling thread. Depends on the
+//! tables and [`super::crash`] only.
 
 use std::ops::Range;
 use std::time::Instant;
 
 use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State, StoreError, crash, keys, records};
-use crate::config::DedupMode;
-use crate::fingerprint::Fingerprint;
 
 /// What a commit made durable.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -34,33 +32,14 @@ pub struct CommitOutcome {
     pub items: Range<u64>,
 }
 
-/// Fingerprints whose Bloom probes are brought into the cache at once before
-/// they are set (a chunk's lines stay well within L1/L2).
-const WARM_CHUNK: usize = 16;
-
 /// The group between [`State::seal`] and [`State::durable`]: its batch is in a
-/// [`Flush`], so nothing of it is in the database yet as far as this process may
-/// assume; what the state must answer meanwhile (dedup, page records) it
-/// answers from here.
+/// [`Flush`]; what the state must answer meanwhile, each table holds as its
+/// sealed part.
 pub(super) struct Sealed {
     /// Number of the group, counted from 1 in this process.
     seq: u64,
-    /// Its fingerprints, in order (their journal entry is in its batch).
-    fingerprints: Vec<Fingerprint>,
-    /// The same fingerprints as a set, checked by dedup until they reach the bits.
-    pub(super) overlay: crate::fingerprint::FingerprintSet,
-    /// Its page records, read by [`State::page`] until they are in the database.
-    pub(super) page_records: crate::fingerprint::FingerprintMap<super::pages::PageRecord>,
-    /// Its completed leases, `(host id, record key, entry key)`.
-    completed: Vec<super::frontier::QueueEntry>,
-    /// Hosts it queued requests for, with the smallest new entry key.
-    touched_hosts: std::collections::BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
     /// Pages it completed.
     pages: usize,
-    /// The item sequence number after its last item.
-    items_end: u64,
-    /// The number of its journal entry, when it recorded fingerprints.
-    journal: Option<u64>,
 }
 
 /// Writes one sealed group to the database and makes it durable: one atomic
@@ -129,10 +108,10 @@ impl State {
     pub fn commit(&mut self) -> Result<CommitOutcome, StoreError> {
         if self.sealed.is_some() {
             return Err(StoreError::FlushRunning {
-                path: self.dir.clone(),
+                path: self.db.dir().to_owned(),
             });
         }
-        let first = self.durable_items;
+        let first = self.items.durable_end();
         let Some(flush) = self.seal()? else {
             return Ok(CommitOutcome {
                 pages: 0,
@@ -154,81 +133,44 @@ impl State {
     /// module doc). Only one group is sealed at a time: returns `None`, sealing
     /// nothing, while one is (or when the open group is empty).
     pub fn seal(&mut self) -> Result<Option<Flush>, StoreError> {
-        if !self.group.dirty || self.sealed.is_some() {
+        if !self.group.batch.is_dirty() || self.sealed.is_some() {
             return Ok(None);
         }
-        // The previous group is in the database: its rewrites are what we read.
-        let completed = std::mem::take(&mut self.group.completed);
-        if let Err(error) = self.rewrite_completed(&completed) {
-            self.group.completed = completed;
-            return Err(error);
-        }
+        // The only step that reads (and so may fail) comes first: on error the
+        // open group stays as it was.
+        self.frontier.seal(&self.db, &mut self.group.batch)?;
         let mut group = std::mem::take(&mut self.group);
-        for (_, record) in group.queue.drain() {
-            group.batch.insert(&record.key[..], record.bytes);
-        }
-        if let Some(first) = group.record_first {
-            let items = std::mem::take(&mut group.items);
-            group.batch.insert(keys::with_u64(keys::ITEM, first), items);
-        }
-        let mut journal = None;
-        if !group.fingerprints.is_empty() {
-            let per_part = keys::MAX_VALUE_BYTES / 20;
-            for (part, fps) in group.fingerprints.chunks(per_part).enumerate() {
-                let mut key = keys::with_u64(keys::JOURNAL, self.next_group);
-                key.extend_from_slice(&(part as u16).to_be_bytes());
-                let mut value = Vec::with_capacity(1 + fps.len() * 20);
-                value.push(keys::JOURNAL_VERSION);
-                for fp in fps {
-                    value.extend_from_slice(fp);
-                }
-                group.batch.insert(key, value);
-            }
-            journal = Some(self.next_group);
-            self.next_group += 1;
-        }
-        for (name, value) in self.counters.take_dirty() {
-            group.batch.insert(
-                keys::with_prefix(keys::COUNTER, name.as_bytes()),
-                &keys::versioned_u64(value),
-            );
-        }
-        group.batch.insert(keys::META, records::encode(&self.meta));
-        if let Some(run) = self.run.as_mut() {
-            run.updated_at = records::unix_now();
-            run.counters = self.run_counters.values().clone();
-            group
-                .batch
-                .insert(keys::with_u64(keys::RUN, run.id), records::encode(run));
-        }
+        self.seen.seal(&mut group.batch);
+        self.items.seal(&mut group.batch);
+        self.pages.seal();
+        self.runs.seal(&mut group.batch);
+        (self.meta.next_host_id, self.meta.next_queue_seq) = self.frontier.next_ids();
+        group.batch.put(keys::META, records::encode(&self.meta));
         self.sealed_seq += 1;
-        let flush = Flush {
-            db: self.db.clone(),
-            dir: self.dir.clone(),
-            batch: group.batch,
-            seq: self.sealed_seq,
-        };
         self.sealed = Some(Sealed {
             seq: self.sealed_seq,
-            fingerprints: group.fingerprints,
-            overlay: group.overlay,
-            page_records: group.page_records,
-            completed,
-            touched_hosts: group.touched_hosts,
             pages: group.pages,
-            items_end: self.next_item,
-            journal,
         });
-        Ok(Some(flush))
+        Ok(Some(Flush {
+            db: self.db.tree().clone(),
+            dir: self.db.dir().to_owned(),
+            batch: group.batch.into_inner(),
+            seq: self.sealed_seq,
+        }))
     }
 
     /// The sealed group's [`Flush`] failed (or its thread died): the group is
     /// forgotten here. Its batch was applied atomically or not at all, so the
-    /// database stays consistent either way; its leases stay leased for the rest
-    /// of this process (the caller is expected to stop), and whatever of it did
-    /// reach the disk is found by the next open (journal replay, item watermark).
+    /// database stays consistent either way; its leases go back to the frontier
+    /// (a request whose completion did reach the disk is no longer queued there),
+    /// and whatever of it did reach the disk is found by the next open (journal
+    /// replay, item records).
     pub fn flush_failed(&mut self) {
         self.sealed = None;
+        self.frontier.forget_sealed();
+        self.seen.forget_sealed();
+        self.pages.durable();
+        self.items.forget_sealed();
     }
 
     /// Pages completed but not durable yet: the open group's and the sealed one's.
@@ -251,49 +193,20 @@ impl State {
     /// part), its leases end, its new requests become leasable and its items may
     /// be streamed. A `Receipt` of another group changes nothing.
     pub fn durable(&mut self, receipt: Receipt) -> CommitOutcome {
-        let first = self.durable_items;
+        let first = self.items.durable_end();
         let mut pages = 0;
         if self.sealed.as_ref().is_some_and(|s| s.seq == receipt.seq)
             && let Some(group) = self.sealed.take()
         {
-            if !group.fingerprints.is_empty() {
-                crash::point("bloom.set");
-            }
-            for chunk in group.fingerprints.chunks(WARM_CHUNK) {
-                self.bloom.warm(chunk);
-                for fp in chunk {
-                    self.bloom.insert(fp);
-                }
-            }
-            if self.dedup == DedupMode::Exact {
-                self.exact.recent.extend(group.fingerprints.iter().copied());
-            }
-            self.journaled += group.fingerprints.len() as u64;
-            if let Some(journal) = group.journal {
-                self.journal_end = journal + 1;
-            }
-            for (host_id, _, key) in &group.completed {
-                if let Some(queue) = self.hosts.get_mut(host_id)
-                    && queue.leased.remove(key)
-                {
-                    self.leased -= 1;
-                }
-            }
-            for (host_id, smallest) in &group.touched_hosts {
-                if let Some(queue) = self.hosts.get_mut(host_id) {
-                    queue.maybe_ready = true;
-                    // A new key before the cursor (a higher priority) must be seen.
-                    if queue.cursor.is_some_and(|(_, entry)| *smallest < entry) {
-                        queue.cursor = None;
-                    }
-                }
-            }
+            self.seen.durable();
+            self.frontier.durable();
+            self.pages.durable();
+            self.items.durable();
             pages = group.pages;
-            self.durable_items = group.items_end;
         }
         CommitOutcome {
             pages,
-            items: first..self.durable_items,
+            items: first..self.items.durable_end(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the commit protocol: a sealed group claims nothing until its
 //! flush's receipt is handed back.
 
-use super::super::seen::seed_request;
+use super::super::ops::seed_request;
 use super::super::tests::{complete, leased_urls, open};
 use super::*;
 use crate::request::Request;
@@ -41,7 +41,7 @@ fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
     // Dedup sees the sealed fingerprints; the mapped bits do not have them yet.
     let x = crate::fingerprint::fingerprint(&Request::get("http://a.test/x"), &[]);
     assert_eq!(state.check_seen(&x).unwrap(), Seen::Duplicate);
-    assert!(!state.bloom.contains(&x));
+    assert!(!state.seen.bloom.contains(&x));
     // The seed's lease has not ended, its item is not streamable, and its new
     // requests are not leasable.
     assert_eq!(state.in_flight(), 1);
@@ -69,7 +69,7 @@ fn a_sealed_group_dedups_but_claims_nothing_until_its_flush_is_handed_back() {
         }
     );
     assert!(!state.has_sealed());
-    assert!(state.bloom.contains(&x));
+    assert!(state.seen.bloom.contains(&x));
     assert_eq!(streamed(&state), 1);
     let urls = leased_urls(&mut state);
     assert_eq!(urls, ["http://a.test/x", "http://a.test/y"]);
@@ -117,6 +117,15 @@ fn a_failed_flush_is_forgotten_and_the_state_commits_again() {
     ));
     state.flush_failed();
     assert!(!state.has_sealed());
+    assert_eq!(state.in_flight(), 0, "its lease went back to the frontier");
+    assert_eq!(
+        state.items_len(),
+        0,
+        "its item numbers are handed out again"
+    );
+    let again = state.lease().unwrap().expect("the seed is leasable again");
+    assert_eq!(again.request.url, "http://a.test/");
+    state.release(again);
     assert!(
         state
             .enqueue(&seed_request("http://b.test/".into()), &[])

@@ -20,7 +20,8 @@
 //! run id is never reused, so a lookup never lands on one of them.
 //! Depends on [`crate::fingerprint`] and the state's key layout.
 
-use super::{State, StoreError, keys};
+use super::table::Db;
+use super::{StoreError, keys};
 use crate::fingerprint::Fingerprint;
 
 /// Fingerprints per chunk record at most.
@@ -107,59 +108,56 @@ fn chunk_contains(chunk: &[u8], fp: &Fingerprint) -> bool {
     false
 }
 
-impl State {
+impl Exact {
     /// Loads the run index (one read) and finds the runs on disk it does not
     /// list (one seek per run): they are garbage, and no new run takes their ids.
-    pub(super) fn load_exact(&mut self) -> Result<(), StoreError> {
-        if let Some(value) = self
-            .db
-            .get(keys::EXACT_INDEX)
-            .map_err(|e| self.db_error(e))?
-        {
+    pub(super) fn load(db: &Db) -> Result<Exact, StoreError> {
+        let mut exact = Exact::default();
+        if let Some(value) = db.get(keys::EXACT_INDEX)? {
             let body = match value.split_first() {
                 Some((&INDEX_VERSION, body)) if body.len() % 16 == 0 => body,
-                _ => return Err(self.corrupt("exact run index", keys::EXACT_INDEX, "bad layout")),
+                _ => return Err(db.corrupt("exact run index", keys::EXACT_INDEX, "bad layout")),
             };
             for pair in body.chunks_exact(16) {
                 let (id, count) = pair.split_at(8);
                 let id = u64::from_be_bytes(id.try_into().unwrap_or_default());
                 let count = u64::from_be_bytes(count.try_into().unwrap_or_default());
-                self.exact.runs.push((id, count));
-                self.exact.next_run = self.exact.next_run.max(id + 1);
+                exact.runs.push((id, count));
+                exact.next_run = exact.next_run.max(id + 1);
             }
         }
         let mut from = vec![keys::EXACT_RUN];
-        while let Some(entry) = self.db.range(from..vec![keys::EXACT_RUN + 1]).next() {
-            let (key, _) = entry.map_err(|e| self.db_error(e))?;
+        while let Some(entry) = db.range(from..vec![keys::EXACT_RUN + 1]).next() {
+            let (key, _) = entry?;
             let run = keys::u64_after_prefix(&key)
-                .ok_or_else(|| self.corrupt("exact chunk", &key, "short key"))?;
-            if !self.exact.runs.iter().any(|&(id, _)| id == run) {
-                self.exact.garbage.push(run);
+                .ok_or_else(|| db.corrupt("exact chunk", &key, "short key"))?;
+            if !exact.runs.iter().any(|&(id, _)| id == run) {
+                exact.garbage.push(run);
             }
-            self.exact.next_run = self.exact.next_run.max(run + 1);
+            exact.next_run = exact.next_run.max(run + 1);
             match run.checked_add(1) {
                 Some(next) => from = keys::with_u64(keys::EXACT_RUN, next),
                 None => break,
             }
         }
-        Ok(())
+        Ok(exact)
     }
 
     /// True when a sealed run, the fingerprints being sealed or the recent set
     /// holds `fp`.
-    pub(super) fn exact_contains(&self, fp: &Fingerprint) -> Result<bool, StoreError> {
-        if self.exact.recent.contains(fp) || self.exact.sealing.contains(fp) {
+    pub(super) fn contains(&self, db: &Db, fp: &Fingerprint) -> Result<bool, StoreError> {
+        if self.recent.contains(fp) || self.sealing.contains(fp) {
             return Ok(true);
         }
-        for &(run, _) in self.exact.runs.iter().rev() {
+        for &(run, _) in self.runs.iter().rev() {
             let start = keys::with_u64(keys::EXACT_RUN, run);
             let end = chunk_key(run, fp);
-            let Some(entry) = self.db.range(start..=end).next_back() else {
+            let Some(entry) = db.range(start..=end).next_back() else {
                 continue;
             };
-            let (key, chunk) = entry.map_err(|e| self.db_error(e))?;
+            let (key, chunk) = entry?;
             let body = chunk_body(&chunk).ok_or_else(|| {
-                self.corrupt(
+                db.corrupt(
                     "exact chunk",
                     &key,
                     "length is not a version byte and a multiple of 20",

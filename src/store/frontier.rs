@@ -22,14 +22,15 @@
 //! removes the record when it is empty), so an unfinished lease survives any crash
 //! as a queued request.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
-use super::{HostQueue, State, StoreError, keys};
+use super::table::{Batch, Db};
+use super::{StoreError, keys};
 use crate::request::Request;
 
-/// A request taken from the frontier. Give it back with [`State::complete`] or
-/// [`State::release`].
+/// A request taken from the frontier. Give it back with [`super::State::complete`] or
+/// [`super::State::release`].
 #[derive(Debug)]
 pub struct Lease {
     /// The leased request.
@@ -43,10 +44,10 @@ pub struct Lease {
 }
 
 /// Version byte of a packed queue record.
-pub const RECORD_VERSION: u8 = 2;
+pub(super) const RECORD_VERSION: u8 = 2;
 /// Entries of a packed record at most; a group with more requests for one host and
 /// priority writes several records. Bounds what a completion rewrites.
-pub const RECORD_MAX_ENTRIES: usize = 256;
+pub(super) const RECORD_MAX_ENTRIES: usize = 256;
 
 /// A packed record being filled by the open group.
 #[derive(Debug)]
@@ -120,7 +121,7 @@ impl Lease {
 /// The host part (`host[:port]`) of a URL string; empty when it has none.
 /// Plain URLs are read without the URL parser ([`crate::canon::split`] gives
 /// exactly the parser's host and port for the URLs it accepts).
-pub fn host_of(url: &str) -> String {
+pub(crate) fn host_of(url: &str) -> String {
     if let Some(parts) = crate::canon::split::split(url) {
         return match parts.port {
             Some(port) => format!("{}:{port}", parts.host),
@@ -140,88 +141,169 @@ pub fn host_of(url: &str) -> String {
 /// One queued request's place: `(host id, record key, entry key)`.
 pub(super) type QueueEntry = (u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN]);
 
-impl State {
-    /// Loads the host index: one read per host, plus one range probe per host to
-    /// learn whether it has queued requests.
-    pub(super) fn load_hosts(&mut self) -> Result<(), StoreError> {
-        for entry in self.db.scan_prefix([keys::HOST]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+/// Per-host queue bookkeeping kept in memory.
+#[derive(Debug)]
+pub(super) struct HostQueue {
+    /// The host name (`example.com:8080`).
+    pub(super) name: String,
+    /// Entry keys of this host currently leased.
+    pub(super) leased: BTreeSet<[u8; keys::QUEUE_KEY_LEN]>,
+    /// False only when a scan found no unleased entry and nothing was added since.
+    maybe_ready: bool,
+    /// `(record key, entry key)`: every entry of this host up to and including the
+    /// cursor's entry is leased (or gone), so the next lease scans from the cursor's
+    /// record, just after its entry, instead of from the host's first record. Reset
+    /// when a lease is released or an entry sorting before it is added (a higher
+    /// priority).
+    cursor: Option<([u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+}
+
+impl HostQueue {
+    fn new(name: String) -> HostQueue {
+        HostQueue {
+            name,
+            leased: BTreeSet::new(),
+            maybe_ready: true,
+            cursor: None,
+        }
+    }
+}
+
+/// What the frontier's part of a group changes in memory once it is durable.
+#[derive(Default)]
+struct Pending {
+    /// Leases completed in the group (still leased until it is durable).
+    completed: Vec<QueueEntry>,
+    /// Hosts that got new queue entries, with the smallest new entry key.
+    touched: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
+}
+
+/// The frontier table: queue records (`q`), the host index (`h`/`H`) and, in
+/// memory, the hosts, their leases and the open group's packed records.
+pub(super) struct Frontier {
+    host_ids: HashMap<String, u32>,
+    pub(super) hosts: BTreeMap<u32, HostQueue>,
+    leased: usize,
+    next_host_id: u32,
+    next_queue_seq: u64,
+    /// The packed queue records the open group is filling, by host id and
+    /// priority (the first 9 bytes of their keys); written at the seal.
+    queue: HashMap<[u8; 9], PendingRecord>,
+    /// The open group's completions and new entries.
+    open: Pending,
+    /// The sealed group's, until it is durable.
+    sealed: Option<Pending>,
+}
+
+impl Frontier {
+    /// Loads the host index: one read per host. `next_host_id` and
+    /// `next_queue_seq` come from the metadata record.
+    pub(super) fn load(
+        db: &Db,
+        next_host_id: u32,
+        next_queue_seq: u64,
+    ) -> Result<Frontier, StoreError> {
+        let mut frontier = Frontier {
+            host_ids: HashMap::new(),
+            hosts: BTreeMap::new(),
+            leased: 0,
+            next_host_id,
+            next_queue_seq,
+            queue: HashMap::new(),
+            open: Pending::default(),
+            sealed: None,
+        };
+        for entry in db.scan([keys::HOST]) {
+            let (key, value) = entry?;
             let id = key
                 .get(1..5)
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
                 .map(u32::from_be_bytes)
-                .ok_or_else(|| self.corrupt("host index", &key, "bad key length"))?;
+                .ok_or_else(|| db.corrupt("host index", &key, "bad key length"))?;
             // Names written before the version byte start with the name itself.
             let name = match value.split_first() {
                 Some((&keys::SMALL_VERSION, name)) => name,
                 _ => &value[..],
             };
             let name = String::from_utf8(name.to_vec())
-                .map_err(|_| self.corrupt("host index", &key, "not UTF-8"))?;
-            self.host_ids.insert(name.clone(), id);
-            self.hosts.insert(id, HostQueue::new(name));
+                .map_err(|_| db.corrupt("host index", &key, "not UTF-8"))?;
+            frontier.host_ids.insert(name.clone(), id);
+            frontier.hosts.insert(id, HostQueue::new(name));
         }
-        Ok(())
+        Ok(frontier)
     }
 
-    /// The id of `host`, allocating one (in the open group) if it is new.
-    pub(super) fn host_id(&mut self, host: &str) -> u32 {
+    /// `(next host id, next queue sequence)`, for the metadata record.
+    pub(super) fn next_ids(&self) -> (u32, u64) {
+        (self.next_host_id, self.next_queue_seq)
+    }
+
+    /// Requests leased and not yet durably completed.
+    pub(super) fn leased(&self) -> usize {
+        self.leased
+    }
+
+    /// Hosts known.
+    pub(super) fn hosts_len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// The id of a known host.
+    pub(super) fn host_id_of(&self, host: &str) -> Option<u32> {
+        self.host_ids.get(host).copied()
+    }
+
+    /// The id of `host`, allocating one (in the group) if it is new.
+    fn host_id(&mut self, batch: &mut Batch, host: &str) -> u32 {
         if let Some(&id) = self.host_ids.get(host) {
             return id;
         }
-        let id = self.meta.next_host_id;
-        self.meta.next_host_id += 1;
-        self.group.batch.insert(
+        let id = self.next_host_id;
+        self.next_host_id += 1;
+        batch.put(
             keys::with_prefix(keys::HOST, &id.to_be_bytes()),
             keys::versioned(host.as_bytes()),
         );
-        self.group.batch.insert(
+        batch.put(
             keys::with_prefix(keys::HOST_BY_NAME, host.as_bytes()),
             keys::versioned(&id.to_be_bytes()),
         );
-        self.group.dirty = true;
         self.host_ids.insert(host.to_owned(), id);
         self.hosts.insert(id, HostQueue::new(host.to_owned()));
         id
     }
 
-    /// Adds `request` to the open group's packed record of its host and priority
-    /// (no dedup here: see `seen`).
-    pub(super) fn push_queue(&mut self, request: &Request) {
+    /// Adds `request` to the group's packed record of its host and priority (no
+    /// dedup here: the seen table decides).
+    pub(super) fn push(&mut self, batch: &mut Batch, request: &Request) {
         let host = host_of(&request.url);
-        let id = self.host_id(&host);
-        let seq = self.meta.next_queue_seq;
-        self.meta.next_queue_seq += 1;
+        let id = self.host_id(batch, &host);
+        let seq = self.next_queue_seq;
+        self.next_queue_seq += 1;
         let key = keys::queue_key(id, request.priority, seq);
         let mut head = [0u8; 9];
         head.copy_from_slice(&key[..9]);
-        let pending = self
-            .group
-            .queue
-            .entry(head)
-            .or_insert_with(|| PendingRecord {
-                key,
-                bytes: vec![RECORD_VERSION],
-                entries: 0,
-            });
+        let pending = self.queue.entry(head).or_insert_with(|| PendingRecord {
+            key,
+            bytes: vec![RECORD_VERSION],
+            entries: 0,
+        });
         push_entry(&mut pending.bytes, seq, &request.encode());
         pending.entries += 1;
         if (pending.entries >= RECORD_MAX_ENTRIES || pending.bytes.len() >= keys::MAX_VALUE_BYTES)
-            && let Some(full) = self.group.queue.remove(&head)
+            && let Some(full) = self.queue.remove(&head)
         {
-            self.group.batch.insert(&full.key[..], full.bytes);
+            batch.put(&full.key[..], full.bytes);
         }
-        self.group.dirty = true;
-        let smallest = self.group.touched_hosts.entry(id).or_insert(key);
+        batch.defer();
+        let smallest = self.open.touched.entry(id).or_insert(key);
         if key < *smallest {
             *smallest = key;
         }
-        self.counters.add("frontier/queued", 1);
     }
 
     /// Hosts that may have an unleased queued request, with their in-flight counts.
-    /// A per-host scheduler picks among these and calls [`State::lease_from`].
-    pub fn ready_hosts(&self) -> impl Iterator<Item = (u32, &str, usize)> + '_ {
+    pub(super) fn ready_hosts(&self) -> impl Iterator<Item = (u32, &str, usize)> + '_ {
         self.hosts
             .iter()
             .filter(|(_, queue)| queue.maybe_ready)
@@ -229,25 +311,28 @@ impl State {
     }
 
     /// The host name of a host id.
-    pub fn host_name(&self, host_id: u32) -> Option<&str> {
+    pub(super) fn host_name(&self, host_id: u32) -> Option<&str> {
         self.hosts.get(&host_id).map(|queue| queue.name.as_str())
     }
 
     /// Leases the best queued request of one host, if it has an unleased one.
-    /// Requests added in the open (uncommitted) group are not visible yet.
-    pub fn lease_from(&mut self, host_id: u32) -> Result<Option<Lease>, StoreError> {
+    pub(super) fn lease_from(
+        &mut self,
+        db: &Db,
+        host_id: u32,
+    ) -> Result<Option<Lease>, StoreError> {
         Ok(self
-            .peek_host(host_id)?
+            .peek_host(db, host_id)?
             .map(|found| self.take(host_id, found)))
     }
 
     /// Leases the best queued request over all hosts: highest priority, then the
     /// oldest. Costs one short range read per host with queued requests.
-    pub fn lease(&mut self) -> Result<Option<Lease>, StoreError> {
+    pub(super) fn lease(&mut self, db: &Db) -> Result<Option<Lease>, StoreError> {
         let ids: Vec<u32> = self.ready_hosts().map(|(id, _, _)| id).collect();
         let mut best: Option<(u32, Found)> = None;
         for id in ids {
-            if let Some(found) = self.peek_host(id)? {
+            if let Some(found) = self.peek_host(db, id)? {
                 // Compare priority and sequence, ignoring the host part of the key.
                 if best
                     .as_ref()
@@ -260,9 +345,8 @@ impl State {
         Ok(best.map(|(id, found)| self.take(id, found)))
     }
 
-    /// Gives a lease back unfinished (e.g. after the shutdown grace period). The
-    /// request stays where it was in the queue.
-    pub fn release(&mut self, lease: Lease) {
+    /// Gives a lease back unfinished; the request stays where it was.
+    pub(super) fn release(&mut self, lease: Lease) {
         if let Some(queue) = self.hosts.get_mut(&lease.host_id) {
             if queue.leased.remove(&lease.key) {
                 self.leased -= 1;
@@ -270,6 +354,22 @@ impl State {
             queue.maybe_ready = true;
             queue.cursor = None;
         }
+    }
+
+    /// Completes a lease in the group: its entry leaves its record at the seal,
+    /// and the lease ends once the group is durable.
+    pub(super) fn complete(&mut self, batch: &mut Batch, lease: &Lease) {
+        batch.defer();
+        self.open
+            .completed
+            .push((lease.host_id, lease.record, lease.key));
+    }
+
+    /// Takes queued (unleased) entries out of their records in the group, as
+    /// completed leases are.
+    pub(super) fn drop_entries(&mut self, batch: &mut Batch, entries: Vec<QueueEntry>) {
+        batch.defer();
+        self.open.completed.extend(entries);
     }
 
     /// Marks the found entry leased; it is the first unleased entry after the
@@ -289,7 +389,7 @@ impl State {
     }
 
     /// The first unleased entry of a host's range after its cursor, decoded.
-    fn peek_host(&mut self, host_id: u32) -> Result<Option<Found>, StoreError> {
+    fn peek_host(&mut self, db: &Db, host_id: u32) -> Result<Option<Found>, StoreError> {
         let Some(queue) = self.hosts.get(&host_id) else {
             return Ok(None);
         };
@@ -307,20 +407,20 @@ impl State {
             None => Bound::Unbounded,
         };
         let mut found = None;
-        'records: for item in self.db.range::<Vec<u8>, _>((from, to)) {
-            let (key, value) = item.map_err(|e| self.db_error(e))?;
+        'records: for item in db.range::<Vec<u8>, _>((from, to)) {
+            let (key, value) = item?;
             let record: [u8; keys::QUEUE_KEY_LEN] = key
                 .as_ref()
                 .try_into()
-                .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
+                .map_err(|_| db.corrupt("queue", &key, "bad key length"))?;
             for entry in record_entries(&value) {
-                let (seq, bytes) = entry.map_err(|reason| self.corrupt("queue", &key, reason))?;
+                let (seq, bytes) = entry.map_err(|reason| db.corrupt("queue", &key, reason))?;
                 let entry = keys::queue_entry_key(&record, seq);
                 if after.is_some_and(|after| entry <= after) || queue.leased.contains(&entry) {
                     continue;
                 }
                 let request = Request::decode(bytes)
-                    .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+                    .map_err(|e| db.corrupt("queue", &key, &e.to_string()))?;
                 found = Some(Found {
                     record,
                     entry,
@@ -337,70 +437,154 @@ impl State {
         Ok(found)
     }
 
-    /// `(host id, record key, entry key)` of the queued (not leased) requests of
-    /// `host_id` that `keep` selects.
-    pub(super) fn queued_entries(
+    /// The stored queue of `host_id`, record by record, entry by entry:
+    /// `(record key, sequence, request)`.
+    pub(super) fn for_each_queued(
         &self,
+        db: &Db,
         host_id: u32,
-        keep: impl Fn(&Request) -> bool,
-    ) -> Result<Vec<QueueEntry>, StoreError> {
-        let leased = self.hosts.get(&host_id).map(|q| &q.leased);
-        let mut out = Vec::new();
-        for entry in self.db.scan_prefix(keys::queue_host_prefix(host_id)) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+        mut each: impl FnMut(&[u8; keys::QUEUE_KEY_LEN], u64, Request) -> bool,
+    ) -> Result<(), StoreError> {
+        for entry in db.scan(keys::queue_host_prefix(host_id)) {
+            let (key, value) = entry?;
             let record = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
-                .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
+                .map_err(|_| db.corrupt("queue", &key, "bad key length"))?;
             for entry in record_entries(&value) {
-                let (seq, bytes) = entry.map_err(|reason| self.corrupt("queue", &key, reason))?;
+                let (seq, bytes) = entry.map_err(|reason| db.corrupt("queue", &key, reason))?;
                 let request = Request::decode(bytes)
-                    .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
-                let entry = keys::queue_entry_key(&record, seq);
-                if keep(&request) && !leased.is_some_and(|l| l.contains(&entry)) {
-                    out.push((host_id, record, entry));
+                    .map_err(|e| db.corrupt("queue", &key, &e.to_string()))?;
+                if !each(&record, seq, request) {
+                    return Ok(());
                 }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Rewrites, in the open group's batch, every queue record that had entries
-    /// completed in it: without those entries, or removed when none is left.
-    pub(super) fn rewrite_completed(&mut self, completed: &[QueueEntry]) -> Result<(), StoreError> {
-        let mut by_record: BTreeMap<[u8; keys::QUEUE_KEY_LEN], Vec<u64>> = BTreeMap::new();
-        for (_, record, entry) in completed {
-            let seq = keys::queue_key_seq(entry).unwrap_or(0);
-            by_record.entry(*record).or_default().push(seq);
-        }
-        for (record, mut done) in by_record {
-            done.sort_unstable();
-            let Some(value) = self.db.get(record).map_err(|e| self.db_error(e))? else {
-                tracing::warn!(dir = %self.dir.display(), "completed queue record {record:?} is gone");
-                continue;
-            };
-            let mut kept = vec![RECORD_VERSION];
-            let mut left = 0;
-            for entry in record_entries(&value) {
-                let (seq, bytes) =
-                    entry.map_err(|reason| self.corrupt("queue", &record, reason))?;
-                if done.binary_search(&seq).is_err() {
-                    push_entry(&mut kept, seq, bytes);
-                    left += 1;
-                }
-            }
-            if left == 0 {
-                self.group.batch.remove(&record[..]);
-            } else {
-                self.group.batch.insert(&record[..], kept);
             }
         }
         Ok(())
     }
 
-    pub(super) fn corrupt(&self, what: &str, key: &[u8], reason: &str) -> StoreError {
-        StoreError::Corrupt {
-            path: self.dir.clone(),
-            what: format!("{what} {key:?}"),
-            reason: reason.to_owned(),
+    /// `(host id, record key, entry key)` of the queued (not leased) requests of
+    /// `host_id` that `keep` selects.
+    pub(super) fn queued_entries(
+        &self,
+        db: &Db,
+        host_id: u32,
+        keep: impl Fn(&Request) -> bool,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let leased = self.hosts.get(&host_id).map(|q| &q.leased);
+        let mut out = Vec::new();
+        self.for_each_queued(db, host_id, |record, seq, request| {
+            let entry = keys::queue_entry_key(record, seq);
+            if keep(&request) && !leased.is_some_and(|l| l.contains(&entry)) {
+                out.push((host_id, *record, entry));
+            }
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// True when `host_id` has a stored queue record.
+    pub(super) fn host_has_queued(&self, db: &Db, host_id: u32) -> Result<bool, StoreError> {
+        Ok(db
+            .scan(keys::queue_host_prefix(host_id))
+            .next()
+            .transpose()?
+            .is_some())
+    }
+
+    /// Writes the group's part into `batch`: the records that had entries
+    /// completed, rewritten without them (or removed when none is left), and the
+    /// packed records being filled. On error nothing of the group is lost.
+    pub(super) fn seal(&mut self, db: &Db, batch: &mut Batch) -> Result<(), StoreError> {
+        // The previous group is in the database: its rewrites are what we read.
+        rewrite_completed(db, batch, &self.open.completed)?;
+        for (_, record) in self.queue.drain() {
+            batch.put(&record.key[..], record.bytes);
+        }
+        self.sealed = Some(std::mem::take(&mut self.open));
+        Ok(())
+    }
+
+    /// The sealed group is durable: its leases end and its new entries become
+    /// leasable.
+    pub(super) fn durable(&mut self) {
+        let Some(group) = self.sealed.take() else {
+            return;
+        };
+        for (host_id, _, key) in &group.completed {
+            if let Some(queue) = self.hosts.get_mut(host_id)
+                && queue.leased.remove(key)
+            {
+                self.leased -= 1;
+            }
+        }
+        for (host_id, smallest) in &group.touched {
+            if let Some(queue) = self.hosts.get_mut(host_id) {
+                queue.maybe_ready = true;
+                // A new key before the cursor (a higher priority) must be seen.
+                if queue.cursor.is_some_and(|(_, entry)| *smallest < entry) {
+                    queue.cursor = None;
+                }
+            }
         }
     }
+
+    /// The sealed group's flush failed: its completed leases go back to the
+    /// frontier. Its batch was applied whole or not at all: if it was, their
+    /// entries are gone from the database and are never leased again; if not,
+    /// they are leased again like any queued request.
+    pub(super) fn forget_sealed(&mut self) {
+        let Some(group) = self.sealed.take() else {
+            return;
+        };
+        for (host_id, _, key) in group.completed {
+            if let Some(queue) = self.hosts.get_mut(&host_id) {
+                if queue.leased.remove(&key) {
+                    self.leased -= 1;
+                }
+                queue.maybe_ready = true;
+                queue.cursor = None;
+            }
+        }
+        for host_id in group.touched.keys() {
+            if let Some(queue) = self.hosts.get_mut(host_id) {
+                queue.maybe_ready = true;
+                queue.cursor = None;
+            }
+        }
+    }
+}
+
+/// Rewrites, in `batch`, every queue record that had entries completed in it:
+/// without those entries, or removed when none is left.
+fn rewrite_completed(
+    db: &Db,
+    batch: &mut Batch,
+    completed: &[QueueEntry],
+) -> Result<(), StoreError> {
+    let mut by_record: BTreeMap<[u8; keys::QUEUE_KEY_LEN], Vec<u64>> = BTreeMap::new();
+    for (_, record, entry) in completed {
+        let seq = keys::queue_key_seq(entry).unwrap_or(0);
+        by_record.entry(*record).or_default().push(seq);
+    }
+    for (record, mut done) in by_record {
+        done.sort_unstable();
+        let Some(value) = db.get(record)? else {
+            tracing::warn!(dir = %db.dir().display(), "completed queue record {record:?} is gone");
+            continue;
+        };
+        let mut kept = vec![RECORD_VERSION];
+        let mut left = 0;
+        for entry in record_entries(&value) {
+            let (seq, bytes) = entry.map_err(|reason| db.corrupt("queue", &record, reason))?;
+            if done.binary_search(&seq).is_err() {
+                push_entry(&mut kept, seq, bytes);
+                left += 1;
+            }
+        }
+        if left == 0 {
+            batch.delete(&record[..]);
+        } else {
+            batch.put(&record[..], kept);
+        }
+    }
+    Ok(())
 }

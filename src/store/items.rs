@@ -1,71 +1,191 @@
-//! Items: the item records (`i`), numbered in the order they were stored.
+//! The items table: item records (`i`), numbered in the order they were stored,
+//! and the watermarks of `--output` files (`o`).
 //!
 //! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`]) keyed by
 //! the sequence number of its first item: a version byte, then each item
-//! length-prefixed. Items below `durable_items` are durable and may be streamed
-//! to `--output`. Depends on `keys` and [`crate::item`].
+//! length-prefixed. Items below the durable mark may be streamed to `--output`;
+//! a sealed group's items are in the database as soon as its batch is applied,
+//! but are not streamed before its receipt. An output file's watermark is the
+//! item that was next when the file was first used (written and synced at
+//! once, crash point `output.watermark`). Depends on `table`, `keys` and
+//! [`crate::item`].
 
-use super::{State, StoreError, keys};
+use super::table::{Batch, Db};
+use super::{StoreError, crash, keys};
 use crate::item::{self, Item};
 
-impl State {
-    /// The sequence number after the last stored item.
-    pub(super) fn load_next_item(&self) -> Result<u64, StoreError> {
+/// The items table (see the module doc).
+#[derive(Default)]
+pub(super) struct Items {
+    /// The sequence number after the last item stored (in any group).
+    next: u64,
+    /// Items below this are durable.
+    durable: u64,
+    /// The item sequence number after the sealed group's last item.
+    sealed_end: Option<u64>,
+    /// First item sequence number of the record being filled.
+    record_first: Option<u64>,
+    /// The record being filled.
+    record: Vec<u8>,
+}
+
+impl Items {
+    /// Reads the last item record to learn the next sequence number.
+    pub(super) fn load(db: &Db) -> Result<Items, StoreError> {
         let end = [keys::ITEM + 1];
-        let Some(entry) = self.db.range([keys::ITEM]..end).next_back() else {
-            return Ok(0);
+        let next = match db.range([keys::ITEM]..end).next_back() {
+            None => 0,
+            Some(entry) => {
+                let (key, value) = entry?;
+                let first = keys::u64_after_prefix(&key)
+                    .ok_or_else(|| db.corrupt("item", &key, "short key"))?;
+                let mut count = 0;
+                for entry in entries(db, &key, &value)? {
+                    entry.map_err(|reason| db.corrupt("item", &key, reason))?;
+                    count += 1;
+                }
+                first + count
+            }
         };
-        let (key, value) = entry.map_err(|e| self.db_error(e))?;
-        let first =
-            keys::u64_after_prefix(&key).ok_or_else(|| self.corrupt("item", &key, "short key"))?;
-        let mut count = 0;
-        for entry in self.item_entries(&key, &value)? {
-            entry.map_err(|reason| self.corrupt("item", &key, reason))?;
-            count += 1;
-        }
-        Ok(first + count)
+        Ok(Items {
+            next,
+            durable: next,
+            ..Items::default()
+        })
     }
 
-    /// The entries of an item record, its version checked.
-    pub(crate) fn item_entries<'v>(
-        &self,
-        key: &[u8],
-        value: &'v [u8],
-    ) -> Result<impl Iterator<Item = Result<&'v [u8], &'static str>> + 'v, StoreError> {
-        match value.split_first() {
-            Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(keys::length_prefixed(rest)),
-            _ => Err(self.corrupt("item", key, "unknown item record version")),
-        }
+    /// The sequence number after the last item stored.
+    pub(super) fn len(&self) -> u64 {
+        self.next
     }
 
-    /// Appends `items` to the open group's item record.
-    pub(super) fn append_items(&mut self, items: &[Item]) {
+    /// The sequence number after the last durable item.
+    pub(super) fn durable_end(&self) -> u64 {
+        self.durable
+    }
+
+    /// Appends `items` to the group's item record.
+    pub(super) fn append(&mut self, batch: &mut Batch, items: &[Item]) {
         for item in items {
-            let seq = self.next_item;
-            self.next_item += 1;
-            self.group.first_item.get_or_insert(seq);
-            if self.group.record_first.is_none() {
-                self.group.record_first = Some(seq);
-                self.group.items.push(keys::ITEM_RECORD_VERSION);
+            batch.defer();
+            let seq = self.next;
+            self.next += 1;
+            if self.record_first.is_none() {
+                self.record_first = Some(seq);
+                self.record.push(keys::ITEM_RECORD_VERSION);
             }
             let bytes = item::encode(item);
-            self.group
-                .items
+            self.record
                 .extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-            self.group.items.extend_from_slice(&bytes);
-            if self.group.items.len() >= keys::MAX_VALUE_BYTES {
-                self.close_item_record();
+            self.record.extend_from_slice(&bytes);
+            if self.record.len() >= keys::MAX_VALUE_BYTES {
+                self.close_record(batch);
             }
         }
     }
 
-    /// Puts the item record being filled into the batch; the next item starts one.
-    pub(super) fn close_item_record(&mut self) {
-        if let Some(first) = self.group.record_first.take() {
-            let items = std::mem::take(&mut self.group.items);
-            self.group
-                .batch
-                .insert(keys::with_u64(keys::ITEM, first), items);
+    /// Puts the record being filled into the batch; the next item starts one.
+    fn close_record(&mut self, batch: &mut Batch) {
+        if let Some(first) = self.record_first.take() {
+            batch.put(
+                keys::with_u64(keys::ITEM, first),
+                std::mem::take(&mut self.record),
+            );
         }
+    }
+
+    /// Writes the group's last record into `batch`.
+    pub(super) fn seal(&mut self, batch: &mut Batch) {
+        self.close_record(batch);
+        self.sealed_end = Some(self.next);
+    }
+
+    /// The sealed group is durable: its items may be streamed.
+    pub(super) fn durable(&mut self) {
+        if let Some(end) = self.sealed_end.take() {
+            self.durable = end;
+        }
+    }
+
+    /// The sealed group's flush failed: its items are never streamed by this
+    /// process (the next open finds whatever of them reached the disk). When no
+    /// item was stored since, their numbers are handed out again, so a failed
+    /// group leaves no gap in the sequence.
+    pub(super) fn forget_sealed(&mut self) {
+        if self.sealed_end.take() == Some(self.next) {
+            self.next = self.durable;
+        }
+    }
+
+    /// Calls `each` with the JSON text of every durable item, in order, from
+    /// `from`. Stops early when `each` returns false.
+    pub(super) fn for_each(
+        &self,
+        db: &Db,
+        from: u64,
+        mut each: impl FnMut(u64, &str) -> bool,
+    ) -> Result<(), StoreError> {
+        // The record holding `from` starts at or before it.
+        let at_from = keys::with_u64(keys::ITEM, from);
+        let start = match db
+            .range([keys::ITEM].as_slice()..=at_from.as_slice())
+            .next_back()
+        {
+            Some(entry) => entry?.0.to_vec(),
+            None => at_from,
+        };
+        let end = [keys::ITEM + 1];
+        for entry in db.range(start.as_slice()..end.as_slice()) {
+            let (key, value) = entry?;
+            let first = keys::u64_after_prefix(&key)
+                .ok_or_else(|| db.corrupt("item", &key, "short key"))?;
+            for (seq, entry) in (first..).zip(entries(db, &key, &value)?) {
+                let bytes = entry.map_err(|reason| db.corrupt("item", &key, reason))?;
+                if seq < from {
+                    continue;
+                }
+                // Items of sealed groups are readable here but not durable yet.
+                if seq >= self.durable {
+                    return Ok(());
+                }
+                let text =
+                    item::json_text(bytes).map_err(|e| db.corrupt("item", &key, &e.to_string()))?;
+                if !each(seq, text) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The first item sequence number written to the output file `path`
+    /// (canonical path string), recording the current end of the item store if
+    /// it is new.
+    pub(super) fn output_start(&self, db: &Db, path: &str) -> Result<u64, StoreError> {
+        let key = keys::with_prefix(keys::OUTPUT, path.as_bytes());
+        if let Some(value) = db.get(&key)? {
+            let bytes: [u8; 8] = keys::versioned_body(&value)
+                .ok_or_else(|| db.corrupt("output", &key, "not a version byte and 8 bytes"))?;
+            return Ok(u64::from_be_bytes(bytes));
+        }
+        let start = self.next;
+        crash::point("output.watermark");
+        db.tree()
+            .insert(&key, keys::versioned(&start.to_be_bytes()))
+            .map_err(|e| db.error(e))?;
+        db.tree().flush().map_err(|e| db.error(e))?;
+        Ok(start)
+    }
+}
+
+/// The entries of an item record, its version checked.
+pub(super) fn entries<'v>(
+    db: &Db,
+    key: &[u8],
+    value: &'v [u8],
+) -> Result<impl Iterator<Item = Result<&'v [u8], &'static str>> + 'v, StoreError> {
+    match value.split_first() {
+        Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(keys::length_prefixed(rest)),
+        _ => Err(db.corrupt("item", key, "unknown item record version")),
     }
 }

@@ -6,82 +6,86 @@
 //! is numeric order. Depends on nothing else in the crate.
 
 /// Namespace of the state metadata record (one key).
-pub const META: &[u8] = b"m";
+pub(crate) const META: &[u8] = b"m";
 /// Queue: `q` · host id (u32) · inverted priority (u32) · sequence (u64) → a packed
 /// record of requests of that host and priority, the key's sequence being its first
 /// entry's (see `frontier` for the record layout). A single request is named by the
 /// same layout with its own sequence number (an *entry key*, never stored as a key).
-pub const QUEUE: u8 = b'q';
+pub(crate) const QUEUE: u8 = b'q';
 /// Host index: `h` · host id (u32) → [`SMALL_VERSION`], then the host name.
-pub const HOST: u8 = b'h';
+pub(crate) const HOST: u8 = b'h';
 /// Host lookup: `H` · host name → [`SMALL_VERSION`], then the host id (u32).
-pub const HOST_BY_NAME: u8 = b'H';
+pub(crate) const HOST_BY_NAME: u8 = b'H';
 /// Exact seen set, sealed runs: `S` · run id (u64) · first fingerprint → sorted
 /// fingerprints (see `exact`).
-pub const EXACT_RUN: u8 = b'S';
+pub(crate) const EXACT_RUN: u8 = b'S';
 /// Exact seen set, run index (one key): version byte, then (run id, count) pairs.
-pub const EXACT_INDEX: &[u8] = b"e";
+pub(crate) const EXACT_INDEX: &[u8] = b"e";
 /// Bloom journal: `j` · group sequence (u64) · part (u16) → [`JOURNAL_VERSION`],
 /// then fingerprints of the group, concatenated, at most [`MAX_VALUE_BYTES`] per
 /// part (entries written before the version byte are read too: their length is
 /// a multiple of 20).
-pub const JOURNAL: u8 = b'j';
+pub(crate) const JOURNAL: u8 = b'j';
 /// Version byte of a journal entry.
-pub const JOURNAL_VERSION: u8 = 1;
+pub(crate) const JOURNAL_VERSION: u8 = 1;
 /// Version byte of the small fixed-size records: counters, output watermarks,
 /// the cycle start, host ids and names. Records written before it have none;
 /// they are told apart by their length (or, for host names, by the first byte,
 /// which a host name never starts with).
-pub const SMALL_VERSION: u8 = 1;
+pub(crate) const SMALL_VERSION: u8 = 1;
 /// Largest packed value written (queue records, item records, journal parts close
 /// at this size). sled 0.34 splits a leaf at 16 entries and writes any node image
 /// over a quarter of its 512 KiB segment to a blob file of its own — a file
 /// created per rewrite. Values under 6 KiB keep a leaf under 96 KiB.
-pub const MAX_VALUE_BYTES: usize = 6 * 1024;
+pub(crate) const MAX_VALUE_BYTES: usize = 6 * 1024;
 /// Items: `i` · sequence of the record's first item (u64) → items of one
 /// completion group (a group writes several records past [`MAX_VALUE_BYTES`]),
 /// numbered on from the key's: the version byte [`ITEM_RECORD_VERSION`],
 /// then per item its length (u32, big-endian) and the item as `item::encode` writes it.
-pub const ITEM: u8 = b'i';
+pub(crate) const ITEM: u8 = b'i';
 /// Version byte of an item record.
-pub const ITEM_RECORD_VERSION: u8 = 2;
+pub(crate) const ITEM_RECORD_VERSION: u8 = 2;
 /// Run records: `r` · run id (u64) → run record.
-pub const RUN: u8 = b'r';
+pub(crate) const RUN: u8 = b'r';
 /// Global counters: `c` · name → [`SMALL_VERSION`], then u64 (little-endian).
-pub const COUNTER: u8 = b'c';
+pub(crate) const COUNTER: u8 = b'c';
 /// Seeds: `d` · URL → empty.
-pub const SEED: u8 = b'd';
+pub(crate) const SEED: u8 = b'd';
 /// Output-file watermarks: `o` · path → [`SMALL_VERSION`], then the first item
 /// sequence written to it (u64, big-endian).
-pub const OUTPUT: u8 = b'o';
+pub(crate) const OUTPUT: u8 = b'o';
 
 /// WARC marks: `w` · canonical path of a WARC file → [`SMALL_VERSION`], then
 /// its valid length (u64, big-endian): the bytes covered by durable
 /// completions (see `warc`).
-pub const WARC: u8 = b'w';
+pub(crate) const WARC: u8 = b'w';
 
 /// Cached robots.txt: `R` · origin (`http://host:port`) → record.
-pub const ROBOTS: u8 = b'R';
+pub(crate) const ROBOTS: u8 = b'R';
 /// Requests not fetched by rule (robots.txt): `b` · URL → record.
-pub const BLOCKED: u8 = b'b';
+pub(crate) const BLOCKED: u8 = b'b';
 
 /// Page records: `p` · fingerprint (20 bytes) → record: [`PAGE_RECORD_VERSION`]
 /// then bincode (see `pages::encode_page`), or, in states written before it,
 /// the JSON record form (`records::RECORD_VERSION` then JSON), still read.
-pub const PAGE: u8 = b'p';
+pub(crate) const PAGE: u8 = b'p';
 /// Version byte of a binary page record (distinct from `records::RECORD_VERSION`).
-pub const PAGE_RECORD_VERSION: u8 = 2;
+pub(crate) const PAGE_RECORD_VERSION: u8 = 2;
 /// Revisit index: `v` · due time (unix seconds, u64) · fingerprint → empty.
-pub const DUE: u8 = b'v';
+pub(crate) const DUE: u8 = b'v';
 /// The start of the current crawl cycle: `y` → [`SMALL_VERSION`], then unix
 /// seconds (u64, big-endian).
-pub const CYCLE: &[u8] = b"y";
+pub(crate) const CYCLE: &[u8] = b"y";
+/// The revisit policy the due index was last computed under: `V` →
+/// [`SMALL_VERSION`], then the policy's description (UTF-8). A cycle started
+/// under another policy moves every page's due time to the new policy's first.
+pub(crate) const DUE_POLICY: &[u8] = b"V";
 
 /// Length of a queue key.
-pub const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;
+pub(crate) const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;
 
 /// A key made of a namespace byte followed by `rest`.
-pub fn with_prefix(namespace: u8, rest: &[u8]) -> Vec<u8> {
+pub(crate) fn with_prefix(namespace: u8, rest: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(1 + rest.len());
     key.push(namespace);
     key.extend_from_slice(rest);
@@ -89,19 +93,19 @@ pub fn with_prefix(namespace: u8, rest: &[u8]) -> Vec<u8> {
 }
 
 /// A key made of a namespace byte followed by a big-endian u64.
-pub fn with_u64(namespace: u8, n: u64) -> Vec<u8> {
+pub(crate) fn with_u64(namespace: u8, n: u64) -> Vec<u8> {
     with_prefix(namespace, &n.to_be_bytes())
 }
 
 /// The prefix of every queue key of one host.
-pub fn queue_host_prefix(host_id: u32) -> [u8; 5] {
+pub(crate) fn queue_host_prefix(host_id: u32) -> [u8; 5] {
     let mut key = [QUEUE, 0, 0, 0, 0];
     key[1..5].copy_from_slice(&host_id.to_be_bytes());
     key
 }
 
 /// A queue key: higher priorities sort first, then lower sequence numbers (FIFO).
-pub fn queue_key(host_id: u32, priority: i32, seq: u64) -> [u8; QUEUE_KEY_LEN] {
+pub(crate) fn queue_key(host_id: u32, priority: i32, seq: u64) -> [u8; QUEUE_KEY_LEN] {
     let mut key = [0u8; QUEUE_KEY_LEN];
     key[..5].copy_from_slice(&queue_host_prefix(host_id));
     // Map i32 onto u32 preserving order, then invert so the highest sorts first.
@@ -113,21 +117,23 @@ pub fn queue_key(host_id: u32, priority: i32, seq: u64) -> [u8; QUEUE_KEY_LEN] {
 
 /// The entry key of sequence `seq` in the queue record `record`: the record's host and
 /// priority with `seq`. Entry keys sort like the requests they name (priority, then FIFO).
-pub fn queue_entry_key(record: &[u8; QUEUE_KEY_LEN], seq: u64) -> [u8; QUEUE_KEY_LEN] {
+pub(crate) fn queue_entry_key(record: &[u8; QUEUE_KEY_LEN], seq: u64) -> [u8; QUEUE_KEY_LEN] {
     let mut key = *record;
     key[9..].copy_from_slice(&seq.to_be_bytes());
     key
 }
 
 /// The sequence number at the end of a queue key, if the key has the right length.
-pub fn queue_key_seq(key: &[u8]) -> Option<u64> {
+pub(crate) fn queue_key_seq(key: &[u8]) -> Option<u64> {
     let tail: [u8; 8] = key.get(9..QUEUE_KEY_LEN)?.try_into().ok()?;
     Some(u64::from_be_bytes(tail))
 }
 
 /// The entries of a length-prefixed record after its version byte (`rest`): each is
 /// a big-endian u32 length and that many bytes. `Err` names a truncated record.
-pub fn length_prefixed(rest: &[u8]) -> impl Iterator<Item = Result<&[u8], &'static str>> + '_ {
+pub(crate) fn length_prefixed(
+    rest: &[u8],
+) -> impl Iterator<Item = Result<&[u8], &'static str>> + '_ {
     let mut rest = Some(rest);
     std::iter::from_fn(move || {
         let bytes = rest.take()?;
@@ -148,7 +154,7 @@ pub fn length_prefixed(rest: &[u8]) -> impl Iterator<Item = Result<&[u8], &'stat
 }
 
 /// A counter's value: [`SMALL_VERSION`], then `n` little-endian.
-pub fn versioned_u64(n: u64) -> [u8; 9] {
+pub(crate) fn versioned_u64(n: u64) -> [u8; 9] {
     let mut value = [SMALL_VERSION; 9];
     value[1..].copy_from_slice(&n.to_le_bytes());
     value
@@ -156,13 +162,13 @@ pub fn versioned_u64(n: u64) -> [u8; 9] {
 
 /// A counter's value as [`versioned_u64`] writes it, or as 8 bytes without the
 /// version byte (states written before it); `None` for any other layout.
-pub fn read_versioned_u64(value: &[u8]) -> Option<u64> {
+pub(crate) fn read_versioned_u64(value: &[u8]) -> Option<u64> {
     versioned_body::<8>(value).map(u64::from_le_bytes)
 }
 
 /// A small record of `N` bytes after [`SMALL_VERSION`] (or of `N` bytes alone,
 /// written before the version byte): the `N` bytes.
-pub fn versioned_body<const N: usize>(value: &[u8]) -> Option<[u8; N]> {
+pub(crate) fn versioned_body<const N: usize>(value: &[u8]) -> Option<[u8; N]> {
     match value.split_first() {
         Some((&SMALL_VERSION, body)) if body.len() == N => body.try_into().ok(),
         _ if value.len() == N => value.try_into().ok(),
@@ -171,7 +177,7 @@ pub fn versioned_body<const N: usize>(value: &[u8]) -> Option<[u8; N]> {
 }
 
 /// [`SMALL_VERSION`] followed by `body`.
-pub fn versioned(body: &[u8]) -> Vec<u8> {
+pub(crate) fn versioned(body: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(1 + body.len());
     value.push(SMALL_VERSION);
     value.extend_from_slice(body);
@@ -179,14 +185,14 @@ pub fn versioned(body: &[u8]) -> Vec<u8> {
 }
 
 /// The big-endian u64 after the namespace byte.
-pub fn u64_after_prefix(key: &[u8]) -> Option<u64> {
+pub(crate) fn u64_after_prefix(key: &[u8]) -> Option<u64> {
     let bytes: [u8; 8] = key.get(1..9)?.try_into().ok()?;
     Some(u64::from_be_bytes(bytes))
 }
 
 /// The smallest key greater than every key starting with `prefix`, or None when
 /// the prefix is all 0xff.
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {

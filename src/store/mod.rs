@@ -7,19 +7,27 @@
 //! locking of its own.
 //!
 //! # Map
+//! The state is a small database: tables, one commit path, and multi-step
+//! operations made crash-safe.
 //! - `dir`: the directory's lock and marker, and creating a state (crash-safe).
-//! - `db`: opening sled, the metadata record, the format version.
+//! - `db`: opening sled, the metadata record (`m`), the format version.
+//! - `table`: what the tables share — `Db` (they read through it) and `Batch`
+//!   (the one write set of a group; tables write only into it).
+//! - The tables, each owning its namespaces, record encodings and in-memory
+//!   part: `frontier` (queue `q`, host index `h`/`H`, leases), `seen` (the
+//!   Bloom filter, journal `j`, and through `exact` the exact set's runs `S`
+//!   and index `e`), `pages` (page records `p`, due index `v`), `items` (`i`,
+//!   output watermarks `o`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
+//!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
+//!   durable lengths of WARC files `w`). No table calls
+//!   another; `keys` is the key layout of all of them, `records` the serde
+//!   records.
+//! - `ops`: the operations that span tables (enqueue, complete, seeds, cycle
+//!   start) — the only place tables are composed.
 //! - `commit`: the commit protocol — [`State::seal`] → [`Flush`] (any thread) →
 //!   [`Receipt`] → [`State::durable`]; [`State::commit`] does all of it.
 //! - `checkpoint`: detached checkpoints — [`State::start_checkpoint`] →
 //!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
-//! - The namespaces, each in its file: `frontier` (queue `q`, host index `h`/`H`,
-//!   leases in memory), `seen` (dedup, enqueue, completions, seeds `d`, journal
-//!   replay), `exact` (the exact seen set's runs `S` and index `e`), `items`
-//!   (`i`), `pages` (page records `p`, due index `v`, cycle start `y`), `runs`
-//!   (`r`, counters `c`), `robots` (`R`, blocked `b`), `output` (watermarks `o`),
-//!   `warc` (valid lengths of WARC files `w`);
-//!   `keys` is the key layout of all of them, `records` the serde records.
 //! - `views`: what `dump` reads; `status`: the live status file.
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
@@ -53,36 +61,35 @@ mod dir;
 mod exact;
 mod frontier;
 mod items;
-pub mod keys;
-mod output;
-pub mod pages;
+pub(crate) mod keys;
+mod ops;
+pub(crate) mod pages;
 pub mod records;
 mod robots;
 mod runs;
 mod seen;
 pub mod status;
+mod table;
 #[cfg(test)]
 mod tests;
 mod views;
 mod warc;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 pub use checkpoint::{Checkpoint, Checkpointed};
 pub use commit::{CommitOutcome, Flush, Receipt};
 pub use frontier::Lease;
+pub use ops::Completion;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub use robots::Blocked;
-pub use seen::{Completion, Seen};
+pub use seen::Seen;
 pub use views::{FrontierEntry, SeenAnswer, Summary};
 
-use crate::bloom::{BloomError, BloomFile};
+use crate::bloom::BloomError;
 use crate::config::DedupMode;
-use crate::fingerprint::Fingerprint;
-use records::{Counters, Meta, RecordError, RunRecord};
+use records::Meta;
 
 /// Version of the state layout as a whole.
 /// Format 2: queue values are packed records of requests (see `frontier`), a group's
@@ -232,101 +239,34 @@ pub struct OpenOptions {
     pub checkpoint_every: Option<std::time::Duration>,
 }
 
-/// Per-host queue bookkeeping kept in memory.
-#[derive(Debug)]
-struct HostQueue {
-    /// The host name (`example.com:8080`).
-    name: String,
-    /// Entry keys of this host currently leased.
-    leased: BTreeSet<[u8; keys::QUEUE_KEY_LEN]>,
-    /// False only when a scan found no unleased entry and nothing was added since.
-    maybe_ready: bool,
-    /// `(record key, entry key)`: every entry of this host up to and including the
-    /// cursor's entry is leased (or gone), so the next lease scans from the cursor's
-    /// record, just after its entry, instead of from the host's first record. Reset
-    /// when a lease is released or an entry sorting before it is added (a higher
-    /// priority).
-    cursor: Option<([u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
-}
-
-impl HostQueue {
-    fn new(name: String) -> HostQueue {
-        HostQueue {
-            name,
-            leased: BTreeSet::new(),
-            maybe_ready: true,
-            cursor: None,
-        }
-    }
-}
-
 /// The open, uncommitted completion group.
 #[derive(Default)]
 struct Group {
-    batch: sled::Batch,
-    /// Fingerprints recorded in this group, in order (journal payload).
-    fingerprints: Vec<Fingerprint>,
-    /// The same fingerprints as a set: the Bloom overlay.
-    overlay: crate::fingerprint::FingerprintSet,
-    /// `(host id, record key, entry key)` of the leases completed in this group
-    /// (still leased until the commit).
-    completed: Vec<frontier::QueueEntry>,
-    /// The packed queue records this group is filling, by host id and priority
-    /// (the first 9 bytes of their keys); written to the batch at the commit.
-    queue: HashMap<[u8; 9], frontier::PendingRecord>,
-    /// Hosts that got new queue entries in this group, with the smallest new entry key.
-    touched_hosts: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
-    /// Page records written in this group, readable before the commit.
-    page_records: crate::fingerprint::FingerprintMap<pages::PageRecord>,
-    /// First item sequence number written in this group.
-    first_item: Option<u64>,
-    /// First item sequence number of the item record being filled.
-    record_first: Option<u64>,
-    /// The item record being filled (see [`keys::ITEM`]).
-    items: Vec<u8>,
+    /// What the tables wrote for it so far.
+    batch: table::Batch,
+    /// Pages it completed.
     pages: usize,
-    opened_at: Option<Instant>,
-    /// Anything at all to write.
-    dirty: bool,
+    /// When its first change came.
+    opened_at: Option<std::time::Instant>,
 }
 
-/// An open crawl state. See the module documentation for its invariants.
+/// An open crawl state: the tables, the open group, and the sealed one. See
+/// the module documentation for its invariants.
 pub struct State {
-    dir: PathBuf,
     /// The directory's exclusive lock, held while the state is open.
     _lock: dir::DirLock,
-    db: sled::Db,
-    bloom: BloomFile,
+    db: table::Db,
     meta: Meta,
-    dedup: DedupMode,
-    host_ids: HashMap<String, u32>,
-    hosts: BTreeMap<u32, HostQueue>,
-    leased: usize,
-    counters: Counters,
-    run: Option<RunRecord>,
-    run_counters: Counters,
+    frontier: frontier::Frontier,
+    seen: seen::SeenSet,
+    pages: pages::Pages,
+    items: items::Items,
+    runs: runs::Runs,
     group: Group,
-    /// The exact seen set's in-memory part (empty in `bloom` mode).
-    exact: exact::Exact,
-    next_item: u64,
-    next_group: u64,
-    /// Fingerprints made durable (journaled) since the last checkpoint started.
-    journaled: u64,
-    /// Journal entries below this group number are durable and their bits set:
-    /// what the next checkpoint covers.
-    journal_end: u64,
-    /// A detached checkpoint runs (see `checkpoint`).
-    checkpointing: bool,
-    /// How long after the last checkpoint the next one is due.
-    checkpoint_every: std::time::Duration,
-    /// When the last checkpoint ran (or the state was opened).
-    last_checkpoint: Instant,
     /// The group sealed and not yet durable (see [`State::seal`]).
     sealed: Option<commit::Sealed>,
     /// Groups sealed by this process so far (the last one's `seq`).
     sealed_seq: u64,
-    /// Items below this sequence number are durable (streamable).
-    durable_items: u64,
 }
 
 impl State {
@@ -346,106 +286,54 @@ impl State {
             what: "meta".into(),
             reason: format!("unknown dedup mode {:?}", meta.dedup),
         })?;
+        let db = table::Db::new(db, dir);
+        let frontier = frontier::Frontier::load(&db, meta.next_host_id, meta.next_queue_seq)?;
+        let runs = runs::Runs::load(&db)?;
+        let every = options.checkpoint_every.unwrap_or(CHECKPOINT_EVERY);
+        let seen = seen::SeenSet::load(&db, bloom, dedup, every)?;
+        let items = items::Items::load(&db)?;
+        runs.close_dead(&db)?;
         let mut state = State {
-            dir: dir.to_owned(),
             _lock: lock,
             db,
-            bloom,
             meta,
-            dedup,
-            host_ids: HashMap::new(),
-            hosts: BTreeMap::new(),
-            leased: 0,
-            counters: Counters::default(),
-            run: None,
-            run_counters: Counters::default(),
+            frontier,
+            seen,
+            pages: pages::Pages::default(),
+            items,
+            runs,
             group: Group::default(),
-            exact: exact::Exact::default(),
-            next_item: 0,
-            next_group: 0,
-            journaled: 0,
-            journal_end: 0,
-            checkpointing: false,
-            checkpoint_every: options.checkpoint_every.unwrap_or(CHECKPOINT_EVERY),
-            last_checkpoint: Instant::now(),
             sealed: None,
             sealed_seq: 0,
-            durable_items: 0,
         };
-        state.load_hosts()?;
-        state.load_counters()?;
-        state.load_exact()?;
-        state.next_item = state.load_next_item()?;
-        state.durable_items = state.next_item;
-        state.next_group = state.replay_journal()?;
-        state.journal_end = state.next_group;
-        state.close_dead_runs()?;
         if options.begin_run {
-            state.begin_run()?;
+            state.runs.begin(&state.db, state.items.len())?;
         }
         Ok(state)
     }
 
     /// The state directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.db.dir()
     }
 
     /// The dedup mode fixed at creation.
     pub fn dedup(&self) -> DedupMode {
-        self.dedup
+        self.seen.dedup
     }
 
     /// Requests in flight (leased and not yet committed).
     pub fn in_flight(&self) -> usize {
-        self.leased
+        self.frontier.leased()
     }
 
     /// Requests in the queue, in flight included.
     pub fn frontier_len(&self) -> u64 {
-        self.counters.get("frontier/queued")
+        self.runs.counter("frontier/queued")
     }
 
     /// Items stored.
     pub fn items_len(&self) -> u64 {
-        self.next_item
-    }
-
-    /// The u64 after the namespace byte of the last key in `namespace`.
-    fn last_u64_key(&self, namespace: u8) -> Result<Option<u64>, StoreError> {
-        let end = [namespace + 1];
-        match self.db.range([namespace]..end).next_back() {
-            None => Ok(None),
-            Some(entry) => {
-                let (key, _) = entry.map_err(|e| self.db_error(e))?;
-                keys::u64_after_prefix(&key)
-                    .map(Some)
-                    .ok_or_else(|| StoreError::Corrupt {
-                        path: self.dir.clone(),
-                        what: format!("key {key:?}"),
-                        reason: "too short".into(),
-                    })
-            }
-        }
-    }
-
-    fn decode_record<T: serde::de::DeserializeOwned>(
-        &self,
-        what: &str,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<T, StoreError> {
-        records::decode(value).map_err(|e: RecordError| StoreError::Corrupt {
-            path: self.dir.clone(),
-            what: format!("{what} {key:?}"),
-            reason: e.to_string(),
-        })
-    }
-
-    fn db_error(&self, source: sled::Error) -> StoreError {
-        StoreError::Db {
-            path: self.dir.clone(),
-            source,
-        }
+        self.items.len()
     }
 }

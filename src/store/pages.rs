@@ -11,16 +11,15 @@
 //! the JSON form of earlier states is still read ([`decode_page`]), so no
 //! migration is needed. Depends on [`crate::request`] and [`crate::fingerprint`].
 
-use std::collections::HashSet;
-
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
 use serde::{Deserialize, Serialize};
 
-use super::{State, StoreError, keys, records};
-use crate::fingerprint::{self, Fingerprint};
+use super::table::{Batch, Db};
+use super::{StoreError, keys, records};
+use crate::fingerprint::{self, Fingerprint, FingerprintMap};
 use crate::request::Request;
 
 /// Everything the last fetch of one page told us, and when it is due again.
@@ -88,7 +87,7 @@ pub struct StoredRequest {
 
 /// True for the headers the engine adds to a revisit (`If-None-Match`,
 /// `If-Modified-Since`); they are never stored with the request.
-pub fn is_conditional_header(name: &str) -> bool {
+pub(crate) fn is_conditional_header(name: &str) -> bool {
     ["if-none-match", "if-modified-since"]
         .iter()
         .any(|c| name.eq_ignore_ascii_case(c))
@@ -131,7 +130,7 @@ impl PageRecord {
     }
 }
 
-/// What [`State::start_cycle`] queued.
+/// What [`super::State::start_cycle`] queued.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CycleStart {
     /// Stored seeds queued again.
@@ -143,7 +142,7 @@ pub struct CycleStart {
 }
 
 /// Encodes a page record as it is stored: [`keys::PAGE_RECORD_VERSION`], then bincode.
-pub fn encode_page(record: &PageRecord) -> Vec<u8> {
+pub(crate) fn encode_page(record: &PageRecord) -> Vec<u8> {
     let mut out = Vec::with_capacity(160 + record.url.len());
     out.push(keys::PAGE_RECORD_VERSION);
     // Encoding into a Vec cannot fail for these field types.
@@ -157,7 +156,7 @@ pub fn encode_page(record: &PageRecord) -> Vec<u8> {
 
 /// Decodes a stored page record: the binary form of [`encode_page`], or the JSON
 /// form ([`records::RECORD_VERSION`]) that states of format 2 were written with.
-pub fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
+pub(crate) fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
     match bytes.first() {
         Some(&keys::PAGE_RECORD_VERSION) => {
             let (record, used) =
@@ -275,50 +274,70 @@ fn due_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
     key
 }
 
-impl State {
+/// The pages table: page records (`p`) and the due index (`v`). The open and
+/// the sealed group's records are readable here before they are durable.
+#[derive(Default)]
+pub(super) struct Pages {
+    open: FingerprintMap<PageRecord>,
+    sealed: FingerprintMap<PageRecord>,
+}
+
+impl Pages {
     /// The page record of `fp`: the open group's, then the sealed group's (neither
     /// durable yet), then the stored one.
-    pub fn page(&self, fp: &Fingerprint) -> Result<Option<PageRecord>, StoreError> {
-        let sealed = self.sealed.as_ref().and_then(|s| s.page_records.get(fp));
-        if let Some(record) = self.group.page_records.get(fp).or(sealed) {
+    pub(super) fn get(&self, db: &Db, fp: &Fingerprint) -> Result<Option<PageRecord>, StoreError> {
+        if let Some(record) = self.open.get(fp).or_else(|| self.sealed.get(fp)) {
             return Ok(Some(record.clone()));
         }
-        let key = keys::with_prefix(keys::PAGE, fp);
-        match self.db.get(&key).map_err(|e| self.db_error(e))? {
-            Some(value) => Ok(Some(self.decode_page(fp, &value)?)),
+        match db.get(keys::with_prefix(keys::PAGE, fp))? {
+            Some(value) => Ok(Some(decode(db, fp, &value)?)),
             None => Ok(None),
         }
     }
 
-    /// Stores (replaces) the page record of `fp` in the open group, moving its
+    /// Stores (replaces) the page record of `fp` in the group, moving its
     /// due-index entry from `previous_due` to the record's `next_due`.
-    pub fn put_page(&mut self, fp: Fingerprint, record: PageRecord, previous_due: Option<u64>) {
+    pub(super) fn put(
+        &mut self,
+        batch: &mut Batch,
+        fp: Fingerprint,
+        record: PageRecord,
+        previous_due: Option<u64>,
+    ) {
         if let Some(due) = previous_due {
-            self.group.batch.remove(due_key(due, &fp));
+            batch.delete(due_key(due, &fp));
         }
         if let Some(due) = record.next_due {
-            self.group.batch.insert(due_key(due, &fp), &[]);
+            batch.put(due_key(due, &fp), &[]);
         }
-        self.group
-            .batch
-            .insert(keys::with_prefix(keys::PAGE, &fp), encode_page(&record));
-        self.group.page_records.insert(fp, record);
-        self.group.dirty = true;
-        self.opened();
+        batch.put(keys::with_prefix(keys::PAGE, &fp), encode_page(&record));
+        self.open.insert(fp, record);
     }
 
-    /// Visits every page record in fingerprint order; stops early when `f` returns false.
-    pub fn for_each_page(
+    /// Puts `fp` in the due index at `due`, in the group.
+    pub(super) fn keep_due(&mut self, batch: &mut Batch, fp: &Fingerprint, due: u64) {
+        batch.put(due_key(due, fp), &[]);
+    }
+
+    /// Takes a due-index entry (a key [`Pages::due_keys`] gave) out, in the group.
+    pub(super) fn unqueue_due(&mut self, batch: &mut Batch, key: sled::IVec) {
+        batch.delete(key);
+    }
+
+    /// Visits every stored page record in fingerprint order; stops early when
+    /// `f` returns false.
+    pub(super) fn for_each(
         &self,
+        db: &Db,
         mut f: impl FnMut(Fingerprint, &PageRecord) -> bool,
     ) -> Result<(), StoreError> {
-        for entry in self.db.scan_prefix([keys::PAGE]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+        for entry in db.scan([keys::PAGE]) {
+            let (key, value) = entry?;
             let fp: Fingerprint = key
                 .get(1..21)
                 .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| self.corrupt("page", &key, "bad key length"))?;
-            let record = self.decode_page(&fp, &value)?;
+                .ok_or_else(|| db.corrupt("page", &key, "bad key length"))?;
+            let record = decode(db, &fp, &value)?;
             if !f(fp, &record) {
                 break;
             }
@@ -326,159 +345,70 @@ impl State {
         Ok(())
     }
 
-    /// Visits the page records due at or before `until` (unix seconds), soonest
-    /// first; stops early when `f` returns false.
-    pub fn for_each_due(
-        &self,
-        until: u64,
-        mut f: impl FnMut(Fingerprint, PageRecord) -> bool,
-    ) -> Result<(), StoreError> {
-        for entry in self.due_keys(until) {
-            let (key, fp) = entry?;
-            let Some(record) = self.page(&fp)? else {
-                return Err(self.corrupt("due index", &key, "no page record"));
-            };
-            if !f(fp, record) {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// Starts a crawl cycle at `now`: queues every stored seed and every page
-    /// due by `now` again (`dont_filter`). A seed whose host still has queued
-    /// requests is skipped (a host held over from the last run finishes first, so
-    /// its seed is not queued twice). A due page leaves the due index in the batch
-    /// that queues it, so it can never be queued twice, and a cycle start cut
-    /// short by a crash is finished by [`State::resume_cycle`]. Commits.
-    pub fn start_cycle(
-        &mut self,
-        now: u64,
-        fingerprint_headers: &[String],
-    ) -> Result<CycleStart, StoreError> {
-        self.group
-            .batch
-            .insert(keys::CYCLE, keys::versioned(&now.to_be_bytes()));
-        self.group.dirty = true;
-        let busy: HashSet<u32> = self
-            .hosts
-            .keys()
-            .copied()
-            .filter(|&id| self.host_has_queued(id))
-            .collect();
-        let mut start = CycleStart::default();
-        for url in self.seeds()? {
-            let request = super::seen::seed_request(url);
-            let host = super::frontier::host_of(&request.url);
-            if self.host_ids.get(&host).is_some_and(|id| busy.contains(id)) {
-                start.held += 1;
-                continue;
-            }
-            self.enqueue(&request, fingerprint_headers)?;
-            start.seeds += 1;
-        }
-        // The first commit of the cycle (in `queue_due` or below) holds its start.
-        super::crash::point("cycle.start");
-        start.due = self.queue_due(now, fingerprint_headers)?;
-        self.count("cycle/started", 1);
-        self.count("revisit/seeds", start.seeds);
-        self.commit()?;
-        Ok(start)
-    }
-
-    /// Resumes the current cycle: queues the pages that were due before the
-    /// second it started and are still in the due index (a crash cut the cycle
-    /// start short). A page fetched in this cycle is due no earlier than that
-    /// second, so nothing is queued twice. Returns how many. Commits.
-    pub fn resume_cycle(&mut self, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
-        let started = match self.db.get(keys::CYCLE).map_err(|e| self.db_error(e))? {
-            None => return Ok(0),
-            Some(value) => {
-                let bytes: [u8; 8] = keys::versioned_body(&value).ok_or_else(|| {
-                    self.corrupt("cycle", keys::CYCLE, "not a version byte and 8 bytes")
-                })?;
-                u64::from_be_bytes(bytes)
-            }
-        };
-        let queued = self.queue_due(started.saturating_sub(1), fingerprint_headers)?;
-        self.commit()?;
-        Ok(queued)
-    }
-
-    /// Puts `fp` back in the due index at `due`: its revisit ended without a new
-    /// record (the fetch failed for good, or robots.txt refused it). Give a `due`
-    /// no earlier than now, so that a resumed cycle does not queue it again.
-    pub fn keep_due(&mut self, fp: &Fingerprint, due: u64) {
-        self.group.batch.insert(due_key(due, fp), &[]);
-        self.group.dirty = true;
-        self.opened();
-    }
-
-    /// Queues every page due by `until` that is not a seed and not gone, each in
-    /// the batch that removes its due-index entry; commits every 1,024.
-    fn queue_due(&mut self, until: u64, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
-        let seeds: HashSet<Fingerprint> = self
-            .seed_fingerprints(fingerprint_headers)?
-            .into_iter()
-            .collect();
-        let mut due = Vec::new();
-        for entry in self.due_keys(until) {
-            let (key, fp) = entry?;
-            if !seeds.contains(&fp) {
-                due.push((key, fp));
-            }
-        }
-        let mut queued = 0;
-        for (key, fp) in due {
-            let record = self.page(&fp)?;
-            self.group.batch.remove(key);
-            self.group.dirty = true;
-            let Some(record) = record.filter(|r| !r.gone) else {
-                continue;
-            };
-            self.enqueue(&record.revisit_request(), fingerprint_headers)?;
-            queued += 1;
-            // Long due lists are committed in chunks, to keep each batch small.
-            if queued % 1024 == 0 {
-                self.commit()?;
-            }
-        }
-        self.count("revisit/due", queued);
-        Ok(queued)
-    }
-
     /// The due-index keys up to `until` (unix seconds), soonest first, with the
     /// fingerprint each names.
-    fn due_keys(
+    pub(super) fn due_keys<'d>(
         &self,
+        db: &'d Db,
         until: u64,
-    ) -> impl Iterator<Item = Result<(sled::IVec, Fingerprint), StoreError>> + '_ {
+    ) -> impl Iterator<Item = Result<(sled::IVec, Fingerprint), StoreError>> + 'd {
         let end = due_key(until.saturating_add(1), &[0u8; 20]);
-        self.db.range(vec![keys::DUE]..end).map(|entry| {
-            let (key, _) = entry.map_err(|e| self.db_error(e))?;
+        db.range(vec![keys::DUE]..end).map(move |entry| {
+            let (key, _) = entry?;
             let fp: Fingerprint = key
                 .get(9..29)
                 .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| self.corrupt("due index", &key, "bad key length"))?;
+                .ok_or_else(|| db.corrupt("due index", &key, "bad key length"))?;
             Ok((key, fp))
         })
     }
 
-    fn decode_page(&self, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {
-        decode_page(value).map_err(|reason| StoreError::Corrupt {
-            path: self.dir.clone(),
-            what: format!("page {}", fingerprint::to_hex(fp)),
-            reason,
-        })
+    /// The revisit policy the due index was last computed under, if recorded.
+    pub(super) fn policy(&self, db: &Db) -> Result<Option<String>, StoreError> {
+        match db.get(keys::DUE_POLICY)? {
+            None => Ok(None),
+            Some(value) => match value.split_first() {
+                Some((&keys::SMALL_VERSION, text)) => {
+                    Ok(Some(String::from_utf8_lossy(text).into_owned()))
+                }
+                _ => Err(db.corrupt("due policy", keys::DUE_POLICY, "unknown version")),
+            },
+        }
     }
 
-    fn host_has_queued(&self, host_id: u32) -> bool {
-        self.db
-            .scan_prefix(keys::queue_host_prefix(host_id))
-            .keys()
-            .next()
-            .is_some()
+    /// Records, in the group, that the due index follows `policy`.
+    pub(super) fn set_policy(&mut self, batch: &mut Batch, policy: &str) {
+        batch.put(keys::DUE_POLICY, keys::versioned(policy.as_bytes()));
     }
+
+    /// True when `fp` is in the due index at `due` (a page taken out of it is
+    /// queued for this cycle, or in flight).
+    pub(super) fn is_due_at(
+        &self,
+        db: &Db,
+        fp: &Fingerprint,
+        due: u64,
+    ) -> Result<bool, StoreError> {
+        db.contains(due_key(due, fp))
+    }
+
+    /// The open group is sealed: its records are read from the sealed map.
+    pub(super) fn seal(&mut self) {
+        self.sealed = std::mem::take(&mut self.open);
+    }
+
+    /// The sealed group is durable: its records are read from the database.
+    pub(super) fn durable(&mut self) {
+        self.sealed.clear();
+    }
+}
+
+fn decode(db: &Db, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {
+    decode_page(value).map_err(|reason| StoreError::Corrupt {
+        path: db.dir().to_owned(),
+        what: format!("page {}", fingerprint::to_hex(fp)),
+        reason,
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::store::{Completion, OpenOptions};
+use crate::store::{Completion, OpenOptions, State};
 
 fn open(dir: &Path) -> State {
     let options = OpenOptions {
@@ -216,7 +216,7 @@ fn an_unreadable_page_record_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let state = open(dir.path());
     let key = keys::with_prefix(keys::PAGE, &fp("http://a.test/"));
-    state.db.insert(key, &b"\x01{not json"[..]).unwrap();
+    state.db.tree().insert(key, &b"\x01{not json"[..]).unwrap();
     let error = state.page(&fp("http://a.test/")).unwrap_err().to_string();
     assert!(error.contains("unreadable page "), "{error}");
     assert!(
@@ -303,7 +303,7 @@ fn a_json_page_record_of_an_older_state_is_still_read() {
     let old = record(url, Some(70));
     // Written the way states of format 2 wrote page records: version 1, JSON.
     let key = keys::with_prefix(keys::PAGE, &fp(url));
-    state.db.insert(key, records::encode(&old)).unwrap();
+    state.db.tree().insert(key, records::encode(&old)).unwrap();
     assert_eq!(state.page(&fp(url)).unwrap(), Some(old.clone()));
     let mut seen = Vec::new();
     state
@@ -355,8 +355,47 @@ fn a_corrupt_binary_page_record_is_an_error_not_a_panic() {
     let mut trailing = good.clone();
     trailing.push(0);
     for bytes in [good[..good.len() / 2].to_vec(), trailing, bad_tag, vec![2]] {
-        state.db.insert(&key, bytes).unwrap();
+        state.db.tree().insert(&key, bytes).unwrap();
         let error = state.page(&fp(url)).unwrap_err();
         assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
     }
+}
+
+#[test]
+fn a_new_revisit_policy_moves_due_times_but_not_a_queued_page_and_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    due_pages(&mut state, 3);
+    let later = "http://a.test/later";
+    state.put_page(fp(later), record(later, Some(1_000)), None);
+    state.commit().unwrap();
+    // The three due pages are queued by a cycle start: out of the due index.
+    assert_eq!(state.start_cycle(50, &[]).unwrap().due, 3);
+    // A policy that makes every page due at 7 moves only the one still indexed.
+    assert_eq!(
+        state
+            .follow_revisit_policy("all-at-7", |_| Some(7))
+            .unwrap(),
+        1
+    );
+    assert_eq!(state.page(&fp(later)).unwrap().unwrap().next_due, Some(7));
+    assert_eq!(
+        state
+            .follow_revisit_policy("all-at-7", |_| Some(8))
+            .unwrap(),
+        0
+    );
+    // The queued pages are fetched once; the next cycle asks the moved page.
+    assert_eq!(drain(&mut state).len(), 3);
+    assert_eq!(state.start_cycle(60, &[]).unwrap().due, 1);
+    assert_eq!(drain(&mut state), vec![later]);
+    drop(state);
+    let mut state = open(dir.path());
+    assert_eq!(
+        state
+            .follow_revisit_policy("all-at-7", |_| Some(9))
+            .unwrap(),
+        0,
+        "recorded"
+    );
 }

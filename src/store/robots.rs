@@ -1,13 +1,16 @@
-//! Records the fetcher side asks the state to keep: cached robots.txt answers
-//! and the requests robots.txt kept us from fetching.
+//! The robots table: cached robots.txt answers (`R`) and the requests not
+//! fetched by rule (`b`), which `dump blocked` lists.
 //!
-//! The state stores them as opaque versioned records (it does not parse
-//! robots.txt); they are written in the open group like everything else.
+//! The state stores robots answers as opaque versioned records (it does not
+//! parse robots.txt); both are written in the open group like everything else.
+//! The table keeps nothing in memory, so it is a set of functions over
+//! [`Db`] and [`Batch`]. Depends on `table`, `records` and `keys`.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{State, StoreError, keys, records};
+use super::table::{Batch, Db};
+use super::{StoreError, keys, records};
 
 /// Why a request was not fetched (`dump blocked`).
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -22,54 +25,47 @@ pub struct Blocked {
     pub count: u64,
 }
 
-impl State {
-    /// Every stored robots.txt record.
-    pub fn robots_records<T: DeserializeOwned>(&self) -> Result<Vec<T>, StoreError> {
-        let mut out = Vec::new();
-        for entry in self.db.scan_prefix([keys::ROBOTS]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            out.push(self.decode_record("robots", &key, &value)?);
-        }
-        Ok(out)
+/// Every stored robots.txt record.
+pub(super) fn records<T: DeserializeOwned>(db: &Db) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    for entry in db.scan([keys::ROBOTS]) {
+        let (key, value) = entry?;
+        out.push(db.decode("robots", &key, &value)?);
     }
+    Ok(out)
+}
 
-    /// Stores (replaces) the robots.txt record of `origin`, in the open group.
-    pub fn put_robots<T: Serialize>(&mut self, origin: &str, record: &T) {
-        self.group.batch.insert(
-            keys::with_prefix(keys::ROBOTS, origin.as_bytes()),
-            records::encode(record),
-        );
-        self.group.dirty = true;
-    }
+/// Stores (replaces) the robots.txt record of `origin`, in the group.
+pub(super) fn put<T: Serialize>(batch: &mut Batch, origin: &str, record: &T) {
+    batch.put(
+        keys::with_prefix(keys::ROBOTS, origin.as_bytes()),
+        records::encode(record),
+    );
+}
 
-    /// Records that `url` was not fetched for `reason`, in the open group.
-    pub fn record_blocked(&mut self, url: &str, reason: &str) -> Result<(), StoreError> {
-        let key = keys::with_prefix(keys::BLOCKED, url.as_bytes());
-        let count = match self.db.get(&key).map_err(|e| self.db_error(e))? {
-            Some(value) => {
-                self.decode_record::<Blocked>("blocked", &key, &value)?
-                    .count
-            }
-            None => 0,
-        };
-        let record = Blocked {
-            url: url.to_owned(),
-            reason: reason.to_owned(),
-            at: records::unix_now(),
-            count: count + 1,
-        };
-        self.group.batch.insert(key, records::encode(&record));
-        self.group.dirty = true;
-        Ok(())
-    }
+/// Records that `url` was not fetched for `reason`, in the group.
+pub(super) fn block(db: &Db, batch: &mut Batch, url: &str, reason: &str) -> Result<(), StoreError> {
+    let key = keys::with_prefix(keys::BLOCKED, url.as_bytes());
+    let count = match db.get(&key)? {
+        Some(value) => db.decode::<Blocked>("blocked", &key, &value)?.count,
+        None => 0,
+    };
+    let record = Blocked {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+        at: records::unix_now(),
+        count: count + 1,
+    };
+    batch.put(key, records::encode(&record));
+    Ok(())
+}
 
-    /// Every blocked request, in URL order.
-    pub fn blocked(&self) -> Result<Vec<Blocked>, StoreError> {
-        let mut out = Vec::new();
-        for entry in self.db.scan_prefix([keys::BLOCKED]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            out.push(self.decode_record("blocked", &key, &value)?);
-        }
-        Ok(out)
+/// Every blocked request, in URL order.
+pub(super) fn blocked(db: &Db) -> Result<Vec<Blocked>, StoreError> {
+    let mut out = Vec::new();
+    for entry in db.scan([keys::BLOCKED]) {
+        let (key, value) = entry?;
+        out.push(db.decode("blocked", &key, &value)?);
     }
+    Ok(out)
 }

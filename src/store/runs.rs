@@ -1,67 +1,121 @@
-//! Runs and counters: the run records (`r`), the global counters (`c`), and
-//! the counters of the current run, kept in memory and written into each
-//! group's batch when it is sealed.
+//! The runs table: run records (`r`), the global counters (`c`) and the current
+//! run's, the seed list (`d`) and the start of the current cycle (`y`).
 //!
-//! A run record is written and synced when the run begins (crash point
-//! `run.begin`), rewritten in every group (its counters), and written once more
-//! with its outcome at the end (`run.end`); a run found "running" on open was
-//! killed (`run.close_dead`). Depends on `records` and `keys`.
+//! Counters are kept in memory and the changed ones written into each group's
+//! batch when it is sealed, with the current run record. A run record is
+//! written and synced when the run begins (crash point `run.begin`), rewritten
+//! in every group (its counters), and written once more with its outcome at the
+//! end (`run.end`); a run found "running" on open was killed
+//! (`run.close_dead`). Depends on `table`, `records` and `keys`.
 
 use std::collections::BTreeMap;
 
 use super::records::{Counters, RunOutcome, RunRecord, unix_now};
-use super::{State, StoreError, crash, keys, records};
+use super::table::{Batch, Db};
+use super::{StoreError, crash, keys, records};
 
-impl State {
+/// The runs table (see the module doc).
+#[derive(Default)]
+pub(super) struct Runs {
+    counters: Counters,
+    run_counters: Counters,
+    run: Option<RunRecord>,
+}
+
+impl Runs {
+    /// Loads the global counters.
+    pub(super) fn load(db: &Db) -> Result<Runs, StoreError> {
+        let mut values = BTreeMap::new();
+        for entry in db.scan([keys::COUNTER]) {
+            let (key, value) = entry?;
+            let name = String::from_utf8_lossy(&key[1..]).into_owned();
+            let value = keys::read_versioned_u64(&value).ok_or_else(|| StoreError::Corrupt {
+                path: db.dir().to_owned(),
+                what: format!("counter {name}"),
+                reason: format!("{} bytes, expected a version byte and 8", value.len()),
+            })?;
+            values.insert(name, value);
+        }
+        Ok(Runs {
+            counters: Counters::from_values(values),
+            ..Runs::default()
+        })
+    }
+
     /// A global counter.
-    pub fn counter(&self, name: &str) -> u64 {
+    pub(super) fn counter(&self, name: &str) -> u64 {
         self.counters.get(name)
     }
 
     /// A counter of the current run.
-    pub fn run_counter(&self, name: &str) -> u64 {
+    pub(super) fn run_counter(&self, name: &str) -> u64 {
         self.run_counters.get(name)
     }
 
+    /// Adds `by` to the counter `name`, globally and for this run.
+    pub(super) fn count(&mut self, name: &str, by: u64) {
+        self.counters.add(name, by);
+        self.run_counters.add(name, by);
+    }
+
+    /// Changes a global gauge (`frontier/queued`) that has no per-run meaning.
+    pub(super) fn gauge(&mut self, name: &str, up: u64, down: u64) {
+        if up > 0 {
+            self.counters.add(name, up);
+        }
+        if down > 0 {
+            self.counters.sub(name, down);
+        }
+    }
+
     /// The current run record, if a run was begun.
-    pub fn run(&self) -> Option<&RunRecord> {
+    pub(super) fn run(&self) -> Option<&RunRecord> {
         self.run.as_ref()
     }
 
+    /// Writes the changed counters and the current run record into `batch`.
+    pub(super) fn seal(&mut self, batch: &mut Batch) {
+        for (name, value) in self.counters.take_dirty() {
+            batch.put(
+                keys::with_prefix(keys::COUNTER, name.as_bytes()),
+                &keys::versioned_u64(value),
+            );
+        }
+        if let Some(run) = self.run.as_mut() {
+            run.updated_at = records::unix_now();
+            run.counters = self.run_counters.values().clone();
+            batch.put(keys::with_u64(keys::RUN, run.id), records::encode(run));
+        }
+    }
+
     /// The run before the current one (or the last run, when none is current).
-    pub fn previous_run(&self) -> Result<Option<RunRecord>, StoreError> {
+    pub(super) fn previous(&self, db: &Db) -> Result<Option<RunRecord>, StoreError> {
         let end = match &self.run {
             Some(run) => keys::with_u64(keys::RUN, run.id),
             None => vec![keys::RUN + 1],
         };
-        match self.db.range(vec![keys::RUN]..end).next_back() {
+        match db.range(vec![keys::RUN]..end).next_back() {
             None => Ok(None),
             Some(entry) => {
-                let (key, value) = entry.map_err(|e| self.db_error(e))?;
-                Ok(Some(self.decode_record("run", &key, &value)?))
+                let (key, value) = entry?;
+                Ok(Some(db.decode("run", &key, &value)?))
             }
         }
     }
 
-    /// Ends the current run: commits, checkpoints and records how it ended.
-    pub fn end_run(&mut self, outcome: RunOutcome) -> Result<(), StoreError> {
-        self.commit()?;
-        if let Some(mut run) = self.run.take() {
-            run.outcome = outcome;
-            run.ended_at = Some(unix_now());
-            run.updated_at = unix_now();
-            run.counters = self.run_counters.values().clone();
-            let key = keys::with_u64(keys::RUN, run.id);
-            crash::point("run.end");
-            self.db
-                .insert(key, records::encode(&run))
-                .map_err(|e| self.db_error(e))?;
+    /// Every run record, oldest first.
+    pub(super) fn all(&self, db: &Db) -> Result<Vec<RunRecord>, StoreError> {
+        let mut runs = Vec::new();
+        for entry in db.scan([keys::RUN]) {
+            let (key, value) = entry?;
+            runs.push(db.decode("run", &key, &value)?);
         }
-        self.checkpoint()
+        Ok(runs)
     }
 
-    pub(super) fn begin_run(&mut self) -> Result<(), StoreError> {
-        let id = self.last_u64_key(keys::RUN)?.map_or(1, |n| n + 1);
+    /// Begins a run whose first item will be `first_item`: written and synced.
+    pub(super) fn begin(&mut self, db: &Db, first_item: u64) -> Result<(), StoreError> {
+        let id = db.last_u64_key(keys::RUN)?.map_or(1, |n| n + 1);
         let now = unix_now();
         let run = RunRecord {
             id,
@@ -71,52 +125,90 @@ impl State {
             outcome: RunOutcome::Running,
             pid: std::process::id(),
             counters: BTreeMap::new(),
-            first_item: Some(self.next_item),
+            first_item: Some(first_item),
         };
         let key = keys::with_u64(keys::RUN, id);
         crash::point("run.begin");
-        self.db
+        db.tree()
             .insert(key, records::encode(&run))
-            .map_err(|e| self.db_error(e))?;
-        self.db.flush().map_err(|e| self.db_error(e))?;
+            .map_err(|e| db.error(e))?;
+        db.tree().flush().map_err(|e| db.error(e))?;
         self.run = Some(run);
         Ok(())
     }
 
+    /// Records how the current run ended (the caller commits first and
+    /// checkpoints after).
+    pub(super) fn end(&mut self, db: &Db, outcome: RunOutcome) -> Result<(), StoreError> {
+        if let Some(mut run) = self.run.take() {
+            run.outcome = outcome;
+            run.ended_at = Some(unix_now());
+            run.updated_at = unix_now();
+            run.counters = self.run_counters.values().clone();
+            let key = keys::with_u64(keys::RUN, run.id);
+            crash::point("run.end");
+            db.tree()
+                .insert(key, records::encode(&run))
+                .map_err(|e| db.error(e))?;
+        }
+        Ok(())
+    }
+
     /// Marks runs left "running" by a dead process as killed.
-    pub(super) fn close_dead_runs(&mut self) -> Result<(), StoreError> {
+    pub(super) fn close_dead(&self, db: &Db) -> Result<(), StoreError> {
         let mut batch = sled::Batch::default();
-        for entry in self.db.scan_prefix([keys::RUN]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let mut run: RunRecord = self.decode_record("run", &key, &value)?;
+        for entry in db.scan([keys::RUN]) {
+            let (key, value) = entry?;
+            let mut run: RunRecord = db.decode("run", &key, &value)?;
             if run.outcome == RunOutcome::Running {
                 run.outcome = RunOutcome::Killed;
                 batch.insert(key, records::encode(&run));
             }
         }
         crash::point("run.close_dead");
-        self.db.apply_batch(batch).map_err(|e| self.db_error(e))
+        db.tree().apply_batch(batch).map_err(|e| db.error(e))
     }
 
-    pub(super) fn load_counters(&mut self) -> Result<(), StoreError> {
-        let mut values = BTreeMap::new();
-        for entry in self.db.scan_prefix([keys::COUNTER]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let name = String::from_utf8_lossy(&key[1..]).into_owned();
-            let value = keys::read_versioned_u64(&value).ok_or_else(|| StoreError::Corrupt {
-                path: self.dir.clone(),
-                what: format!("counter {name}"),
-                reason: format!("{} bytes, expected a version byte and 8", value.len()),
-            })?;
-            values.insert(name, value);
+    /// True when `url` is in the seed list.
+    pub(super) fn is_seed(&self, db: &Db, url: &str) -> Result<bool, StoreError> {
+        db.contains(keys::with_prefix(keys::SEED, url.as_bytes()))
+    }
+
+    /// Adds `url` to the seed list, in the group.
+    pub(super) fn add_seed(&mut self, batch: &mut Batch, url: &str) {
+        batch.put(keys::with_prefix(keys::SEED, url.as_bytes()), &[]);
+    }
+
+    /// Takes `url` off the seed list, in the group.
+    pub(super) fn remove_seed(&mut self, batch: &mut Batch, url: &str) {
+        batch.delete(keys::with_prefix(keys::SEED, url.as_bytes()));
+    }
+
+    /// The stored seed list.
+    pub(super) fn seeds(&self, db: &Db) -> Result<Vec<String>, StoreError> {
+        let mut seeds = Vec::new();
+        for entry in db.scan([keys::SEED]) {
+            let (key, _) = entry?;
+            seeds.push(String::from_utf8_lossy(&key[1..]).into_owned());
         }
-        self.counters = Counters::from_values(values);
-        Ok(())
+        Ok(seeds)
     }
 
-    /// Adds `by` to the counter `name`, globally and for this run.
-    pub(super) fn count(&mut self, name: &str, by: u64) {
-        self.counters.add(name, by);
-        self.run_counters.add(name, by);
+    /// Records that the current cycle started at `now` (unix seconds), in the group.
+    pub(super) fn start_cycle(&mut self, batch: &mut Batch, now: u64) {
+        batch.put(keys::CYCLE, keys::versioned(&now.to_be_bytes()));
+    }
+
+    /// When the current cycle started, if one did.
+    pub(super) fn cycle_start(&self, db: &Db) -> Result<Option<u64>, StoreError> {
+        match db.get(keys::CYCLE)? {
+            None => Ok(None),
+            Some(value) => {
+                let bytes: [u8; 8] = keys::versioned_body(&value).ok_or_else(|| {
+                    db.corrupt("cycle", keys::CYCLE, "not a version byte and 8 bytes")
+                })?;
+                Ok(Some(u64::from_be_bytes(bytes)))
+            }
+        }
     }
 }

@@ -1,36 +1,25 @@
-//! The seen set and the completion step: dedup, enqueue, seeds, completions
-//! into the open group, and the journal replay on open.
+//! The seen table: "is this request new?" answered in one place, from the open
+//! and sealed groups' overlays, the mapped Bloom filter (`bloom.bin`), the Bloom
+//! journal (`j`) and the exact set (`exact`: runs `S`, index `e`).
 //!
-//! Dedup answers, in order: the open and the sealed group's overlays (exact), then the mapped
-//! Bloom filter; a Bloom "maybe" is confirmed against the exact set (`exact`)
+//! Dedup answers, in order: the open and the sealed group's overlays (exact), then
+//! the mapped Bloom filter; a Bloom "maybe" is confirmed against the exact set
 //! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
 //! written to the group's batch once, as one journal entry, and reach the mapped
 //! bits (and the exact set's in-memory recent part) only after the batch is
-//! durable (see `commit`). A checkpoint (see `checkpoint`, off the crawl loop)
-//! syncs the bits, seals the recent fingerprints into an exact run and drops the
-//! journal entries it covers; opening replays whatever journal is left (setting
-//! bits is idempotent).
+//! durable ([`SeenSet::durable`], crash point `bloom.set`). A checkpoint (see
+//! `checkpoint`, off the crawl loop) syncs the bits, seals the recent
+//! fingerprints into an exact run and drops the journal entries it covers;
+//! opening replays whatever journal is left (setting bits is idempotent).
+//! Depends on [`crate::bloom`], `exact`, `table` and `keys`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::{State, StoreError, crash, keys};
+use super::table::{Batch, Db};
+use super::{StoreError, crash, exact, keys};
+use crate::bloom::BloomFile;
 use crate::config::DedupMode;
-use crate::fingerprint::{self, Fingerprint};
-use crate::item::Item;
-use crate::request::Request;
-
-/// What a finished lease produced.
-#[derive(Debug)]
-pub struct Completion {
-    /// The lease being completed.
-    pub lease: super::Lease,
-    /// New requests found (deduped here, never by legs).
-    pub requests: Vec<Request>,
-    /// Items to store.
-    pub items: Vec<Item>,
-    /// Counter increments for this page (`fetch/status/200`, ...).
-    pub counters: Vec<(&'static str, u64)>,
-}
+use crate::fingerprint::{Fingerprint, FingerprintSet};
 
 /// The seen set's answer for one fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,28 +32,75 @@ pub enum Seen {
     FalsePositive,
 }
 
-/// What a batch of enqueues counted (see [`State::enqueue`]).
+/// Fingerprints whose Bloom probes are brought into the cache at once before
+/// they are set (a chunk's lines stay well within L1/L2).
+const WARM_CHUNK: usize = 16;
+
+/// Fingerprints recorded by one group.
 #[derive(Default)]
-struct Tally {
-    filtered: u64,
-    false_positive: u64,
-    unique: u64,
-    enqueued: u64,
+struct Overlay {
+    /// In order (the journal entry's payload).
+    list: Vec<Fingerprint>,
+    /// As a set, checked by dedup until they reach the bits.
+    set: FingerprintSet,
+    /// The number of the group's journal entry, once sealed.
+    journal: Option<u64>,
 }
 
-/// The request a seed is queued as: a `GET` that bypasses the seen set.
-pub fn seed_request(url: String) -> Request {
-    let mut request = Request::get(url);
-    request.dont_filter = true;
-    request
+/// The seen table (see the module doc).
+pub(super) struct SeenSet {
+    pub(super) bloom: BloomFile,
+    pub(super) dedup: DedupMode,
+    /// The exact set's in-memory part (empty in `bloom` mode).
+    pub(super) exact: exact::Exact,
+    /// The open group's fingerprints.
+    open: Overlay,
+    /// The sealed group's, until it is durable.
+    sealed: Option<Overlay>,
+    /// Number of the next journal entry.
+    next_group: u64,
+    /// Fingerprints made durable (journaled) since the last checkpoint started.
+    pub(super) journaled: u64,
+    /// Journal entries below this number are durable and their bits set: what
+    /// the next checkpoint covers.
+    pub(super) journal_end: u64,
+    /// A detached checkpoint runs (see `checkpoint`).
+    pub(super) checkpointing: bool,
+    /// How long after the last checkpoint the next one is due.
+    pub(super) checkpoint_every: Duration,
+    /// When the last checkpoint ran (or the state was opened).
+    pub(super) last_checkpoint: Instant,
 }
 
-impl State {
+impl SeenSet {
+    /// Loads the exact set's index and replays the journal into the bits.
+    pub(super) fn load(
+        db: &Db,
+        bloom: BloomFile,
+        dedup: DedupMode,
+        checkpoint_every: Duration,
+    ) -> Result<SeenSet, StoreError> {
+        let mut seen = SeenSet {
+            bloom,
+            dedup,
+            exact: exact::Exact::load(db)?,
+            open: Overlay::default(),
+            sealed: None,
+            next_group: 0,
+            journaled: 0,
+            journal_end: 0,
+            checkpointing: false,
+            checkpoint_every,
+            last_checkpoint: Instant::now(),
+        };
+        seen.next_group = seen.replay_journal(db)?;
+        seen.journal_end = seen.next_group;
+        Ok(seen)
+    }
+
     /// Answers whether `fp` was seen, without recording it.
-    pub fn check_seen(&self, fp: &Fingerprint) -> Result<Seen, StoreError> {
-        if self.group.overlay.contains(fp)
-            || self.sealed.as_ref().is_some_and(|s| s.overlay.contains(fp))
-        {
+    pub(super) fn check(&self, db: &Db, fp: &Fingerprint) -> Result<Seen, StoreError> {
+        if self.open.set.contains(fp) || self.sealed.as_ref().is_some_and(|s| s.set.contains(fp)) {
             return Ok(Seen::Duplicate);
         }
         if !self.bloom.contains(fp) {
@@ -72,7 +108,7 @@ impl State {
         }
         match self.dedup {
             DedupMode::Bloom => Ok(Seen::Duplicate),
-            DedupMode::Exact => Ok(if self.exact_contains(fp)? {
+            DedupMode::Exact => Ok(if self.exact.contains(db, fp)? {
                 Seen::Duplicate
             } else {
                 Seen::FalsePositive
@@ -80,186 +116,82 @@ impl State {
         }
     }
 
-    /// Offers a request to the frontier: dedup (unless `dont_filter`), record its
-    /// fingerprint, queue it — all in the open group. Returns true if queued.
-    pub fn enqueue(
-        &mut self,
-        request: &Request,
-        fingerprint_headers: &[String],
-    ) -> Result<bool, StoreError> {
-        let mut tally = Tally::default();
-        let fp = fingerprint::fingerprint(request, fingerprint_headers);
-        let queued = self.enqueue_counted(request, fp, &mut tally);
-        self.add_tally(&tally);
-        queued
+    /// Records `fp` as seen in the open group.
+    pub(super) fn record(&mut self, fp: Fingerprint) {
+        self.open.set.insert(fp);
+        self.open.list.push(fp);
     }
 
-    /// [`State::enqueue`], counting into `tally` instead of the counters (a
-    /// counter update is two map lookups by name; a page's links share one).
-    fn enqueue_counted(
-        &mut self,
-        request: &Request,
-        fp: Fingerprint,
-        tally: &mut Tally,
-    ) -> Result<bool, StoreError> {
-        let seen = self.check_seen(&fp)?;
-        match seen {
-            Seen::Duplicate if !request.dont_filter => {
-                tally.filtered += 1;
-                return Ok(false);
+    /// Brings the Bloom probes of `fps` into the cache (a page's links at once).
+    pub(super) fn warm(&self, fps: &[Fingerprint]) {
+        self.bloom.warm(fps);
+    }
+
+    /// Writes the open group's journal entry into `batch`.
+    pub(super) fn seal(&mut self, batch: &mut Batch) {
+        let mut group = std::mem::take(&mut self.open);
+        if !group.list.is_empty() {
+            let per_part = keys::MAX_VALUE_BYTES / 20;
+            for (part, fps) in group.list.chunks(per_part).enumerate() {
+                let mut key = keys::with_u64(keys::JOURNAL, self.next_group);
+                key.extend_from_slice(&(part as u16).to_be_bytes());
+                let mut value = Vec::with_capacity(1 + fps.len() * 20);
+                value.push(keys::JOURNAL_VERSION);
+                for fp in fps {
+                    value.extend_from_slice(fp);
+                }
+                batch.put(key, value);
             }
-            Seen::FalsePositive => tally.false_positive += 1,
-            _ => {}
+            group.journal = Some(self.next_group);
+            self.next_group += 1;
         }
-        if seen != Seen::Duplicate {
-            self.group.overlay.insert(fp);
-            self.group.fingerprints.push(fp);
-            tally.unique += 1;
-        }
-        self.push_queue(request);
-        tally.enqueued += 1;
-        self.opened();
-        Ok(true)
+        self.sealed = Some(group);
     }
 
-    fn add_tally(&mut self, tally: &Tally) {
-        self.count("dupefilter/filtered", tally.filtered);
-        self.count("bloom/false_positive", tally.false_positive);
-        self.count("seen/unique", tally.unique);
-        self.count("frontier/enqueued", tally.enqueued);
-    }
-
-    /// Adds seed URLs. A URL new to the seed list is queued with `dont_filter`
-    /// (and its fingerprint recorded); a known seed is not queued again. Commits.
-    pub fn add_seeds(
-        &mut self,
-        urls: &[String],
-        fingerprint_headers: &[String],
-    ) -> Result<usize, StoreError> {
-        let mut added = 0;
-        for url in urls {
-            let key = keys::with_prefix(keys::SEED, url.as_bytes());
-            if self.db.contains_key(&key).map_err(|e| self.db_error(e))? {
-                continue;
-            }
-            self.group.batch.insert(key, &[]);
-            self.enqueue(&seed_request(url.clone()), fingerprint_headers)?;
-            added += 1;
-            // Long seed lists are committed in chunks, to keep each batch small.
-            if added % 1024 == 0 {
-                self.commit()?;
+    /// The sealed group is durable: its fingerprints reach the mapped bits and
+    /// the exact set's recent part.
+    pub(super) fn durable(&mut self) {
+        let Some(group) = self.sealed.take() else {
+            return;
+        };
+        if !group.list.is_empty() {
+            crash::point("bloom.set");
+        }
+        for chunk in group.list.chunks(WARM_CHUNK) {
+            self.bloom.warm(chunk);
+            for fp in chunk {
+                self.bloom.insert(fp);
             }
         }
-        self.commit()?;
-        Ok(added)
-    }
-
-    /// The fingerprints of the stored seeds' requests ([`seed_request`]), in seed order.
-    pub fn seed_fingerprints(
-        &self,
-        fingerprint_headers: &[String],
-    ) -> Result<Vec<Fingerprint>, StoreError> {
-        Ok(self
-            .seeds()?
-            .into_iter()
-            .map(|url| fingerprint::fingerprint(&seed_request(url), fingerprint_headers))
-            .collect())
-    }
-
-    /// The stored seed list.
-    pub fn seeds(&self) -> Result<Vec<String>, StoreError> {
-        let mut seeds = Vec::new();
-        for entry in self.db.scan_prefix([keys::SEED]) {
-            let (key, _) = entry.map_err(|e| self.db_error(e))?;
-            seeds.push(String::from_utf8_lossy(&key[1..]).into_owned());
+        if self.dedup == DedupMode::Exact {
+            self.exact.recent.extend(group.list.iter().copied());
         }
-        Ok(seeds)
+        self.journaled += group.list.len() as u64;
+        if let Some(journal) = group.journal {
+            self.journal_end = journal + 1;
+        }
     }
 
-    /// Removes seeds from the seed list, with the seed requests of theirs still
-    /// queued (an unreachable seed otherwise stays queued run after run). A
-    /// removed seed's request is recorded as blocked (`removed`), so that its
-    /// seen fingerprint stays accounted for. Commits; returns how many seeds and
-    /// queued requests went.
-    pub fn remove_seeds(&mut self, urls: &[String]) -> Result<(usize, usize), StoreError> {
-        let (mut seeds, mut queued) = (0, 0);
-        for url in urls {
-            let key = keys::with_prefix(keys::SEED, url.as_bytes());
-            if !self.db.contains_key(&key).map_err(|e| self.db_error(e))? {
-                continue;
-            }
-            self.group.batch.remove(key);
-            self.group.dirty = true;
-            seeds += 1;
-            let host = super::frontier::host_of(url);
-            if let Some(&host_id) = self.host_ids.get(&host) {
-                let found = self.queued_entries(host_id, |request| request.url == *url)?;
-                queued += found.len();
-                self.counters.sub("frontier/queued", found.len() as u64);
-                // Taken out of their records at the seal, as completed leases are.
-                self.group.completed.extend(found);
-            }
-            self.record_blocked(url, "removed")?;
-        }
-        self.commit()?;
-        Ok((seeds, queued))
-    }
-
-    /// Completes a lease in the open group: its queue entry goes, its items and
-    /// new requests come, atomically with the rest of the group.
-    pub fn complete(
-        &mut self,
-        completion: Completion,
-        fingerprint_headers: &[String],
-    ) -> Result<(), StoreError> {
-        let Completion {
-            lease,
-            requests,
-            items,
-            counters,
-        } = completion;
-        let fps: Vec<Fingerprint> = requests
-            .iter()
-            .map(|r| fingerprint::fingerprint(r, fingerprint_headers))
-            .collect();
-        self.bloom.warm(&fps);
-        let mut tally = Tally::default();
-        let enqueued = requests
-            .iter()
-            .zip(fps)
-            .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
-        self.add_tally(&tally);
-        enqueued?;
-        self.append_items(&items);
-        self.count("items/stored", items.len() as u64);
-        self.count("pages/completed", 1);
-        for (name, by) in counters {
-            self.count(name, by);
-        }
-        self.counters.sub("frontier/queued", 1);
-        self.group
-            .completed
-            .push((lease.host_id, lease.record, lease.key));
-        self.group.pages += 1;
-        self.group.dirty = true;
-        self.opened();
-        Ok(())
+    /// The sealed group's flush failed: it is forgotten (whatever of it reached
+    /// the disk is replayed by the next open).
+    pub(super) fn forget_sealed(&mut self) {
+        self.sealed = None;
     }
 
     /// Sets the bits of every journaled fingerprint; returns the next group number.
-    pub(super) fn replay_journal(&mut self) -> Result<u64, StoreError> {
+    fn replay_journal(&mut self, db: &Db) -> Result<u64, StoreError> {
         let mut next = 0;
         crash::point("open.replay");
-        for entry in self.db.scan_prefix([keys::JOURNAL]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+        for entry in db.scan([keys::JOURNAL]) {
+            let (key, value) = entry?;
             let seq = keys::u64_after_prefix(&key)
-                .ok_or_else(|| self.corrupt("journal", &key, "short key"))?;
+                .ok_or_else(|| db.corrupt("journal", &key, "short key"))?;
             let body = match value.len() % 20 {
                 // Written before journal entries had a version byte.
                 0 => &value[..],
                 1 if value[0] == keys::JOURNAL_VERSION => &value[1..],
                 _ => {
-                    return Err(self.corrupt(
+                    return Err(db.corrupt(
                         "journal",
                         &key,
                         "length is not a version byte and a multiple of 20",
@@ -278,9 +210,5 @@ impl State {
             next = seq + 1;
         }
         Ok(next)
-    }
-
-    pub(super) fn opened(&mut self) {
-        self.group.opened_at.get_or_insert_with(Instant::now);
     }
 }

@@ -293,9 +293,23 @@ fn checkpoint_truncates_the_journal_and_keeps_the_bits() {
         state
             .add_seeds(&["http://a.test/".to_owned()], &[])
             .unwrap();
-        assert!(state.db.scan_prefix([keys::JOURNAL]).next().is_some());
+        assert!(
+            state
+                .db
+                .tree()
+                .scan_prefix([keys::JOURNAL])
+                .next()
+                .is_some()
+        );
         state.checkpoint().unwrap();
-        assert!(state.db.scan_prefix([keys::JOURNAL]).next().is_none());
+        assert!(
+            state
+                .db
+                .tree()
+                .scan_prefix([keys::JOURNAL])
+                .next()
+                .is_none()
+        );
         assert!(!state.checkpoint_due());
     }
     let state = open(dir.path());
@@ -372,7 +386,12 @@ fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
             assert!(queued < 3000, "bloom mode drops false positives");
             assert_eq!(queued + state.counter("dupefilter/filtered"), 3000);
             assert!(
-                state.db.scan_prefix([keys::EXACT_RUN]).next().is_none(),
+                state
+                    .db
+                    .tree()
+                    .scan_prefix([keys::EXACT_RUN])
+                    .next()
+                    .is_none(),
                 "bloom mode keeps no exact set"
             );
         }
@@ -390,7 +409,7 @@ fn packed_records_are_consumed_in_fifo_order_across_groups_and_reopen() {
         assert!(state.enqueue(&request, &[]).unwrap());
     }
     state.commit().unwrap();
-    let records = state.db.scan_prefix([keys::QUEUE]).count();
+    let records = state.db.tree().scan_prefix([keys::QUEUE]).count();
     assert!(records >= 600usize.div_ceil(frontier::RECORD_MAX_ENTRIES));
     assert!(records < 600 / 10, "requests are packed: {records} records");
     // Lease 300 (crossing a record boundary), complete the odd ones over two groups,
@@ -439,7 +458,7 @@ fn emptied_records_are_removed() {
         complete(&mut state, lease, &[]);
     }
     state.commit().unwrap();
-    assert!(state.db.scan_prefix([keys::QUEUE]).next().is_none());
+    assert!(state.db.tree().scan_prefix([keys::QUEUE]).next().is_none());
     assert_eq!(state.frontier_len(), 0);
 }
 
@@ -481,7 +500,11 @@ fn exact_set_survives_seals_merges_and_reopen() {
         }
     };
     check(&state);
-    assert!(state.exact.runs.len() <= 3, "{:?}", state.exact.runs);
+    assert!(
+        state.seen.exact.runs.len() <= 3,
+        "{:?}",
+        state.seen.exact.runs
+    );
     drop(state);
     let state = open(dir.path());
     check(&state);
@@ -531,7 +554,7 @@ fn no_stored_value_outgrows_the_cap_so_sled_keeps_them_out_of_blob_files() {
     }
     state.commit().unwrap();
     let mut big = 0;
-    for entry in state.db.iter() {
+    for entry in state.db.tree().iter() {
         let (key, value) = entry.unwrap();
         // One entry past the cap at most (a record closes after the entry that crosses it).
         assert!(

@@ -37,13 +37,19 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     state.start_cycle(1_700_000_000, &[]).unwrap();
     let counters = state.counter("seen/unique");
     assert_eq!(counters, 150);
-    let hosts: Vec<String> = state.hosts.values().map(|h| h.name.clone()).collect();
+    let hosts: Vec<String> = state
+        .frontier
+        .hosts
+        .values()
+        .map(|h| h.name.clone())
+        .collect();
 
     // Each late namespace holds values, each with its version byte.
     let mut legacy = Vec::new();
     for &(namespace, what) in LATE {
         let values: Vec<_> = state
             .db
+            .tree()
             .scan_prefix([namespace])
             .map(|entry| entry.unwrap())
             .collect();
@@ -55,9 +61,9 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     }
     // Written as a state from before the version bytes would have them.
     for (key, value) in legacy {
-        state.db.insert(key, value).unwrap();
+        state.db.tree().insert(key, value).unwrap();
     }
-    state.db.flush().unwrap();
+    state.db.tree().flush().unwrap();
     drop(state);
 
     let mut state = open(dir.path());
@@ -66,7 +72,12 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
         assert_eq!(state.check_seen(&fp).unwrap(), Seen::Duplicate, "{n}");
     }
     assert_eq!(state.counter("seen/unique"), counters);
-    let reread: Vec<String> = state.hosts.values().map(|h| h.name.clone()).collect();
+    let reread: Vec<String> = state
+        .frontier
+        .hosts
+        .values()
+        .map(|h| h.name.clone())
+        .collect();
     assert_eq!(reread, hosts);
     assert_eq!(state.output_start("/tmp/out.jsonl").unwrap(), watermark);
     state.resume_cycle(&[]).unwrap();

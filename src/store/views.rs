@@ -6,10 +6,9 @@
 use serde::Serialize;
 
 use super::records::RunRecord;
-use super::{State, StoreError, frontier, keys};
+use super::{State, StoreError, keys};
 use crate::canon;
 use crate::fingerprint::{self, Fingerprint};
-use crate::item;
 use crate::request::Request;
 
 /// The one-screen summary of a state (`dump summary`).
@@ -78,21 +77,22 @@ pub struct SeenAnswer {
 impl State {
     /// The summary of this state.
     pub fn summary(&self) -> Result<Summary, StoreError> {
-        let runs = self.last_u64_key(keys::RUN)?.unwrap_or(0);
+        let runs = self.db.last_u64_key(keys::RUN)?.unwrap_or(0);
+        let bloom = &self.seen.bloom;
         Ok(Summary {
             frontier: self.frontier_len(),
-            in_flight: self.leased as u64,
+            in_flight: self.in_flight() as u64,
             seen: self.counter("seen/unique"),
-            items: self.next_item,
+            items: self.items.len(),
             bloom_bits: self.meta.bloom_bits,
             bloom_hashes: self.meta.bloom_hashes,
-            bloom_fill_ratio: self.bloom.fill_ratio(),
-            bloom_fpr_estimate: self.bloom.fpr_estimate(),
+            bloom_fill_ratio: bloom.fill_ratio(),
+            bloom_fpr_estimate: bloom.fpr_estimate(),
             bloom_false_positives: self.counter("bloom/false_positive"),
             filtered: self.counter("dupefilter/filtered"),
             robots_disallowed: self.counter("robots/disallowed"),
-            dedup: self.dedup.as_str().to_owned(),
-            hosts: self.hosts.len() as u64,
+            dedup: self.dedup().as_str().to_owned(),
+            hosts: self.frontier.hosts_len() as u64,
             runs,
             pages: self.counter("pages/completed"),
         })
@@ -101,27 +101,20 @@ impl State {
     /// The first `limit` queued requests in lease order, host by host.
     pub fn frontier_head(&self, limit: usize) -> Result<Vec<FrontierEntry>, StoreError> {
         let mut out = Vec::new();
-        for (&host_id, queue) in &self.hosts {
-            for entry in self.db.scan_prefix(keys::queue_host_prefix(host_id)) {
-                let (key, value) = entry.map_err(|e| self.db_error(e))?;
-                let record = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
-                    .map_err(|_| self.corrupt("queue", &key, "bad key length"))?;
-                for entry in frontier::record_entries(&value) {
-                    if out.len() >= limit {
-                        return Ok(out);
-                    }
-                    let (seq, bytes) =
-                        entry.map_err(|reason| self.corrupt("queue", &key, reason))?;
-                    let request = Request::decode(bytes)
-                        .map_err(|e| self.corrupt("queue", &key, &e.to_string()))?;
+        for (&host_id, queue) in &self.frontier.hosts {
+            if out.len() >= limit {
+                break;
+            }
+            self.frontier
+                .for_each_queued(&self.db, host_id, |record, seq, request| {
                     out.push(FrontierEntry {
                         host: queue.name.clone(),
                         seq,
-                        leased: queue.leased.contains(&keys::queue_entry_key(&record, seq)),
+                        leased: queue.leased.contains(&keys::queue_entry_key(record, seq)),
                         request,
                     });
-                }
-            }
+                    out.len() < limit
+                })?;
         }
         Ok(out)
     }
@@ -131,40 +124,9 @@ impl State {
     pub fn for_each_item(
         &self,
         from: u64,
-        mut each: impl FnMut(u64, &str) -> bool,
+        each: impl FnMut(u64, &str) -> bool,
     ) -> Result<(), StoreError> {
-        // The record holding `from` starts at or before it.
-        let at_from = keys::with_u64(keys::ITEM, from);
-        let start = match self
-            .db
-            .range([keys::ITEM].as_slice()..=at_from.as_slice())
-            .next_back()
-        {
-            Some(entry) => entry.map_err(|e| self.db_error(e))?.0.to_vec(),
-            None => at_from,
-        };
-        let end = [keys::ITEM + 1];
-        for entry in self.db.range(start.as_slice()..end.as_slice()) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            let first = keys::u64_after_prefix(&key)
-                .ok_or_else(|| self.corrupt("item", &key, "short key"))?;
-            for (seq, entry) in (first..).zip(self.item_entries(&key, &value)?) {
-                let bytes = entry.map_err(|reason| self.corrupt("item", &key, reason))?;
-                if seq < from {
-                    continue;
-                }
-                // Items of sealed groups are readable here but not durable yet.
-                if seq >= self.durable_items {
-                    return Ok(());
-                }
-                let text = item::json_text(bytes)
-                    .map_err(|e| self.corrupt("item", &key, &e.to_string()))?;
-                if !each(seq, text) {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
+        self.items.for_each(&self.db, from, each)
     }
 
     /// What the seen set says about a GET of `url`.
@@ -175,26 +137,21 @@ impl State {
     ) -> Result<SeenAnswer, StoreError> {
         let canonical = canon::canonicalize_str(url).unwrap_or_else(|_| url.to_owned());
         let fp: Fingerprint = fingerprint::fingerprint(&Request::get(url), fingerprint_headers);
-        let exact = match self.dedup {
+        let exact = match self.dedup() {
             crate::config::DedupMode::Bloom => None,
-            crate::config::DedupMode::Exact => Some(self.exact_contains(&fp)?),
+            crate::config::DedupMode::Exact => Some(self.seen.exact.contains(&self.db, &fp)?),
         };
         Ok(SeenAnswer {
             url: url.to_owned(),
             canonical,
             fingerprint: fingerprint::to_hex(&fp),
-            bloom: self.bloom.contains(&fp),
+            bloom: self.seen.bloom.contains(&fp),
             exact,
         })
     }
 
     /// Every run record, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let mut runs = Vec::new();
-        for entry in self.db.scan_prefix([keys::RUN]) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
-            runs.push(self.decode_record("run", &key, &value)?);
-        }
-        Ok(runs)
+        self.runs.all(&self.db)
     }
 }

@@ -13,7 +13,9 @@
 //! length 0, synced) before it is created, so a file of this state is always
 //! known, and a file without a mark is never touched.
 //!
-//! Depends on the state's database and [`super::crash`] only.
+//! A table of its own (namespace `w`), written into the group's batch or, for
+//! a registration, through the tree behind a crash point. Depends on `table`,
+//! `keys` and [`super::crash`] only.
 
 use std::path::{Path, PathBuf};
 
@@ -32,18 +34,18 @@ impl State {
     pub fn mark_warc(&mut self, file: &Path, len: u64) {
         self.group
             .batch
-            .insert(mark_key(file), keys::versioned(&len.to_be_bytes()));
-        self.group.dirty = true;
+            .put(mark_key(file), keys::versioned(&len.to_be_bytes()));
     }
 
     /// Registers a new WARC file `file` (a canonical path) with length 0 and
     /// makes that durable, before the file is created.
     pub fn register_warc(&mut self, file: &Path) -> Result<(), StoreError> {
+        let db = &self.db;
         crash::point("warc.create");
-        self.db
+        db.tree()
             .insert(mark_key(file), keys::versioned(&0u64.to_be_bytes()))
-            .map_err(|e| self.db_error(e))?;
-        self.db.flush().map_err(|e| self.db_error(e))?;
+            .map_err(|e| db.error(e))?;
+        db.tree().flush().map_err(|e| db.error(e))?;
         Ok(())
     }
 
@@ -54,14 +56,16 @@ impl State {
         let mut prefix = mark_key(dir);
         prefix.push(b'/');
         let mut marks = Vec::new();
-        for entry in self.db.scan_prefix(&prefix) {
-            let (key, value) = entry.map_err(|e| self.db_error(e))?;
+        for entry in self.db.scan(&prefix) {
+            let (key, value) = entry?;
             let name = &key[prefix.len()..];
             if name.contains(&b'/') {
                 continue;
             }
-            let len: [u8; 8] = keys::versioned_body(&value)
-                .ok_or_else(|| self.corrupt("warc mark", &key, "not a version byte and 8 bytes"))?;
+            let len: [u8; 8] = keys::versioned_body(&value).ok_or_else(|| {
+                self.db
+                    .corrupt("warc mark", &key, "not a version byte and 8 bytes")
+            })?;
             let file = Path::new(std::ffi::OsStr::from_bytes(&key[1..])).to_owned();
             marks.push((file, u64::from_be_bytes(len)));
         }

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use legcrawl::store::keys;
 use legcrawl::store::records::{self, RunRecord};
 use serde_json::Value;
 
@@ -294,7 +293,8 @@ fn run_and_since_run_select_what_each_run_stored() {
 /// Rewrites run `id`'s record as an older legcrawl wrote it (no `first_item`).
 fn forget_first_item(data: &Path, id: u64) {
     let db = sled::open(data.join("db")).unwrap();
-    let key = keys::with_u64(keys::RUN, id);
+    // A run record's key, as README's key layout gives it: `r` · run id (u64, big-endian).
+    let key = [&b"r"[..], &id.to_be_bytes()].concat();
     let mut record: RunRecord = records::decode(&db.get(&key).unwrap().unwrap()).unwrap();
     record.first_item = None;
     let mut bytes = records::encode(&record);
@@ -475,6 +475,15 @@ fn dump_and_reset_options_go_before_or_after_the_view_and_take_config() {
         !data.exists(),
         "reset --config did not delete the file's data"
     );
+    // Again, or with a mistyped path: it says there was nothing, exit 0.
+    let out = run(raw(&["reset", "--config", c, "--yes"]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("Nothing to reset") && said.contains("holds no legcrawl state"),
+        "{said}"
+    );
+    assert!(!said.contains("Reset "), "{said}");
 }
 
 #[test]

@@ -157,6 +157,59 @@ fn unchanged_second_run_fetches_only_the_seed() {
     assert_eq!(count(&second, "fetch/bytes"), 0);
 }
 
+/// Issue 14, item 3: the policy in force at a cycle's start decides what is due.
+/// A crawl under the default (adaptive, one day) policy, then `--revisit-after 0`:
+/// every recorded page is asked again in that run, not only the seed; then the
+/// default again: nothing but the seed, as the day is not over.
+#[test]
+fn a_new_revisit_policy_decides_what_the_next_cycle_asks() {
+    let site = ChangingSite::new(30);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &[]);
+    let requests = server.requests();
+
+    crawl(data.path(), &["--revisit-after", "0"]);
+    let second = last_run(data.path());
+    assert_eq!(
+        server.requests(),
+        requests + 31,
+        "every recorded page is asked again: {second}"
+    );
+    assert_eq!(
+        count(&second, "revisit/rescheduled"),
+        31,
+        "the seed page too: {second}"
+    );
+    assert_eq!(count(&second, "revisit/due"), 30, "{second}");
+    assert_eq!(count(&second, "revisit/seeds"), 1, "{second}");
+    assert_eq!(
+        count(&second, "items/stored"),
+        0,
+        "nothing changed: {second}"
+    );
+
+    // The same policy again: due times were already computed under it.
+    let requests = server.requests();
+    crawl(data.path(), &["--revisit-after", "0"]);
+    assert_eq!(server.requests(), requests + 31);
+    assert_eq!(count(&last_run(data.path()), "revisit/rescheduled"), 0);
+
+    // Back to the default: the pages are due a day after their last fetch.
+    let requests = server.requests();
+    crawl(data.path(), &[]);
+    let fourth = last_run(data.path());
+    assert_eq!(server.requests(), requests + 1, "only the seed: {fourth}");
+    assert_eq!(count(&fourth, "revisit/rescheduled"), 31, "{fourth}");
+    assert_eq!(count(&fourth, "revisit/due"), 0, "{fourth}");
+    for (path, record) in pages(data.path(), false) {
+        let (due, last) = (record["next_due"].as_u64(), record["last_fetched"].as_u64());
+        assert!(
+            due.zip(last).is_some_and(|(due, last)| due >= last + 3000),
+            "{path} is due an hour or more after its last fetch: {record}"
+        );
+    }
+}
+
 #[test]
 fn every_run_revisit_uses_304_where_validators_exist() {
     const N: usize = 40;
@@ -261,8 +314,17 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     }
     assert_eq!(count(&second, "pages/fetched"), 33);
     assert_eq!(count(&second, "pages/new"), 2);
-    assert_eq!(count(&second, "pages/changed"), 1 + 5 + 3);
+    // Each page counts under one outcome: the 410 page is gone, not changed.
+    assert_eq!(count(&second, "pages/changed"), 1 + 4 + 3);
     assert_eq!(count(&second, "pages/gone"), 1, "410 is gone at once");
+    // Issue 14, item 8: the outcomes sum to the pages, which are the finished
+    // leases (none was put back here).
+    let pages_total = ["new", "changed", "unchanged", "gone", "failed", "blocked"]
+        .iter()
+        .map(|c| second[c].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(second["pages"].as_u64(), Some(pages_total), "{second}");
+    assert_eq!(pages_total, count(&second, "pages/completed"), "{second}");
     assert_eq!(count(&second, "items/stored"), 11);
     // The hub links to 27 known pages and two new ones.
     assert_eq!(count(&second, "dupefilter/filtered"), 27);

@@ -110,9 +110,12 @@ fn a_panicking_leg_fails_its_pages_and_the_crawl_ends() {
     assert!(!fired, "the run was ended by the safety net after {took:?}");
     assert!(took < EXPECTED, "the run took {took:?}");
     assert_eq!(report.outcome, RunOutcome::Limit);
-    assert_eq!(report.pages, FIRST, "every leased page is completed");
+    assert_eq!(report.totals.pages, FIRST, "every leased page is completed");
     assert_eq!(report.items, 0);
-    assert_eq!(report.failed, FIRST, "a panicked page counts as failed");
+    assert_eq!(
+        report.totals.failed, FIRST,
+        "a panicked page counts as failed"
+    );
     let fetched: u64 = paths.iter().map(|path| server.hits(path)).sum();
     assert_eq!(fetched, FIRST);
     let records = runs(&state);
@@ -124,7 +127,7 @@ fn a_panicking_leg_fails_its_pages_and_the_crawl_ends() {
     assert!(took < EXPECTED, "the second run took {took:?}");
     assert!(!report.new_cycle, "the second run resumes the cycle");
     assert_eq!(report.outcome, RunOutcome::Drained);
-    assert_eq!(report.pages, SEEDS as u64 - FIRST);
+    assert_eq!(report.totals.pages, SEEDS as u64 - FIRST);
     for path in &paths {
         assert_eq!(server.hits(path), 1, "{path} fetched again in the cycle");
     }
@@ -162,8 +165,8 @@ fn one_panicking_page_does_not_stop_the_others() {
     let (report, fired, took) = run_in_process(&config, Arc::new(stack));
     assert!(!fired, "ended by the safety net after {took:?}");
     assert_eq!(report.outcome, RunOutcome::Drained);
-    assert_eq!(report.pages, 4);
-    assert_eq!(report.failed, 1);
+    assert_eq!(report.totals.pages, 4);
+    assert_eq!(report.totals.failed, 1);
     assert_eq!(
         report.items, 3,
         "every page but the panicked one has its item"
@@ -222,7 +225,10 @@ fn a_revisit_that_panics_keeps_its_record_and_stays_due() {
     assert!(!fired, "ended by the safety net after {took:?}");
     assert!(report.new_cycle);
     assert_eq!(report.outcome, RunOutcome::Drained);
-    assert_eq!((report.pages, report.failed, report.items), (3, 3, 0));
+    assert_eq!(
+        (report.totals.pages, report.totals.failed, report.items),
+        (3, 3, 0)
+    );
     let records = pages(&state, false);
     for path in ["/", "/a", "/b"] {
         assert_eq!(records[path]["version"], 1, "{path}: {}", records[path]);
@@ -236,7 +242,14 @@ fn a_revisit_that_panics_keeps_its_record_and_stays_due() {
     // The next cycle fetches them again and stores the new versions.
     let (report, fired, _) = run_in_process(&config, bundled());
     assert!(!fired);
-    assert_eq!((report.pages, report.failed, report.changed), (3, 0, 3));
+    assert_eq!(
+        (
+            report.totals.pages,
+            report.totals.failed,
+            report.totals.changed
+        ),
+        (3, 0, 3)
+    );
     let records = pages(&state, false);
     for path in ["/", "/a", "/b"] {
         assert_eq!(records[path]["version"], 2, "{path}: {}", records[path]);

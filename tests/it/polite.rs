@@ -72,6 +72,19 @@ fn robots_rules_are_obeyed_recorded_and_cached_across_runs() {
     );
     assert_eq!(blocked[0]["reason"], "robots");
     assert_eq!(dump_summary(data.path())["robots_disallowed"], 1);
+    // The run's pages add up: three new and one blocked (issue 14, item 8).
+    let out = run(legcrawl(data.path(), &["dump", "runs", "--json"]), LIMIT);
+    let first = cli::parse_lines(&out.stdout).remove(0);
+    assert_eq!(
+        (
+            &first["pages"],
+            &first["new"],
+            &first["blocked"],
+            &first["fetched"]
+        ),
+        (&4.into(), &3.into(), &1.into(), &3.into()),
+        "{first}"
+    );
     // A later run on the same host reuses the stored robots.txt.
     crawl(data.path(), &[&server.url("/second")]);
     assert_eq!(server.hits("/second"), 1);
@@ -186,6 +199,8 @@ fn per_host_delay_spaces_request_starts() {
 fn retry_then_success_and_retry_exhaustion_are_recorded() {
     let flaky = Arc::new(Mutex::new(0u32));
     let count = Arc::clone(&flaky);
+    let broken = Arc::new(Mutex::new(true));
+    let is_broken = Arc::clone(&broken);
     let server = TestServer::start(handler(move |req| match req.path() {
         "/" => TestResponse::html("<a href=/flaky>f</a><a href=/broken>b</a>"),
         "/flaky" => {
@@ -197,23 +212,52 @@ fn retry_then_success_and_retry_exhaustion_are_recorded() {
                 TestResponse::html("<title>ok now</title>")
             }
         }
-        "/broken" => TestResponse::status(500),
+        "/broken" if *is_broken.lock().unwrap() => TestResponse::status(500),
+        "/broken" => TestResponse::html("<title>fixed</title>"),
         _ => TestResponse::not_found(),
     }));
     let data = tempfile::tempdir().unwrap();
-    crawl(data.path(), &[&server.url("/")]);
+    let out = crawl(data.path(), &[&server.url("/")]);
     assert_eq!(server.hits("/flaky"), 2);
     assert_eq!(server.hits("/broken"), 3, "one fetch and two retries");
+    // Issue 14, item 7: a page out of retries is failed — counted, no item.
     let items = dump_items(data.path());
     assert_eq!(item_for(&items, "/flaky")["status"], 200);
-    assert_eq!(
-        item_for(&items, "/broken")["status"],
-        500,
-        "the exhausted page is recorded with its status"
+    assert!(
+        items.iter().all(|i| cli::item_path(i) != "/broken"),
+        "no item for a failed page: {items:?}"
     );
     let counters = run_counters(data.path());
     assert_eq!(counters["retry/scheduled"], 3);
     assert_eq!(counters["retry/exhausted"], 1);
+    assert_eq!(counters["fetch/failed"], 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("3 pages") && stderr.contains("2 new") && stderr.contains("1 failed"),
+        "the end-of-run line adds up: {stderr}"
+    );
+    // Its record says so, and it is due next cycle.
+    let pages = run(legcrawl(data.path(), &["dump", "pages", "--json"]), LIMIT);
+    let pages = cli::parse_lines(&pages.stdout);
+    let record = pages
+        .iter()
+        .find(|p| cli::item_path(p) == "/broken")
+        .expect("a record of the failure");
+    assert_eq!(record["status"], 500);
+    assert_eq!(record["fetches"], 0);
+    assert!(record["next_due"].as_u64() <= record["last_fetched"].as_u64());
+
+    // The next run asks it again; fixed, it is a new page with its item.
+    *broken.lock().unwrap() = false;
+    crawl(data.path(), &[]);
+    assert_eq!(server.hits("/broken"), 4);
+    let fixed = dump_items(data.path());
+    let fixed = item_for(&fixed, "/broken");
+    assert_eq!(fixed["status"], 200);
+    assert_eq!(fixed["version"], 1);
+    let counters = run_counters(data.path());
+    assert_eq!(counters["pages/new"], 1, "{counters}");
+    assert!(counters.get("fetch/failed").is_none(), "{counters}");
 }
 
 #[test]

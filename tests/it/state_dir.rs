@@ -211,3 +211,19 @@ fn an_output_in_a_missing_directory_is_refused_before_a_state_is_made() {
     assert!(stderr.contains("does not exist"), "{stderr}");
     assert!(!state.exists(), "no state was created");
 }
+
+/// Issue 14, item 9: `crawl --data TYPO` without URLs creates nothing; it says
+/// there is no crawl there to continue (exit 2, one line).
+#[test]
+fn a_mistyped_data_without_urls_creates_nothing() {
+    let data = tempfile::tempdir().expect("temp dir");
+    for state in [data.path().join("typo"), data.path().to_owned()] {
+        let out = cli::run(legcrawl(&state, &["crawl"]), LIMIT);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("no crawl state here"), "{stderr}");
+    }
+    assert!(!data.path().join("typo").exists(), "no state was created");
+    assert!(listing(data.path()).is_empty(), "nothing was created");
+}

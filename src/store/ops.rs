@@ -1,0 +1,493 @@
+//! What a caller asks of the state, composed over the tables: dedup and
+//! enqueue (seen + frontier + counters), completions (frontier + seen + items +
+//! counters), seeds, page records and cycle starts (runs + pages + seen +
+//! frontier), runs, robots. This is the only place tables meet: each table
+//! reads through the state's `Db` and writes into the open group's `Batch`,
+//! and none calls another. Depends on the tables.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::pages::{CycleStart, PageRecord};
+use super::records::{RunOutcome, RunRecord};
+use super::{Blocked, Lease, Seen, State, StoreError, crash, robots};
+use crate::fingerprint::{self, Fingerprint};
+use crate::item::Item;
+use crate::request::Request;
+
+/// What a finished lease produced.
+#[derive(Debug)]
+pub struct Completion {
+    /// The lease being completed.
+    pub lease: Lease,
+    /// New requests found (deduped here, never by legs).
+    pub requests: Vec<Request>,
+    /// Items to store.
+    pub items: Vec<Item>,
+    /// Counter increments for this page (`fetch/status/200`, ...).
+    pub counters: Vec<(&'static str, u64)>,
+}
+
+/// What a batch of enqueues counted (see [`State::enqueue`]).
+#[derive(Default)]
+struct Tally {
+    filtered: u64,
+    false_positive: u64,
+    unique: u64,
+    enqueued: u64,
+}
+
+/// The request a seed is queued as: a `GET` that bypasses the seen set.
+pub fn seed_request(url: String) -> Request {
+    let mut request = Request::get(url);
+    request.dont_filter = true;
+    request
+}
+
+/// Dedup, enqueue and completions.
+impl State {
+    /// Answers whether `fp` was seen, without recording it.
+    pub fn check_seen(&self, fp: &Fingerprint) -> Result<Seen, StoreError> {
+        self.seen.check(&self.db, fp)
+    }
+
+    /// Offers a request to the frontier: dedup (unless `dont_filter`), record its
+    /// fingerprint, queue it — all in the open group. Returns true if queued.
+    pub fn enqueue(
+        &mut self,
+        request: &Request,
+        fingerprint_headers: &[String],
+    ) -> Result<bool, StoreError> {
+        let mut tally = Tally::default();
+        let fp = fingerprint::fingerprint(request, fingerprint_headers);
+        let queued = self.enqueue_counted(request, fp, &mut tally);
+        self.add_tally(&tally);
+        queued
+    }
+
+    /// [`State::enqueue`], counting into `tally` instead of the counters (a
+    /// counter update is two map lookups by name; a page's links share one).
+    fn enqueue_counted(
+        &mut self,
+        request: &Request,
+        fp: Fingerprint,
+        tally: &mut Tally,
+    ) -> Result<bool, StoreError> {
+        let seen = self.seen.check(&self.db, &fp)?;
+        match seen {
+            Seen::Duplicate if !request.dont_filter => {
+                tally.filtered += 1;
+                return Ok(false);
+            }
+            Seen::FalsePositive => tally.false_positive += 1,
+            _ => {}
+        }
+        if seen != Seen::Duplicate {
+            self.seen.record(fp);
+            tally.unique += 1;
+        }
+        self.frontier.push(&mut self.group.batch, request);
+        tally.enqueued += 1;
+        self.opened();
+        Ok(true)
+    }
+
+    fn add_tally(&mut self, tally: &Tally) {
+        self.runs.count("dupefilter/filtered", tally.filtered);
+        self.runs
+            .count("bloom/false_positive", tally.false_positive);
+        self.runs.count("seen/unique", tally.unique);
+        self.runs.count("frontier/enqueued", tally.enqueued);
+        self.runs.gauge("frontier/queued", tally.enqueued, 0);
+    }
+
+    /// Completes a lease in the open group: its queue entry goes, its items and
+    /// new requests come, atomically with the rest of the group.
+    pub fn complete(
+        &mut self,
+        completion: Completion,
+        fingerprint_headers: &[String],
+    ) -> Result<(), StoreError> {
+        let Completion {
+            lease,
+            requests,
+            items,
+            counters,
+        } = completion;
+        let fps: Vec<Fingerprint> = requests
+            .iter()
+            .map(|r| fingerprint::fingerprint(r, fingerprint_headers))
+            .collect();
+        self.seen.warm(&fps);
+        let mut tally = Tally::default();
+        let enqueued = requests
+            .iter()
+            .zip(fps)
+            .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
+        self.add_tally(&tally);
+        enqueued?;
+        self.items.append(&mut self.group.batch, &items);
+        self.runs.count("items/stored", items.len() as u64);
+        self.runs.count("pages/completed", 1);
+        for (name, by) in counters {
+            self.runs.count(name, by);
+        }
+        self.runs.gauge("frontier/queued", 0, 1);
+        self.frontier.complete(&mut self.group.batch, &lease);
+        self.group.pages += 1;
+        self.opened();
+        Ok(())
+    }
+
+    /// Starts the open group's age (see [`State::group_due`]).
+    fn opened(&mut self) {
+        self.group.opened_at.get_or_insert_with(Instant::now);
+    }
+}
+
+/// Leases.
+impl State {
+    /// Hosts that may have an unleased queued request, with their in-flight counts.
+    /// A per-host scheduler picks among these and calls [`State::lease_from`].
+    pub fn ready_hosts(&self) -> impl Iterator<Item = (u32, &str, usize)> + '_ {
+        self.frontier.ready_hosts()
+    }
+
+    /// The host name of a host id.
+    pub fn host_name(&self, host_id: u32) -> Option<&str> {
+        self.frontier.host_name(host_id)
+    }
+
+    /// Leases the best queued request of one host, if it has an unleased one.
+    /// Requests added in the open (uncommitted) group are not visible yet.
+    pub fn lease_from(&mut self, host_id: u32) -> Result<Option<Lease>, StoreError> {
+        self.frontier.lease_from(&self.db, host_id)
+    }
+
+    /// Leases the best queued request over all hosts: highest priority, then the
+    /// oldest. Costs one short range read per host with queued requests.
+    pub fn lease(&mut self) -> Result<Option<Lease>, StoreError> {
+        self.frontier.lease(&self.db)
+    }
+
+    /// Gives a lease back unfinished (e.g. after the shutdown grace period). The
+    /// request stays where it was in the queue.
+    pub fn release(&mut self, lease: Lease) {
+        self.frontier.release(lease);
+    }
+}
+
+/// Seeds.
+impl State {
+    /// Adds seed URLs. A URL new to the seed list is queued with `dont_filter`
+    /// (and its fingerprint recorded); a known seed is not queued again. Commits.
+    pub fn add_seeds(
+        &mut self,
+        urls: &[String],
+        fingerprint_headers: &[String],
+    ) -> Result<usize, StoreError> {
+        let mut added = 0;
+        for url in urls {
+            if self.runs.is_seed(&self.db, url)? {
+                continue;
+            }
+            self.runs.add_seed(&mut self.group.batch, url);
+            self.enqueue(&seed_request(url.clone()), fingerprint_headers)?;
+            added += 1;
+            // Long seed lists are committed in chunks, to keep each batch small.
+            if added % 1024 == 0 {
+                self.commit()?;
+            }
+        }
+        self.commit()?;
+        Ok(added)
+    }
+
+    /// The fingerprints of the stored seeds' requests ([`seed_request`]), in seed order.
+    pub fn seed_fingerprints(
+        &self,
+        fingerprint_headers: &[String],
+    ) -> Result<Vec<Fingerprint>, StoreError> {
+        Ok(self
+            .seeds()?
+            .into_iter()
+            .map(|url| fingerprint::fingerprint(&seed_request(url), fingerprint_headers))
+            .collect())
+    }
+
+    /// The stored seed list.
+    pub fn seeds(&self) -> Result<Vec<String>, StoreError> {
+        self.runs.seeds(&self.db)
+    }
+
+    /// Removes seeds from the seed list, with the seed requests of theirs still
+    /// queued (an unreachable seed otherwise stays queued run after run). A
+    /// removed seed's request is recorded as blocked (`removed`), so that its
+    /// seen fingerprint stays accounted for. Commits; returns how many seeds and
+    /// queued requests went.
+    pub fn remove_seeds(&mut self, urls: &[String]) -> Result<(usize, usize), StoreError> {
+        let (mut seeds, mut queued) = (0, 0);
+        for url in urls {
+            if !self.runs.is_seed(&self.db, url)? {
+                continue;
+            }
+            self.runs.remove_seed(&mut self.group.batch, url);
+            seeds += 1;
+            let host = super::frontier::host_of(url);
+            if let Some(host_id) = self.frontier.host_id_of(&host) {
+                let found = self
+                    .frontier
+                    .queued_entries(&self.db, host_id, |request| request.url == *url)?;
+                queued += found.len();
+                self.runs.gauge("frontier/queued", 0, found.len() as u64);
+                // Taken out of their records at the seal, as completed leases are.
+                self.frontier.drop_entries(&mut self.group.batch, found);
+            }
+            self.record_blocked(url, "removed")?;
+        }
+        self.commit()?;
+        Ok((seeds, queued))
+    }
+}
+
+/// Page records and crawl cycles.
+impl State {
+    /// The page record of `fp`: the open group's, then the sealed group's (neither
+    /// durable yet), then the stored one.
+    pub fn page(&self, fp: &Fingerprint) -> Result<Option<PageRecord>, StoreError> {
+        self.pages.get(&self.db, fp)
+    }
+
+    /// Stores (replaces) the page record of `fp` in the open group, moving its
+    /// due-index entry from `previous_due` to the record's `next_due`.
+    pub fn put_page(&mut self, fp: Fingerprint, record: PageRecord, previous_due: Option<u64>) {
+        self.pages
+            .put(&mut self.group.batch, fp, record, previous_due);
+        self.opened();
+    }
+
+    /// Puts `fp` back in the due index at `due`: its revisit ended without a new
+    /// record (the fetch failed for good, or robots.txt refused it). Give a `due`
+    /// no earlier than now, so that a resumed cycle does not queue it again.
+    pub fn keep_due(&mut self, fp: &Fingerprint, due: u64) {
+        self.pages.keep_due(&mut self.group.batch, fp, due);
+        self.opened();
+    }
+
+    /// Visits every page record in fingerprint order; stops early when `f` returns false.
+    pub fn for_each_page(
+        &self,
+        f: impl FnMut(Fingerprint, &PageRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        self.pages.for_each(&self.db, f)
+    }
+
+    /// Visits the page records due at or before `until` (unix seconds), soonest
+    /// first; stops early when `f` returns false.
+    pub fn for_each_due(
+        &self,
+        until: u64,
+        mut f: impl FnMut(Fingerprint, PageRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        for entry in self.pages.due_keys(&self.db, until) {
+            let (key, fp) = entry?;
+            let Some(record) = self.page(&fp)? else {
+                return Err(self.db.corrupt("due index", &key, "no page record"));
+            };
+            if !f(fp, record) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a crawl cycle at `now`: queues every stored seed and every page
+    /// due by `now` again (`dont_filter`). A seed whose host still has queued
+    /// requests is skipped (a host held over from the last run finishes first, so
+    /// its seed is not queued twice). A due page leaves the due index in the batch
+    /// that queues it, so it can never be queued twice, and a cycle start cut
+    /// short by a crash is finished by [`State::resume_cycle`]. Commits.
+    pub fn start_cycle(
+        &mut self,
+        now: u64,
+        fingerprint_headers: &[String],
+    ) -> Result<CycleStart, StoreError> {
+        self.runs.start_cycle(&mut self.group.batch, now);
+        let mut start = CycleStart::default();
+        let mut busy = HashSet::new();
+        for url in self.seeds()? {
+            let request = seed_request(url);
+            let host = super::frontier::host_of(&request.url);
+            if let Some(id) = self.frontier.host_id_of(&host)
+                && (busy.contains(&id) || self.frontier.host_has_queued(&self.db, id)?)
+            {
+                busy.insert(id);
+                start.held += 1;
+                continue;
+            }
+            self.enqueue(&request, fingerprint_headers)?;
+            start.seeds += 1;
+        }
+        // The first commit of the cycle (in `queue_due` or below) holds its start.
+        crash::point("cycle.start");
+        start.due = self.queue_due(now, fingerprint_headers)?;
+        self.runs.count("cycle/started", 1);
+        self.runs.count("revisit/seeds", start.seeds);
+        self.commit()?;
+        Ok(start)
+    }
+
+    /// Makes the due index follow the revisit policy in force, described by
+    /// `policy`: when it differs from the one the index was computed under (or
+    /// none was recorded), every page's due time becomes what `due` says for its
+    /// record (`None`: never again), so that the policy in force decides what a
+    /// cycle re-asks (`--revisit-after 0` makes every recorded page due). A page
+    /// out of the due index — queued for this cycle, or in flight — keeps its
+    /// place. Returns how many pages moved. Commits every 1,024 pages and records
+    /// the policy last, so a crash midway redoes the pass (it is idempotent).
+    pub fn follow_revisit_policy(
+        &mut self,
+        policy: &str,
+        due: impl Fn(&PageRecord) -> Option<u64>,
+    ) -> Result<u64, StoreError> {
+        if self.pages.policy(&self.db)?.as_deref() == Some(policy) {
+            return Ok(0);
+        }
+        let mut moves = Vec::new();
+        self.pages.for_each(&self.db, |fp, record| {
+            let next = if record.gone { None } else { due(record) };
+            if next != record.next_due {
+                moves.push((fp, record.next_due));
+            }
+            true
+        })?;
+        let mut moved = 0;
+        for (fp, previous) in moves {
+            if let Some(at) = previous
+                && !self.pages.is_due_at(&self.db, &fp, at)?
+            {
+                continue;
+            }
+            let Some(mut record) = self.pages.get(&self.db, &fp)? else {
+                continue;
+            };
+            record.next_due = due(&record).filter(|_| !record.gone);
+            self.pages.put(&mut self.group.batch, fp, record, previous);
+            moved += 1;
+            if moved % 1024 == 0 {
+                self.commit()?;
+            }
+        }
+        self.pages.set_policy(&mut self.group.batch, policy);
+        self.runs.count("revisit/rescheduled", moved);
+        self.commit()?;
+        Ok(moved)
+    }
+
+    /// Resumes the current cycle: queues the pages that were due before the
+    /// second it started and are still in the due index (a crash cut the cycle
+    /// start short). A page fetched in this cycle is due no earlier than that
+    /// second, so nothing is queued twice. Returns how many. Commits.
+    pub fn resume_cycle(&mut self, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
+        let Some(started) = self.runs.cycle_start(&self.db)? else {
+            return Ok(0);
+        };
+        let queued = self.queue_due(started.saturating_sub(1), fingerprint_headers)?;
+        self.commit()?;
+        Ok(queued)
+    }
+
+    /// Queues every page due by `until` that is not a seed and not gone, each in
+    /// the batch that removes its due-index entry; commits every 1,024.
+    fn queue_due(&mut self, until: u64, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
+        let seeds: HashSet<Fingerprint> = self
+            .seed_fingerprints(fingerprint_headers)?
+            .into_iter()
+            .collect();
+        let mut due = Vec::new();
+        for entry in self.pages.due_keys(&self.db, until) {
+            let (key, fp) = entry?;
+            if !seeds.contains(&fp) {
+                due.push((key, fp));
+            }
+        }
+        let mut queued = 0;
+        for (key, fp) in due {
+            let record = self.page(&fp)?;
+            self.pages.unqueue_due(&mut self.group.batch, key);
+            let Some(record) = record.filter(|r| !r.gone) else {
+                continue;
+            };
+            self.enqueue(&record.revisit_request(), fingerprint_headers)?;
+            queued += 1;
+            // Long due lists are committed in chunks, to keep each batch small.
+            if queued % 1024 == 0 {
+                self.commit()?;
+            }
+        }
+        self.runs.count("revisit/due", queued);
+        Ok(queued)
+    }
+}
+
+/// Runs and counters.
+impl State {
+    /// A global counter.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.runs.counter(name)
+    }
+
+    /// A counter of the current run.
+    pub fn run_counter(&self, name: &str) -> u64 {
+        self.runs.run_counter(name)
+    }
+
+    /// The current run record, if a run was begun.
+    pub fn run(&self) -> Option<&RunRecord> {
+        self.runs.run()
+    }
+
+    /// The run before the current one (or the last run, when none is current).
+    pub fn previous_run(&self) -> Result<Option<RunRecord>, StoreError> {
+        self.runs.previous(&self.db)
+    }
+
+    /// Ends the current run: commits, records how it ended, and checkpoints.
+    pub fn end_run(&mut self, outcome: RunOutcome) -> Result<(), StoreError> {
+        self.commit()?;
+        self.runs.end(&self.db, outcome)?;
+        self.checkpoint()
+    }
+}
+
+/// Robots records and output files.
+impl State {
+    /// Every stored robots.txt record.
+    pub fn robots_records<T: DeserializeOwned>(&self) -> Result<Vec<T>, StoreError> {
+        robots::records(&self.db)
+    }
+
+    /// Stores (replaces) the robots.txt record of `origin`, in the open group.
+    pub fn put_robots<T: Serialize>(&mut self, origin: &str, record: &T) {
+        robots::put(&mut self.group.batch, origin, record);
+    }
+
+    /// Records that `url` was not fetched for `reason`, in the open group.
+    pub fn record_blocked(&mut self, url: &str, reason: &str) -> Result<(), StoreError> {
+        robots::block(&self.db, &mut self.group.batch, url, reason)
+    }
+
+    /// Every blocked request, in URL order.
+    pub fn blocked(&self) -> Result<Vec<Blocked>, StoreError> {
+        robots::blocked(&self.db)
+    }
+
+    /// The first item sequence number written to the output file `path` (canonical
+    /// path string), recording the current end of the item store if it is new.
+    pub fn output_start(&mut self, path: &str) -> Result<u64, StoreError> {
+        self.items.output_start(&self.db, path)
+    }
+}
