@@ -41,6 +41,17 @@ impl DedupMode {
     }
 }
 
+/// A crawl file as a state remembers it: where it was read from and its text.
+/// A crawl of a state without `--config` runs with the remembered copy, so that
+/// `legcrawl crawl --data D` continues the crawl the file started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrawlFileCopy {
+    /// The file's path when it was read (absolute when it could be resolved).
+    pub path: PathBuf,
+    /// Its text.
+    pub text: String,
+}
+
 /// Everything a crawl run is configured with.
 #[derive(Clone, Debug)]
 pub struct CrawlConfig {
@@ -78,6 +89,9 @@ pub struct CrawlConfig {
     /// checkpoint also starts after 2^20 journaled fingerprints. Shorter means
     /// less journal to replay after a crash and more writes.
     pub checkpoint_every: Duration,
+    /// The crawl file these settings were read from, for the state to remember
+    /// (`None`: flags and defaults only). See [`CrawlFileCopy`].
+    pub crawl_file: Option<CrawlFileCopy>,
     /// Follow links marked `rel=nofollow`.
     pub follow_nofollow: bool,
     /// Link URLs must match one of these regexes to be followed (empty: all).
@@ -204,6 +218,7 @@ impl Default for CrawlConfig {
             bloom_bits: None,
             bloom_hashes: None,
             checkpoint_every: crate::store::CHECKPOINT_EVERY,
+            crawl_file: None,
             follow_nofollow: true,
             allow: Vec::new(),
             deny: Vec::new(),

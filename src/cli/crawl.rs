@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use legcrawl::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
+use legcrawl::config::{CrawlConfig, CrawlFileCopy, DedupMode, Revisit, RevisitRule};
 use legcrawl::crawlfile;
 use legcrawl::engine::{self, RunReport};
 use legcrawl::legs::{Leg, Stack};
@@ -195,12 +195,22 @@ impl CrawlArgs {
         let (mut config, file_legs) = match &self.config {
             Some(path) => {
                 let file = crawlfile::load(path).map_err(|e| BadInput(e.to_string()))?;
-                (file.config, file.legs)
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+                let mut config = file.config;
+                config.crawl_file = Some(CrawlFileCopy {
+                    path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+                    text,
+                });
+                (config, file.legs)
             }
-            None => (CrawlConfig::default(), None),
+            None => self.remembered_config()?,
         };
         if let Some(dir) = self.data.given() {
             config.data_dir = dir.clone();
+        }
+        if self.config.is_some() {
+            note_changed_settings(&config)?;
         }
         let given = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
         set(&mut config.seeds, given(&self.urls));
@@ -265,6 +275,75 @@ impl CrawlArgs {
         }
         Ok((config, file_legs))
     }
+}
+
+impl CrawlArgs {
+    /// Without `--config`: the crawl file the state in the directory remembers
+    /// (its data directory stays the one asked for), else the defaults.
+    fn remembered_config(&self) -> anyhow::Result<(CrawlConfig, Option<Stack>)> {
+        let dir = self.data.dir();
+        let Some(copy) = legcrawl::store::remembered_crawl_file(&dir)? else {
+            return Ok((CrawlConfig::default(), None));
+        };
+        let file = crawlfile::parse(&copy.text, &copy.path).map_err(|e| {
+            BadInput(format!(
+                "{e} (in the copy {} keeps)",
+                dir.join(legcrawl::store::CRAWL_FILE).display()
+            ))
+        })?;
+        tracing::info!(
+            file = %copy.path.display(),
+            "continuing with the crawl file this state runs with"
+        );
+        let mut config = file.config;
+        config.data_dir = dir;
+        // Remembered again as it is (nothing is written), or after --fresh.
+        config.crawl_file = Some(copy);
+        Ok((config, file.legs))
+    }
+}
+
+/// With `--config` on a state that remembers another crawl file whose scope or
+/// politeness settings differ: one line saying which, and that the new file's
+/// hold from now on.
+fn note_changed_settings(config: &CrawlConfig) -> anyhow::Result<()> {
+    let Some(copy) = legcrawl::store::remembered_crawl_file(&config.data_dir)? else {
+        return Ok(());
+    };
+    if config.crawl_file.as_ref() == Some(&copy) {
+        return Ok(());
+    }
+    let Ok(before) = crawlfile::parse(&copy.text, &copy.path) else {
+        return Ok(());
+    };
+    let (a, b) = (&before.config, config);
+    let changed: Vec<&str> = [
+        ("allow", a.allow != b.allow),
+        ("deny", a.deny != b.deny),
+        ("allowed hosts", a.allowed_hosts != b.allowed_hosts),
+        ("max depth", a.max_depth != b.max_depth),
+        ("delay", a.delay != b.delay || a.jitter != b.jitter),
+        ("per host", a.per_host != b.per_host),
+        ("concurrency", a.concurrency != b.concurrency),
+        ("robots", a.obey_robots != b.obey_robots),
+        ("user agent", a.user_agent != b.user_agent),
+        ("nofollow", a.follow_nofollow != b.follow_nofollow),
+    ]
+    .into_iter()
+    .filter_map(|(name, differs)| differs.then_some(name))
+    .collect();
+    if !changed.is_empty() {
+        say!(
+            "legcrawl: this state ran with {} until now; {} changes its {} (the new settings hold from now on)",
+            copy.path.display(),
+            config
+                .crawl_file
+                .as_ref()
+                .map_or_else(|| "this run".into(), |c| c.path.display().to_string()),
+            changed.join(", "),
+        );
+    }
+    Ok(())
 }
 
 /// `1.2 MB`-style byte counts for the summary line.
@@ -339,7 +418,18 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         write_stats(path, &config, result.as_ref());
     }
     let report = result?;
-    print_report(&config, &report);
+    // A command that continues this crawl: without --config, a state runs with
+    // the crawl file it remembers.
+    let resume = match (&args.config, args.data.given()) {
+        (Some(file), Some(dir)) => format!(
+            "legcrawl crawl --config {} --data {}",
+            file.display(),
+            dir.display()
+        ),
+        (Some(file), None) => format!("legcrawl crawl --config {}", file.display()),
+        (None, _) => format!("legcrawl crawl --data {}", config.data_dir.display()),
+    };
+    print_report(&config, &report, &resume);
     Ok(match report.outcome {
         RunOutcome::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
@@ -376,7 +466,7 @@ fn install_signal_handler(stop: Arc<tokio::sync::Notify>) -> anyhow::Result<()> 
     .context("installing the Ctrl-C handler")
 }
 
-fn print_report(config: &CrawlConfig, r: &RunReport) {
+fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
     let t = &r.totals;
     let rate = t.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
     let unreachable = match r.unreachable {
@@ -410,8 +500,7 @@ fn print_report(config: &CrawlConfig, r: &RunReport) {
     ) && r.frontier > 0
     {
         say!(
-            "state saved in {}; resume with: legcrawl crawl --data {}",
-            config.data_dir.display(),
+            "state saved in {}; resume with: {resume}",
             config.data_dir.display()
         );
     }

@@ -205,10 +205,15 @@ pub async fn run(
     let mut state = State::open(&config.data_dir, &options)?;
     // A run that cannot start (no seeds, an unwritable output file) still ends
     // its run record, as failed.
-    let result = match Crawl::new(config, &mut state, fetcher, legs, schedule) {
-        Ok(crawl) => crawl.run(shutdown).await,
-        Err(error) => Err(error),
+    let remembered = match &config.crawl_file {
+        Some(copy) => state.remember_crawl_file(copy).map_err(EngineError::from),
+        None => Ok(()),
     };
+    let result =
+        match remembered.and_then(|()| Crawl::new(config, &mut state, fetcher, legs, schedule)) {
+            Ok(crawl) => crawl.run(shutdown).await,
+            Err(error) => Err(error),
+        };
     let outcome = match &result {
         Ok(outcome) => *outcome,
         Err(_) => RunOutcome::Failed,

@@ -102,6 +102,10 @@ pub const POINTS: &[Point] = &[
         before: "durable items are appended to the --output file",
     },
     Point {
+        name: "state.crawl_file",
+        before: "crawl.toml, the copy of the crawl file the state runs with, is replaced",
+    },
+    Point {
         name: "status.write",
         before: "status.json is replaced",
     },

@@ -28,7 +28,8 @@
 //!   [`Receipt`] → [`State::durable`]; [`State::commit`] does all of it.
 //! - `checkpoint`: detached checkpoints — [`State::start_checkpoint`] →
 //!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
-//! - `views`: what `dump` reads; `status`: the live status file.
+//! - `views`: what `dump` reads; `status`: the live status file;
+//!   `remembered`: the crawl file the state runs with (`crawl.toml`).
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
 //!
@@ -65,6 +66,7 @@ pub(crate) mod keys;
 mod ops;
 pub(crate) mod pages;
 pub mod records;
+mod remembered;
 mod robots;
 mod runs;
 mod seen;
@@ -83,6 +85,7 @@ pub use commit::{CommitOutcome, Flush, Receipt};
 pub use frontier::Lease;
 pub use ops::Completion;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
+pub use remembered::{CRAWL_FILE, remembered_crawl_file};
 pub use robots::Blocked;
 pub use seen::Seen;
 pub use views::{FrontierEntry, SeenAnswer, Summary};

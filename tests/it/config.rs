@@ -285,3 +285,65 @@ fn bad_revisit_flags_exit_two_with_one_line_and_touch_no_state() {
         assert!(!data.exists(), "{flags:?} created the state directory");
     }
 }
+
+/// Issue 14, item 2: a state remembers the crawl file it runs with. The resume
+/// hint names the file; a run without `--config` keeps its scope; a run with a
+/// file whose scope or politeness differ says which, in one line.
+#[test]
+fn a_state_remembers_its_crawl_file() {
+    let server = TestServer::start(handler(|req| match req.path() {
+        "/" => TestResponse::html(
+            "<a href=/library/a>a</a><a href=/library/b>b</a><a href=/other/x>x</a>",
+        ),
+        "/library/a" => TestResponse::html("<a href=/library/c>c</a><a href=/other/y>y</a>"),
+        _ => TestResponse::html("<title>leaf</title>"),
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let file = write_config(
+        dir.path(),
+        &format!(
+            "seeds = [\"{}\"]\n[scope]\nallow = [\"/library/\"]\n",
+            server.url("/")
+        ),
+    );
+    // Stopped by a limit: the hint is a command that continues this crawl.
+    let out = crawl_with(&data, &file, &["--max-pages", "2", "--concurrency", "1"]);
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let hint = format!("resume with: legcrawl crawl --config {}", file.display());
+    assert!(stderr.contains(&hint), "{stderr}");
+    let copy = std::fs::read_to_string(data.join("crawl.toml")).unwrap();
+    assert!(copy.contains("allow = [\"/library/\"]"), "{copy}");
+
+    // Without --config, the remembered file's scope still holds.
+    assert_ok(&run(legcrawl(&data, &["crawl"]), LIMIT));
+    assert_eq!(server.hits("/other/x") + server.hits("/other/y"), 0);
+    assert_eq!(server.hits("/library/c"), 1, "the crawl went on");
+    assert_eq!(dump_items(&data).len(), 4, "/, /library/a, b and c");
+
+    // Another file with other politeness: one line says what changed.
+    let other = dir.path().join("other.toml");
+    std::fs::write(
+        &other,
+        format!(
+            "seeds = [\"{}\"]\n[scope]\nallow = [\"/library/\"]\n[politeness]\ndelay = \"10ms\"\n",
+            server.url("/")
+        ),
+    )
+    .unwrap();
+    let out = crawl_with(&data, &other, &[]);
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("until now")).collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(
+        notes[0].contains("delay") && !notes[0].contains("allow"),
+        "{stderr}"
+    );
+    let copy = std::fs::read_to_string(data.join("crawl.toml")).unwrap();
+    assert!(
+        copy.contains("delay = \"10ms\""),
+        "the new file is remembered: {copy}"
+    );
+}

@@ -2,7 +2,8 @@
 //! the state (`legcrawl::store::crash::POINTS`), at its first hit and at a later
 //! one, and every time the crawl is resumed until done and checked exactly.
 //!
-//! The scenario is two crawls of an in-process site with `--output`, `--warc`, frequent
+//! The scenario is two crawls of an in-process site with a crawl file, `--output`,
+//! `--warc`, frequent
 //! checkpoints (`--checkpoint-every`) and `--revisit-after 0`: phase A (a new
 //! state, the first cycle) and phase B (the next run: a new cycle that fetches
 //! every page again). A probe run of the whole scenario with
@@ -58,11 +59,15 @@ impl Scenario {
         let server = TestServer::start(handler(move |req| {
             inner(req).delay(Duration::from_millis(2))
         }));
-        Scenario {
-            site,
-            server,
-            data: tempfile::tempdir().expect("temp dir"),
-        }
+        let data = tempfile::tempdir().expect("temp dir");
+        // A crawl file, so that the state remembers one (crash point
+        // `state.crawl_file`); the flags below say the same.
+        std::fs::write(
+            data.path().join("crawl.toml"),
+            "[limits]\nconcurrency = 4\n",
+        )
+        .expect("writing the crawl file");
+        Scenario { site, server, data }
     }
 
     fn output(&self) -> std::path::PathBuf {
@@ -81,11 +86,14 @@ impl Scenario {
         let seed = self.server.url("/");
         let output = self.output();
         let warc = self.warc();
+        let file = self.data.path().join("crawl.toml");
         let mut cmd = legcrawl(
             &self.state(),
             &[
                 "crawl",
                 &seed,
+                "--config",
+                file.to_str().expect("UTF-8 temp path"),
                 "--bloom-bits",
                 "20",
                 "--concurrency",

@@ -362,7 +362,7 @@ fn bad_input_is_one_line_and_exit_two() {
     );
     let out = crawl(&state, &[]);
     assert_eq!(out.status.code(), Some(2), "no seeds anywhere");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no seeds"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no URLs to start one"));
     let out = crawl(&state, &["--dedup", "fuzzy"]);
     assert_eq!(out.status.code(), Some(2));
 }
