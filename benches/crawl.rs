@@ -13,6 +13,9 @@
 //!   (as `legcrawl crawl` builds them) and a fresh state directory under the
 //!   system temp dir per iteration; each iteration must end `Drained` with every
 //!   page completed, none failed, and every URL served exactly once.
+//! - `engine/bloom24+warc`: as `engine/bloom24`, writing WARC files (`--warc`)
+//!   into the iteration's temp dir: the cost of capturing, compressing and
+//!   syncing the archive.
 //! - `bare_fetcher`: the same `Fetcher` (fresh per iteration), 16 tasks pulling
 //!   the `PAGES + 1` URLs from a shared index; bodies read, no legs, no store.
 //! - `fetch_plus_legs`: as `bare_fetcher`, plus `legs::run` with the bundled legs.
@@ -63,7 +66,7 @@ fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
 /// What is being measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {
-    Engine { bloom_bits: u8 },
+    Engine { bloom_bits: u8, warc: bool },
     BareFetcher,
     FetchPlusLegs,
 }
@@ -71,7 +74,10 @@ enum Variant {
 impl Variant {
     fn name(self) -> String {
         match self {
-            Variant::Engine { bloom_bits } => format!("engine/bloom{bloom_bits}"),
+            Variant::Engine { bloom_bits, warc } => format!(
+                "engine/bloom{bloom_bits}{}",
+                if warc { "+warc" } else { "" }
+            ),
             Variant::BareFetcher => "bare_fetcher".into(),
             Variant::FetchPlusLegs => "fetch_plus_legs".into(),
         }
@@ -147,7 +153,7 @@ impl Bench {
         let served = self.server.totals().0;
         let cpu = process_cpu();
         let (pages, wall) = match variant {
-            Variant::Engine { bloom_bits } => self.engine(bloom_bits)?,
+            Variant::Engine { bloom_bits, warc } => self.engine(bloom_bits, warc)?,
             Variant::BareFetcher => self.fetch_all(None)?,
             Variant::FetchPlusLegs => {
                 let legs = bundled_legs(&self.config(std::path::Path::new("unused"), 24))?;
@@ -180,11 +186,14 @@ impl Bench {
     }
 
     /// A full engine run in a fresh state directory; checks it crawled everything.
-    fn engine(&self, bloom_bits: u8) -> anyhow::Result<(u64, Duration)> {
+    fn engine(&self, bloom_bits: u8, warc: bool) -> anyhow::Result<(u64, Duration)> {
         let dir = tempfile::Builder::new()
             .prefix("legcrawl-bench-")
             .tempdir()?;
-        let config = self.config(&dir.path().join("state"), bloom_bits);
+        let mut config = self.config(&dir.path().join("state"), bloom_bits);
+        if warc {
+            config.warc = Some(dir.path().join("warc"));
+        }
         let legs = bundled_legs(&config)?;
         let started = Instant::now();
         let report = self
@@ -354,8 +363,18 @@ fn main() -> anyhow::Result<()> {
     let pages = env_usize("CRAWL_BENCH_PAGES", PAGES)?.max(2);
     let only = std::env::var("CRAWL_BENCH_ONLY").unwrap_or_default();
     let variants: Vec<Variant> = [
-        Variant::Engine { bloom_bits: 24 },
-        Variant::Engine { bloom_bits: 30 },
+        Variant::Engine {
+            bloom_bits: 24,
+            warc: false,
+        },
+        Variant::Engine {
+            bloom_bits: 24,
+            warc: true,
+        },
+        Variant::Engine {
+            bloom_bits: 30,
+            warc: false,
+        },
         Variant::BareFetcher,
         Variant::FetchPlusLegs,
     ]

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 /// The per-host delay for remote hosts when none is configured.
 pub const DEFAULT_DELAY: Duration = Duration::from_secs(1);
+/// Default size at which a WARC file is rotated: 1 GB (10^9 bytes), as Heritrix.
+pub const DEFAULT_WARC_MAX_SIZE: u64 = 1_000_000_000;
 
 /// How the seen set answers "have we seen this fingerprint?".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -100,6 +102,13 @@ pub struct CrawlConfig {
     pub shutdown_grace: Duration,
     /// Stream committed items to this JSON-lines file.
     pub output: Option<PathBuf>,
+    /// Write WARC 1.1 files of every fetch into this directory (see
+    /// [`crate::warc`]); records are there exactly when their page's
+    /// completion is durable.
+    pub warc: Option<PathBuf>,
+    /// A WARC file is closed, and the next one begun, at the first group
+    /// boundary past this many bytes (default [`DEFAULT_WARC_MAX_SIZE`]).
+    pub warc_max_size: u64,
     /// Where `legcrawl crawl` writes its end-of-run report (one JSON object: run,
     /// outcome, times, totals, counters) after the run ends. The engine does not
     /// read it.
@@ -215,6 +224,8 @@ impl Default for CrawlConfig {
             deny: Vec::new(),
             shutdown_grace: Duration::from_secs(2),
             output: None,
+            warc: None,
+            warc_max_size: DEFAULT_WARC_MAX_SIZE,
             stats: None,
             from: None,
             extra_headers: Vec::new(),

@@ -17,6 +17,7 @@
 //! - [`robots`]: robots.txt (RFC 9309) rules and the per-origin robots.txt cache.
 //! - [`legs`]: the `Leg` trait, stacks of legs and the bundled legs.
 //! - [`engine`]: the tokio crawl loop, group commit and shutdown.
+//! - [`warc`]: WARC 1.1 files of every fetch, exact across `kill -9`.
 //!
 //! # Data flow
 //! frontier → politeness → fetcher → legs → sink + frontier. The engine leases
@@ -26,7 +27,9 @@
 //! items, and the engine completes the lease: items go to the sink and new requests
 //! (scoped, then deduped by the seen set — never by legs) go back to the frontier, in
 //! one atomic step, with the page's record (validators, content hash, next due
-//! time, from [`revisit`]). Nothing flows the other way.
+//! time, from [`revisit`]). With `--warc`, the fetcher also hands over each exchange
+//! as sent and received, and the engine appends it to the [`warc`] files as the
+//! page completes (marked durable with the page's group). Nothing flows the other way.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -46,3 +49,4 @@ pub mod response;
 pub mod revisit;
 pub mod robots;
 pub mod store;
+pub mod warc;

@@ -53,6 +53,9 @@ pub struct Observation {
     pub last_modified: Option<String>,
     /// [`content_hash`] of the body (of the `Location` for a redirect); ignored for 304.
     pub content_hash: String,
+    /// When the response arrived, Unix seconds: the record's fetch times (and
+    /// so the date a WARC revisit record refers to) are this.
+    pub fetched_at: u64,
 }
 
 /// What a fetch found, compared with the page record.

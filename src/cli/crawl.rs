@@ -39,6 +39,15 @@ pub struct CrawlArgs {
     /// Append committed items to this JSON-lines file (never twice across resumes).
     #[arg(long, value_name = "FILE.jsonl")]
     output: Option<PathBuf>,
+    /// Write WARC 1.1 files of every fetch (request, response, revisit records,
+    /// one gzip member each) into this directory, created if missing; a record
+    /// is there exactly when its page's completion is durable.
+    #[arg(long, value_name = "DIR")]
+    warc: Option<PathBuf>,
+    /// Begin a new WARC file past this size (bytes, or "512MiB", "1GB")
+    /// [default: 1GB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    warc_max_size: Option<u64>,
     /// Write a JSON report of the run here when it ends (also after Ctrl-C): run,
     /// outcome, times, the end-of-run totals and every counter. A failure to write it
     /// is reported and does not change the exit code.
@@ -158,6 +167,13 @@ fn parse_span(value: &str) -> Result<Duration, String> {
     crawlfile::units::parse_duration(value)
 }
 
+fn parse_size(value: &str) -> Result<u64, String> {
+    match crawlfile::units::parse_size(value)? {
+        0 => Err("must be more than 0".into()),
+        size => Ok(size),
+    }
+}
+
 fn parse_dedup(value: &str) -> Result<DedupMode, String> {
     DedupMode::parse(value).ok_or_else(|| format!("unknown dedup mode {value:?} (exact or bloom)"))
 }
@@ -240,6 +256,8 @@ impl CrawlArgs {
             config.shutdown_grace = seconds("grace", grace)?;
         }
         config.output = self.output.clone().or(config.output);
+        config.warc = self.warc.clone().or(config.warc);
+        set(&mut config.warc_max_size, self.warc_max_size);
         config.stats = self.stats.clone().or(config.stats);
         set(&mut config.revisit, self.revisit_after);
         // Hub rules come first: a hub is fetched every run whatever else matches.
@@ -362,6 +380,9 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &config.output {
         super::stats::check_path("--output", path)?;
+    }
+    if let Some(dir) = &config.warc {
+        super::stats::check_dir("--warc", dir)?;
     }
     if args.fresh {
         // Nothing is deleted unless the crawl can start again right away.

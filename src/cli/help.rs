@@ -8,6 +8,7 @@ Examples:
   legcrawl crawl --data data/example                  # resume, or start the next cycle
   legcrawl crawl --config data/examples/docs.toml --stats run.json
   legcrawl crawl https://example.org/ --output items.jsonl --until-idle
+  legcrawl crawl https://example.org/ --warc warc/ --warc-max-size 1GB   # WARC 1.1 files
 
 Exit codes:
   0    the frontier was drained, a limit was reached, or the run went idle

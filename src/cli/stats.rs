@@ -139,6 +139,31 @@ pub fn check_path(flag: &str, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Checks a directory given as `flag` before anything is created: it is a
+/// directory, or it does not exist yet and its parent does.
+pub fn check_dir(flag: &str, dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(BadInput(format!(
+            "{flag} {}: is a file, not a directory",
+            dir.display()
+        ))
+        .into());
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if !dir.exists()
+        && let Some(parent) = parent
+        && !parent.is_dir()
+    {
+        return Err(BadInput(format!(
+            "{flag} {}: directory {} does not exist",
+            dir.display(),
+            parent.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// Writes the report of the run that just ended in `data`: the one `report`
 /// describes, or after an error the run this process began (returns false, writing
 /// nothing, when the crawl failed before a run began).

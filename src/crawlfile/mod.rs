@@ -14,6 +14,9 @@
 //! data = "data/docs"                       # state directory (relative to the current
 //! output = "docs.jsonl"                    #   directory, like --data and --output)
 //! stats = "docs-run.json"                  # end-of-run report (like --stats)
+//! # or, instead of `output = "..."`, the table (a file cannot have both):
+//! [output]       # jsonl = "docs.jsonl" (= output), warc = "warc/" (like --warc),
+//!                # warc_max_size = "1GB" (like --warc-max-size)
 //!
 //! [scope]        # allowed_hosts = [..], max_depth = 5, allow = [regex..],
 //!                # deny = [regex..], follow_nofollow = true
@@ -150,8 +153,14 @@ pub fn load(path: &Path) -> Result<CrawlFile, CrawlFileError> {
 
 /// Parses crawl-file `text`; `path` is only used in errors and [`CrawlFile::path`].
 pub fn parse(text: &str, path: &Path) -> Result<CrawlFile, CrawlFileError> {
-    let mut root =
-        DeTable::parse(text).map_err(|e| invalid(text, path, &[], Located::toml(&e, 0..0)))?;
+    let mut root = DeTable::parse(text).map_err(|e| {
+        invalid(
+            text,
+            path,
+            &[],
+            duplicate_named(text, Located::toml(&e, 0..0)),
+        )
+    })?;
     let entries = span::entries(root.get_ref());
     let fail = |located: Located| invalid(text, path, &entries, located);
     let legs = root.get_mut().remove("legs");
@@ -166,6 +175,24 @@ pub fn parse(text: &str, path: &Path) -> Result<CrawlFile, CrawlFileError> {
         config,
         legs,
     })
+}
+
+/// TOML's "duplicate key" with the key named; for `output` (a string and an
+/// `[output]` table in one file) with what to write instead.
+fn duplicate_named(text: &str, mut located: Located) -> Located {
+    if located.message.trim() != "duplicate key" {
+        return located;
+    }
+    let key = text
+        .get(located.span.clone())
+        .map(|k| k.trim().trim_matches(['[', ']', '"', '\'']))
+        .unwrap_or_default();
+    located.message = if key == "output" {
+        "output is given twice: as `output = \"FILE\"` and as an [output] table; write the file in the table as `jsonl = \"FILE\"`".into()
+    } else {
+        format!("duplicate key {key:?}")
+    };
+    located
 }
 
 /// The [`CrawlFileError::Invalid`] for `located`.

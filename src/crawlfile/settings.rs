@@ -23,7 +23,7 @@ use crate::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
 pub(super) struct FileSettings {
     seeds: Option<Vec<String>>,
     data: Option<PathBuf>,
-    output: Option<PathBuf>,
+    output: Option<Output>,
     stats: Option<PathBuf>,
     scope: Scope,
     limits: Limits,
@@ -31,6 +31,49 @@ pub(super) struct FileSettings {
     headers: BTreeMap<String, String>,
     dedup: Dedup,
     revisit: RevisitSection,
+}
+
+/// `output = "FILE.jsonl"` (as before), or the `[output]` table.
+#[derive(Debug)]
+enum Output {
+    /// The JSON-lines file of items.
+    Jsonl(PathBuf),
+    /// `[output]`: `jsonl`, `warc`, `warc_max_size`.
+    Table(OutputTable),
+}
+
+/// `[output]`: where items and WARC files go.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct OutputTable {
+    /// The JSON-lines file of items (what `output = "..."` names).
+    jsonl: Option<PathBuf>,
+    /// The WARC directory (like --warc).
+    warc: Option<PathBuf>,
+    /// Size past which a new WARC file is begun (like --warc-max-size).
+    warc_max_size: Option<FileSize>,
+}
+
+impl<'de> Deserialize<'de> for Output {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Output, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Output;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a JSON-lines file name, or an [output] table (jsonl, warc, warc_max_size)",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Output, E> {
+                Ok(Output::Jsonl(PathBuf::from(text)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Output, A::Error> {
+                OutputTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(Output::Table)
+            }
+        }
+        de.deserialize_any(Visit)
+    }
 }
 
 /// `[revisit]`: when pages fetched by one run are fetched again by later ones.
@@ -191,7 +234,15 @@ impl FileSettings {
         self.check(entries)?;
         set(&mut config.seeds, self.seeds);
         set(&mut config.data_dir, self.data);
-        config.output = self.output.or(config.output.take());
+        match self.output {
+            Some(Output::Jsonl(path)) => config.output = Some(path),
+            Some(Output::Table(table)) => {
+                config.output = table.jsonl.or(config.output.take());
+                config.warc = table.warc.or(config.warc.take());
+                set(&mut config.warc_max_size, table.warc_max_size.map(|s| s.0));
+            }
+            None => {}
+        }
         config.stats = self.stats.or(config.stats.take());
         let s = self.scope;
         set(&mut config.allowed_hosts, s.allowed_hosts);
@@ -247,6 +298,11 @@ impl FileSettings {
                 .map_or(0..0, |entry| entry.value.clone());
             Err(Located { span, message })
         };
+        if let Some(Output::Table(table)) = &self.output
+            && table.warc_max_size.is_some_and(|s| s.0 == 0)
+        {
+            return at("output.warc_max_size", "must be more than 0".into());
+        }
         if let Some(bits) = self.dedup.bloom_bits.filter(|b| !(10..=36).contains(b)) {
             return at("dedup.bloom_bits", format!("must be 10 to 36, got {bits}"));
         }

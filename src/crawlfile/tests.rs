@@ -365,3 +365,35 @@ fn revisit_mistakes_name_their_key() {
         "missing field `after`",
     );
 }
+
+#[test]
+fn output_is_a_file_name_or_a_table_but_not_both() {
+    let file = Path::new("c.toml");
+    let c = parse("output = \"a.jsonl\"\n", file).unwrap().config;
+    assert_eq!(c.output.as_deref(), Some(Path::new("a.jsonl")));
+    assert_eq!(c.warc, None);
+    let text = "[output]\njsonl = \"b.jsonl\"\nwarc = \"w\"\nwarc_max_size = \"2MiB\"\n";
+    let c = parse(text, file).unwrap().config;
+    assert_eq!(c.output.as_deref(), Some(Path::new("b.jsonl")));
+    assert_eq!(c.warc.as_deref(), Some(Path::new("w")));
+    assert_eq!(c.warc_max_size, 2 * 1024 * 1024);
+    let c = parse("[output]\nwarc = \"w\"\n", file).unwrap().config;
+    assert_eq!(c.output, None);
+    assert_eq!(c.warc_max_size, crate::config::DEFAULT_WARC_MAX_SIZE);
+    let both = parse("output = \"a.jsonl\"\n[output]\nwarc = \"w\"\n", file).unwrap_err();
+    let message = both.to_string();
+    assert!(message.contains("output is given twice"), "{message}");
+    assert_eq!(message.lines().count(), 1);
+    let unknown = parse("[output]\nwarcs = \"w\"\n", file)
+        .unwrap_err()
+        .to_string();
+    assert!(unknown.contains("warcs"), "{unknown}");
+    let zero = parse("[output]\nwarc_max_size = 0\n", file)
+        .unwrap_err()
+        .to_string();
+    assert!(zero.contains("output.warc_max_size"), "{zero}");
+    let dup = parse("seeds = []\nseeds = []\n", file)
+        .unwrap_err()
+        .to_string();
+    assert!(dup.contains("duplicate key \"seeds\""), "{dup}");
+}

@@ -13,7 +13,9 @@
 //! Checkpoints run off the loop too: when one is due after a flush, the state
 //! detaches it ([`State::start_checkpoint`](crate::store::State::start_checkpoint))
 //! and it runs on a blocking thread beside the flushes; its result is handed
-//! back when it ends. Depends on the store and the sink only.
+//! back when it ends. With `--warc` the flush first syncs the WARC file up to
+//! the mark in its group (see `archive`). Depends on the store, the sink and
+//! the WARC writer only.
 
 use tokio::task::JoinHandle;
 
@@ -43,14 +45,24 @@ impl Crawl<'_> {
     /// True when a group was sealed.
     pub(super) fn seal(&mut self) -> Result<bool, EngineError> {
         if let Some(robots) = &self.robots {
-            for record in robots.take_new_records() {
+            let (records, exchanges) = robots.take_new();
+            for record in records {
                 self.state.put_robots(&record.origin, &record);
             }
+            self.archive_robots(exchanges)?;
         }
+        // The WARC file's length goes into the group; the file is synced
+        // before the group's batch is applied, on the flush thread.
+        let warc = self.archive_seal()?;
         // The state seals nothing while its sealed group's flush runs.
         match self.state.seal()? {
             Some(flush) => {
-                self.flushing = Some(tokio::task::spawn_blocking(move || flush.run()));
+                self.flushing = Some(tokio::task::spawn_blocking(move || {
+                    if let Some(sync) = warc {
+                        sync.run().map_err(warc_error)?;
+                    }
+                    flush.run()
+                }));
                 Ok(true)
             }
             None => Ok(false),
@@ -154,6 +166,18 @@ pub(super) async fn ended<T>(
     match slot {
         Some(handle) => handle.await,
         None => std::future::pending().await,
+    }
+}
+
+/// A WARC sync that failed, as the flush's error: the group is not applied.
+fn warc_error(error: crate::warc::WarcError) -> StoreError {
+    match error {
+        crate::warc::WarcError::Io { path, source } => StoreError::Io { path, source },
+        crate::warc::WarcError::Store(error) => error,
+        other => StoreError::Io {
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other(other.to_string()),
+        },
     }
 }
 

@@ -25,6 +25,7 @@
 //! conditionally; its completion writes the next record in the same group as the
 //! page's items, which carry the page's `version`.
 
+mod archive;
 mod flush;
 mod hosts;
 pub mod page;
@@ -58,6 +59,8 @@ use politeness::Politeness;
 use scope::Scope;
 use sink::{Sink, SinkError};
 
+use crate::warc::{WarcError, WarcWriter};
+
 /// What one `fill` pass found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fill {
@@ -89,6 +92,9 @@ pub enum EngineError {
     /// The output file failed.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// A WARC file failed.
+    #[error(transparent)]
+    Warc(#[from] WarcError),
     /// The fetcher could not be built.
     #[error(transparent)]
     Fetch(#[from] FetchError),
@@ -252,6 +258,8 @@ struct Crawl<'a> {
     legs: Arc<dyn Leg>,
     scope: Scope,
     sink: Option<Sink>,
+    /// The WARC files (`--warc`), written in step with group commit.
+    warc: Option<WarcWriter>,
     tasks: JoinSet<()>,
     results: mpsc::UnboundedReceiver<(Lease, PageResult)>,
     results_tx: mpsc::UnboundedSender<(Lease, PageResult)>,
@@ -313,6 +321,10 @@ impl<'a> Crawl<'a> {
             Some(path) => Some(Sink::open(path, state)?),
             None => None,
         };
+        let warc = match archive::settings(config) {
+            Some(settings) => Some(WarcWriter::open(settings, state)?),
+            None => None,
+        };
         let robots = if config.obey_robots {
             let cache = RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(config));
             cache.preload(state.robots_records()?);
@@ -329,6 +341,7 @@ impl<'a> Crawl<'a> {
             legs,
             scope,
             sink,
+            warc,
             tasks: JoinSet::new(),
             results,
             results_tx,
@@ -362,6 +375,11 @@ impl<'a> Crawl<'a> {
             }
         }
         let finished = self.finish_checkpoint().await;
+        if result.is_ok() {
+            finished?;
+        }
+        // Whatever is still open is committed by the end of the run.
+        let finished = self.archive_finish();
         if result.is_ok() {
             finished?;
         }
@@ -562,6 +580,7 @@ impl<'a> Crawl<'a> {
             prior,
             failed,
             mut requeued,
+            archived,
             ..
         } = result;
         if unreachable.parked {
@@ -611,6 +630,8 @@ impl<'a> Crawl<'a> {
         };
         self.state
             .complete(completion, &self.config.fingerprint_headers)?;
+        // In the same open group as the completion.
+        self.archive(&archived)?;
         Ok(())
     }
 

@@ -20,6 +20,7 @@ use crate::response::Response;
 use crate::revisit::{self, Change, Observation};
 use crate::robots::{RobotsCache, Verdict};
 use crate::store::{PageRecord, pages};
+use crate::warc::{Capture, Profile, RevisitOf};
 
 /// Responses with these statuses are retried (with the request's retry count).
 pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
@@ -79,6 +80,12 @@ pub struct PageResult {
     /// The page failed for good (counted as `fetch/failed`): the status of the
     /// last answer, or 0 when there was none (connection, decoding, a panic).
     pub failed: Option<u16>,
+    /// The exchange to archive (with `--warc`): the page's response, or a
+    /// revisit of its record when it is unchanged.
+    pub captures: Vec<Capture>,
+    /// The captures as WARC records ([`crate::warc::encode`]), made in the
+    /// page's task; the engine appends them when it completes the page.
+    pub archived: Vec<u8>,
 }
 
 /// Fetches `request` (conditionally when `prior`, its page record, is given) and
@@ -101,11 +108,17 @@ pub async fn process(
         return result;
     }
     let fetched = match &result.prior {
-        Some(prior) => fetcher.fetch(&conditional(request, prior)).await,
-        None => fetcher.fetch(request).await,
+        Some(prior) => fetcher.fetch_captured(&conditional(request, prior)).await,
+        None => fetcher.fetch_captured(request).await,
     };
     let response = match fetched {
-        Ok(response) => response,
+        Ok((response, exchange)) => {
+            result.captures.extend(exchange.map(|exchange| Capture {
+                exchange,
+                revisit: None,
+            }));
+            response
+        }
         Err(error) => {
             fetch_failed(request, &error, retry, &mut result);
             return result;
@@ -139,6 +152,7 @@ pub async fn process(
         return result;
     }
     if response.status == 304 && result.prior.is_some() {
+        revisit_of(&mut result, Profile::ServerNotModified);
         result.seen = Some(observe(&response, String::new()));
         return result;
     }
@@ -157,6 +171,9 @@ pub async fn process(
     let change = Change::of(result.prior.as_ref(), response.status, &hash);
     result.seen = Some(observe(&response, hash));
     if !change.stores_items() {
+        if change == Change::Unchanged {
+            revisit_of(&mut result, Profile::IdenticalPayloadDigest);
+        }
         return result;
     }
     let output = legs::run(legs.as_ref(), &response);
@@ -166,6 +183,18 @@ pub async fn process(
         result.counters.push(("fetch/truncated", 1));
     }
     result
+}
+
+/// Makes the page's capture a revisit of the capture its record stands for:
+/// the record's URL, and when its content was last found new or changed.
+fn revisit_of(result: &mut PageResult, profile: Profile) {
+    if let (Some(prior), Some(capture)) = (&result.prior, result.captures.last_mut()) {
+        capture.revisit = Some(RevisitOf {
+            profile,
+            target: prior.url.clone(),
+            date: prior.last_changed,
+        });
+    }
 }
 
 /// `request` with the validators of its page record as conditional headers.
@@ -193,6 +222,7 @@ fn observe(response: &Response, content_hash: String) -> Observation {
         etag: header(http::header::ETAG),
         last_modified: header(http::header::LAST_MODIFIED),
         content_hash,
+        fetched_at: crate::warc::unix_secs(response.fetched_at),
     }
 }
 

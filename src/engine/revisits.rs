@@ -128,9 +128,15 @@ impl Crawl<'_> {
         items: &mut Vec<Item>,
         counters: &mut Vec<(&'static str, u64)>,
     ) {
-        let (record, change) =
-            self.schedule
-                .record(prior.as_ref(), &lease.request, seen, unix_now());
+        // The fetch's own time, so that a WARC revisit record can name the
+        // capture this record stands for by its date.
+        let now = match seen.fetched_at {
+            0 => unix_now(),
+            at => at,
+        };
+        let (record, change) = self
+            .schedule
+            .record(prior.as_ref(), &lease.request, seen, now);
         // Each finished page counts under one outcome: gone wins over the change.
         let newly_gone = record.gone && !prior.as_ref().is_some_and(|p| p.gone);
         counters.push((

@@ -59,7 +59,13 @@ impl Job {
         .catch_unwind()
         .await;
         match processed {
-            Ok(result) => result,
+            Ok(mut result) => {
+                // The records are built here, beside the fetch, not on the loop.
+                if !result.captures.is_empty() {
+                    result.archived = crate::warc::encode(&std::mem::take(&mut result.captures));
+                }
+                result
+            }
             Err(payload) => page::panicked(request, &panic_message(payload.as_ref()), fallback),
         }
     }

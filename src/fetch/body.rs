@@ -112,6 +112,9 @@ pub(crate) struct Decoded {
     pub(crate) complete: bool,
     /// Raw (still encoded) bytes received.
     pub(crate) raw_len: u64,
+    /// With capture asked: the raw bytes received (de-chunked, still encoded),
+    /// and whether they were cut short of what was received.
+    pub(crate) raw: Option<(Bytes, bool)>,
 }
 
 /// The hyper body as a byte source with a read timeout per chunk.
@@ -128,6 +131,11 @@ struct RawBody {
     deadline: Pin<Box<Sleep>>,
     raw_len: u64,
     failure: Option<BodyError>,
+    /// The raw bytes received so far, when they are kept (at most `capture_cap`).
+    capture: Option<BytesMut>,
+    capture_cap: usize,
+    /// More raw bytes came than `capture_cap`.
+    capture_cut: bool,
 }
 
 impl RawBody {
@@ -139,7 +147,22 @@ impl RawBody {
             deadline: Box::pin(tokio::time::sleep(read_timeout)),
             raw_len: 0,
             failure: None,
+            capture: None,
+            capture_cap: 0,
+            capture_cut: false,
         }
+    }
+
+    /// Keeps every raw chunk from now on, at most `cap` bytes.
+    fn keep_raw(&mut self, cap: usize) {
+        self.capture = Some(BytesMut::new());
+        self.capture_cap = cap;
+    }
+
+    /// The raw bytes kept, and whether they were cut.
+    fn take_raw(&mut self) -> Option<(Bytes, bool)> {
+        let raw = self.capture.take()?;
+        Some((raw.freeze(), self.capture_cut))
     }
 
     /// The next non-empty data chunk, `None` at the end of the body.
@@ -157,6 +180,13 @@ impl RawBody {
                         continue;
                     }
                     self.raw_len += data.len() as u64;
+                    if let Some(kept) = self.capture.as_mut() {
+                        let room = self.capture_cap.saturating_sub(kept.len());
+                        if data.len() > room {
+                            self.capture_cut = true;
+                        }
+                        kept.extend_from_slice(&data[..data.len().min(room)]);
+                    }
                     let next = Instant::now() + self.read_timeout;
                     self.deadline.as_mut().reset(next);
                     return Poll::Ready(Ok(Some(data)));
@@ -242,23 +272,31 @@ impl AsyncBufRead for RawBody {
 /// Reads `body` to its end or to `limit` decoded bytes, undoing `encoding`.
 ///
 /// `length_hint` is the declared `Content-Length`, used only to size the buffer.
+/// With `capture`, the raw bytes are kept too ([`Decoded::raw`]; for an
+/// unencoded body they are the body itself, not copied; an encoded one keeps
+/// at most `limit` + 64 KiB of them).
 pub(crate) async fn read_body(
     body: Incoming,
     encoding: Encoding,
     limit: usize,
     read_timeout: Duration,
     length_hint: Option<u64>,
+    capture: bool,
 ) -> Result<Decoded, BodyError> {
     let mut raw = RawBody::new(body, read_timeout);
     if encoding == Encoding::Identity {
         let hint = length_hint.unwrap_or(0);
         let (body, truncated) = read_identity(&mut raw, limit, clamp_hint(hint, limit)).await?;
         return Ok(Decoded {
+            raw: capture.then(|| (body.clone(), truncated)),
             body,
             truncated,
             complete: !truncated,
             raw_len: raw.raw_len,
         });
+    }
+    if capture {
+        raw.keep_raw(limit.saturating_add(MAX_DRAIN as usize));
     }
     let hint = clamp_hint(length_hint.unwrap_or(0).saturating_mul(RATIO_GUESS), limit);
     let peek = raw
@@ -271,6 +309,7 @@ pub(crate) async fn read_body(
             truncated: false,
             complete: true,
             raw_len: 0,
+            raw: raw.take_raw(),
         });
     };
     let result = match encoding {
@@ -298,11 +337,13 @@ pub(crate) async fn read_body(
             ),
         )));
     }
+    let raw_bytes = raw.take_raw().map(|(bytes, cut)| (bytes, cut || !complete));
     Ok(Decoded {
         body,
         truncated,
         complete,
         raw_len: raw.raw_len,
+        raw: raw_bytes,
     })
 }
 

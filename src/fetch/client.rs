@@ -23,6 +23,7 @@ use url::{Position, Url};
 
 use super::FetchSettings;
 use super::body::{BodyError, Encoding, read_body};
+use super::capture::{self, Exchange};
 use super::error::{ConnectKind, FetchError};
 use crate::request::Request;
 use crate::response::Response;
@@ -95,6 +96,17 @@ impl Fetcher {
     /// One HTTP exchange for `request` (no redirect following: a 3xx comes back
     /// as a Response with its Location header).
     pub async fn fetch(&self, request: &Request) -> Result<Response, FetchError> {
+        self.fetch_captured(request)
+            .await
+            .map(|(response, _)| response)
+    }
+
+    /// [`Fetcher::fetch`], with the [`Exchange`] as sent and received when the
+    /// settings ask for it ([`FetchSettings::capture`]).
+    pub async fn fetch_captured(
+        &self,
+        request: &Request,
+    ) -> Result<(Response, Option<Exchange>), FetchError> {
         let url = self.check_url(&request.url)?;
         let http_request = self.build_request(request, &url)?;
         let after = self.inner.settings.request_timeout;
@@ -179,8 +191,15 @@ impl Fetcher {
         request: &Request,
         url: Url,
         http_request: http::Request<Full<Bytes>>,
-    ) -> Result<Response, FetchError> {
+    ) -> Result<(Response, Option<Exchange>), FetchError> {
         let head_only = http_request.method() == Method::HEAD;
+        let sent = self.inner.settings.capture.then(|| {
+            (
+                http_request.method().clone(),
+                http_request.headers().clone(),
+                Bytes::copy_from_slice(&request.body),
+            )
+        });
         let response = self
             .inner
             .client
@@ -191,13 +210,43 @@ impl Fetcher {
         let (parts, incoming) = response.into_parts();
         let status = parts.status.as_u16();
         let no_body = head_only || status == 204 || status == 304 || (100..200).contains(&status);
-        let (body, truncated) = if no_body {
-            (Bytes::new(), false)
+        let (body, truncated, raw) = if no_body {
+            (Bytes::new(), false, Some((Bytes::new(), false)))
         } else {
             self.read(&request.url, &parts.headers, incoming).await?
         };
         debug!(url = %request.url, status, bytes = body.len(), truncated, "fetched");
-        Ok(Response {
+        let exchange = match (sent, raw) {
+            (Some((method, headers, request_body)), Some((raw, cut))) => Some(Exchange {
+                url: url[..Position::AfterQuery].to_owned(),
+                request_head: capture::request_head(
+                    &method,
+                    &url[Position::BeforePath..Position::AfterQuery],
+                    &url[Position::BeforeHost..Position::AfterPort],
+                    parts.version,
+                    &headers,
+                ),
+                request_body,
+                response_head: capture::response_head(
+                    parts.version,
+                    parts.status,
+                    parts
+                        .extensions
+                        .get::<hyper::ext::ReasonPhrase>()
+                        .map(|r| r.as_bytes()),
+                    &parts.headers,
+                ),
+                response_body: raw,
+                truncated: cut,
+                ip: parts
+                    .extensions
+                    .get::<hyper_util::client::legacy::connect::HttpInfo>()
+                    .map(|info| info.remote_addr().ip()),
+                date: fetched_at,
+            }),
+            _ => None,
+        };
+        let response = Response {
             request: request.clone(),
             url,
             status,
@@ -205,7 +254,8 @@ impl Fetcher {
             body,
             truncated,
             fetched_at,
-        })
+        };
+        Ok((response, exchange))
     }
 
     /// Reads and decodes the body, checking it against `Content-Length`.
@@ -214,7 +264,7 @@ impl Fetcher {
         url: &str,
         headers: &HeaderMap,
         incoming: hyper::body::Incoming,
-    ) -> Result<(Bytes, bool), FetchError> {
+    ) -> Result<(Bytes, bool, Option<(Bytes, bool)>), FetchError> {
         let settings = &self.inner.settings;
         let declared = content_length(headers);
         let encoding = Encoding::from_header(headers.get(CONTENT_ENCODING)).map_err(|reason| {
@@ -229,6 +279,7 @@ impl Fetcher {
             settings.max_body_bytes,
             settings.read_timeout,
             declared,
+            settings.capture,
         )
         .await;
         let mismatch = |expected: u64, got: u64| {
@@ -244,7 +295,7 @@ impl Fetcher {
                 Some(expected) if decoded.complete && decoded.raw_len != expected => {
                     Err(mismatch(expected, decoded.raw_len))
                 }
-                _ => Ok((decoded.body, decoded.truncated)),
+                _ => Ok((decoded.body, decoded.truncated, decoded.raw)),
             },
             Err(BodyError::Timeout) => {
                 debug!(url, after = ?settings.read_timeout, "body read timed out");

@@ -19,14 +19,17 @@
 //!
 //! - `client`: the [`Fetcher`], request building and the exchange.
 //! - `body`: reading, decoding and limiting one body.
+//! - `capture`: the [`Exchange`] as sent and received, for the WARC archive.
 //! - `error`: [`FetchError`].
 
 mod body;
+mod capture;
 mod client;
 mod error;
 
 use std::time::Duration;
 
+pub use capture::Exchange;
 pub use client::Fetcher;
 pub use error::{BoxError, ConnectKind, FetchError};
 
@@ -55,6 +58,9 @@ pub struct FetchSettings {
     pub extra_headers: Vec<(String, String)>,
     /// Idle connections kept open per host for reuse.
     pub pool_idle_per_host: usize,
+    /// Keep each exchange as sent and received ([`Fetcher::fetch_captured`]):
+    /// on when the crawl writes WARC files.
+    pub capture: bool,
 }
 
 impl FetchSettings {
@@ -71,6 +77,7 @@ impl FetchSettings {
             max_url_len: config.max_url_len,
             extra_headers: config.extra_headers.clone(),
             pool_idle_per_host: config.concurrency.max(8),
+            capture: config.warc.is_some(),
         }
     }
 }

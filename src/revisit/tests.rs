@@ -27,6 +27,7 @@ fn seen(status: u16, body: &str) -> Observation {
         etag: Some("\"v1\"".into()),
         last_modified: None,
         content_hash: content_hash(body.as_bytes()),
+        fetched_at: 0,
     }
 }
 

@@ -7,7 +7,9 @@
 //! checks wait and then reuse its result); an entry is trusted until
 //! `fetched_at + ttl` (or `+ unavailable_retry` when robots.txt was
 //! unavailable), judged by the injected clock; every fetch made yields exactly
-//! one record for [`RobotsCache::take_new_records`].
+//! one record for [`RobotsCache::take_new_records`] (with the fetcher
+//! capturing, also its HTTP exchanges, redirect hops included, handed over
+//! together with the record by [`RobotsCache::take_new`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,7 +25,7 @@ use url::Url;
 
 use super::rules::{MAX_ROBOTS_BYTES, Robots};
 use crate::config::CrawlConfig;
-use crate::fetch::{FetchError, Fetcher};
+use crate::fetch::{Exchange, FetchError, Fetcher};
 use crate::request::Request;
 
 /// Redirects followed for one robots.txt (RFC 9309 §2.3.1.2: at least five).
@@ -167,8 +169,10 @@ struct Inner {
     settings: RobotsSettings,
     /// One slot per origin; the slot's lock serializes its fetches.
     origins: Mutex<HashMap<String, Slot>>,
-    /// Records fetched since the last [`RobotsCache::take_new_records`].
-    new_records: Mutex<Vec<RobotsRecord>>,
+    /// Records fetched since the last [`RobotsCache::take_new`], with the
+    /// exchanges of their fetches (one lock: a record and its exchanges are
+    /// always taken together).
+    new_records: Mutex<NewRecords>,
     /// HTTP requests made for robots.txt (redirect hops included).
     fetches: AtomicU64,
 }
@@ -197,7 +201,7 @@ impl RobotsCache {
                 fetcher,
                 settings,
                 origins: Mutex::new(HashMap::new()),
-                new_records: Mutex::new(Vec::new()),
+                new_records: Mutex::new(NewRecords::default()),
                 fetches: AtomicU64::new(0),
             }),
         }
@@ -227,7 +231,7 @@ impl RobotsCache {
         if let Some(verdict) = self.fresh_verdict(entry.as_ref(), url) {
             return verdict;
         }
-        let (record, unreachable) = self.fetch_record(&origin).await;
+        let (record, unreachable, exchanges) = self.fetch_record(&origin).await;
         let mut fresh = self.entry_of(&record);
         if unreachable.is_some() {
             fresh.expires_at = record
@@ -236,7 +240,11 @@ impl RobotsCache {
             fresh.unreachable = unreachable.clone();
         }
         *entry = Some(fresh);
-        self.lock_records().push(record);
+        {
+            let mut new = self.lock_records();
+            new.records.push(record);
+            new.exchanges.extend(exchanges);
+        }
         self.fresh_verdict(entry.as_ref(), url)
             .unwrap_or(Verdict::Unavailable {
                 retry_after: Duration::ZERO,
@@ -274,7 +282,14 @@ impl RobotsCache {
     /// The records fetched since the last call (unavailable ones included), for
     /// the engine to persist.
     pub fn take_new_records(&self) -> Vec<RobotsRecord> {
-        std::mem::take(&mut *self.lock_records())
+        self.take_new().0
+    }
+
+    /// [`RobotsCache::take_new_records`], with the HTTP exchanges of those
+    /// fetches when the fetcher captures them (for the WARC archive).
+    pub fn take_new(&self) -> (Vec<RobotsRecord>, Vec<Exchange>) {
+        let new = std::mem::take(&mut *self.lock_records());
+        (new.records, new.exchanges)
     }
 
     /// HTTP requests made for robots.txt so far, redirect hops included.
@@ -286,7 +301,7 @@ impl RobotsCache {
         (self.inner.settings.now)()
     }
 
-    fn lock_records(&self) -> std::sync::MutexGuard<'_, Vec<RobotsRecord>> {
+    fn lock_records(&self) -> std::sync::MutexGuard<'_, NewRecords> {
         self.inner
             .new_records
             .lock()
@@ -346,30 +361,43 @@ impl RobotsCache {
     /// Fetches `origin`'s robots.txt, following up to [`MAX_REDIRECTS`]
     /// redirects (relative or to other hosts), into a record; with it, the
     /// fetcher's message when no connection could be made.
-    async fn fetch_record(&self, origin: &str) -> (RobotsRecord, Option<String>) {
-        let (status, body, unreachable) = self.fetch_following(origin).await;
+    async fn fetch_record(&self, origin: &str) -> (RobotsRecord, Option<String>, Vec<Exchange>) {
+        let mut exchanges = Vec::new();
+        let (status, body, unreachable) = self.fetch_following(origin, &mut exchanges).await;
         let record = RobotsRecord {
             origin: origin.to_owned(),
             fetched_at: self.now(),
             status,
             body,
         };
-        (record, unreachable)
+        (record, unreachable, exchanges)
     }
 
     /// The final status and (2xx) body of `origin`'s robots.txt; status 0 when
     /// no response came (with the connection error, when that was why). A
     /// redirect loop ends at once with the 3xx: robots.txt is then unavailable,
-    /// like a server error.
-    async fn fetch_following(&self, origin: &str) -> (u16, Vec<u8>, Option<String>) {
+    /// like a server error. The exchanges of the hops go to `exchanges`.
+    async fn fetch_following(
+        &self,
+        origin: &str,
+        exchanges: &mut Vec<Exchange>,
+    ) -> (u16, Vec<u8>, Option<String>) {
         let Ok(mut url) = Url::parse(&format!("{origin}/robots.txt")) else {
             return (0, Vec::new(), None);
         };
         let mut visited = Vec::new();
         for hop in 0..=MAX_REDIRECTS {
             self.inner.fetches.fetch_add(1, Ordering::Relaxed);
-            let response = match self.inner.fetcher.fetch(&Request::get(url.as_str())).await {
-                Ok(response) => response,
+            let fetched = self
+                .inner
+                .fetcher
+                .fetch_captured(&Request::get(url.as_str()))
+                .await;
+            let response = match fetched {
+                Ok((response, exchange)) => {
+                    exchanges.extend(exchange);
+                    response
+                }
                 Err(error) => {
                     debug!(%url, %error, "robots.txt unreachable");
                     let unreachable =
@@ -409,6 +437,13 @@ impl RobotsCache {
         }
         (0, Vec::new(), None)
     }
+}
+
+/// What the fetches since the last [`RobotsCache::take_new`] produced.
+#[derive(Default)]
+struct NewRecords {
+    records: Vec<RobotsRecord>,
+    exchanges: Vec<Exchange>,
 }
 
 /// `scheme://host:port` of an http(s) URL with a host.

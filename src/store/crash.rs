@@ -11,7 +11,7 @@
 //! atomic load.
 //!
 //! [`POINTS`] is the one table of points; `tests` checks that every write or sync
-//! call of the store, the Bloom file and the output sink is preceded by a point
+//! call of the store, the Bloom file, the output sink and the WARC writer is preceded by a point
 //! named in it. Depends on nothing else in the crate.
 
 use std::io::Write;
@@ -62,8 +62,24 @@ pub const POINTS: &[Point] = &[
         before: "an --output file's first item number is recorded",
     },
     Point {
+        name: "warc.truncate",
+        before: "a WARC file longer than its mark (records of completions that were not durable, a torn record) is cut back to it, on open",
+    },
+    Point {
+        name: "warc.create",
+        before: "a new WARC file is registered (length 0, synced) before it is created",
+    },
+    Point {
         name: "cycle.start",
         before: "the batch holding a new cycle's start time is committed",
+    },
+    Point {
+        name: "warc.append",
+        before: "a completed page's WARC records (or a group's robots.txt records) are written to the open WARC file",
+    },
+    Point {
+        name: "warc.sync",
+        before: "the WARC file is synced, on the flush thread, before the batch holding its mark is applied",
     },
     Point {
         name: "group.apply",

@@ -27,7 +27,9 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/keys.rs", include_str!("keys.rs")),
     ("store/records.rs", include_str!("records.rs")),
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
+    ("store/warc.rs", include_str!("warc.rs")),
     ("engine/sink.rs", include_str!("../engine/sink.rs")),
+    ("warc/writer.rs", include_str!("../warc/writer.rs")),
 ];
 
 /// Calls that write or sync something of the state.

@@ -55,6 +55,11 @@ pub(crate) const SEED: u8 = b'd';
 /// sequence written to it (u64, big-endian).
 pub(crate) const OUTPUT: u8 = b'o';
 
+/// WARC marks: `w` · canonical path of a WARC file → [`SMALL_VERSION`], then
+/// its valid length (u64, big-endian): the bytes covered by durable
+/// completions (see `warc`).
+pub(crate) const WARC: u8 = b'w';
+
 /// Cached robots.txt: `R` · origin (`http://host:port`) → record.
 pub(crate) const ROBOTS: u8 = b'R';
 /// Requests not fetched by rule (robots.txt): `b` · URL → record.

@@ -18,7 +18,8 @@
 //!   Bloom filter, journal `j`, and through `exact` the exact set's runs `S`
 //!   and index `e`), `pages` (page records `p`, due index `v`), `items` (`i`,
 //!   output watermarks `o`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
-//!   start `y`), `robots` (robots cache `R`, blocked `b`). No table calls
+//!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
+//!   durable lengths of WARC files `w`). No table calls
 //!   another; `keys` is the key layout of all of them, `records` the serde
 //!   records.
 //! - `ops`: the operations that span tables (enqueue, complete, seeds, cycle
@@ -74,6 +75,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 mod views;
+mod warc;
 
 use std::io;
 use std::path::{Path, PathBuf};

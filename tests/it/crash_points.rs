@@ -2,7 +2,8 @@
 //! the state (`legcrawl::store::crash::POINTS`), at its first hit and at a later
 //! one, and every time the crawl is resumed until done and checked exactly.
 //!
-//! The scenario is two crawls of an in-process site with a crawl file, `--output`, frequent
+//! The scenario is two crawls of an in-process site with a crawl file, `--output`,
+//! `--warc`, frequent
 //! checkpoints (`--checkpoint-every`) and `--revisit-after 0`: phase A (a new
 //! state, the first cycle) and phase B (the next run: a new cycle that fetches
 //! every page again). A probe run of the whole scenario with
@@ -15,11 +16,13 @@
 //!   one line with exit 2, leaving the directory as it was);
 //! - the Bloom bits never claim a URL the durable frontier does not know, and
 //!   every URL the exact set knows is completed or queued (invariant 2);
-//! - a torn line is appended to the output file, as a crash inside a write
-//!   would leave it;
+//! - a torn line is appended to the output file, and half a gzip member to
+//!   the newest WARC file, as a crash inside a write would leave them;
 //!
 //! and when both phases are done: the items, and the output file's lines, are
-//! the site's pages exactly once (invariant 1), and the pages were fetched at
+//! the site's pages exactly once (invariant 1), the WARC files hold each page's
+//! response once (phase A) and its revisit once (phase B), robots.txt's
+//! response once, and read back whole; and the pages were fetched at
 //! most once per cycle plus `concurrency + GROUP_MAX_PAGES` per crash
 //! (invariant 3).
 
@@ -33,7 +36,7 @@ use legcrawl::store::crash::{CRASH_AT_ENV, POINTS, TRACE_ENV};
 use legcrawl::store::{GROUP_MAX_PAGES, OpenOptions, State};
 
 use crate::support::cli::{self, item_path, legcrawl};
-use crate::support::{Site, TestServer, assert_each_once, handler, listing, queued_urls};
+use crate::support::{Site, TestServer, assert_each_once, handler, listing, queued_urls, warc};
 
 const PAGES: usize = 300;
 const CONCURRENCY: u64 = 4;
@@ -75,9 +78,14 @@ impl Scenario {
         self.data.path().join("state")
     }
 
+    fn warc(&self) -> std::path::PathBuf {
+        self.data.path().join("warc")
+    }
+
     fn crawl(&self) -> Command {
         let seed = self.server.url("/");
         let output = self.output();
+        let warc = self.warc();
         let file = self.data.path().join("crawl.toml");
         let mut cmd = legcrawl(
             &self.state(),
@@ -98,6 +106,10 @@ impl Scenario {
                 "0",
                 "--output",
                 output.to_str().expect("UTF-8 temp path"),
+                "--warc",
+                warc.to_str().expect("UTF-8 temp path"),
+                "--warc-max-size",
+                "64KiB",
             ],
         );
         cmd.stdout(std::process::Stdio::null());
@@ -126,6 +138,7 @@ fn probe() -> [BTreeMap<String, u64>; 2] {
             // What a crash inside a write of the output leaves, so the second
             // phase reaches the point that cuts it.
             tear(&scenario.output());
+            tear_warc(&scenario.warc());
         }
     }
     counts
@@ -140,6 +153,16 @@ fn tear(output: &Path) {
     if let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(output) {
         file.write_all(b"{\"url\":\"http://torn")
             .expect("append a torn line");
+    }
+}
+
+/// Appends half a gzip member to the newest WARC file, if there is one.
+fn tear_warc(dir: &Path) {
+    if let Some(file) = warc::files(dir).pop()
+        && let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(file)
+    {
+        file.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0x2b])
+            .expect("append a torn record");
     }
 }
 
@@ -267,10 +290,12 @@ fn scenario_with_crash(point: &str, hit: u64, phase: usize) -> bool {
             crashes += 1;
             check_after_crash(&scenario, point);
             tear(&scenario.output());
+            tear_warc(&scenario.warc());
         }
         finish_phase(&scenario, point);
         if current == 0 && phase == 1 {
             tear(&scenario.output());
+            tear_warc(&scenario.warc());
         }
     }
     check_done(&scenario, point, crashes);
@@ -288,6 +313,7 @@ fn check_done(scenario: &Scenario, point: &str, crashes: u64) {
     let lines = cli::parse_lines(&std::fs::read(scenario.output()).expect("output file"));
     let lines: Vec<String> = lines.iter().map(item_path).collect();
     assert_each_once(&lines, &expected, &format!("{point}: output lines"));
+    check_warc(scenario, point, &expected);
     let state = State::open(&scenario.state(), &OpenOptions::default()).expect("open");
     let cycles: u64 = state
         .runs()
@@ -302,6 +328,63 @@ fn check_done(scenario: &Scenario, point: &str, crashes: u64) {
         fetches <= bound,
         "{point}: {fetches} fetches for {pages} pages in {cycles} cycles exceeds {bound}"
     );
+}
+
+/// The WARC files hold exactly the durable fetches: per page, as many
+/// records as its page record counts fetches — the first a response, every
+/// later one a revisit (the site does not change) — and robots.txt's response
+/// once (its answer is kept for 24 h); every record whole, its digests right.
+fn check_warc(scenario: &Scenario, point: &str, expected: &std::collections::BTreeSet<String>) {
+    let records = warc::read_dir(&scenario.warc());
+    let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let base = scenario.server.url("");
+    for record in &records {
+        warc::check_digests(record);
+        if matches!(record.kind(), "response" | "revisit") {
+            let path = record
+                .target()
+                .strip_prefix(&base)
+                .unwrap_or(record.target());
+            *counts
+                .entry((path.to_owned(), record.kind().to_owned()))
+                .or_insert(0) += 1;
+        }
+    }
+    let out = cli::run(
+        legcrawl(&scenario.state(), &["dump", "pages", "--json"]),
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{point}: dump pages: {}",
+        stderr(&out)
+    );
+    let fetches: BTreeMap<String, u64> = cli::parse_lines(&out.stdout)
+        .iter()
+        .map(|page| {
+            let url = page["url"].as_str().unwrap_or_default();
+            let path = url.strip_prefix(&base).unwrap_or(url).to_owned();
+            (path, page["fetches"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    for path in expected {
+        let durable = fetches.get(path).copied().unwrap_or(0);
+        assert!(
+            durable >= 2,
+            "{point}: {path} fetched {durable} times in two cycles"
+        );
+        let responses = counts.remove(&(path.clone(), "response".to_owned()));
+        let revisits = counts.remove(&(path.clone(), "revisit".to_owned()));
+        assert_eq!(responses, Some(1), "{point}: response records of {path}");
+        assert_eq!(
+            revisits.unwrap_or(0),
+            durable - 1,
+            "{point}: revisit records of {path}, {durable} durable fetches"
+        );
+    }
+    let robots = counts.remove(&("/robots.txt".to_owned(), "response".to_owned()));
+    assert_eq!(robots, Some(1), "{point}: robots.txt responses");
+    assert!(counts.is_empty(), "{point}: unexpected records {counts:?}");
 }
 
 #[test]

@@ -18,3 +18,4 @@ mod robots;
 mod seeds;
 mod state_dir;
 mod support;
+mod warc;

@@ -7,6 +7,7 @@
 //!   runs ([`changing::ChangingSite`]), with ETag / Last-Modified and 304s.
 //! - [`cli`]: running the real `legcrawl` binary with bounded waits.
 //! - [`site`]: a deterministic generated site ([`site::Site`]) to crawl.
+//! - [`warc`]: reading WARC files back, and running `warcio` on them.
 //!
 //! Everything here is hermetic: it only binds and talks to 127.0.0.1, and every
 //! wait is bounded.
@@ -18,6 +19,7 @@ pub mod changing;
 pub mod cli;
 pub mod server;
 pub mod site;
+pub mod warc;
 
 #[allow(unused_imports)]
 pub use server::{BodyMode, Handler, TestRequest, TestResponse, TestServer, handler};

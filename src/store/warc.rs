@@ -1,0 +1,74 @@
+//! WARC marks: how much of each WARC file is covered by durable completions.
+//!
+//! The WARC writer (`crate::warc`) appends a page's records to the open file
+//! as the page completes. Before the group holding those completions is
+//! sealed, the writer flushes the file and [`State::mark_warc`] puts the file's
+//! length into the group's batch (`w` · canonical path → version byte, u64),
+//! and the file is synced before that batch is applied. So the mark is durable
+//! exactly when the group's completions are, and it never covers bytes the
+//! disk may not have. On open the writer reads the marks
+//! ([`State::warc_marks`]) and cuts every file back to its mark: the records
+//! of pages whose completion was not durable (they will be fetched again) and
+//! any torn record go. A new file is registered ([`State::register_warc`],
+//! length 0, synced) before it is created, so a file of this state is always
+//! known, and a file without a mark is never touched.
+//!
+//! A table of its own (namespace `w`), written into the group's batch or, for
+//! a registration, through the tree behind a crash point. Depends on `table`,
+//! `keys` and [`super::crash`] only.
+
+use std::path::{Path, PathBuf};
+
+use super::{State, StoreError, crash, keys};
+
+/// The key of the mark of `file` (a canonical path).
+fn mark_key(file: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    keys::with_prefix(keys::WARC, file.as_os_str().as_bytes())
+}
+
+impl State {
+    /// Records, in the open group, that the first `len` bytes of `file` (a
+    /// canonical path) hold only records of this group's and earlier groups'
+    /// completions. The caller syncs the file before the group's flush runs.
+    pub fn mark_warc(&mut self, file: &Path, len: u64) {
+        self.group
+            .batch
+            .put(mark_key(file), keys::versioned(&len.to_be_bytes()));
+    }
+
+    /// Registers a new WARC file `file` (a canonical path) with length 0 and
+    /// makes that durable, before the file is created.
+    pub fn register_warc(&mut self, file: &Path) -> Result<(), StoreError> {
+        let db = &self.db;
+        crash::point("warc.create");
+        db.tree()
+            .insert(mark_key(file), keys::versioned(&0u64.to_be_bytes()))
+            .map_err(|e| db.error(e))?;
+        db.tree().flush().map_err(|e| db.error(e))?;
+        Ok(())
+    }
+
+    /// The marks of the WARC files in `dir` (a canonical path), in name order:
+    /// `(file, valid length)`.
+    pub fn warc_marks(&self, dir: &Path) -> Result<Vec<(PathBuf, u64)>, StoreError> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut prefix = mark_key(dir);
+        prefix.push(b'/');
+        let mut marks = Vec::new();
+        for entry in self.db.scan(&prefix) {
+            let (key, value) = entry?;
+            let name = &key[prefix.len()..];
+            if name.contains(&b'/') {
+                continue;
+            }
+            let len: [u8; 8] = keys::versioned_body(&value).ok_or_else(|| {
+                self.db
+                    .corrupt("warc mark", &key, "not a version byte and 8 bytes")
+            })?;
+            let file = Path::new(std::ffi::OsStr::from_bytes(&key[1..])).to_owned();
+            marks.push((file, u64::from_be_bytes(len)));
+        }
+        Ok(marks)
+    }
+}

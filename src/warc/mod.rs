@@ -1,0 +1,137 @@
+//! WARC 1.1 output (`crawl --warc DIR`): what was fetched, as archivists keep it.
+//!
+//! For every fetch that got a response — pages and robots.txt alike — a
+//! `request` and a `response` record; for an unchanged page of an incremental
+//! run a `revisit` record instead of the response (a 304: profile
+//! `server-not-modified`; a 200 with the content hash of the page record:
+//! `identical-payload-digest`, the response head without its body), both
+//! naming the capture they stand for (`WARC-Refers-To-Target-URI`,
+//! `WARC-Refers-To-Date`: the page record's URL and the time its content was
+//! last found new or changed). Each file opens with a `warcinfo` record
+//! (software, the crawl's settings). A fetch without a response writes nothing.
+//!
+//! # Layout
+//! - `record`: building records — fields, digests, one gzip member each.
+//! - `writer`: the files — naming, rotation, appending, the mark and sync of
+//!   each commit group, cutting back on open.
+//!
+//! # Exactness
+//! A record is in a WARC file exactly when its page's completion is durable.
+//! The engine appends a page's records when the page completes into the open
+//! group; before that group is sealed the writer flushes the file and puts its
+//! length (the *mark*) into the group's batch (`store::State::mark_warc`), and
+//! the group's flush syncs the file before it applies the batch. After a
+//! `kill -9` the next run cuts each file back to its durable mark: the records
+//! of completions that were lost go (those pages are fetched again and
+//! written then), and so does a torn record; nothing is written twice.
+//! robots.txt records travel with the robots.txt answer, which is stored in
+//! the group sealed after the fetch, so they are exact too.
+//!
+//! Depends on [`crate::fetch::Exchange`], [`crate::store`] (the marks and the
+//! crash points) and [`crate::clock`]; knows nothing of legs or the engine.
+
+mod record;
+mod writer;
+
+use std::path::PathBuf;
+
+pub use record::{sha1_digest, unix_secs, warc_date};
+
+/// The records of `captures` (a `request` record, then a `response` or
+/// `revisit` record each), one gzip member per record, concatenated: what
+/// [`WarcWriter::append`] writes. CPU only, so the engine runs it in the
+/// page's own task rather than on its loop.
+pub fn encode(captures: &[Capture]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for capture in captures {
+        out.extend_from_slice(&record::capture(capture));
+    }
+    out
+}
+pub use writer::{WarcSync, WarcWriter, file_name};
+
+use crate::fetch::Exchange;
+use crate::store::StoreError;
+
+/// One fetch to archive, and whether it stands for an earlier capture.
+#[derive(Clone, Debug)]
+pub struct Capture {
+    /// The exchange as sent and received.
+    pub exchange: Exchange,
+    /// Set for an unchanged page: write a `revisit` record.
+    pub revisit: Option<RevisitOf>,
+}
+
+/// The earlier capture a `revisit` record refers to.
+#[derive(Clone, Debug)]
+pub struct RevisitOf {
+    /// Why the page is a revisit.
+    pub profile: Profile,
+    /// `WARC-Refers-To-Target-URI`: the URL of the earlier capture.
+    pub target: String,
+    /// `WARC-Refers-To-Date`: when it was captured, Unix seconds.
+    pub date: u64,
+}
+
+/// The WARC 1.1 revisit profiles legcrawl writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// The server answered 304 Not Modified to a conditional request.
+    ServerNotModified,
+    /// A 200 whose content hash equals the page record's.
+    IdenticalPayloadDigest,
+}
+
+impl Profile {
+    /// The profile's URI (`WARC-Profile`).
+    pub fn uri(self) -> &'static str {
+        match self {
+            Profile::ServerNotModified => {
+                "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+            }
+            Profile::IdenticalPayloadDigest => {
+                "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+            }
+        }
+    }
+}
+
+/// Where and how WARC files are written.
+#[derive(Clone, Debug)]
+pub struct WarcSettings {
+    /// The directory (created if missing; its parent must exist).
+    pub dir: PathBuf,
+    /// A file is closed at the first commit group boundary past this size, in
+    /// bytes, and the next record opens a new one.
+    pub max_size: u64,
+    /// The `warcinfo` fields (`name`, `value`) each file opens with.
+    pub info: Vec<(String, String)>,
+}
+
+/// Errors of the WARC output. Each names the file or directory.
+#[derive(Debug, thiserror::Error)]
+pub enum WarcError {
+    /// Reading or writing a WARC file or the directory failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file is shorter than the state recorded: records it held are lost.
+    #[error(
+        "{path}: WARC file has {len} bytes but this state recorded {mark} durable bytes in it; records are missing (move the file away to go on with a new one)"
+    )]
+    Shorter {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// The recorded length.
+        mark: u64,
+    },
+    /// Reading or writing the marks failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

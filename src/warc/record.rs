@@ -1,0 +1,263 @@
+//! Building WARC 1.1 records, each as its own gzip member.
+//!
+//! A record is the `WARC/1.1` line, its named fields, `Content-Length`, a blank
+//! line, the block and two CRLFs, compressed alone (flate2) so that a reader
+//! can seek to any record and a file cut at a record boundary stays valid.
+//! The gzip framing (RFC 1952: a 10-byte header, raw deflate, CRC-32 and
+//! length) is written here around flate2's raw deflate, so that one
+//! compressor per thread is reset and reused: a fresh compressor per record
+//! (as `GzEncoder` makes) zeroes and frees its large tables every time, which
+//! cost more than the compression itself.
+//! Digests are SHA-1 in base32 (`sha1:` + RFC 4648), over the whole block
+//! (`WARC-Block-Digest`) and over the HTTP body as received
+//! (`WARC-Payload-Digest`). Record ids are random (v4) `urn:uuid:`s. Pure: no
+//! I/O beyond memory. Depends on [`crate::fetch::Exchange`] and
+//! [`crate::clock`].
+
+use std::cell::RefCell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
+use sha1::{Digest, Sha1};
+
+use super::{Capture, Profile};
+use crate::clock::rfc3339_secs;
+
+/// `sha1:` and the base32 of the SHA-1 of `parts`, concatenated.
+pub fn sha1_digest(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha1::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    let digest: [u8; 20] = hasher.finalize().into();
+    format!("sha1:{}", data_encoding::BASE32.encode(&digest))
+}
+
+/// A new `<urn:uuid:...>` record id.
+fn record_id() -> String {
+    format!("<urn:uuid:{}>", uuid::Uuid::new_v4())
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of `time` (whole seconds, as the page record keeps
+/// them, so that `WARC-Refers-To-Date` can name a capture exactly).
+pub fn warc_date(time: SystemTime) -> String {
+    rfc3339_secs(unix_secs(time))
+}
+
+/// Whole Unix seconds of `time` (0 before the epoch).
+pub fn unix_secs(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The gzip header: magic, deflate, no flags, no time, fast (XFL 4), unknown OS.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 0xff];
+
+thread_local! {
+    /// This thread's raw-deflate compressor, reset for every member.
+    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::fast(), false));
+}
+
+/// Deflates `input` into `out` (growing it), with `flush`; for `Finish`,
+/// until the stream's end.
+fn deflate(compress: &mut Compress, mut input: &[u8], out: &mut Vec<u8>, flush: FlushCompress) {
+    loop {
+        if out.capacity() - out.len() < 256 {
+            out.reserve(out.capacity().max(4096));
+        }
+        let before = compress.total_in();
+        let status = match compress.compress_vec(input, out, flush) {
+            Ok(status) => status,
+            // Raw deflate into memory has no failure mode but a caller's bug.
+            Err(error) => unreachable!("deflate into memory failed: {error}"),
+        };
+        let used = usize::try_from(compress.total_in() - before).unwrap_or(input.len());
+        input = &input[used.min(input.len())..];
+        let done = match flush {
+            FlushCompress::Finish => status == Status::StreamEnd,
+            _ => input.is_empty(),
+        };
+        if done {
+            return;
+        }
+    }
+}
+
+/// `parts`, concatenated, as one gzip member.
+fn gzip(parts: &[&[u8]]) -> Vec<u8> {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    let mut out = Vec::with_capacity(len / 2 + 64);
+    out.extend_from_slice(&GZIP_HEADER);
+    let mut crc = Crc::new();
+    DEFLATE.with(|cell| {
+        let mut compress = cell.borrow_mut();
+        compress.reset();
+        for part in parts {
+            crc.update(part);
+            deflate(&mut compress, part, &mut out, FlushCompress::None);
+        }
+        deflate(&mut compress, &[], &mut out, FlushCompress::Finish);
+    });
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    out.extend_from_slice(&crc.amount().to_le_bytes());
+    out
+}
+
+/// One record as a gzip member: the header `fields` (in order), then
+/// `Content-Length` and the block made of `block`'s parts.
+fn member(fields: &[(&str, &str)], block: &[&[u8]]) -> Vec<u8> {
+    let len: usize = block.iter().map(|part| part.len()).sum();
+    let mut head = String::with_capacity(512);
+    head.push_str("WARC/1.1\r\n");
+    for (name, value) in fields {
+        head.push_str(name);
+        head.push_str(": ");
+        head.push_str(value);
+        head.push_str("\r\n");
+    }
+    head.push_str(&format!("Content-Length: {len}\r\n\r\n"));
+    let mut parts = Vec::with_capacity(block.len() + 2);
+    parts.push(head.as_bytes());
+    parts.extend_from_slice(block);
+    parts.push(b"\r\n\r\n");
+    gzip(&parts)
+}
+
+/// The `warcinfo` record that opens the file `filename`: the software and the
+/// crawl's settings as `name: value` lines (`application/warc-fields`).
+pub fn warcinfo(filename: &str, date: SystemTime, info: &[(String, String)]) -> Vec<u8> {
+    let mut block = String::new();
+    for (name, value) in info {
+        block.push_str(name);
+        block.push_str(": ");
+        // A field is one line.
+        block.push_str(&value.replace(['\r', '\n'], " "));
+        block.push_str("\r\n");
+    }
+    let digest = sha1_digest(&[block.as_bytes()]);
+    member(
+        &[
+            ("WARC-Type", "warcinfo"),
+            ("WARC-Record-ID", &record_id()),
+            ("WARC-Date", &warc_date(date)),
+            ("WARC-Filename", filename),
+            ("WARC-Block-Digest", &digest),
+            ("Content-Type", "application/warc-fields"),
+        ],
+        &[block.as_bytes()],
+    )
+}
+
+/// The records of one capture: a `request` record, then a `response` record
+/// (or, for an unchanged page, a `revisit` record holding the response head
+/// only), the request pointing at the response with `WARC-Concurrent-To`.
+pub fn capture(capture: &Capture) -> Vec<u8> {
+    let exchange = &capture.exchange;
+    let date = warc_date(exchange.date);
+    let ip = exchange.ip.map(|ip| ip.to_string());
+    let response_id = record_id();
+    let mut out = {
+        let block_digest = sha1_digest(&[&exchange.request_head, &exchange.request_body]);
+        let payload_digest = sha1_digest(&[&exchange.request_body]);
+        let mut fields = vec![
+            ("WARC-Type", "request"),
+            ("WARC-Target-URI", exchange.url.as_str()),
+            ("WARC-Date", date.as_str()),
+        ];
+        let id = record_id();
+        fields.push(("WARC-Record-ID", &id));
+        fields.push(("WARC-Concurrent-To", &response_id));
+        if let Some(ip) = &ip {
+            fields.push(("WARC-IP-Address", ip));
+        }
+        fields.push(("WARC-Block-Digest", &block_digest));
+        fields.push(("WARC-Payload-Digest", &payload_digest));
+        fields.push(("Content-Type", "application/http; msgtype=request"));
+        member(&fields, &[&exchange.request_head, &exchange.request_body])
+    };
+    let payload_digest = sha1_digest(&[&exchange.response_body]);
+    let refers_date = capture
+        .revisit
+        .as_ref()
+        .map(|revisit| rfc3339_secs(revisit.date));
+    let mut fields = vec![
+        (
+            "WARC-Type",
+            if capture.revisit.is_some() {
+                "revisit"
+            } else {
+                "response"
+            },
+        ),
+        ("WARC-Target-URI", exchange.url.as_str()),
+        ("WARC-Date", date.as_str()),
+        ("WARC-Record-ID", response_id.as_str()),
+    ];
+    if let Some(ip) = &ip {
+        fields.push(("WARC-IP-Address", ip));
+    }
+    let block: Vec<&[u8]> = match (&capture.revisit, &refers_date) {
+        (Some(revisit), Some(refers_date)) => {
+            fields.push(("WARC-Profile", revisit.profile.uri()));
+            fields.push(("WARC-Refers-To-Target-URI", &revisit.target));
+            fields.push(("WARC-Refers-To-Date", refers_date));
+            vec![&exchange.response_head]
+        }
+        _ => vec![&exchange.response_head, &exchange.response_body],
+    };
+    let block_digest = sha1_digest(&block);
+    fields.push(("WARC-Block-Digest", &block_digest));
+    let identical = matches!(
+        capture.revisit.as_ref().map(|r| r.profile),
+        Some(Profile::IdenticalPayloadDigest)
+    );
+    if capture.revisit.is_none() || identical {
+        fields.push(("WARC-Payload-Digest", &payload_digest));
+    }
+    if exchange.truncated && capture.revisit.is_none() {
+        fields.push(("WARC-Truncated", "length"));
+    }
+    fields.push(("Content-Type", "application/http; msgtype=response"));
+    out.extend_from_slice(&member(&fields, &block));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_are_sha1_base32() {
+        // SHA-1 of "" is da39a3ee5e6b4b0d3255bfef95601890afd80709.
+        assert_eq!(sha1_digest(&[]), "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ");
+        assert_eq!(sha1_digest(&[b"a", b"bc"]), sha1_digest(&[b"abc"]));
+    }
+
+    #[test]
+    fn members_are_gzip_and_the_compressor_is_reused() {
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for data in [&b""[..], b"abc", &big[..], b"again"] {
+            let member = gzip(&[data, b"tail"]);
+            let mut back = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&member[..]), &mut back)
+                .unwrap();
+            assert_eq!(&back[..data.len()], data);
+            assert_eq!(&back[data.len()..], b"tail");
+        }
+    }
+
+    #[test]
+    fn a_member_is_one_gzip_stream_of_one_record() {
+        let bytes = warcinfo(
+            "x.warc.gz",
+            UNIX_EPOCH,
+            &[("software".into(), "t\n1".into())],
+        );
+        let mut text = String::new();
+        let mut decoder = flate2::bufread::GzDecoder::new(&bytes[..]);
+        std::io::Read::read_to_string(&mut decoder, &mut text).unwrap();
+        assert!(text.starts_with("WARC/1.1\r\nWARC-Type: warcinfo\r\n"));
+        assert!(text.contains("WARC-Date: 1970-01-01T00:00:00Z\r\n"));
+        assert!(text.ends_with("\r\n\r\nsoftware: t 1\r\n\r\n\r\n"));
+        assert!(text.contains("Content-Length: 15\r\n"));
+    }
+}
