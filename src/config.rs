@@ -76,6 +76,10 @@ pub struct CrawlConfig {
     /// checkpoint also starts after 2^20 journaled fingerprints. Shorter means
     /// less journal to replay after a crash and more writes.
     pub checkpoint_every: Duration,
+    /// sled's page cache, in bytes (default 64 MiB; sled's own default is 1 GiB).
+    /// Peak memory grows with it; a smaller cache means more reads of the state
+    /// from the disk (or the OS page cache).
+    pub cache_bytes: u64,
     /// Follow links marked `rel=nofollow`.
     pub follow_nofollow: bool,
     /// Link URLs must match one of these regexes to be followed (empty: all).
@@ -195,6 +199,7 @@ impl Default for CrawlConfig {
             bloom_bits: None,
             bloom_hashes: None,
             checkpoint_every: crate::store::CHECKPOINT_EVERY,
+            cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             follow_nofollow: true,
             allow: Vec::new(),
             deny: Vec::new(),

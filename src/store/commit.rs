@@ -73,6 +73,11 @@ pub struct Flush {
     dir: std::path::PathBuf,
     batch: sled::Batch,
     seq: u64,
+    /// The durable record, and what this group changes in it once synced.
+    durable: (
+        std::sync::Arc<super::repair::DurableLog>,
+        super::repair::DurableDelta,
+    ),
 }
 
 impl Flush {
@@ -84,16 +89,20 @@ impl Flush {
             dir,
             batch,
             seq,
+            durable: (log, delta),
         } = self;
         crash::point("group.apply");
         let done = db.apply_batch(batch).and_then(|()| {
             crash::point("group.sync");
             db.flush().map(drop)
         });
-        match done {
-            Ok(()) => Ok(Receipt { seq }),
-            Err(source) => Err(StoreError::Db { path: dir, source }),
+        if let Err(source) = done {
+            return Err(StoreError::Db { path: dir, source });
         }
+        // Only after the sync: the record never claims more than sled holds.
+        crash::point("group.durable");
+        log.record(delta)?;
+        Ok(Receipt { seq })
     }
 }
 
@@ -164,6 +173,10 @@ impl State {
             return Err(error);
         }
         let mut group = std::mem::take(&mut self.group);
+        let delta = super::repair::DurableDelta {
+            items: group.first_item.map(|_| self.next_item),
+            pages: (group.pages > 0).then(|| self.counters.get("pages/completed")),
+        };
         for (_, record) in group.queue.drain() {
             group.batch.insert(&record.key[..], record.bytes);
         }
@@ -207,6 +220,7 @@ impl State {
             dir: self.dir.clone(),
             batch: group.batch,
             seq: self.sealed_seq,
+            durable: (std::sync::Arc::clone(&self.durable_log), delta),
         };
         self.sealed = Some(Sealed {
             seq: self.sealed_seq,

@@ -24,6 +24,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/items.rs", include_str!("items.rs")),
     ("store/keys.rs", include_str!("keys.rs")),
     ("store/records.rs", include_str!("records.rs")),
+    ("store/repair.rs", include_str!("repair.rs")),
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
     ("engine/sink.rs", include_str!("../engine/sink.rs")),
 ];
@@ -43,6 +44,7 @@ const WRITES: &[&str] = &[
     "fs::remove_dir_all(",
     ".set_len(",
     ".write_all(",
+    ".write_all_at(",
     "self.bloom.insert(",
 ];
 

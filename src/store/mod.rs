@@ -56,6 +56,7 @@ pub mod keys;
 mod output;
 pub mod pages;
 pub mod records;
+pub mod repair;
 mod robots;
 mod runs;
 mod seen;
@@ -199,6 +200,43 @@ pub enum StoreError {
         /// sled's error.
         source: sled::Error,
     },
+    /// The database is damaged: sled failed or panicked while opening or reading it.
+    /// Nothing of the state was written.
+    #[error(
+        "{path}: damaged database: {reason}; the state was left as it is (restore the directory from a copy)"
+    )]
+    Damaged {
+        /// The database directory (`db/`).
+        path: PathBuf,
+        /// What sled said.
+        reason: String,
+    },
+    /// The database holds less than the durable record says was made durable: it
+    /// lost committed groups without an error (see `repair`).
+    #[error(
+        "{path}: the database lost committed data (rolled back from {expected} to {found} {what}); refusing to continue on it: restore the state directory from a copy"
+    )]
+    RolledBack {
+        /// The database directory (`db/`).
+        path: PathBuf,
+        /// What was counted.
+        what: &'static str,
+        /// What the durable record says.
+        expected: u64,
+        /// What the database holds.
+        found: u64,
+    },
+    /// The Bloom filter of a `bloom`-mode state is damaged: it is the only record
+    /// of the seen set, so it cannot be rebuilt.
+    #[error(
+        "{path}: {reason}; in bloom dedup mode the filter is the only record of the seen set, so it cannot be rebuilt: restore bloom.bin from a copy of the state, or start again with `legcrawl crawl URL --fresh`"
+    )]
+    BloomLost {
+        /// The filter file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The Bloom filter file failed.
     #[error(transparent)]
     Bloom(#[from] BloomError),
@@ -228,7 +266,12 @@ pub struct OpenOptions {
     /// A checkpoint is due this long after the last one; `None` =
     /// [`CHECKPOINT_EVERY`].
     pub checkpoint_every: Option<std::time::Duration>,
+    /// sled's page cache in bytes; `None` = [`DEFAULT_CACHE_BYTES`].
+    pub cache_bytes: Option<u64>,
 }
+
+/// sled's page cache unless set (sled's own default is 1 GiB).
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
 /// Per-host queue bookkeeping kept in memory.
 #[derive(Debug)]
@@ -325,6 +368,10 @@ pub struct State {
     sealed_seq: u64,
     /// Items below this sequence number are durable (streamable).
     durable_items: u64,
+    /// The durable record, written after each group's sync (see `repair`).
+    durable_log: std::sync::Arc<repair::DurableLog>,
+    /// Records a clean close; the last field, so dropped after the database.
+    close: repair::CloseRecord,
 }
 
 impl State {
@@ -334,11 +381,14 @@ impl State {
         if found == dir::Found::Create {
             dir::mark_creating(dir)?;
         }
-        let db = db::open_db(dir)?;
-        let (meta, bloom) = match found {
-            dir::Found::Create => db::create_meta(dir, &db, options)?,
-            dir::Found::State => db::load_meta(dir, &db, options)?,
-        };
+        let db = db::open_db(dir, options.cache_bytes)?;
+        // A panic of sled on a damaged database is an error (see `repair`).
+        let db_dir = dir.join("db");
+        let (meta, bloom) = repair::guard(&db_dir, || match found {
+            dir::Found::Create => db::create_meta(dir, &db, options),
+            dir::Found::State => db::load_meta(dir, &db, options),
+        })?;
+        let (durable_log, recorded) = repair::DurableLog::open(dir)?;
         let dedup = DedupMode::parse(&meta.dedup).ok_or_else(|| StoreError::Corrupt {
             path: dir.to_owned(),
             what: "meta".into(),
@@ -369,18 +419,25 @@ impl State {
             sealed: None,
             sealed_seq: 0,
             durable_items: 0,
+            durable_log: std::sync::Arc::new(durable_log),
+            close: repair::CloseRecord::new(dir),
         };
-        state.load_hosts()?;
-        state.load_counters()?;
-        state.load_exact()?;
-        state.next_item = state.load_next_item()?;
-        state.durable_items = state.next_item;
-        state.next_group = state.replay_journal()?;
-        state.journal_end = state.next_group;
+        repair::guard(&db_dir, || {
+            state.load_hosts()?;
+            state.load_counters()?;
+            state.load_exact()?;
+            state.next_item = state.load_next_item()?;
+            repair::check_durable(dir, &state.durable_log, recorded, state.durable_found())?;
+            state.durable_items = state.next_item;
+            state.next_group = state.replay_journal()?;
+            state.journal_end = state.next_group;
+            Ok(())
+        })?;
         state.close_dead_runs()?;
         if options.begin_run {
             state.begin_run()?;
         }
+        state.close.arm();
         Ok(state)
     }
 
@@ -441,9 +498,6 @@ impl State {
     }
 
     fn db_error(&self, source: sled::Error) -> StoreError {
-        StoreError::Db {
-            path: self.dir.clone(),
-            source,
-        }
+        repair::classify(&self.dir, source)
     }
 }
