@@ -196,7 +196,13 @@ pub fn init_tracing(verbose: u8) {
         1 => "info,sled=off",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    // RUST_LOG=error would show them too; naming sled in it shows them.
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if spec.contains("sled") => spec,
+        Ok(spec) if !spec.trim().is_empty() => format!("{spec},sled=off"),
+        _ => default.to_owned(),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -13,20 +13,25 @@ use crate::bloom::{BloomFile, BloomParams};
 use crate::config::DedupMode;
 
 /// Opens sled in `dir/db` with a page cache of `cache_bytes` (default
-/// [`DEFAULT_CACHE_BYTES`]). A panic of sled's recovery on a damaged log is
-/// [`StoreError::Damaged`] (see `repair`).
-pub(super) fn open_db(dir: &Path, cache_bytes: Option<u64>) -> Result<sled::Db, StoreError> {
+/// [`DEFAULT_CACHE_BYTES`]), after `repair::before_open` found the state whole
+/// (a damaged one is refused before sled writes anything); returns it with the
+/// Bloom file when that opened whole. A panic of sled's recovery on a damaged
+/// log is [`StoreError::Damaged`] (see `repair`).
+pub(super) fn open_db(
+    dir: &Path,
+    cache_bytes: Option<u64>,
+) -> Result<(sled::Db, Option<BloomFile>), StoreError> {
     let cache = cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
+    let bloom = repair::before_open(dir, cache)?;
     let mut attempt = 1;
     loop {
-        let opened = repair::trial_open(dir, cache)
-            .and_then(|()| repair::guard(&dir.join("db"), || try_open_db(dir, cache)));
+        let opened = repair::guard(&dir.join("db"), || try_open_db(dir, cache));
         match opened {
             Err(StoreError::Busy { .. }) if attempt < dir::LOCK_ATTEMPTS => {
                 attempt += 1;
                 std::thread::sleep(dir::LOCK_RETRY);
             }
-            other => return other,
+            other => return other.map(|db| (db, bloom)),
         }
     }
 }
@@ -91,6 +96,7 @@ pub(super) fn load_meta(
     dir: &Path,
     db: &sled::Db,
     options: &OpenOptions,
+    opened: Option<BloomFile>,
 ) -> Result<(Meta, BloomFile), StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         path: dir.to_owned(),
@@ -141,6 +147,6 @@ pub(super) fn load_meta(
     };
     let dedup = DedupMode::parse(&meta.dedup)
         .ok_or_else(|| corrupt(format!("unknown dedup mode {:?}", meta.dedup)))?;
-    let bloom = repair::open_bloom(dir, db, params, dedup)?;
+    let bloom = repair::open_bloom(dir, db, params, dedup, opened)?;
     Ok((meta, bloom))
 }

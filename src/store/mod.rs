@@ -381,13 +381,23 @@ impl State {
         if found == dir::Found::Create {
             dir::mark_creating(dir)?;
         }
-        let db = db::open_db(dir, options.cache_bytes)?;
+        let (db, opened) = db::open_db(dir, options.cache_bytes)?;
         // A panic of sled on a damaged database is an error (see `repair`).
         let db_dir = dir.join("db");
-        let (meta, bloom) = repair::guard(&db_dir, || match found {
+        let made = repair::guard(&db_dir, || match found {
             dir::Found::Create => db::create_meta(dir, &db, options),
-            dir::Found::State => db::load_meta(dir, &db, options),
-        })?;
+            dir::Found::State => db::load_meta(dir, &db, options, opened),
+        });
+        let (meta, bloom) = match made {
+            Ok(made) => made,
+            Err(error) if found == dir::Found::Create => {
+                // A creation that failed (a full disk) leaves nothing behind.
+                drop(db);
+                dir::undo_creation(dir);
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+        };
         let (durable_log, recorded) = repair::DurableLog::open(dir)?;
         let dedup = DedupMode::parse(&meta.dedup).ok_or_else(|| StoreError::Corrupt {
             path: dir.to_owned(),

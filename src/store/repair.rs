@@ -318,23 +318,43 @@ impl Drop for CloseRecord {
     }
 }
 
-/// Before sled opens `dir/db` — and, on a damaged log, rewrites its tail as a
-/// torn write, which loses what follows — makes sure it can be opened whole,
-/// unless its files are exactly as the last clean close left them: a copy of
-/// `db/` is opened and scanned in full (a sled panic or error is
-/// [`StoreError::Damaged`]), its items and completed pages compared with the
-/// durable record ([`StoreError::RolledBack`]). The state itself is not touched
-/// until that trial passes. Costs a copy of `db/` after a crash, after another
-/// program wrote to it, or after a build that kept no close record.
-pub(super) fn trial_open(dir: &Path, cache: u64) -> Result<(), StoreError> {
+/// Before sled opens `dir/db` (and, on a damaged log, rewrites its tail as if
+/// it were a torn write, losing what follows), makes sure the state can be
+/// opened whole, so that a refusal leaves every byte as it was:
+/// - unless the database files are exactly as the last clean close left them
+///   (or the state has no durable record yet), a copy of `db/` is opened and
+///   scanned in full — a sled panic or error is [`StoreError::Damaged`] — and
+///   its items and completed pages are compared with the durable record
+///   ([`StoreError::RolledBack`]). Costs a copy of `db/` after a crash, after
+///   another program wrote to it, or after a build that kept no close record;
+/// - `bloom.bin` is opened; a damaged one is refused here in `bloom` mode
+///   ([`StoreError::BloomLost`]; the copy tells the mode), and left for the
+///   open to rebuild in `exact` mode.
+///
+/// Returns the opened Bloom file when it is whole, for `load_meta`.
+pub(super) fn before_open(dir: &Path, cache: u64) -> Result<Option<BloomFile>, StoreError> {
     let db_dir = dir.join("db");
-    if !db_dir.exists() || !dir.join(DURABLE_FILE).exists() {
-        // A new state, or one written before the durable record: nothing to check against.
-        return Ok(());
+    if !db_dir.exists() {
+        return Ok(None);
+    }
+    let opened = BloomFile::open(&dir.join("bloom.bin"));
+    let bloom_damage = match &opened {
+        Ok(bloom) => bloom.lost_bits().map(|(had, has)| {
+            format!("it lost bits ({had} set at the last checkpoint, {has} now)")
+        }),
+        Err(_) => bloom_damage(&opened, BloomParams::default()),
+    };
+    if bloom_damage.is_none()
+        && let Err(error) = opened
+    {
+        // Not damage (no room to reserve its blocks, permissions): nothing opened yet.
+        return Err(error.into());
     }
     let recorded = read_close_record(dir);
-    if recorded.is_some() && recorded == db_files_fingerprint(dir).ok() {
-        return Ok(());
+    let unchanged = recorded.is_some() && recorded == db_files_fingerprint(dir).ok();
+    let durable = dir.join(DURABLE_FILE).exists();
+    if (unchanged || !durable) && bloom_damage.is_none() {
+        return Ok(opened.ok());
     }
     let trial = dir.join(TRIAL_DIR);
     crash::point("repair.trial");
@@ -343,14 +363,23 @@ pub(super) fn trial_open(dir: &Path, cache: u64) -> Result<(), StoreError> {
         tracing::warn!(dir = %dir.display(), %error, "could not copy the database for a trial open; opening it directly");
         // crash point: repair.trial (a copy, never the state)
         let _ = std::fs::remove_dir_all(&trial);
-        return Ok(());
+        return Ok(opened.ok());
     }
     let checked = guard(&db_dir, || scan_trial(&trial, &db_dir, cache));
     // crash point: repair.trial (a copy, never the state)
     let _ = std::fs::remove_dir_all(&trial);
-    let found = checked?;
-    let (log, durable) = DurableLog::open(dir)?;
-    check_durable(dir, &log, durable, found)
+    let Some((found, dedup)) = checked? else {
+        return Ok(opened.ok());
+    };
+    let (log, recorded) = DurableLog::open(dir)?;
+    check_durable(dir, &log, recorded, found)?;
+    match bloom_damage {
+        Some(reason) if dedup == Some(DedupMode::Bloom) => Err(StoreError::BloomLost {
+            path: dir.join("bloom.bin"),
+            reason,
+        }),
+        _ => Ok(opened.ok()),
+    }
 }
 
 /// Copies the files of `from` into a new `to` (removed first).
@@ -373,18 +402,28 @@ fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Opens the trial copy and reads every record; returns what it holds.
-fn scan_trial(trial: &Path, db_dir: &Path, cache: u64) -> Result<Durable, StoreError> {
+/// Opens the trial copy and reads every record; returns what it holds and its
+/// dedup mode, or `None` when the copy could not be opened for another reason
+/// than damage (no room for sled's own writes).
+fn scan_trial(
+    trial: &Path,
+    db_dir: &Path,
+    cache: u64,
+) -> Result<Option<(Durable, Option<DedupMode>)>, StoreError> {
     let damaged = |reason: String| StoreError::Damaged {
         path: db_dir.to_owned(),
         reason,
     };
-    let db = sled::Config::new()
-        .path(trial)
-        .cache_capacity(cache)
-        .open()
-        .map_err(|e| damaged(describe(&e)))?;
+    let db = match sled::Config::new().path(trial).cache_capacity(cache).open() {
+        Ok(db) => db,
+        Err(sled::Error::Io(error)) => {
+            tracing::warn!(db = %db_dir.display(), %error, "could not open a copy of the database for a trial open; opening it directly");
+            return Ok(None);
+        }
+        Err(e) => return Err(damaged(describe(&e))),
+    };
     let mut found = Durable::default();
+    let mut dedup = None;
     let pages_key = keys::with_prefix(keys::COUNTER, b"pages/completed");
     for entry in db.iter() {
         let (key, value) = entry.map_err(|e| damaged(describe(&e)))?;
@@ -398,9 +437,13 @@ fn scan_trial(trial: &Path, db_dir: &Path, cache: u64) -> Result<Durable, StoreE
             found.items = found.items.max(first + count as u64);
         } else if *key == *pages_key {
             found.pages = keys::read_versioned_u64(&value).unwrap_or_default();
+        } else if *key == *keys::META {
+            dedup = super::records::decode::<super::records::Meta>(&value)
+                .ok()
+                .and_then(|meta| DedupMode::parse(&meta.dedup));
         }
     }
-    Ok(found)
+    Ok(Some((found, dedup)))
 }
 
 /// sled's error in words (its `Corruption` display shows a debug backtrace field).
@@ -663,8 +706,12 @@ pub(super) fn open_bloom(
     db: &sled::Db,
     params: BloomParams,
     dedup: DedupMode,
+    opened: Option<BloomFile>,
 ) -> Result<BloomFile, StoreError> {
-    let opened = BloomFile::open(&dir.join("bloom.bin"));
+    let opened = match opened {
+        Some(bloom) => Ok(bloom),
+        None => BloomFile::open(&dir.join("bloom.bin")),
+    };
     let Some(reason) = bloom_damage(&opened, params) else {
         return opened.map_err(Into::into);
     };
