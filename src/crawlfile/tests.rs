@@ -365,3 +365,17 @@ fn revisit_mistakes_name_their_key() {
         "missing field `after`",
     );
 }
+
+#[test]
+fn the_state_section_sets_the_database_cache() {
+    assert_eq!(ok("").config.cache_bytes, crate::store::DEFAULT_CACHE_BYTES);
+    assert_eq!(
+        ok("[state]\ncache = \"16MiB\"\n").config.cache_bytes,
+        16 << 20
+    );
+    assert_eq!(
+        ok("[state]\ncache = 1000000\n").config.cache_bytes,
+        1_000_000
+    );
+    assert!(err("[state]\ncache = \"lots\"\n").contains("cache"));
+}
