@@ -308,9 +308,13 @@ impl BloomFile {
             path = %path.display(),
             ones,
             header_ones = header.ones,
-            clean = header.clean,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "Bloom filter opened; recounted its ones"
+            "{}",
+            if header.clean {
+                "Bloom filter opened; recounted its ones"
+            } else {
+                "Bloom filter was not flushed by its last user; recounted its ones"
+            }
         );
         Ok(BloomFile {
             inner,

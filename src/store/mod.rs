@@ -22,6 +22,9 @@
 //! - `views`: what `dump` reads; `status`: the live status file.
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
+//! - `repair`: damage — sled panics caught, the durable record against silent
+//!   rollbacks, a trial open of a copy of `db/`, the Bloom filter rebuilt from
+//!   the exact set, `legcrawl repair`.
 //!
 //! # Invariants
 //! - **Atomic completion.** Completing a lease removes its queue entry and inserts
