@@ -92,6 +92,10 @@ pub struct CrawlConfig {
     /// The crawl file these settings were read from, for the state to remember
     /// (`None`: flags and defaults only). See [`CrawlFileCopy`].
     pub crawl_file: Option<CrawlFileCopy>,
+    /// sled's page cache, in bytes (default 64 MiB; sled's own default is 1 GiB).
+    /// Peak memory grows with it; a smaller cache means more reads of the state
+    /// from the disk (or the OS page cache).
+    pub cache_bytes: u64,
     /// Follow links marked `rel=nofollow`.
     pub follow_nofollow: bool,
     /// Link URLs must match one of these regexes to be followed (empty: all).
@@ -219,6 +223,7 @@ impl Default for CrawlConfig {
             bloom_hashes: None,
             checkpoint_every: crate::store::CHECKPOINT_EVERY,
             crawl_file: None,
+            cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             follow_nofollow: true,
             allow: Vec::new(),
             deny: Vec::new(),

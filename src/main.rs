@@ -12,11 +12,22 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = cli::Args::parse();
     cli::init_tracing(args.verbose);
-    match cli::run(args) {
-        Ok(code) => code,
-        Err(error) => {
+    // sled panics on some damaged databases: one line and exit 2, not a backtrace.
+    legcrawl::store::repair::quiet_sled_panics();
+    let result = std::panic::catch_unwind(|| cli::run(args));
+    match result {
+        Ok(Ok(code)) => code,
+        Ok(Err(error)) => {
             cli::stderr::say!("legcrawl: {error:#}");
             ExitCode::from(cli::exit_code(&error))
         }
+        Err(payload) => match legcrawl::store::repair::sled_panic_report() {
+            Some(line) => {
+                cli::stderr::say!("legcrawl: {line}");
+                ExitCode::from(2)
+            }
+            // Not sled's: a bug, already reported by the default hook.
+            None => std::panic::resume_unwind(payload),
+        },
     }
 }

@@ -132,8 +132,10 @@ pub struct BloomFile {
     path: PathBuf,
     /// True while the on-disk header says "clean"; the next bit change must first clear it.
     header_clean: bool,
-    /// True if `open` found the clean flag at 0 and recounted the ones.
+    /// True if `open` found the clean flag at 0.
     opened_dirty: bool,
+    /// The ones count the header held when opened (the count at the last flush).
+    flushed_ones: u64,
 }
 
 /// Total file length for `params`.
@@ -145,6 +147,46 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> BloomError + '_ {
     move |source| BloomError::Io {
         path: path.into(),
         source,
+    }
+}
+
+/// True when fewer disk blocks back `file` than its `len` bytes need (a sparse file).
+fn is_sparse(file: &File, len: u64, path: &Path) -> Result<bool, BloomError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().map_err(io_error(path))?;
+    // `blocks` counts 512-byte units, whatever the file system's block size.
+    Ok(meta.blocks().saturating_mul(512) < len)
+}
+
+/// Reserves disk blocks for the first `len` bytes of `file` (`posix_fallocate`
+/// semantics: afterwards no write inside them can fail for lack of space), so a full
+/// disk is an error now rather than a SIGBUS on a later write through the map. Where
+/// the file system has no `fallocate`, a `new` file (all zeros) gets one zero byte
+/// written per 4 KiB block, as glibc's emulation does; an existing one is left sparse.
+fn reserve(file: &File, path: &Path, len: u64, new: bool) -> Result<(), BloomError> {
+    use std::os::unix::fs::FileExt;
+    let failed = |source| BloomError::Reserve {
+        path: path.into(),
+        bytes: len,
+        source,
+    };
+    // crash point: create.bloom (the state's caller; allocation changes no byte)
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+            if !new {
+                tracing::warn!(path = %path.display(), "this file system cannot reserve blocks (no fallocate); the Bloom filter stays sparse");
+                return Ok(());
+            }
+            let mut at = 0;
+            while at < len {
+                // crash point: create.bloom (a new file: zeros over zeros)
+                file.write_all_at(&[0], at).map_err(failed)?;
+                at += HEADER_LEN as u64;
+            }
+            Ok(())
+        }
+        Err(e) => Err(failed(e.into())),
     }
 }
 
@@ -191,6 +233,7 @@ impl BloomFile {
                 path: path.into(),
                 header_clean: true,
                 opened_dirty: false,
+                flushed_ones: 0,
             }),
             Err(error) => {
                 // crash point: create.bloom (the state's caller)
@@ -208,6 +251,7 @@ impl BloomFile {
         // crash point: create.bloom (the state's caller)
         let len = file_len(params);
         file.set_len(len).map_err(io_error(path))?;
+        reserve(file, path, len, true)?;
         let mut map = map_file(file, len, path)?;
         let header = Header {
             params,
@@ -249,24 +293,36 @@ impl BloomFile {
                 actual_len,
             });
         }
+        if is_sparse(&file, expected_len, path)? {
+            // Written by an older build (created sparse): reserve the blocks now, so that
+            // a full disk is an error here and never a SIGBUS on a write to the map.
+            reserve(&file, path, expected_len, false)?;
+        }
         let map = map_file(&file, expected_len, path)?;
         let mut inner = Filter::new(MappedBits { map }, header.params, header.ones);
-        if !header.clean {
-            let started = Instant::now();
-            let ones = inner.recount();
-            tracing::debug!(
-                path = %path.display(),
-                ones,
-                elapsed_ms = started.elapsed().as_millis() as u64,
+        // Always recounted: bits are only ever set, so fewer ones than the header's count
+        // (written at the last flush) means bits were lost (see `lost_bits`).
+        let started = Instant::now();
+        let ones = inner.recount();
+        tracing::debug!(
+            path = %path.display(),
+            ones,
+            header_ones = header.ones,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "{}",
+            if header.clean {
+                "Bloom filter opened; recounted its ones"
+            } else {
                 "Bloom filter was not flushed by its last user; recounted its ones"
-            );
-        }
+            }
+        );
         Ok(BloomFile {
             inner,
             file,
             path: path.into(),
             header_clean: header.clean,
             opened_dirty: !header.clean,
+            flushed_ones: header.ones,
         })
     }
 
@@ -393,9 +449,17 @@ impl BloomFile {
     }
 
     /// True if `open` found the clean flag at 0 (the last user died or dropped the filter
-    /// without `flush`) and recounted the ones.
+    /// without `flush`). `open` recounts the ones either way.
     pub fn opened_dirty(&self) -> bool {
         self.opened_dirty
+    }
+
+    /// `Some((at_last_flush, now))` when the bits hold fewer ones than the header counted
+    /// at the last [`flush`](Self::flush): bits were lost (a zeroed or replaced file body),
+    /// since a bit is never cleared. `None` when nothing is missing by that measure.
+    pub fn lost_bits(&self) -> Option<(u64, u64)> {
+        let now = self.ones();
+        (now < self.flushed_ones).then_some((self.flushed_ones, now))
     }
 
     /// The filter file.

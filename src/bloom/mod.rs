@@ -66,8 +66,11 @@
 //! | 16 | 8 | ones count `u64` (exact when clean) |
 //! | 24 | 1 | clean flag: 1 = header count matches the bits, 0 = bits may have changed since |
 //!
-//! The file is created sparse with `set_len`, so a 128 MiB filter is created instantly and
-//! disk blocks are allocated as bits are first set.
+//! The file's blocks are reserved when it is created (`fallocate`, see `file.rs`), and on
+//! open when an older build left it sparse: a write through the map into a sparse block on
+//! a full file system is a SIGBUS, which no error path can catch, while a full disk at
+//! `fallocate` is an ordinary ENOSPC error. Reserving 128 MiB takes milliseconds on ext4
+//! and tmpfs (the blocks are marked unwritten, not zeroed).
 //!
 //! # Invariants
 //! - The file length is exactly `4096 + m/8`; `open` checks magic, version, parameters and
@@ -75,11 +78,13 @@
 //! - The on-disk clean flag is set to 0 and synced before the first bit change after `create`,
 //!   `open` or `flush` (lazily, on the first `insert` that would set a bit, so opening a filter
 //!   only to read it does not dirty it); `flush` writes 1 after the bits are synced.
-//! - `ones` is exact: every 0→1 transition is counted. When `open` finds the clean flag at 0 (the
-//!   last process died after changing bits) it recounts with a popcount over the map; for
+//! - `ones` is exact: every 0→1 transition is counted. `open` always recounts with a popcount
+//!   over the map (bits are never cleared, so a recount below the header's count, the count at
+//!   the last flush, means bits were lost: [`BloomFile::lost_bits`]); for
 //!   `2^30` bits (128 MiB) that took 48–65 ms (three runs) with the file in the page cache on the
 //!   2-core development machine (`cargo bench --bench bloom`, `open_2^30_bits/dirty_recount`;
-//!   a clean open takes 18–25 µs); a cold file adds the time to read 128 MiB from disk.
+//!   before this recount was done on every open, a clean open took 18–25 µs); a cold file adds
+//!   the time to read 128 MiB from disk.
 //! - The hot path (`contains`, `insert`) allocates nothing and does no division.
 //! - The memory map is the one `unsafe` block of the crate; see `file.rs` for its SAFETY
 //!   argument. Truncating the file from outside while it is mapped is the documented hazard
@@ -258,6 +263,17 @@ pub enum BloomError {
         hashes: u8,
         /// Which rule was broken.
         reason: &'static str,
+    },
+    /// Disk blocks for the filter could not be reserved (`fallocate`): typically a full
+    /// disk. Nothing was left behind by `create`; `open` changed no byte.
+    #[error("Bloom filter {}: cannot reserve {bytes} bytes on disk: {source}", path.display())]
+    Reserve {
+        /// The filter file.
+        path: PathBuf,
+        /// The file's length.
+        bytes: u64,
+        /// The underlying error (ENOSPC when the disk is full).
+        source: std::io::Error,
     },
     /// The header has the right magic and version but impossible contents.
     #[error("Bloom filter {}: corrupt header: {reason}", path.display())]

@@ -31,7 +31,7 @@ fn make_filter(path: &Path) -> Vec<u8> {
 }
 
 #[test]
-fn create_layout_and_sparse_size() {
+fn create_layout_and_reserved_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seen.bloom");
     let f = BloomFile::create(&path, BloomParams::default()).unwrap();
@@ -43,7 +43,10 @@ fn create_layout_and_sparse_size() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        assert!(meta.blocks() * 512 < 1 << 20, "created sparse");
+        assert!(
+            meta.blocks() * 512 >= meta.len(),
+            "blocks reserved, not sparse"
+        );
     }
     drop(f);
     let bytes = std::fs::read(&path).unwrap();
@@ -55,7 +58,7 @@ fn create_layout_and_sparse_size() {
 }
 
 #[test]
-fn persistence_after_flush_trusts_header() {
+fn persistence_after_flush_and_a_recount_on_every_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     let ks = keys(3, 500);
@@ -73,13 +76,25 @@ fn persistence_after_flush_trusts_header() {
     assert_eq!(f.params(), small());
     assert_eq!(f.ones(), ones);
     assert!(ks.iter().all(|k| f.contains(k)));
+    assert_eq!(f.lost_bits(), None);
     drop(f);
-    // Prove the count came from the header: make it wrong but clean, and it is believed.
+    // The bits are recounted on every open: a header counting more ones than the
+    // bits hold (bits lost since the last flush) is reported, not believed.
     let mut bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes[OFF_CLEAN], 1, "reading does not dirty the file");
     bytes[OFF_ONES..OFF_ONES + 8].copy_from_slice(&(ones + 1).to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    assert_eq!(BloomFile::open(&path).unwrap().ones(), ones + 1);
+    let f = BloomFile::open(&path).unwrap();
+    assert_eq!(f.ones(), ones);
+    assert_eq!(f.lost_bits(), Some((ones + 1, ones)));
+    drop(f);
+    // A zeroed body after the header: every bit lost.
+    bytes[HEADER_LEN..].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        BloomFile::open(&path).unwrap().lost_bits(),
+        Some((ones + 1, 0))
+    );
 }
 
 #[test]

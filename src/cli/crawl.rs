@@ -141,6 +141,10 @@ pub struct CrawlArgs {
     /// file's `dedup.checkpoint`] (also after 2^20 new URLs).
     #[arg(long, value_name = "DURATION", value_parser = parse_span)]
     checkpoint_every: Option<Duration>,
+    /// The database's page cache ("64MiB", "1GiB", bytes) [default: 64MiB, or the
+    /// crawl file's `[state] cache`]. Peak memory grows with it.
+    #[arg(long, value_name = "SIZE", value_parser = crawlfile::units::parse_size)]
+    cache_size: Option<u64>,
 }
 
 /// `--revisit-after`: a duration, `never` or `adaptive`.
@@ -273,6 +277,7 @@ impl CrawlArgs {
         if let Some(every) = self.checkpoint_every {
             config.checkpoint_every = every;
         }
+        set(&mut config.cache_bytes, self.cache_size);
         Ok((config, file_legs))
     }
 }

@@ -13,7 +13,8 @@ Examples:
 Exit codes:
   0    the frontier was drained, a limit was reached, or the run went idle
   1    a runtime failure (disk, database)
-  2    bad input (a URL, a flag, the crawl file, a directory that is not a state, a busy state)
+  2    bad input (a URL, a flag, the crawl file, a directory that is not a state, a busy state),
+       or a damaged state that cannot be repaired (left as it is; see `legcrawl repair --help`)
   130  interrupted by Ctrl-C or SIGTERM (state saved; run the same command to resume)";
 
 /// `legcrawl dump --help`.
@@ -28,7 +29,8 @@ Examples:
 Exit codes:
   0  printed (also when the reader closed the pipe early)
   1  a runtime failure (disk, database, a record that cannot be read)
-  2  bad input (a flag, a run that does not exist, not a URL, not a state, a busy state)";
+  2  bad input (a flag, a run that does not exist, not a URL, not a state, a busy state),
+     or a damaged state that cannot be repaired (left as it is)";
 
 /// `legcrawl fetch --help`.
 pub const FETCH: &str = "\
@@ -45,6 +47,24 @@ Exit codes:
   5  read error (a stalled read, a malformed response, a body that cannot be decoded)
   6  the bytes read do not match Content-Length
   7  the body was longer than 10 MiB and was cut (what was kept is written)";
+
+/// `legcrawl repair --help`.
+pub const REPAIR: &str = "\
+Every open checks the state: a database holding less than the `durable` record
+says was committed, or one sled cannot read, is refused (exit 2, left as it is;
+restore the directory from a copy). In exact dedup mode a missing, truncated or
+damaged bloom.bin, or one that lost bits, is rebuilt from the exact seen set by
+any command; `repair` reads every record and rebuilds it on demand. In bloom
+mode the filter is the only record of the seen set and cannot be rebuilt.
+
+Examples:
+  legcrawl repair --data data/example
+  legcrawl repair --config crawl.toml
+
+Exit codes:
+  0  every record read; the Bloom filter rebuilt (exact mode)
+  1  a runtime failure (disk, database, a record that cannot be read)
+  2  bad input, or a damaged state that cannot be repaired (left as it is)";
 
 /// `legcrawl reset --help`.
 pub const RESET: &str = "\

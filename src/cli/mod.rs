@@ -3,16 +3,20 @@
 //! Two stages, as in ripgrep: raw flags here, validated into a
 //! [`legcrawl::config::CrawlConfig`] by [`crawl`] before anything runs.
 //!
-//! Exit codes: 0 success; 1 a runtime failure (I/O, database); 2 bad input — a
-//! usage error, a bad URL, a directory that is not legcrawl state, another format
-//! version, a busy state, a setting that cannot change; 130 interrupted (state
-//! saved). `fetch` has its own codes (see [`fetch`]).
+//! Exit codes: 0 success; 1 a runtime failure (I/O, database, a full disk); 2 bad
+//! input — a usage error, a bad URL, a directory that is not legcrawl state,
+//! another format version, a busy state, a setting that cannot change, or a
+//! damaged state that cannot be repaired (a damaged database, one that lost
+//! committed data, a damaged Bloom filter in `bloom` mode: the state is left as
+//! it is; retrying will not help); 130 interrupted (state saved). `fetch` has its
+//! own codes (see [`fetch`]).
 
 mod crawl;
 mod dump;
 mod export;
 mod fetch;
 mod help;
+mod repair;
 mod reset;
 mod seeds;
 mod stats;
@@ -48,6 +52,9 @@ enum Command {
     /// Fetch one URL politely; body to stdout.
     #[command(after_help = help::FETCH)]
     Fetch(fetch::FetchArgs),
+    /// Check a state whole; rebuild its Bloom filter from the exact seen set.
+    #[command(after_help = help::REPAIR)]
+    Repair(repair::RepairArgs),
     /// Delete a crawl state (asks first unless --yes).
     #[command(after_help = help::RESET)]
     Reset(reset::ResetArgs),
@@ -113,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Crawl(a) => crawl::run(*a),
         Command::Dump(a) => dump::run(a),
         Command::Fetch(a) => fetch::run(a),
+        Command::Repair(a) => repair::run(a),
         Command::Reset(a) => reset::run(a),
         Command::Seeds(a) => seeds::run(a),
     }
@@ -170,7 +178,10 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             | StoreError::Missing { .. }
             | StoreError::Format { .. }
             | StoreError::Busy { .. }
-            | StoreError::Mismatch { .. },
+            | StoreError::Mismatch { .. }
+            | StoreError::Damaged { .. }
+            | StoreError::RolledBack { .. }
+            | StoreError::BloomLost { .. },
         ) => 2,
         _ => 1,
     }
@@ -179,12 +190,20 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 /// Logs to stderr: warnings by default, more with -v, or as RUST_LOG says. A
 /// log line that cannot be written (a closed pipe) is dropped, never a panic.
 pub fn init_tracing(verbose: u8) {
+    // sled's own log lines about a damaged database would be a second line
+    // after ours (which names the file and what to do); -vv shows them.
     let default = match verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warn,sled=off",
+        1 => "info,sled=off",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    // RUST_LOG=error would show them too; naming sled in it shows them.
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if spec.contains("sled") => spec,
+        Ok(spec) if !spec.trim().is_empty() => format!("{spec},sled=off"),
+        _ => default.to_owned(),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -72,6 +72,7 @@ mod tests {
         ("cli/export.rs", include_str!("export.rs")),
         ("cli/fetch.rs", include_str!("fetch.rs")),
         ("cli/help.rs", include_str!("help.rs")),
+        ("cli/repair.rs", include_str!("repair.rs")),
         ("cli/reset.rs", include_str!("reset.rs")),
         ("cli/seeds.rs", include_str!("seeds.rs")),
         ("cli/stats.rs", include_str!("stats.rs")),

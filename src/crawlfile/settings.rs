@@ -31,6 +31,15 @@ pub(super) struct FileSettings {
     headers: BTreeMap<String, String>,
     dedup: Dedup,
     revisit: RevisitSection,
+    state: StateSection,
+}
+
+/// `[state]`: how the state directory is used.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct StateSection {
+    /// sled's page cache ("64MiB").
+    cache: Option<FileSize>,
 }
 
 /// `output = "FILE.jsonl"` (as before), or the `[output]` table.
@@ -286,6 +295,7 @@ impl FileSettings {
         set(&mut config.fingerprint_headers, d.fingerprint_headers);
         set(&mut config.checkpoint_every, d.checkpoint.map(|d| d.0));
         (config.revisit, config.revisit_rules) = self.revisit.policies();
+        set(&mut config.cache_bytes, self.state.cache.map(|s| s.0));
         Ok(())
     }
 

@@ -397,3 +397,17 @@ fn output_is_a_file_name_or_a_table_but_not_both() {
         .to_string();
     assert!(dup.contains("duplicate key \"seeds\""), "{dup}");
 }
+
+#[test]
+fn the_state_section_sets_the_database_cache() {
+    assert_eq!(ok("").config.cache_bytes, crate::store::DEFAULT_CACHE_BYTES);
+    assert_eq!(
+        ok("[state]\ncache = \"16MiB\"\n").config.cache_bytes,
+        16 << 20
+    );
+    assert_eq!(
+        ok("[state]\ncache = 1000000\n").config.cache_bytes,
+        1_000_000
+    );
+    assert!(err("[state]\ncache = \"lots\"\n").contains("cache"));
+}

@@ -190,6 +190,7 @@ pub async fn run(
         bloom_hashes: config.bloom_hashes,
         begin_run: true,
         checkpoint_every: Some(config.checkpoint_every),
+        cache_bytes: Some(config.cache_bytes),
     };
     // Bad configuration is refused before the state is touched.
     let schedule = Schedule::new(config)?;

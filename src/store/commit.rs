@@ -52,6 +52,11 @@ pub struct Flush {
     dir: std::path::PathBuf,
     batch: sled::Batch,
     seq: u64,
+    /// The durable record, and what this group changes in it once synced.
+    durable: (
+        std::sync::Arc<super::repair::DurableLog>,
+        super::repair::DurableDelta,
+    ),
 }
 
 impl Flush {
@@ -63,16 +68,20 @@ impl Flush {
             dir,
             batch,
             seq,
+            durable: (log, delta),
         } = self;
         crash::point("group.apply");
         let done = db.apply_batch(batch).and_then(|()| {
             crash::point("group.sync");
             db.flush().map(drop)
         });
-        match done {
-            Ok(()) => Ok(Receipt { seq }),
-            Err(source) => Err(StoreError::Db { path: dir, source }),
+        if let Err(source) = done {
+            return Err(StoreError::Db { path: dir, source });
         }
+        // Only after the sync: the record never claims more than sled holds.
+        crash::point("group.durable");
+        log.record(delta)?;
+        Ok(Receipt { seq })
     }
 }
 
@@ -140,6 +149,10 @@ impl State {
         // open group stays as it was.
         self.frontier.seal(&self.db, &mut self.group.batch)?;
         let mut group = std::mem::take(&mut self.group);
+        let delta = super::repair::DurableDelta {
+            items: self.items.appended_in_open().then(|| self.items.len()),
+            pages: (group.pages > 0).then(|| self.runs.counter("pages/completed")),
+        };
         self.seen.seal(&mut group.batch);
         self.items.seal(&mut group.batch);
         self.pages.seal();
@@ -156,6 +169,7 @@ impl State {
             dir: self.db.dir().to_owned(),
             batch: group.batch.into_inner(),
             seq: self.sealed_seq,
+            durable: (std::sync::Arc::clone(&self.durable_log), delta),
         }))
     }
 

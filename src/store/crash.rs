@@ -90,6 +90,10 @@ pub const POINTS: &[Point] = &[
         before: "an applied group is synced to disk",
     },
     Point {
+        name: "group.durable",
+        before: "the durable record (items and pages the synced group leaves) is written and synced",
+    },
+    Point {
         name: "bloom.set",
         before: "a durable group's fingerprints set their Bloom bits (leases still held, output not written)",
     },
@@ -141,7 +145,29 @@ pub const POINTS: &[Point] = &[
         name: "status.remove",
         before: "status.json is removed at the end of a crawl",
     },
+    Point {
+        name: "state.close",
+        before: "a clean close records what the database files look like (in `durable`)",
+    },
+    Point {
+        name: "repair.trial",
+        before: "a copy of db/ is made and opened, to check a database whose files changed since the last clean close (after a crash or an outside write)",
+    },
+    Point {
+        name: "repair.bloom",
+        before: "a damaged bloom.bin's replacement is built under a temporary name (exact mode; only a damaged state or `repair` reaches it)",
+    },
+    Point {
+        name: "repair.switch",
+        before: "the rebuilt Bloom file is renamed over bloom.bin (only a damaged state or `repair` reaches it)",
+    },
 ];
+
+/// Points only a damaged state or `legcrawl repair` reaches: the crash-point
+/// suite's crawls never do (the damage tests crash at them instead).
+pub fn repair_only(name: &str) -> bool {
+    name.starts_with("repair.")
+}
 
 /// The environment variable naming a point and a hit count.
 pub const CRASH_AT_ENV: &str = "LEGCRAWL_CRASH_AT";

@@ -26,6 +26,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/items.rs", include_str!("items.rs")),
     ("store/keys.rs", include_str!("keys.rs")),
     ("store/records.rs", include_str!("records.rs")),
+    ("store/repair.rs", include_str!("repair.rs")),
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
     ("store/warc.rs", include_str!("warc.rs")),
     ("engine/sink.rs", include_str!("../engine/sink.rs")),
@@ -51,6 +52,7 @@ const WRITES: &[&str] = &[
     "fs::remove_dir_all(",
     ".set_len(",
     ".write_all(",
+    ".write_all_at(",
     "self.bloom.insert(",
 ];
 

@@ -8,26 +8,39 @@ use std::io;
 use std::path::Path;
 
 use super::records::{self, Meta, unix_now};
-use super::{OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys};
+use super::{DEFAULT_CACHE_BYTES, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys, repair};
 use crate::bloom::{BloomFile, BloomParams};
+use crate::config::DedupMode;
 
-pub(super) fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
+/// Opens sled in `dir/db` with a page cache of `cache_bytes` (default
+/// [`DEFAULT_CACHE_BYTES`]), after `repair::before_open` found the state whole
+/// (a damaged one is refused before sled writes anything); returns it with the
+/// Bloom file when that opened whole. A panic of sled's recovery on a damaged
+/// log is [`StoreError::Damaged`] (see `repair`).
+pub(super) fn open_db(
+    dir: &Path,
+    cache_bytes: Option<u64>,
+) -> Result<(sled::Db, Option<BloomFile>), StoreError> {
+    let cache = cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
+    let bloom = repair::before_open(dir, cache)?;
     let mut attempt = 1;
     loop {
-        match try_open_db(dir) {
+        let opened = repair::guard(&dir.join("db"), || try_open_db(dir, cache));
+        match opened {
             Err(StoreError::Busy { .. }) if attempt < dir::LOCK_ATTEMPTS => {
                 attempt += 1;
                 std::thread::sleep(dir::LOCK_RETRY);
             }
-            other => return other,
+            other => return other.map(|db| (db, bloom)),
         }
     }
 }
 
-fn try_open_db(dir: &Path) -> Result<sled::Db, StoreError> {
+fn try_open_db(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
     let path = dir.join("db");
     sled::Config::new()
         .path(&path)
+        .cache_capacity(cache)
         .open()
         .map_err(|source| match &source {
             sled::Error::Io(io)
@@ -37,10 +50,11 @@ fn try_open_db(dir: &Path) -> Result<sled::Db, StoreError> {
                     path: dir.to_owned(),
                 }
             }
-            _ => StoreError::Db {
-                path: dir.to_owned(),
-                source,
+            sled::Error::Unsupported(_) => StoreError::Damaged {
+                path: path.clone(),
+                reason: source.to_string(),
             },
+            _ => repair::classify(dir, source),
         })
 }
 
@@ -82,6 +96,7 @@ pub(super) fn load_meta(
     dir: &Path,
     db: &sled::Db,
     options: &OpenOptions,
+    opened: Option<BloomFile>,
 ) -> Result<(Meta, BloomFile), StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         path: dir.to_owned(),
@@ -126,13 +141,12 @@ pub(super) fn load_meta(
         meta.dedup.clone(),
         options.dedup.map(|d| d.as_str().to_owned()),
     )?;
-    let bloom = BloomFile::open(&dir.join("bloom.bin"))?;
-    let params = bloom.params();
-    if params.bits != meta.bloom_bits || params.hashes != meta.bloom_hashes {
-        return Err(corrupt(format!(
-            "bloom.bin has bits={} hashes={}, metadata says bits={} hashes={}",
-            params.bits, params.hashes, meta.bloom_bits, meta.bloom_hashes
-        )));
-    }
+    let params = BloomParams {
+        bits: meta.bloom_bits,
+        hashes: meta.bloom_hashes,
+    };
+    let dedup = DedupMode::parse(&meta.dedup)
+        .ok_or_else(|| corrupt(format!("unknown dedup mode {:?}", meta.dedup)))?;
+    let bloom = repair::open_bloom(dir, db, params, dedup, opened)?;
     Ok((meta, bloom))
 }

@@ -176,6 +176,20 @@ fn clear_partial(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// Removes what a creation that failed wrote (`db/`, `bloom.bin`, the
+/// *creating* marker), leaving the directory empty as it was; failures only
+/// leave a *creating* marker behind, which the next crawl clears.
+pub(super) fn undo_creation(dir: &Path) {
+    if let Err(error) = clear_partial(dir) {
+        tracing::warn!(dir = %dir.display(), %error, "could not remove a failed creation");
+        return;
+    }
+    // crash point: create.begin (undoing it: the marker goes last)
+    if let Err(error) = fs::remove_file(dir.join(MARKER_FILE)) {
+        tracing::warn!(dir = %dir.display(), %error, "could not remove the creating marker");
+    }
+}
+
 /// Writes the *creating* marker: the first thing a creation writes.
 pub(super) fn mark_creating(dir: &Path) -> Result<(), StoreError> {
     crash::point("create.begin");

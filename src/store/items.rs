@@ -23,6 +23,8 @@ pub(super) struct Items {
     durable: u64,
     /// The item sequence number after the sealed group's last item.
     sealed_end: Option<u64>,
+    /// The open group appended items.
+    appended: bool,
     /// First item sequence number of the record being filled.
     record_first: Option<u64>,
     /// The record being filled.
@@ -68,6 +70,7 @@ impl Items {
     pub(super) fn append(&mut self, batch: &mut Batch, items: &[Item]) {
         for item in items {
             batch.defer();
+            self.appended = true;
             let seq = self.next;
             self.next += 1;
             if self.record_first.is_none() {
@@ -94,8 +97,14 @@ impl Items {
         }
     }
 
+    /// True when the open group appended items.
+    pub(super) fn appended_in_open(&self) -> bool {
+        self.appended
+    }
+
     /// Writes the group's last record into `batch`.
     pub(super) fn seal(&mut self, batch: &mut Batch) {
+        self.appended = false;
         self.close_record(batch);
         self.sealed_end = Some(self.next);
     }

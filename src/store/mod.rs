@@ -32,6 +32,9 @@
 //!   `remembered`: the crawl file the state runs with (`crawl.toml`).
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
+//! - `repair`: damage — sled panics caught, the durable record against silent
+//!   rollbacks, a trial open of a copy of `db/`, the Bloom filter rebuilt from
+//!   the exact set, `legcrawl repair`.
 //!
 //! # Invariants
 //! - **Atomic completion.** Completing a lease removes its queue entry and inserts
@@ -67,6 +70,7 @@ mod ops;
 pub(crate) mod pages;
 pub mod records;
 mod remembered;
+pub mod repair;
 mod robots;
 mod runs;
 mod seen;
@@ -211,6 +215,43 @@ pub enum StoreError {
         /// sled's error.
         source: sled::Error,
     },
+    /// The database is damaged: sled failed or panicked while opening or reading it.
+    /// Nothing of the state was written.
+    #[error(
+        "{path}: damaged database: {reason}; the state was left as it is (restore the directory from a copy)"
+    )]
+    Damaged {
+        /// The database directory (`db/`).
+        path: PathBuf,
+        /// What sled said.
+        reason: String,
+    },
+    /// The database holds less than the durable record says was made durable: it
+    /// lost committed groups without an error (see `repair`).
+    #[error(
+        "{path}: the database lost committed data (rolled back from {expected} to {found} {what}); refusing to continue on it: restore the state directory from a copy"
+    )]
+    RolledBack {
+        /// The database directory (`db/`).
+        path: PathBuf,
+        /// What was counted.
+        what: &'static str,
+        /// What the durable record says.
+        expected: u64,
+        /// What the database holds.
+        found: u64,
+    },
+    /// The Bloom filter of a `bloom`-mode state is damaged: it is the only record
+    /// of the seen set, so it cannot be rebuilt.
+    #[error(
+        "{path}: {reason}; in bloom dedup mode the filter is the only record of the seen set, so it cannot be rebuilt: restore bloom.bin from a copy of the state, or start again with `legcrawl crawl URL --fresh`"
+    )]
+    BloomLost {
+        /// The filter file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The Bloom filter file failed.
     #[error(transparent)]
     Bloom(#[from] BloomError),
@@ -240,7 +281,12 @@ pub struct OpenOptions {
     /// A checkpoint is due this long after the last one; `None` =
     /// [`CHECKPOINT_EVERY`].
     pub checkpoint_every: Option<std::time::Duration>,
+    /// sled's page cache in bytes; `None` = [`DEFAULT_CACHE_BYTES`].
+    pub cache_bytes: Option<u64>,
 }
+
+/// sled's page cache unless set (sled's own default is 1 GiB).
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
 /// The open, uncommitted completion group.
 #[derive(Default)]
@@ -270,6 +316,10 @@ pub struct State {
     sealed: Option<commit::Sealed>,
     /// Groups sealed by this process so far (the last one's `seq`).
     sealed_seq: u64,
+    /// The durable record, written after each group's sync (see `repair`).
+    durable_log: std::sync::Arc<repair::DurableLog>,
+    /// Records a clean close; the last field, so dropped after the database.
+    close: repair::CloseRecord,
 }
 
 impl State {
@@ -279,22 +329,46 @@ impl State {
         if found == dir::Found::Create {
             dir::mark_creating(dir)?;
         }
-        let db = db::open_db(dir)?;
-        let (meta, bloom) = match found {
-            dir::Found::Create => db::create_meta(dir, &db, options)?,
-            dir::Found::State => db::load_meta(dir, &db, options)?,
+        let (db, opened) = db::open_db(dir, options.cache_bytes)?;
+        // A panic of sled on a damaged database is an error (see `repair`).
+        let db_dir = dir.join("db");
+        let made = repair::guard(&db_dir, || match found {
+            dir::Found::Create => db::create_meta(dir, &db, options),
+            dir::Found::State => db::load_meta(dir, &db, options, opened),
+        });
+        let (meta, bloom) = match made {
+            Ok(made) => made,
+            Err(error) if found == dir::Found::Create => {
+                // A creation that failed (a full disk) leaves nothing behind.
+                drop(db);
+                dir::undo_creation(dir);
+                return Err(error);
+            }
+            Err(error) => return Err(error),
         };
+        let (durable_log, recorded) = repair::DurableLog::open(dir)?;
         let dedup = DedupMode::parse(&meta.dedup).ok_or_else(|| StoreError::Corrupt {
             path: dir.to_owned(),
             what: "meta".into(),
             reason: format!("unknown dedup mode {:?}", meta.dedup),
         })?;
         let db = table::Db::new(db, dir);
-        let frontier = frontier::Frontier::load(&db, meta.next_host_id, meta.next_queue_seq)?;
-        let runs = runs::Runs::load(&db)?;
         let every = options.checkpoint_every.unwrap_or(CHECKPOINT_EVERY);
-        let seen = seen::SeenSet::load(&db, bloom, dedup, every)?;
-        let items = items::Items::load(&db)?;
+        // The tables' loads read the whole index of the database: a panic of
+        // sled there is damage too, and a database holding less than the
+        // durable record says is refused before anything is written.
+        let (frontier, runs, items, seen) = repair::guard(&db_dir, || {
+            let frontier = frontier::Frontier::load(&db, meta.next_host_id, meta.next_queue_seq)?;
+            let runs = runs::Runs::load(&db)?;
+            let items = items::Items::load(&db)?;
+            let found = repair::Durable {
+                items: items.len(),
+                pages: runs.counter("pages/completed"),
+            };
+            repair::check_durable(dir, &durable_log, recorded, found)?;
+            let seen = seen::SeenSet::load(&db, bloom, dedup, every)?;
+            Ok((frontier, runs, items, seen))
+        })?;
         runs.close_dead(&db)?;
         let mut state = State {
             _lock: lock,
@@ -308,10 +382,13 @@ impl State {
             group: Group::default(),
             sealed: None,
             sealed_seq: 0,
+            durable_log: std::sync::Arc::new(durable_log),
+            close: repair::CloseRecord::new(dir),
         };
         if options.begin_run {
             state.runs.begin(&state.db, state.items.len())?;
         }
+        state.close.arm();
         Ok(state)
     }
 

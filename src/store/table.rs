@@ -95,10 +95,7 @@ impl Db {
 
     /// sled's error, naming the directory.
     pub(super) fn error(&self, source: sled::Error) -> StoreError {
-        StoreError::Db {
-            path: self.dir.clone(),
-            source,
-        }
+        super::repair::classify(&self.dir, source)
     }
 
     /// A record that cannot be read: which (`what` and its key) and why.

@@ -7,6 +7,7 @@ mod config;
 mod crash_points;
 mod crash_store;
 mod crawl;
+mod damage;
 mod examples;
 mod export;
 mod fetch;

@@ -1,0 +1,865 @@
+//! Damage: what the state does when its files are not what it wrote.
+//!
+//! Three defences, each ending in either an exact repair or one clear error
+//! that leaves the state as it is:
+//! - **sled panics.** sled 0.34 panics on some corrupt input (while it recovers
+//!   its log on open, or while it reads a damaged page). [`guard`] runs the open
+//!   and the loads of the state under `catch_unwind` and turns a panic into
+//!   [`StoreError::Damaged`]; [`quiet_sled_panics`] (the binary installs it)
+//!   keeps the panic message and backtrace of such a panic off stderr, and
+//!   [`sled_panic_report`] names it if one escapes elsewhere.
+//! - **silent rollbacks.** sled treats a corrupt log record as the torn tail of
+//!   a crash and opens with whatever came before it. The *durable record*
+//!   (`durable` in the state directory, [`DurableLog`]) says how many items and
+//!   completed pages the last durable group left; it is written and synced
+//!   after each group's sled sync (crash point `group.durable`), so after any
+//!   legitimate crash sled holds at least what it says. [`check_durable`] on
+//!   open refuses a database that holds less ([`StoreError::RolledBack`]).
+//! - **lost Bloom bits.** In `exact` mode the Bloom filter is a cache of the
+//!   exact set (sealed runs + journal). A missing, truncated, bad-header or
+//!   wrong-size `bloom.bin`, or one with fewer ones than its header counted at
+//!   the last flush, is rebuilt from the exact set ([`rebuild_bloom`]: a new
+//!   file under a temporary name, synced, then renamed over the old one; crash
+//!   points `repair.bloom` and `repair.switch`). In `bloom` mode the bits are
+//!   the only record, so the state is refused ([`StoreError::BloomLost`]).
+//!
+//! Depends on [`crate::bloom`], the key layout and the exact set's encoding.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha1::{Digest, Sha1};
+
+use super::exact::chunk_body;
+use super::{State, StoreError, crash, keys};
+use crate::bloom::{BloomError, BloomFile, BloomParams};
+use crate::config::DedupMode;
+use crate::fingerprint::Fingerprint;
+
+/// Name of the durable record in the state directory.
+pub const DURABLE_FILE: &str = "durable";
+/// Version byte of a durable record slot.
+const DURABLE_VERSION: u8 = 1;
+/// Bytes per slot (two slots, written in turn, so a torn write leaves the other).
+const SLOT: u64 = 64;
+/// Bytes of a slot that carry data: version, 7 zero bytes, seq, items, pages,
+/// then the first 8 bytes of the SHA-1 of those 32.
+const SLOT_DATA: usize = 32;
+/// Offset of the close record in the durable file: a version byte, then the
+/// SHA-1 of the database files' names, lengths and modification times as the
+/// last clean close left them.
+const CLOSE_AT: u64 = 2 * SLOT;
+/// Version byte of the close record.
+const CLOSE_VERSION: u8 = 1;
+/// The copy of `db/` a trial open reads (removed after it).
+const TRIAL_DIR: &str = ".db-trial";
+/// Name of a Bloom file being rebuilt.
+const REBUILD_FILE: &str = "bloom.bin.rebuild";
+
+/// What the last durable group left: sled must hold at least this much.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Durable {
+    /// Items stored (the next item sequence number).
+    pub items: u64,
+    /// Pages completed (the `pages/completed` counter).
+    pub pages: u64,
+}
+
+/// The durable record file, shared by the state and its flushes.
+#[derive(Debug)]
+pub struct DurableLog {
+    /// Opened by the first write when the state has no record yet (so that
+    /// opening a state only to read it creates nothing).
+    file: Mutex<Option<File>>,
+    path: PathBuf,
+    /// Sequence number of the last slot written.
+    seq: AtomicU64,
+    /// What the last slot written (or the database at open) says.
+    last: Mutex<Durable>,
+}
+
+/// What one group changes in the durable record: `None` where the group wrote
+/// nothing of it (the database still holds the last value written; a group that
+/// failed to flush may have advanced the counts in memory only).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DurableDelta {
+    /// The item count after the group, when it stored items.
+    pub items: Option<u64>,
+    /// The completed-pages counter after the group, when it completed pages.
+    pub pages: Option<u64>,
+}
+
+fn encode_slot(seq: u64, durable: Durable) -> [u8; SLOT_DATA + 8] {
+    let mut out = [0u8; SLOT_DATA + 8];
+    out[0] = DURABLE_VERSION;
+    out[8..16].copy_from_slice(&seq.to_be_bytes());
+    out[16..24].copy_from_slice(&durable.items.to_be_bytes());
+    out[24..32].copy_from_slice(&durable.pages.to_be_bytes());
+    let sum = Sha1::digest(&out[..SLOT_DATA]);
+    out[SLOT_DATA..].copy_from_slice(&sum[..8]);
+    out
+}
+
+fn decode_slot(bytes: &[u8]) -> Option<(u64, Durable)> {
+    let data = bytes.get(..SLOT_DATA)?;
+    let sum = bytes.get(SLOT_DATA..SLOT_DATA + 8)?;
+    if data[0] != DURABLE_VERSION || Sha1::digest(data)[..8] != *sum {
+        return None;
+    }
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&data[at..at + 8]);
+        u64::from_be_bytes(w)
+    };
+    Some((
+        word(8),
+        Durable {
+            items: word(16),
+            pages: word(24),
+        },
+    ))
+}
+
+impl DurableLog {
+    /// Opens the durable record of `dir` (created by the first write when
+    /// missing); returns it and what it holds (`None` without one). A file
+    /// whose slots both fail their checksum is an error naming it.
+    pub(super) fn open(dir: &Path) -> Result<(DurableLog, Option<Durable>), StoreError> {
+        let path = dir.join(DURABLE_FILE);
+        let io_err = |source| StoreError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let log = DurableLog {
+                    file: Mutex::new(None),
+                    path,
+                    seq: AtomicU64::new(0),
+                    last: Mutex::new(Durable::default()),
+                };
+                return Ok((log, None));
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+        let mut bytes = vec![0u8; 2 * SLOT as usize];
+        let read = file
+            .read_at(&mut bytes, 0)
+            .map_err(io_err)?
+            .min(bytes.len());
+        let best = [0, SLOT as usize]
+            .iter()
+            .filter_map(|&at| decode_slot(&bytes[at..read.max(at)]))
+            .max_by_key(|(seq, _)| *seq);
+        // A file with only a close record (a state that never committed) has zero slots.
+        let written = bytes[..read].iter().any(|&b| b != 0);
+        if best.is_none() && written {
+            return Err(StoreError::Corrupt {
+                path: dir.to_owned(),
+                what: DURABLE_FILE.into(),
+                reason: "neither slot passes its checksum (move the file away to open the state without the rollback check)".into(),
+            });
+        }
+        let log = DurableLog {
+            file: Mutex::new(Some(file)),
+            path,
+            seq: AtomicU64::new(best.map_or(0, |(seq, _)| seq)),
+            last: Mutex::new(best.map(|(_, d)| d).unwrap_or_default()),
+        };
+        Ok((log, best.map(|(_, durable)| durable)))
+    }
+
+    /// Records what the database holds after a group that changed `delta`, and
+    /// syncs it: called after that group is synced in sled, never before.
+    pub(super) fn record(&self, delta: DurableDelta) -> Result<(), StoreError> {
+        let durable = {
+            let mut last = self.last.lock().map_err(|_| StoreError::Io {
+                path: self.path.clone(),
+                source: io::Error::other("a flush panicked while recording"),
+            })?;
+            last.items = delta.items.unwrap_or(last.items);
+            last.pages = delta.pages.unwrap_or(last.pages);
+            *last
+        };
+        self.write(durable)
+    }
+
+    /// Writes `durable` into the next slot and syncs it.
+    fn write(&self, durable: Durable) -> Result<(), StoreError> {
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let slot = encode_slot(seq, durable);
+        let written = (|| {
+            let mut file = self
+                .file
+                .lock()
+                .map_err(|_| io::Error::other("a flush panicked while writing it"))?;
+            if file.is_none() {
+                let new = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&self.path)?;
+                *file = Some(new);
+            }
+            let Some(file) = file.as_ref() else {
+                return Err(io::Error::other("not open"));
+            };
+            // crash point: group.durable (the caller's)
+            file.write_all_at(&slot, (seq % 2) * SLOT)?;
+            file.sync_data()
+        })();
+        written.map_err(|source| StoreError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+/// What the files of `dir/db` look like: the SHA-1 of every path under it with
+/// its length and modification time. Any write to them (sled's, or anyone
+/// else's) changes it.
+fn db_files_fingerprint(dir: &Path) -> io::Result<[u8; 20]> {
+    use std::os::unix::fs::MetadataExt;
+    let db = dir.join("db");
+    let mut entries = Vec::new();
+    let mut stack = vec![db.clone()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            let name = entry.path();
+            let rel = name
+                .strip_prefix(&db)
+                .unwrap_or(&name)
+                .display()
+                .to_string();
+            entries.push(format!(
+                "{rel}\t{}\t{}.{}",
+                meta.len(),
+                meta.mtime(),
+                meta.mtime_nsec()
+            ));
+        }
+    }
+    entries.sort();
+    let mut sum = Sha1::new();
+    for entry in entries {
+        sum.update(entry.as_bytes());
+        sum.update(b"\n");
+    }
+    Ok(sum.finalize().into())
+}
+
+/// The close record (see [`CLOSE_AT`]), if there is one.
+fn read_close_record(dir: &Path) -> Option<[u8; 20]> {
+    let file = File::open(dir.join(DURABLE_FILE)).ok()?;
+    let mut record = [0u8; 21];
+    file.read_exact_at(&mut record, CLOSE_AT).ok()?;
+    let (&version, fingerprint) = record.split_first()?;
+    (version == CLOSE_VERSION).then(|| fingerprint.try_into().ok())?
+}
+
+/// Records, once the state closed cleanly, what its database files look like,
+/// so that the next open can skip the trial open when nothing touched them.
+/// Dropped last of the state's fields, after the database.
+#[derive(Debug)]
+pub struct CloseRecord {
+    dir: PathBuf,
+    /// Set once the state opened whole: only then is a close clean.
+    armed: bool,
+}
+
+impl CloseRecord {
+    pub(super) fn new(dir: &Path) -> CloseRecord {
+        CloseRecord {
+            dir: dir.to_owned(),
+            armed: false,
+        }
+    }
+
+    /// The state opened whole; its close will be recorded.
+    pub(super) fn arm(&mut self) {
+        self.armed = true;
+    }
+}
+
+impl Drop for CloseRecord {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let written = (|| {
+            let fingerprint = db_files_fingerprint(&self.dir)?;
+            let mut record = [0u8; 21];
+            record[0] = CLOSE_VERSION;
+            record[1..].copy_from_slice(&fingerprint);
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(self.dir.join(DURABLE_FILE))?;
+            // Not synced: a lost record only costs the next open a trial.
+            crash::point("state.close");
+            file.write_all_at(&record, CLOSE_AT)
+        })();
+        if let Err(error) = written {
+            tracing::debug!(dir = %self.dir.display(), %error, "could not record the clean close");
+        }
+    }
+}
+
+/// Before sled opens `dir/db` (and, on a damaged log, rewrites its tail as if
+/// it were a torn write, losing what follows), makes sure the state can be
+/// opened whole, so that a refusal leaves every byte as it was:
+/// - unless the database files are exactly as the last clean close left them
+///   (or the state has no durable record yet), a copy of `db/` is opened and
+///   scanned in full — a sled panic or error is [`StoreError::Damaged`] — and
+///   its items and completed pages are compared with the durable record
+///   ([`StoreError::RolledBack`]). Costs a copy of `db/` after a crash, after
+///   another program wrote to it, or after a build that kept no close record;
+/// - `bloom.bin` is opened; a damaged one is refused here in `bloom` mode
+///   ([`StoreError::BloomLost`]; the copy tells the mode), and left for the
+///   open to rebuild in `exact` mode.
+///
+/// Returns the opened Bloom file when it is whole, for `load_meta`.
+pub(super) fn before_open(dir: &Path, cache: u64) -> Result<Option<BloomFile>, StoreError> {
+    let db_dir = dir.join("db");
+    if !db_dir.exists() {
+        return Ok(None);
+    }
+    let opened = BloomFile::open(&dir.join("bloom.bin"));
+    let bloom_damage = match &opened {
+        Ok(bloom) => bloom.lost_bits().map(|(had, has)| {
+            format!("it lost bits ({had} set at the last checkpoint, {has} now)")
+        }),
+        Err(_) => bloom_damage(&opened, BloomParams::default()),
+    };
+    if bloom_damage.is_none()
+        && let Err(error) = opened
+    {
+        // Not damage (no room to reserve its blocks, permissions): nothing opened yet.
+        return Err(error.into());
+    }
+    let recorded = read_close_record(dir);
+    let unchanged = recorded.is_some() && recorded == db_files_fingerprint(dir).ok();
+    let durable = dir.join(DURABLE_FILE).exists();
+    if (unchanged || !durable) && bloom_damage.is_none() {
+        return Ok(opened.ok());
+    }
+    let trial = dir.join(TRIAL_DIR);
+    crash::point("repair.trial");
+    if let Err(error) = copy_dir(&db_dir, &trial) {
+        // No room for a copy: open without the trial (the rollback check stays).
+        tracing::warn!(dir = %dir.display(), %error, "could not copy the database for a trial open; opening it directly");
+        // crash point: repair.trial (a copy, never the state)
+        let _ = std::fs::remove_dir_all(&trial);
+        return Ok(opened.ok());
+    }
+    let checked = guard(&db_dir, || scan_trial(&trial, &db_dir, cache));
+    // crash point: repair.trial (a copy, never the state)
+    let _ = std::fs::remove_dir_all(&trial);
+    let Some((found, dedup)) = checked? else {
+        return Ok(opened.ok());
+    };
+    let (log, recorded) = DurableLog::open(dir)?;
+    check_durable(dir, &log, recorded, found)?;
+    match bloom_damage {
+        Some(reason) if dedup == Some(DedupMode::Bloom) => Err(StoreError::BloomLost {
+            path: dir.join("bloom.bin"),
+            reason,
+        }),
+        _ => Ok(opened.ok()),
+    }
+}
+
+/// Copies the files of `from` into a new `to` (removed first).
+fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+    // crash point: repair.trial (the caller's; a copy, never the state)
+    match std::fs::remove_dir_all(to) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens the trial copy and reads every record; returns what it holds and its
+/// dedup mode, or `None` when the copy could not be opened for another reason
+/// than damage (no room for sled's own writes).
+fn scan_trial(
+    trial: &Path,
+    db_dir: &Path,
+    cache: u64,
+) -> Result<Option<(Durable, Option<DedupMode>)>, StoreError> {
+    let damaged = |reason: String| StoreError::Damaged {
+        path: db_dir.to_owned(),
+        reason,
+    };
+    let db = match sled::Config::new().path(trial).cache_capacity(cache).open() {
+        Ok(db) => db,
+        Err(sled::Error::Io(error)) => {
+            tracing::warn!(db = %db_dir.display(), %error, "could not open a copy of the database for a trial open; opening it directly");
+            return Ok(None);
+        }
+        Err(e) => return Err(damaged(describe(&e))),
+    };
+    let mut found = Durable::default();
+    let mut dedup = None;
+    let pages_key = keys::with_prefix(keys::COUNTER, b"pages/completed");
+    for entry in db.iter() {
+        let (key, value) = entry.map_err(|e| damaged(describe(&e)))?;
+        if key.first() == Some(&keys::ITEM) {
+            let first = keys::u64_after_prefix(&key)
+                .ok_or_else(|| damaged(format!("item key {key:?} is too short")))?;
+            let count = match value.split_first() {
+                Some((&keys::ITEM_RECORD_VERSION, rest)) => keys::length_prefixed(rest).count(),
+                _ => return Err(damaged(format!("item record {key:?} has no known version"))),
+            };
+            found.items = found.items.max(first + count as u64);
+        } else if *key == *pages_key {
+            found.pages = keys::read_versioned_u64(&value).unwrap_or_default();
+        } else if *key == *keys::META {
+            dedup = super::records::decode::<super::records::Meta>(&value)
+                .ok()
+                .and_then(|meta| DedupMode::parse(&meta.dedup));
+        }
+    }
+    Ok(Some((found, dedup)))
+}
+
+/// sled's error in words (its `Corruption` display shows a debug backtrace field).
+fn describe(error: &sled::Error) -> String {
+    match error {
+        sled::Error::Corruption { at: Some(at), .. } => {
+            format!("sled read corrupted data (at {at})")
+        }
+        sled::Error::Corruption { at: None, .. } => "sled read corrupted data".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A sled error of the state in `dir`: corruption it reports is
+/// [`StoreError::Damaged`], anything else [`StoreError::Db`].
+pub(super) fn classify(dir: &Path, source: sled::Error) -> StoreError {
+    match source {
+        sled::Error::Corruption { .. } => StoreError::Damaged {
+            path: dir.join("db"),
+            reason: describe(&source),
+        },
+        source => StoreError::Db {
+            path: dir.to_owned(),
+            source,
+        },
+    }
+}
+
+/// Refuses a database that holds less than the durable record says was made
+/// durable: a rollback that sled did not report. Otherwise what the database
+/// holds becomes the base the next records build on.
+pub(super) fn check_durable(
+    dir: &Path,
+    log: &DurableLog,
+    recorded: Option<Durable>,
+    found: Durable,
+) -> Result<(), StoreError> {
+    if let Ok(mut last) = log.last.lock() {
+        *last = found;
+    }
+    let Some(recorded) = recorded else {
+        return Ok(());
+    };
+    for (what, expected, found) in [
+        ("items", recorded.items, found.items),
+        ("completed pages", recorded.pages, found.pages),
+    ] {
+        if found < expected {
+            return Err(StoreError::RolledBack {
+                path: dir.join("db"),
+                what,
+                expected,
+                found,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The database directory whose panic [`quiet_sled_panics`] last silenced, with
+/// the panic's message.
+static SLED_PANIC: Mutex<Option<String>> = Mutex::new(None);
+/// The database directory opened last (for [`sled_panic_report`]).
+static LAST_DB: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Runs `f` (an open or a read of the database in `db_dir`) and turns a panic
+/// inside it into [`StoreError::Damaged`] naming `db_dir`.
+pub(super) fn guard<T>(
+    db_dir: &Path,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    if let Ok(mut last) = LAST_DB.lock() {
+        *last = Some(db_dir.to_owned());
+    }
+    // Unwind safety: after a panic everything `f` touched is dropped unused.
+    std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        Err(StoreError::Damaged {
+            path: db_dir.to_owned(),
+            reason: format!(
+                "the database library panicked: {}",
+                message(payload.as_ref())
+            ),
+        })
+    })
+}
+
+fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// True for a panic raised inside sled's own code.
+fn in_sled(info: &std::panic::PanicHookInfo<'_>) -> bool {
+    info.location()
+        .is_some_and(|l| l.file().contains("/sled-") || l.file().contains("/sled/"))
+}
+
+/// Installs a panic hook that keeps panics raised inside sled (a damaged
+/// database) off stderr — they become one line through [`guard`] or
+/// [`sled_panic_report`] — and hands every other panic to the previous hook.
+pub fn quiet_sled_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if in_sled(info) {
+            if let Ok(mut slot) = SLED_PANIC.lock() {
+                *slot = Some(message(info.payload()));
+            }
+        } else {
+            previous(info);
+        }
+    }));
+}
+
+/// One line for a sled panic that escaped [`guard`] (silenced by
+/// [`quiet_sled_panics`]); `None` if there was none.
+pub fn sled_panic_report() -> Option<String> {
+    let message = SLED_PANIC.lock().ok()?.clone()?;
+    let db = LAST_DB
+        .lock()
+        .ok()
+        .and_then(|d| d.clone())
+        .map_or_else(|| "the state's db".into(), |d| d.display().to_string());
+    Some(
+        StoreError::Damaged {
+            path: PathBuf::from(db),
+            reason: format!("the database library panicked: {message}"),
+        }
+        .to_string(),
+    )
+}
+
+/// Why `bloom.bin` cannot be used as it is, when it is damaged (missing, bad
+/// header, wrong length or parameters, lost bits); `None` when it opened whole,
+/// or failed for another reason (permissions, a full disk), which stays an error.
+pub(super) fn bloom_damage(
+    opened: &Result<BloomFile, BloomError>,
+    params: BloomParams,
+) -> Option<String> {
+    match opened {
+        Ok(bloom) => {
+            let have = bloom.params();
+            if have != params {
+                return Some(format!(
+                    "it has bits={} hashes={}, the metadata says bits={} hashes={}",
+                    have.bits, have.hashes, params.bits, params.hashes
+                ));
+            }
+            bloom.lost_bits().map(|(had, has)| {
+                format!("it lost bits ({had} set at the last checkpoint, {has} now)")
+            })
+        }
+        Err(BloomError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Some("it is missing".into())
+        }
+        Err(
+            e @ (BloomError::NotABloomFile { .. }
+            | BloomError::Version { .. }
+            | BloomError::Truncated { .. }
+            | BloomError::CorruptHeader { .. }),
+        ) => Some(e.to_string()),
+        Err(_) => None,
+    }
+}
+
+/// Every fingerprint of the exact set: the runs the index lists, then the
+/// journal. Reads through [`guard`] (the caller's).
+pub(super) fn exact_fingerprints(
+    dir: &Path,
+    db: &sled::Db,
+) -> Result<Vec<Fingerprint>, StoreError> {
+    let db_err = |source| StoreError::Db {
+        path: dir.to_owned(),
+        source,
+    };
+    let corrupt = |what: &str, key: &[u8]| StoreError::Corrupt {
+        path: dir.to_owned(),
+        what: format!("{what} {key:?}"),
+        reason: "length is not a version byte and a multiple of 20".into(),
+    };
+    let mut fps = Vec::new();
+    let mut take = |body: &[u8]| {
+        fps.extend(body.chunks_exact(20).map(|chunk| {
+            let mut fp = [0u8; 20];
+            fp.copy_from_slice(chunk);
+            fp
+        }));
+    };
+    let index = db.get(keys::EXACT_INDEX).map_err(db_err)?;
+    let listed: Vec<u64> = match index.as_deref().map(<[u8]>::split_first) {
+        None => Vec::new(),
+        Some(Some((1, body))) if body.len() % 16 == 0 => body
+            .chunks_exact(16)
+            .map(|pair| {
+                let mut id = [0u8; 8];
+                id.copy_from_slice(&pair[..8]);
+                u64::from_be_bytes(id)
+            })
+            .collect(),
+        Some(_) => return Err(corrupt("exact run index", keys::EXACT_INDEX)),
+    };
+    for run in listed {
+        for entry in db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run)) {
+            let (key, chunk) = entry.map_err(db_err)?;
+            take(chunk_body(&chunk).ok_or_else(|| corrupt("exact chunk", &key))?);
+        }
+    }
+    for entry in db.scan_prefix([keys::JOURNAL]) {
+        let (key, value) = entry.map_err(db_err)?;
+        let body = match value.len() % 20 {
+            0 => &value[..],
+            1 if value[0] == keys::JOURNAL_VERSION => &value[1..],
+            _ => return Err(corrupt("journal", &key)),
+        };
+        take(body);
+    }
+    Ok(fps)
+}
+
+/// Builds a new `bloom.bin` holding `fps`: written and synced under a
+/// temporary name, then renamed over the old file (the directory synced).
+/// A crash before the rename leaves the old file (and a temporary one the next
+/// rebuild removes); after it, the new one.
+pub(super) fn rebuild_bloom(
+    dir: &Path,
+    params: BloomParams,
+    fps: &[Fingerprint],
+) -> Result<BloomFile, StoreError> {
+    let path = dir.join("bloom.bin");
+    let tmp = dir.join(REBUILD_FILE);
+    let io_err = |path: &Path| {
+        let path = path.to_owned();
+        move |source| StoreError::Io { path, source }
+    };
+    crash::point("repair.bloom");
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err(&tmp)(e)),
+        _ => {}
+    }
+    let mut fresh = BloomFile::create(&tmp, params)?;
+    for fp in fps {
+        fresh.insert(fp);
+    }
+    fresh.flush()?;
+    drop(fresh);
+    crash::point("repair.switch");
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))?;
+    Ok(BloomFile::open(&path)?)
+}
+
+/// Opens `bloom.bin`; when it is damaged, rebuilds it from the exact set
+/// (`exact` mode, saying so in a warning) or refuses (`bloom` mode).
+pub(super) fn open_bloom(
+    dir: &Path,
+    db: &sled::Db,
+    params: BloomParams,
+    dedup: DedupMode,
+    opened: Option<BloomFile>,
+) -> Result<BloomFile, StoreError> {
+    let opened = match opened {
+        Some(bloom) => Ok(bloom),
+        None => BloomFile::open(&dir.join("bloom.bin")),
+    };
+    let Some(reason) = bloom_damage(&opened, params) else {
+        return opened.map_err(Into::into);
+    };
+    // The damaged map is dropped before the file is replaced.
+    drop(opened);
+    let path = dir.join("bloom.bin");
+    if dedup == DedupMode::Bloom {
+        return Err(StoreError::BloomLost { path, reason });
+    }
+    let fps = exact_fingerprints(dir, db)?;
+    let bloom = rebuild_bloom(dir, params, &fps)?;
+    tracing::warn!(
+        "{}: {reason}; rebuilt it from the exact seen set ({} fingerprints)",
+        path.display(),
+        fps.len()
+    );
+    Ok(bloom)
+}
+
+/// What `legcrawl repair` did.
+#[derive(Debug)]
+pub struct RepairReport {
+    /// Records read by the full scan of the database.
+    pub records: u64,
+    /// Items stored.
+    pub items: u64,
+    /// Fingerprints the rebuilt Bloom filter holds (`None` in `bloom` mode:
+    /// nothing to rebuild from).
+    pub rebuilt: Option<u64>,
+    /// Ones of the filter before and after.
+    pub ones: (u64, u64),
+}
+
+impl State {
+    /// `legcrawl repair`: reads every record of the database (a damaged one is
+    /// an error, never a panic) and, in `exact` mode, rebuilds the Bloom filter
+    /// from the exact set. The state must have been opened (which already
+    /// refuses a rollback and repairs a damaged Bloom file).
+    pub fn repair(&mut self) -> Result<RepairReport, StoreError> {
+        let dir = self.dir().to_owned();
+        let db_dir = dir.join("db");
+        let records = guard(&db_dir, || {
+            let mut records = 0u64;
+            for entry in self.db.tree().iter() {
+                entry.map_err(|e| self.db.error(e))?;
+                records += 1;
+            }
+            Ok(records)
+        })?;
+        let before = self.seen.bloom.ones();
+        let mut rebuilt = None;
+        if self.seen.dedup == DedupMode::Exact {
+            self.commit()?;
+            let fps = guard(&db_dir, || exact_fingerprints(&dir, self.db.tree()))?;
+            let params = self.seen.bloom.params();
+            self.seen.bloom = rebuild_bloom(&dir, params, &fps)?;
+            rebuilt = Some(fps.len() as u64);
+        }
+        Ok(RepairReport {
+            records,
+            items: self.items.len(),
+            rebuilt,
+            ones: (before, self.seen.bloom.ones()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_round_trips_and_a_flipped_byte_fails_its_checksum() {
+        let d = Durable {
+            items: 1000,
+            pages: 1001,
+        };
+        let mut slot = encode_slot(7, d);
+        assert_eq!(decode_slot(&slot), Some((7, d)));
+        slot[20] ^= 1;
+        assert_eq!(decode_slot(&slot), None);
+        assert_eq!(decode_slot(&[0u8; 40]), None);
+    }
+
+    #[test]
+    fn the_newest_valid_slot_wins_and_a_torn_one_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, found) = DurableLog::open(dir.path()).unwrap();
+        assert_eq!(found, None);
+        for n in 1..=3 {
+            log.record(DurableDelta {
+                items: Some(n),
+                pages: Some(n),
+            })
+            .unwrap();
+        }
+        // A group that stored no items and completed no pages changes neither.
+        log.record(DurableDelta::default()).unwrap();
+        log.record(DurableDelta::default()).unwrap();
+        drop(log);
+        let (_, found) = DurableLog::open(dir.path()).unwrap();
+        assert_eq!(found, Some(Durable { items: 3, pages: 3 }));
+        // Tear the newest slot (seq 5 is in slot 1): the older one (seq 4) is read.
+        let path = dir.path().join(DURABLE_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[SLOT as usize + 17] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (_, found) = DurableLog::open(dir.path()).unwrap();
+        assert_eq!(found, Some(Durable { items: 3, pages: 3 }));
+        // Both torn: an error naming the file, not a silent pass.
+        bytes[17] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = DurableLog::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("durable"), "{err}");
+    }
+
+    #[test]
+    fn less_than_recorded_is_a_rollback_more_is_a_legit_crash() {
+        let dir = Path::new("/d");
+        let tmp = tempfile::tempdir().unwrap();
+        let (log, _) = DurableLog::open(tmp.path()).unwrap();
+        let rec = Some(Durable {
+            items: 10,
+            pages: 10,
+        });
+        assert!(
+            check_durable(
+                dir,
+                &log,
+                rec,
+                Durable {
+                    items: 12,
+                    pages: 10
+                }
+            )
+            .is_ok()
+        );
+        assert!(check_durable(dir, &log, None, Durable::default()).is_ok());
+        let err = check_durable(
+            dir,
+            &log,
+            rec,
+            Durable {
+                items: 9,
+                pages: 10,
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("from 10 to 9 items"), "{err}");
+    }
+}
