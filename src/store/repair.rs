@@ -175,8 +175,9 @@ impl DurableLog {
         Ok((log, best.map(|(_, durable)| durable)))
     }
 
-    /// Records what the database holds after a group that changed `delta`, and
-    /// syncs it: called after that group is synced in sled, never before.
+    /// Records what the database holds after a group that changed `delta`
+    /// (see [`DurableLog::write`] for why it is not synced): called after that
+    /// group is synced in sled, never before.
     pub(super) fn record(&self, delta: DurableDelta) -> Result<(), StoreError> {
         let durable = {
             let mut last = self.last.lock().map_err(|_| StoreError::Io {
@@ -190,7 +191,7 @@ impl DurableLog {
         self.write(durable)
     }
 
-    /// Writes `durable` into the next slot and syncs it.
+    /// Writes `durable` into the next slot.
     fn write(&self, durable: Durable) -> Result<(), StoreError> {
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let slot = encode_slot(seq, durable);
@@ -211,9 +212,14 @@ impl DurableLog {
             let Some(file) = file.as_ref() else {
                 return Err(io::Error::other("not open"));
             };
+            // Not synced here: the record is written after sled's sync, so
+            // whatever of it reaches the disk (this slot, or the older one when
+            // a crash loses or tears this write) never claims more than sled
+            // holds; a sync per group only made it lag less, at the cost of a
+            // second fsync per commit on the flush thread. The OS writes it
+            // within seconds, and a clean close syncs it.
             // crash point: group.durable (the caller's)
-            file.write_all_at(&slot, (seq % 2) * SLOT)?;
-            file.sync_data()
+            file.write_all_at(&slot, (seq % 2) * SLOT)
         })();
         written.map_err(|source| StoreError::Io {
             path: self.path.clone(),
@@ -308,9 +314,11 @@ impl Drop for CloseRecord {
                 .create(true)
                 .truncate(false)
                 .open(self.dir.join(DURABLE_FILE))?;
-            // Not synced: a lost record only costs the next open a trial.
             crash::point("state.close");
-            file.write_all_at(&record, CLOSE_AT)
+            file.write_all_at(&record, CLOSE_AT)?;
+            // Also makes the last durable slot (written unsynced) reach the disk;
+            // a lost close record only costs the next open a trial.
+            file.sync_data()
         })();
         if let Err(error) = written {
             tracing::debug!(dir = %self.dir.display(), %error, "could not record the clean close");
