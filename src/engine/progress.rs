@@ -1,5 +1,7 @@
-//! What a running crawl shows: a progress line on a terminal, and the status file
-//! that lets `dump summary` answer while the crawl holds the state.
+//! What a running crawl shows: a progress line on a terminal, or without one (a
+//! cron log) a log line every [`LOG_EVERY`] (`LEGCRAWL_PROGRESS_EVERY` seconds),
+//! and the status file that lets `dump summary` answer while the crawl holds the
+//! state.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -13,10 +15,20 @@ use crate::store::status::{self, Status};
 /// How often the status file is rewritten.
 const STATUS_EVERY: Duration = Duration::from_secs(1);
 
+/// Without a terminal, a progress log line this often...
+const LOG_EVERY: Duration = Duration::from_secs(10);
+/// The log target of those lines, on at the default log level.
+pub const PROGRESS_TARGET: &str = "legcrawl::progress";
+/// ...unless this environment variable gives other seconds.
+pub const LOG_EVERY_ENV: &str = "LEGCRAWL_PROGRESS_EVERY";
+
 /// Progress display and status publication.
 pub struct Progress {
     dir: PathBuf,
     bar: Option<ProgressBar>,
+    /// Without a bar: how often a progress line is logged, and when it was.
+    log_every: Duration,
+    last_log: Instant,
     last_status: Option<Instant>,
     started: Instant,
 }
@@ -33,9 +45,16 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(200));
             bar
         });
+        let log_every = std::env::var(LOG_EVERY_ENV)
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .unwrap_or(LOG_EVERY);
         Progress {
             dir: dir.to_owned(),
             bar,
+            log_every,
+            last_log: Instant::now(),
             last_status: None,
             started: Instant::now(),
         }
@@ -51,15 +70,21 @@ impl Progress {
     /// Refreshes the bar and the status file.
     pub fn update(&mut self, state: &State) {
         let pages = state.run_counter("pages/completed");
-        if let Some(bar) = &self.bar {
+        let line = || {
             let secs = self.started.elapsed().as_secs_f64().max(0.001);
-            bar.set_message(format!(
+            format!(
                 "{pages} pages ({:.0}/s), queue {}, in flight {}, errors {}",
                 pages as f64 / secs,
                 state.frontier_len(),
                 state.in_flight(),
                 state.run_counter("fetch/failed")
-            ));
+            )
+        };
+        if let Some(bar) = &self.bar {
+            bar.set_message(line());
+        } else if self.last_log.elapsed() >= self.log_every {
+            self.last_log = Instant::now();
+            tracing::info!(target: PROGRESS_TARGET, "{}", line());
         }
         if self.last_status.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
             return;

@@ -366,3 +366,37 @@ fn bad_input_is_one_line_and_exit_two() {
     let out = crawl(&state, &["--dedup", "fuzzy"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Issue 14, item 14: without a terminal (a cron log), progress is a log line
+/// at the default level every `LEGCRAWL_PROGRESS_EVERY` seconds (10 by default).
+#[test]
+fn without_a_terminal_progress_is_a_log_line_now_and_then() {
+    let (_site, server) = slow_site(40, Duration::from_millis(60));
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = legcrawl(
+        data.path(),
+        &[
+            "crawl",
+            &server.url("/"),
+            "--concurrency",
+            "1",
+            "--ignore-robots",
+        ],
+    );
+    cmd.env("LEGCRAWL_PROGRESS_EVERY", "0.5")
+        .env_remove("RUST_LOG");
+    let out = run(cmd, Duration::from_secs(60));
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let progress: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            l.contains("legcrawl::progress") && l.contains("pages (") && l.contains("queue")
+        })
+        .collect();
+    assert!(!progress.is_empty(), "no progress line: {stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "no colours in a log file: {stderr}"
+    );
+}
