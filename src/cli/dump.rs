@@ -113,7 +113,7 @@ fn print_summary(
     if let Some(note) = note {
         writeln!(out, "{note}")?;
     }
-    let rows: [(&str, String); 13] = [
+    let rows: [(&str, String); 15] = [
         ("frontier", s.frontier.to_string()),
         ("in flight", s.in_flight.to_string()),
         ("seen", s.seen.to_string()),
@@ -138,6 +138,17 @@ fn print_summary(
         (
             "bloom false positives caught",
             s.bloom_false_positives.to_string(),
+        ),
+        (
+            "size on disk",
+            format!("{:.1} MiB", s.disk_bytes as f64 / 1048576.0),
+        ),
+        (
+            "last run's peak memory",
+            s.last_run_peak_rss_kib.map_or_else(
+                || "-".to_owned(),
+                |kib| format!("{:.1} MiB", kib as f64 / 1024.0),
+            ),
         ),
     ];
     for (name, value) in rows {

@@ -219,6 +219,9 @@ pub async fn run(
         Ok(outcome) => *outcome,
         Err(_) => RunOutcome::Failed,
     };
+    if let Some(kib) = peak_rss_kib() {
+        state.note_run_peak(crate::store::PEAK_RSS, kib);
+    }
     // A crawl that failed reports its own error, not a failure to record it.
     if let Err(error) = state.end_run(outcome) {
         if result.is_ok() {
@@ -229,6 +232,14 @@ pub async fn run(
     crate::store::status::remove(state.dir());
     result?;
     Ok(report(&state, outcome, started.elapsed()))
+}
+
+/// This process's peak resident memory so far, in KiB (`VmHWM` of
+/// /proc/self/status); `None` where there is no such file.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {

@@ -92,7 +92,7 @@ pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub use remembered::{CRAWL_FILE, remembered_crawl_file};
 pub use robots::Blocked;
 pub use seen::Seen;
-pub use views::{FrontierEntry, SeenAnswer, Summary};
+pub use views::{FrontierEntry, PEAK_RSS, SeenAnswer, Summary};
 
 use crate::bloom::BloomError;
 use crate::config::DedupMode;

@@ -455,6 +455,12 @@ impl State {
         self.runs.previous(&self.db)
     }
 
+    /// Notes a peak of the current run (say, its memory): its run counter
+    /// `name` becomes `value` if that is more. Not a global counter.
+    pub fn note_run_peak(&mut self, name: &str, value: u64) {
+        self.runs.note_run_max(name, value);
+    }
+
     /// Ends the current run: commits, records how it ended, and checkpoints.
     pub fn end_run(&mut self, outcome: RunOutcome) -> Result<(), StoreError> {
         self.commit()?;

@@ -68,6 +68,13 @@ impl Runs {
         }
     }
 
+    /// Sets the current run's counter `name` to `value` if that is more (a
+    /// peak, which means nothing summed over runs).
+    pub(super) fn note_run_max(&mut self, name: &str, value: u64) {
+        let now = self.run_counters.get(name);
+        self.run_counters.add(name, value.saturating_sub(now));
+    }
+
     /// The current run record, if a run was begun.
     pub(super) fn run(&self) -> Option<&RunRecord> {
         self.run.as_ref()

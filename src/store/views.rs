@@ -11,6 +11,9 @@ use crate::canon;
 use crate::fingerprint::{self, Fingerprint};
 use crate::request::Request;
 
+/// The run counter of the run's peak resident memory, in KiB.
+pub const PEAK_RSS: &str = "memory/peak_rss_kib";
+
 /// The one-screen summary of a state (`dump summary`).
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Summary {
@@ -44,6 +47,35 @@ pub struct Summary {
     pub runs: u64,
     /// Pages completed over all runs.
     pub pages: u64,
+    /// Bytes the state directory takes on disk (allocated blocks).
+    #[serde(default)]
+    pub disk_bytes: u64,
+    /// Peak resident memory of the last run that ended, in KiB (`VmHWM`; it
+    /// includes the touched pages of the mapped Bloom file), when it recorded one.
+    #[serde(default)]
+    pub last_run_peak_rss_kib: Option<u64>,
+}
+
+/// Bytes the files under `dir` take on disk (allocated blocks); what cannot be
+/// read counts as nothing.
+fn disk_usage(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.blocks() * 512;
+            }
+        }
+    }
+    total
 }
 
 /// One entry at the head of the queue (`dump frontier`).
@@ -95,6 +127,11 @@ impl State {
             hosts: self.frontier.hosts_len() as u64,
             runs,
             pages: self.counter("pages/completed"),
+            disk_bytes: disk_usage(self.dir()),
+            last_run_peak_rss_kib: self
+                .runs
+                .previous(&self.db)?
+                .and_then(|run| run.counters.get(PEAK_RSS).copied()),
         })
     }
 

@@ -400,3 +400,27 @@ fn without_a_terminal_progress_is_a_log_line_now_and_then() {
         "no colours in a log file: {stderr}"
     );
 }
+
+/// Issue 12: `dump summary` shows the state's size on disk and the memory the
+/// last run used.
+#[test]
+fn dump_summary_shows_size_on_disk_and_the_last_runs_memory() {
+    let (_site, server) = slow_site(5, Duration::ZERO);
+    let data = tempfile::tempdir().unwrap();
+    let out = crawl(data.path(), &[&server.url("/"), "--bloom-bits", "20"]);
+    assert!(out.status.success());
+    let summary = dump_summary(data.path());
+    let bloom = std::fs::metadata(data.path().join("bloom.bin"))
+        .unwrap()
+        .len();
+    let disk = summary["disk_bytes"].as_u64().unwrap();
+    assert!(disk >= bloom, "{summary}");
+    let peak = summary["last_run_peak_rss_kib"].as_u64().unwrap();
+    assert!(peak > 1024, "a run takes more than a MiB: {summary}");
+    let text = run(legcrawl(data.path(), &["dump", "summary"]), LIMIT);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("size on disk") && text.contains("last run's peak memory"),
+        "{text}"
+    );
+}
