@@ -198,9 +198,11 @@ impl CrawlArgs {
     fn config(&self) -> anyhow::Result<(CrawlConfig, Option<Stack>)> {
         let (mut config, file_legs) = match &self.config {
             Some(path) => {
-                let file = crawlfile::load(path).map_err(|e| BadInput(e.to_string()))?;
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+                let text = std::fs::read_to_string(path).map_err(|source| {
+                    let path = path.clone();
+                    BadInput(crawlfile::CrawlFileError::Read { path, source }.to_string())
+                })?;
+                let file = crawlfile::parse(&text, path).map_err(|e| BadInput(e.to_string()))?;
                 let mut config = file.config;
                 config.crawl_file = Some(CrawlFileCopy {
                     path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),

@@ -21,8 +21,7 @@ pub struct ResetArgs {
 
 pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.state.dir()?;
-    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
-    if !dir.exists() || empty {
+    if store::holds_nothing(dir) {
         // Nothing is asked and nothing deleted; a mistyped path shows here.
         say!(
             "Nothing to reset: {} holds no legcrawl state.",
@@ -67,16 +66,10 @@ pub fn confirm_delete(dir: &std::path::Path, yes: bool, what: &str) -> anyhow::R
 
 /// Deletes a legcrawl state directory; refuses anything else. A missing directory is fine.
 pub fn delete_state(dir: &std::path::Path) -> anyhow::Result<()> {
-    if !dir.exists() {
+    if store::holds_nothing(dir) {
         return Ok(());
     }
     if !dir.join(store::MARKER_FILE).is_file() {
-        let empty = std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(false);
-        if empty {
-            return Ok(());
-        }
         return Err(StoreError::NotState {
             path: dir.to_owned(),
         }

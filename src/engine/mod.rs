@@ -195,9 +195,7 @@ pub async fn run(
     // Bad configuration is refused before the state is touched.
     let schedule = Schedule::new(config)?;
     // A directory that holds anything else is for `State::open` to judge.
-    let nothing_there = std::fs::read_dir(&config.data_dir)
-        .map_or(!config.data_dir.exists(), |mut d| d.next().is_none());
-    if config.seeds.is_empty() && nothing_there {
+    if config.seeds.is_empty() && crate::store::holds_nothing(&config.data_dir) {
         return Err(EngineError::NothingToCrawl {
             dir: config.data_dir.display().to_string(),
         });

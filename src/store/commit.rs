@@ -183,7 +183,7 @@ impl State {
         self.sealed = None;
         self.frontier.forget_sealed();
         self.seen.forget_sealed();
-        self.pages.durable();
+        self.pages.drop_sealed();
         self.items.forget_sealed();
     }
 
@@ -214,7 +214,7 @@ impl State {
         {
             self.seen.durable();
             self.frontier.durable();
-            self.pages.durable();
+            self.pages.drop_sealed();
             self.items.durable();
             pages = group.pages;
         }

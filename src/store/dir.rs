@@ -133,6 +133,16 @@ fn lock(dir: &Path) -> Result<DirLock, StoreError> {
     })
 }
 
+/// True when `dir` does not exist or is an empty directory: nothing a command
+/// could continue or delete. A path that exists but cannot be listed (a file,
+/// no permission) is not nothing: opening it says what is wrong.
+pub fn holds_nothing(dir: &Path) -> bool {
+    match fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(_) => !dir.exists(),
+    }
+}
+
 /// An unmarked directory is new only when empty; with a database in it, it is a
 /// state that lost its marker, and anything else is not ours.
 fn check_unmarked(dir: &Path) -> Result<(), StoreError> {

@@ -86,6 +86,7 @@ use std::path::{Path, PathBuf};
 
 pub use checkpoint::{Checkpoint, Checkpointed};
 pub use commit::{CommitOutcome, Flush, Receipt};
+pub use dir::holds_nothing;
 pub use frontier::Lease;
 pub use ops::Completion;
 pub use pages::{CycleStart, PageRecord, StoredRequest};

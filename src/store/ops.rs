@@ -356,16 +356,17 @@ impl State {
         if self.pages.policy(&self.db)?.as_deref() == Some(policy) {
             return Ok(0);
         }
+        // `(fingerprint, due now, due under the policy)` of the pages that move.
         let mut moves = Vec::new();
         self.pages.for_each(&self.db, |fp, record| {
             let next = if record.gone { None } else { due(record) };
             if next != record.next_due {
-                moves.push((fp, record.next_due));
+                moves.push((fp, record.next_due, next));
             }
             true
         })?;
         let mut moved = 0;
-        for (fp, previous) in moves {
+        for (fp, previous, next) in moves {
             if let Some(at) = previous
                 && !self.pages.is_due_at(&self.db, &fp, at)?
             {
@@ -374,7 +375,7 @@ impl State {
             let Some(mut record) = self.pages.get(&self.db, &fp)? else {
                 continue;
             };
-            record.next_due = due(&record).filter(|_| !record.gone);
+            record.next_due = next;
             self.pages.put(&mut self.group.batch, fp, record, previous);
             moved += 1;
             if moved % 1024 == 0 {

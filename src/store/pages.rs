@@ -397,8 +397,9 @@ impl Pages {
         self.sealed = std::mem::take(&mut self.open);
     }
 
-    /// The sealed group is durable: its records are read from the database.
-    pub(super) fn durable(&mut self) {
+    /// The sealed group's records are no longer held here: it is durable (they
+    /// are read from the database), or its flush failed (they are forgotten).
+    pub(super) fn drop_sealed(&mut self) {
         self.sealed.clear();
     }
 }
