@@ -17,6 +17,7 @@ mod panics;
 mod polite;
 mod robots;
 mod seeds;
+mod shared;
 mod state_dir;
 mod support;
 mod warc;

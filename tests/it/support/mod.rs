@@ -8,18 +8,25 @@
 //! - [`cli`]: running the real `legcrawl` binary with bounded waits.
 //! - [`site`]: a deterministic generated site ([`site::Site`]) to crawl.
 //! - [`warc`]: reading WARC files back, and running `warcio` on them.
+//! - [`redis`]: a real `redis-server` child on a free port (skipped loudly when
+//!   missing, unless `LEGCRAWL_REQUIRE_REDIS=1`).
+//! - [`hosts`]: a generated site over several loopback hosts (127.0.0.2, ...).
+//! - [`workers`]: the worker processes of one shared crawl, and `dump --shared`.
 //!
-//! Everything here is hermetic: it only binds and talks to 127.0.0.1, and every
-//! wait is bounded.
+//! Everything here is hermetic: it only binds and talks to loopback addresses
+//! (127.0.0.x), and every wait is bounded.
 #![allow(dead_code)]
 
 use std::collections::{BTreeSet, HashSet};
 
 pub mod changing;
 pub mod cli;
+pub mod hosts;
+pub mod redis;
 pub mod server;
 pub mod site;
 pub mod warc;
+pub mod workers;
 
 #[allow(unused_imports)]
 pub use server::{BodyMode, Handler, TestRequest, TestResponse, TestServer, handler};

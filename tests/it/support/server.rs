@@ -1,7 +1,8 @@
 //! An in-process HTTP test server with counters and scripted misbehaviour.
 //!
-//! [`TestServer::start`] binds `127.0.0.1:0` on the calling thread (so
-//! [`TestServer::addr`] is known at once) and serves on a background thread with
+//! [`TestServer::start`] binds `127.0.0.1:0` ([`TestServer::start_on`] another
+//! loopback address, such as `127.0.0.3:0`, so that tests have several hosts) on
+//! the calling thread (so [`TestServer::addr`] is known at once) and serves on a background thread with
 //! its own multi-thread tokio runtime, so it works the same from `#[test]`,
 //! `#[tokio::test]` and tests that spawn the real binary. HTTP/1.1 and h2c (prior
 //! knowledge) are served through hyper-util's auto builder. Dropping the handle
@@ -12,7 +13,9 @@
 //! returns may ask for a delay before headers or a [`BodyMode`] other than a
 //! plain body. Counters: requests in total and per target, connections accepted,
 //! body bytes sent, and the most requests seen in flight at once (from arrival
-//! until the response body is finished or dropped).
+//! until the response body is finished or dropped). [`TestServer::log`] keeps
+//! every request's arrival and the moment its last body frame was handed to
+//! hyper, for politeness checks (see [`Logged`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -23,7 +26,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -191,21 +194,63 @@ struct Stats {
     max_in_flight: AtomicUsize,
     /// Requests per target (path and query as sent).
     hits: Mutex<HashMap<String, u64>>,
+    /// Every request, in arrival order.
+    log: Mutex<Vec<Logged>>,
 }
 
-/// Counts one request in flight until dropped.
-struct InFlight(Arc<Stats>);
+/// One request as the server saw it.
+#[derive(Clone, Debug)]
+pub struct Logged {
+    /// Path and query as sent.
+    pub target: String,
+    /// When its head had arrived (before the handler ran).
+    pub start: Instant,
+    /// When the last frame of its response body was handed to hyper (so before
+    /// the client could have read the whole response), or when the response was
+    /// dropped unfinished; `None` while still in flight.
+    pub done: Option<Instant>,
+    /// Requests in flight at its arrival, itself included (the counter behind
+    /// [`TestServer::max_in_flight`], which drops a little later than `done`).
+    pub in_flight: usize,
+}
+
+impl Logged {
+    /// True when `other` arrived while this one was in flight (`other` started
+    /// at or after this one).
+    pub fn overlaps_start_of(&self, other: &Logged) -> bool {
+        other.start >= self.start && self.done.is_none_or(|done| other.start < done)
+    }
+}
+
+/// Counts one request in flight until dropped; marks its [`Logged::done`].
+struct InFlight(Arc<Stats>, usize);
 
 impl InFlight {
-    fn enter(stats: &Arc<Stats>) -> InFlight {
+    fn enter(stats: &Arc<Stats>, target: &str) -> InFlight {
+        let start = Instant::now();
         let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        InFlight(Arc::clone(stats))
+        let mut log = stats.log.lock().expect("log lock");
+        log.push(Logged {
+            target: target.to_owned(),
+            start,
+            done: None,
+            in_flight: now,
+        });
+        InFlight(Arc::clone(stats), log.len() - 1)
+    }
+
+    /// Records that the last body frame is on its way (first call counts).
+    fn finish(&self) {
+        let mut log = self.0.log.lock().expect("log lock");
+        let entry = &mut log[self.1];
+        entry.done.get_or_insert_with(Instant::now);
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        self.finish();
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -226,7 +271,17 @@ impl TestServer {
 
     /// Starts a server whose runtime has `workers` threads.
     pub fn start_with_workers(handler: Handler, workers: usize) -> TestServer {
-        let listener = StdListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        TestServer::start_on_with_workers("127.0.0.1", handler, workers)
+    }
+
+    /// Starts a server on `ip` (a loopback address such as `127.0.0.3`), port 0.
+    pub fn start_on(ip: &str, handler: Handler) -> TestServer {
+        TestServer::start_on_with_workers(ip, handler, DEFAULT_WORKERS)
+    }
+
+    /// Starts a server on `ip`, port 0, whose runtime has `workers` threads.
+    pub fn start_on_with_workers(ip: &str, handler: Handler, workers: usize) -> TestServer {
+        let listener = StdListener::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}:0: {e}"));
         listener
             .set_nonblocking(true)
             .expect("non-blocking listener");
@@ -264,7 +319,7 @@ impl TestServer {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT` followed by `path` (which should start with `/`).
+    /// `http://IP:PORT` followed by `path` (which should start with `/`).
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
@@ -311,6 +366,11 @@ impl TestServer {
     /// The most requests in flight at the same time so far.
     pub fn max_in_flight(&self) -> usize {
         self.stats.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Every request so far, in arrival order, with its start and end.
+    pub fn log(&self) -> Vec<Logged> {
+        self.stats.log.lock().expect("log lock").clone()
     }
 }
 
@@ -363,7 +423,10 @@ async fn serve(
     request: http::Request<Incoming>,
     shared: Arc<Shared>,
 ) -> Result<http::Response<TestBody>, Infallible> {
-    let guard = InFlight::enter(&shared.stats);
+    let guard = InFlight::enter(
+        &shared.stats,
+        request.uri().path_and_query().map_or("/", |t| t.as_str()),
+    );
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -453,7 +516,7 @@ fn build_response(response: TestResponse, guard: InFlight) -> http::Response<Tes
         TestBody {
             state,
             stats,
-            _guard: guard,
+            guard,
         },
     )
 }
@@ -470,7 +533,7 @@ fn with_status(status: u16, headers: HeaderMap, body: TestBody) -> http::Respons
 pub struct TestBody {
     state: BodyState,
     stats: Arc<Stats>,
-    _guard: InFlight,
+    guard: InFlight,
 }
 
 enum BodyState {
@@ -496,7 +559,7 @@ impl TestBody {
         TestBody {
             state: BodyState::Full(Some(body)),
             stats: Arc::clone(&guard.0),
-            _guard: guard,
+            guard,
         }
     }
 }
@@ -520,10 +583,14 @@ impl Body for TestBody {
         let this = self.get_mut();
         let abort = |what: &str| Poll::Ready(Some(Err(io::Error::other(what.to_owned()))));
         match &mut this.state {
-            BodyState::Full(data) => match data.take() {
-                Some(data) if !data.is_empty() => send(&this.stats, data),
-                _ => Poll::Ready(None),
-            },
+            BodyState::Full(data) => {
+                // The one frame is the last: the client may have it all next.
+                this.guard.finish();
+                match data.take() {
+                    Some(data) if !data.is_empty() => send(&this.stats, data),
+                    _ => Poll::Ready(None),
+                }
+            }
             BodyState::Chunks {
                 rest,
                 size,
@@ -535,9 +602,13 @@ impl Body for TestBody {
                     *wait = None;
                 }
                 if rest.is_empty() {
+                    this.guard.finish();
                     return Poll::Ready(None);
                 }
                 let chunk = rest.split_to((*size).min(rest.len()));
+                if rest.is_empty() {
+                    this.guard.finish();
+                }
                 if !pause.is_zero() && !rest.is_empty() {
                     *wait = Some(Box::pin(tokio::time::sleep(*pause)));
                 }

@@ -1,0 +1,386 @@
+//! A real `redis-server` as a child process, for the shared-crawl tests.
+//!
+//! [`RedisServer::start`] picks a free port on 127.0.0.1, starts Debian's
+//! `redis-server` there with persistence off (`--save "" --appendonly no`) and
+//! its working directory in a fresh temp dir, and waits (bounded) until it
+//! answers `PING`; [`RedisServer::start_aof`] turns the append-only file on with
+//! `appendfsync always`, so a write acknowledged before [`RedisServer::kill`]
+//! is there after [`RedisServer::start_again`] (same port, same directory).
+//! Dropping the handle kills the server. [`RedisServer::command`] speaks raw
+//! RESP over a `TcpStream`, enough for a test to look at keys.
+//!
+//! The server is found through `LEGCRAWL_REDIS_SERVER` (its path) or as
+//! `redis-server` on `PATH` (or in `/usr/bin`, `/usr/sbin`). When it is missing
+//! the start functions print a loud `SKIPPED` line to stderr and return `None`,
+//! so the tests pass on a machine with only cargo; with
+//! `LEGCRAWL_REQUIRE_REDIS=1` (as `.ci/run` sets) a missing server fails the
+//! test instead.
+//!
+//! Self-contained (std and `tempfile` only): `benches/shared.rs` includes this
+//! file with `#[path]`.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest wait for a started server to answer `PING`.
+const READY_WAIT: Duration = Duration::from_secs(10);
+/// Ports tried before giving up (a port picked free can be taken meanwhile).
+const PORT_ATTEMPTS: usize = 5;
+/// Read/write timeout of one [`RedisServer::command`].
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Makes a missing `redis-server` fail instead of skip.
+pub const REQUIRE_VAR: &str = "LEGCRAWL_REQUIRE_REDIS";
+/// The path of the `redis-server` executable, if not on `PATH`.
+pub const SERVER_VAR: &str = "LEGCRAWL_REDIS_SERVER";
+
+/// One RESP reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resp {
+    /// `+OK`
+    Simple(String),
+    /// `-ERR ...`
+    Error(String),
+    /// `:42`
+    Int(i64),
+    /// `$n` bytes, or `$-1` (nil).
+    Bulk(Option<Vec<u8>>),
+    /// `*n` replies, or `*-1` (nil).
+    Array(Option<Vec<Resp>>),
+}
+
+impl Resp {
+    /// The text of a simple or bulk reply.
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Resp::Simple(s) => Some(s.clone()),
+            Resp::Bulk(Some(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        }
+    }
+
+    /// The texts of an array reply (empty for anything else).
+    pub fn texts(&self) -> Vec<String> {
+        match self {
+            Resp::Array(Some(items)) => items.iter().filter_map(Resp::text).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Whether the start functions make an append-only file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Persistence {
+    None,
+    /// `--appendonly yes --appendfsync always`.
+    Aof,
+}
+
+/// A running `redis-server`; killed when dropped.
+pub struct RedisServer {
+    exe: PathBuf,
+    child: Option<Child>,
+    port: u16,
+    persistence: Persistence,
+    /// Working directory (AOF files) and `redis.log`.
+    dir: tempfile::TempDir,
+}
+
+/// The `redis-server` executable, if there is one.
+pub fn find_server() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(SERVER_VAR) {
+        return Some(PathBuf::from(path)).filter(|p| p.is_file());
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).collect())
+        .unwrap_or_default();
+    dirs.extend(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from));
+    dirs.into_iter()
+        .map(|dir| dir.join("redis-server"))
+        .find(|p| p.is_file())
+}
+
+/// The executable, or `None` after a loud `SKIPPED` line naming `test`.
+/// Panics when [`REQUIRE_VAR`] is `1` and there is none.
+fn server_or_skip(test: &str) -> Option<PathBuf> {
+    let found = find_server();
+    if found.is_none() {
+        let why = format!(
+            "redis-server not found (install Debian's: `apt-get install redis-server`, \
+             or set {SERVER_VAR} to its path)"
+        );
+        let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1");
+        assert!(!required, "{REQUIRE_VAR}=1 but {why}");
+        eprintln!("\n*** SKIPPED: {why}; {test} did not run ***\n");
+    }
+    found
+}
+
+impl RedisServer {
+    /// A server with persistence off, or `None` (after a loud `SKIPPED` line)
+    /// when there is no `redis-server` and [`REQUIRE_VAR`] is not `1`. `test`
+    /// names the caller in that line.
+    pub fn start(test: &str) -> Option<RedisServer> {
+        RedisServer::start_with(test, Persistence::None)
+    }
+
+    /// As [`RedisServer::start`], with `--appendonly yes --appendfsync always`.
+    pub fn start_aof(test: &str) -> Option<RedisServer> {
+        RedisServer::start_with(test, Persistence::Aof)
+    }
+
+    fn start_with(test: &str, persistence: Persistence) -> Option<RedisServer> {
+        let exe = server_or_skip(test)?;
+        let dir = tempfile::Builder::new()
+            .prefix("legcrawl-redis-")
+            .tempdir()
+            .expect("redis temp dir");
+        let mut server = RedisServer {
+            exe,
+            child: None,
+            port: 0,
+            persistence,
+            dir,
+        };
+        let mut last = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            server.port = free_port();
+            match server.spawn() {
+                Ok(()) => return Some(server),
+                Err(why) => last = why,
+            }
+        }
+        panic!("redis-server did not start in {PORT_ATTEMPTS} attempts: {last}");
+    }
+
+    /// Starts the child on `self.port` and waits for `PING`; on failure the
+    /// child is gone and the error says why (with the log's tail).
+    fn spawn(&mut self) -> Result<(), String> {
+        let appendonly = match self.persistence {
+            Persistence::None => "no",
+            Persistence::Aof => "yes",
+        };
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", appendonly])
+            .args(["--appendfsync", "always", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.log_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", self.exe.display()))?;
+        let deadline = Instant::now() + READY_WAIT;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!(
+                    "redis-server on port {} exited {status}: {}",
+                    self.port,
+                    self.log_tail()
+                ));
+            }
+            if ping(self.port) {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "redis-server on port {} did not answer PING within {READY_WAIT:?}: {}",
+                    self.port,
+                    self.log_tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/0`.
+    pub fn url(&self) -> String {
+        self.url_db(0)
+    }
+
+    /// `redis://127.0.0.1:PORT/DB`.
+    pub fn url_db(&self, db: u32) -> String {
+        format!("redis://127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Its working directory (where the AOF lives).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// The last lines of its log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    }
+
+    /// True while it answers `PING`.
+    pub fn is_up(&self) -> bool {
+        ping(self.port)
+    }
+
+    /// Runs one command (on DB 0) and returns its reply.
+    pub fn command(&self, args: &[&str]) -> io::Result<Resp> {
+        let stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(COMMAND_TIMEOUT))?;
+        stream.set_write_timeout(Some(COMMAND_TIMEOUT))?;
+        (&stream).write_all(&encode(args))?;
+        read_reply(&mut BufReader::new(&stream))
+    }
+
+    /// Every key matching `pattern` (`SCAN`, so safe on a busy server), sorted.
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        let mut cursor = "0".to_owned();
+        let mut keys = Vec::new();
+        loop {
+            let reply = self
+                .command(&["SCAN", &cursor, "MATCH", pattern, "COUNT", "1000"])
+                .expect("SCAN");
+            let Resp::Array(Some(parts)) = reply else {
+                panic!("SCAN answered {reply:?}");
+            };
+            cursor = parts[0].text().expect("SCAN cursor");
+            keys.extend(parts[1].texts());
+            if cursor == "0" {
+                break;
+            }
+        }
+        keys.sort();
+        keys
+    }
+
+    /// Kills the server with SIGKILL (no shutdown save) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port with the same directory (so an AOF is
+    /// loaded back), waiting until it answers `PING`. Panics if it cannot.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "start_again while running");
+        // The port was just ours; redis-server sets SO_REUSEADDR, but another
+        // process may have taken it: retry for a while rather than move.
+        let deadline = Instant::now() + READY_WAIT;
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(why) if Instant::now() >= deadline => {
+                    panic!("redis-server did not start again: {why}")
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// [`RedisServer::kill`], `down` of silence, [`RedisServer::start_again`].
+    pub fn restart(&mut self, down: Duration) {
+        self.kill();
+        std::thread::sleep(down);
+        self.start_again();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port that was free on 127.0.0.1 a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// True when a server on `port` answers `PING` with `PONG`.
+fn ping(port: u16) -> bool {
+    let Ok(stream) = TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(200),
+    ) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if (&stream).write_all(&encode(&["PING"])).is_err() {
+        return false;
+    }
+    matches!(read_reply(&mut BufReader::new(&stream)), Ok(Resp::Simple(s)) if s == "PONG")
+}
+
+/// A command as a RESP array of bulk strings.
+fn encode(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Reads one reply.
+fn read_reply(reader: &mut impl BufRead) -> io::Result<Resp> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed"));
+    }
+    let line = line.trim_end_matches("\r\n");
+    let (kind, rest) = line.split_at(line.len().min(1));
+    let number = || {
+        rest.parse::<i64>()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("bad RESP {line:?}")))
+    };
+    Ok(match kind {
+        "+" => Resp::Simple(rest.to_owned()),
+        "-" => Resp::Error(rest.to_owned()),
+        ":" => Resp::Int(number()?),
+        "$" => match number()? {
+            n if n < 0 => Resp::Bulk(None),
+            n => {
+                let mut bytes = vec![0; n as usize + 2];
+                reader.read_exact(&mut bytes)?;
+                bytes.truncate(n as usize);
+                Resp::Bulk(Some(bytes))
+            }
+        },
+        "*" => match number()? {
+            n if n < 0 => Resp::Array(None),
+            n => Resp::Array(Some(
+                (0..n)
+                    .map(|_| read_reply(reader))
+                    .collect::<io::Result<_>>()?,
+            )),
+        },
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad RESP {line:?}"),
+            ));
+        }
+    })
+}
