@@ -156,6 +156,12 @@ pub struct CrawlConfig {
     pub until_idle: bool,
     /// Stop leasing after this much time in this run (it resumes in the next).
     pub max_duration: Option<Duration>,
+    /// A crawl shared by workers through Redis (`--shared`, `[shared]`); `None`
+    /// (the default) crawls with the embedded state in `data_dir`.
+    pub shared: Option<crate::shared::SharedTarget>,
+    /// How long a shared crawl's lease lasts unless renewed (default
+    /// [`crate::shared::DEFAULT_LEASE_TTL`]).
+    pub lease_ttl: Duration,
 }
 
 /// With [`CrawlConfig::until_idle`], a run ends when no request can start within
@@ -248,6 +254,8 @@ impl Default for CrawlConfig {
             revisit_rules: Vec::new(),
             until_idle: false,
             max_duration: None,
+            shared: None,
+            lease_ttl: crate::shared::DEFAULT_LEASE_TTL,
         }
     }
 }

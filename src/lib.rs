@@ -18,6 +18,7 @@
 //! - [`legs`]: the `Leg` trait, stacks of legs and the bundled legs.
 //! - [`engine`]: the tokio crawl loop, group commit and shutdown.
 //! - [`warc`]: WARC 1.1 files of every fetch, exact across `kill -9`.
+//! - [`shared`]: one crawl shared by several workers through Redis (`--shared`).
 //!
 //! # Data flow
 //! frontier → politeness → fetcher → legs → sink + frontier. The engine leases
@@ -48,5 +49,6 @@ pub mod request;
 pub mod response;
 pub mod revisit;
 pub mod robots;
+pub mod shared;
 pub mod store;
 pub mod warc;

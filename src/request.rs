@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 
 use bincode::{Decode, Encode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Version byte written before every encoded request.
 pub const FORMAT_VERSION: u8 = 1;
 
 /// One request waiting in, or taken from, the frontier.
-#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode, Serialize, Deserialize)]
 pub struct Request {
     /// HTTP method, upper case (`GET` unless a leg chose otherwise).
     pub method: String,

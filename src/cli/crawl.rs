@@ -11,6 +11,7 @@ use legcrawl::config::{CrawlConfig, CrawlFileCopy, DedupMode, Revisit, RevisitRu
 use legcrawl::crawlfile;
 use legcrawl::engine::{self, RunReport};
 use legcrawl::legs::{Leg, Stack};
+use legcrawl::shared::SharedTarget;
 use legcrawl::store::records::RunOutcome;
 
 use super::stderr::say;
@@ -145,6 +146,17 @@ pub struct CrawlArgs {
     /// crawl file's `[state] cache`]. Peak memory grows with it.
     #[arg(long, value_name = "SIZE", value_parser = crawlfile::units::parse_size)]
     cache_size: Option<u64>,
+    /// Share this crawl with other workers through Redis (redis://HOST:PORT/DB):
+    /// run the same command on every worker. --data is not used.
+    #[arg(long, value_name = "URL", requires = "name")]
+    shared: Option<String>,
+    /// The shared crawl's name (its keys in Redis start with legcrawl:{NAME}:).
+    #[arg(long, value_name = "NAME", requires = "shared")]
+    name: Option<String>,
+    /// Seconds a shared crawl's lease lasts unless renewed; a dead worker's
+    /// requests go back to the frontier after it [default: 60].
+    #[arg(long, value_name = "SECS")]
+    lease_ttl: Option<f64>,
 }
 
 /// `--revisit-after`: a duration, `never` or `adaptive`.
@@ -210,12 +222,14 @@ impl CrawlArgs {
                 });
                 (config, file.legs)
             }
+            // A shared crawl keeps nothing in a local directory.
+            None if self.shared.is_some() => (CrawlConfig::default(), None),
             None => self.remembered_config()?,
         };
         if let Some(dir) = self.data.given() {
             config.data_dir = dir.clone();
         }
-        if self.config.is_some() {
+        if self.config.is_some() && config.shared.is_none() {
             note_changed_settings(&config)?;
         }
         let given = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
@@ -280,6 +294,15 @@ impl CrawlArgs {
             config.checkpoint_every = every;
         }
         set(&mut config.cache_bytes, self.cache_size);
+        if let (Some(redis), Some(name)) = (&self.shared, &self.name) {
+            config.shared = Some(SharedTarget::new(redis, name).map_err(BadInput)?);
+        }
+        if let Some(ttl) = self.lease_ttl {
+            config.lease_ttl = seconds("lease-ttl", ttl)?;
+            if config.lease_ttl < Duration::from_secs(1) {
+                return Err(BadInput("--lease-ttl must be at least 1 second".into()).into());
+            }
+        }
         Ok((config, file_legs))
     }
 }
@@ -382,6 +405,9 @@ fn bundled_legs(config: &CrawlConfig, file_legs: Option<Stack>) -> anyhow::Resul
 
 pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let (config, file_legs) = args.config()?;
+    if let Some(target) = config.shared.clone() {
+        return run_shared(&args, &config, file_legs, &target);
+    }
     if let Some(path) = &config.stats {
         super::stats::check_path("--stats", path)?;
     }
@@ -443,6 +469,52 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// One worker of a shared crawl (`--shared`).
+fn run_shared(
+    args: &CrawlArgs,
+    config: &CrawlConfig,
+    file_legs: Option<Stack>,
+    target: &SharedTarget,
+) -> anyhow::Result<ExitCode> {
+    // Not yet exact for a shared crawl: refused rather than done approximately.
+    let unsupported = [
+        ("--output", config.output.is_some()),
+        ("--warc", config.warc.is_some()),
+        ("--stats", config.stats.is_some()),
+        ("--fresh", args.fresh),
+    ];
+    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+        return Err(BadInput(format!(
+            "{flag} is not available with --shared yet (read the crawl's items with: legcrawl dump --shared {} --name {} items)",
+            target.redis, target.name
+        ))
+        .into());
+    }
+    let legs = bundled_legs(config, file_legs)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    install_signal_handler(Arc::clone(&stop))?;
+    let report = runtime.block_on(legcrawl::shared::run(
+        config,
+        target,
+        config.lease_ttl,
+        legs,
+        async move { stop.notified().await },
+    ))?;
+    let resume = format!(
+        "legcrawl crawl --shared {} --name {}",
+        target.redis, target.name
+    );
+    print_report(config, &report, &resume);
+    Ok(match report.outcome {
+        RunOutcome::Interrupted => ExitCode::from(130),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
 /// Writes the `--stats` report; a failure is one line on stderr, not a failed crawl.
 fn write_stats(
     path: &std::path::Path,
@@ -484,7 +556,11 @@ fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
     say!(
         "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked; {} items, {} queued, {} duplicates filtered, {} left in the frontier{unreachable} ({:.1} s)",
         r.run,
-        if r.new_cycle { "new cycle" } else { "resumed" },
+        match (&config.shared, r.new_cycle) {
+            (Some(_), _) => "shared",
+            (None, true) => "new cycle",
+            (None, false) => "resumed",
+        },
         r.outcome.as_str(),
         t.pages,
         human_bytes(r.bytes),
@@ -506,9 +582,10 @@ fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
         RunOutcome::Interrupted | RunOutcome::Limit | RunOutcome::Idle
     ) && r.frontier > 0
     {
-        say!(
-            "state saved in {}; resume with: {resume}",
-            config.data_dir.display()
-        );
+        let place = match &config.shared {
+            Some(target) => format!("the shared crawl {:?} in Redis", target.name),
+            None => config.data_dir.display().to_string(),
+        };
+        say!("state saved in {place}; resume with: {resume}");
     }
 }

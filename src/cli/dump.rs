@@ -7,7 +7,9 @@ use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
 use legcrawl::fingerprint::{self, Fingerprint};
 use legcrawl::store::records::{RunRecord, unix_now};
-use legcrawl::store::{Blocked, OpenOptions, PageRecord, State, StoreError, Summary, status};
+use legcrawl::store::{
+    Blocked, OpenOptions, PageRecord, SeenAnswer, State, StoreError, Summary, status,
+};
 
 use super::export::{self, ItemsArgs};
 use super::stats::{RunColumns, RunRow};
@@ -25,12 +27,19 @@ pub struct DumpArgs {
     /// At most this many entries (frontier, items, runs).
     #[arg(long, global = true, value_name = "N")]
     limit: Option<usize>,
+    /// Read the crawl shared through this Redis server (redis://HOST:PORT/DB)
+    /// instead of a state directory.
+    #[arg(long, global = true, value_name = "URL", requires = "name")]
+    shared: Option<String>,
+    /// The shared crawl's name.
+    #[arg(long, global = true, value_name = "NAME", requires = "shared")]
+    name: Option<String>,
     #[command(subcommand)]
     view: Option<View>,
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
-enum View {
+pub(super) enum View {
     /// Counts, Bloom filter fill and estimated false-positive rate (default).
     Summary,
     /// The head of the queue, in lease order per host.
@@ -56,6 +65,10 @@ enum View {
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let view = args.view.clone().unwrap_or(View::Summary);
+    if let (Some(redis), Some(name)) = (&args.shared, &args.name) {
+        let target = legcrawl::shared::SharedTarget::new(redis, name).map_err(BadInput)?;
+        return super::dump_shared::run(&target, view, args.limit, args.json);
+    }
     let dir = &args.state.dir()?;
     let state = match State::open(dir, &OpenOptions::default()) {
         Ok(state) => state,
@@ -100,7 +113,7 @@ fn live_summary(dir: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn print_summary(
+pub(super) fn print_summary(
     out: &mut impl Write,
     s: &Summary,
     json: bool,
@@ -187,6 +200,15 @@ fn print_frontier(
 }
 
 fn print_seen(out: &mut impl Write, state: &State, url: &str, json: bool) -> anyhow::Result<()> {
+    check_seen_url(url)?;
+    let answer = state
+        .seen_answer(url, &[])
+        .with_context(|| format!("looking up {url}"))?;
+    print_seen_answer(out, &answer, json)
+}
+
+/// `dump seen` takes an http(s) URL.
+pub(super) fn check_seen_url(url: &str) -> anyhow::Result<()> {
     match url::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
         Ok(u) => {
@@ -200,9 +222,10 @@ fn print_seen(out: &mut impl Write, state: &State, url: &str, json: bool) -> any
             return Err(BadInput(format!("dump seen: {url:?} is not a URL: {e}")).into());
         }
     }
-    let answer = state
-        .seen_answer(url, &[])
-        .with_context(|| format!("looking up {url}"))?;
+    Ok(())
+}
+
+fn print_seen_answer(out: &mut impl Write, answer: &SeenAnswer, json: bool) -> anyhow::Result<()> {
     if json {
         writeln!(out, "{}", serde_json::to_string(&answer)?)?;
         return Ok(());
@@ -267,6 +290,15 @@ fn print_pages(
     json: bool,
 ) -> anyhow::Result<()> {
     let pages = collect_pages(state, due, limit.unwrap_or(usize::MAX))?;
+    print_page_rows(out, pages, json)
+}
+
+/// Page records as a table, or one JSON object per line.
+pub(super) fn print_page_rows(
+    out: &mut impl Write,
+    pages: Vec<(Fingerprint, PageRecord)>,
+    json: bool,
+) -> anyhow::Result<()> {
     if !json {
         writeln!(
             out,

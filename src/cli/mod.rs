@@ -13,6 +13,7 @@
 
 mod crawl;
 mod dump;
+mod dump_shared;
 mod export;
 mod fetch;
 mod help;
@@ -147,7 +148,12 @@ pub fn finish(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
 
 /// Maps an error to the process exit code.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
-    if error.downcast_ref::<BadInput>().is_some() {
+    if error.downcast_ref::<BadInput>().is_some()
+        || matches!(
+            error.downcast_ref::<legcrawl::shared::SharedError>(),
+            Some(legcrawl::shared::SharedError::Corrupt { .. })
+        )
+    {
         return 2;
     }
     let store =
@@ -160,7 +166,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     if matches!(
         error.downcast_ref::<EngineError>(),
         Some(
-            EngineError::BadSeed { .. }
+            EngineError::Shared(legcrawl::shared::SharedError::Corrupt { .. })
+                | EngineError::BadSeed { .. }
                 | EngineError::NoSeeds { .. }
                 | EngineError::NothingToCrawl { .. }
                 | EngineError::Leg(_)

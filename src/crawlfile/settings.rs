@@ -32,6 +32,20 @@ pub(super) struct FileSettings {
     dedup: Dedup,
     revisit: RevisitSection,
     state: StateSection,
+    shared: Option<SharedSection>,
+}
+
+/// `[shared]`: the crawl is shared by workers through Redis (like `--shared`
+/// and `--name`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SharedSection {
+    /// `redis://HOST:PORT/DB`.
+    redis: String,
+    /// The crawl's name in Redis.
+    name: String,
+    /// How long a lease lasts unless renewed ("60s").
+    lease_ttl: Option<FileDuration>,
 }
 
 /// `[state]`: how the state directory is used.
@@ -296,6 +310,11 @@ impl FileSettings {
         set(&mut config.checkpoint_every, d.checkpoint.map(|d| d.0));
         (config.revisit, config.revisit_rules) = self.revisit.policies();
         set(&mut config.cache_bytes, self.state.cache.map(|s| s.0));
+        if let Some(shared) = self.shared {
+            // Checked in `check`.
+            config.shared = crate::shared::SharedTarget::new(&shared.redis, &shared.name).ok();
+            set(&mut config.lease_ttl, shared.lease_ttl.map(|d| d.0));
+        }
         Ok(())
     }
 
@@ -312,6 +331,17 @@ impl FileSettings {
             && table.warc_max_size.is_some_and(|s| s.0 == 0)
         {
             return at("output.warc_max_size", "must be more than 0".into());
+        }
+        if let Some(shared) = &self.shared {
+            if let Err(message) = crate::shared::SharedTarget::new(&shared.redis, &shared.name) {
+                return at("shared", message);
+            }
+            if shared
+                .lease_ttl
+                .is_some_and(|d| d.0 < std::time::Duration::from_secs(1))
+            {
+                return at("shared.lease_ttl", "must be at least 1s".into());
+            }
         }
         if let Some(bits) = self.dedup.bloom_bits.filter(|b| !(10..=36).contains(b)) {
             return at("dedup.bloom_bits", format!("must be 10 to 36, got {bits}"));

@@ -31,10 +31,10 @@ mod hosts;
 pub mod page;
 pub mod politeness;
 mod progress;
-mod revisits;
+pub(crate) mod revisits;
 pub mod scope;
 pub mod sink;
-mod task;
+pub(crate) mod task;
 mod totals;
 
 pub use totals::PageTotals;
@@ -131,6 +131,9 @@ pub enum EngineError {
         /// What the runtime reported.
         reason: String,
     },
+    /// The shared crawl's Redis server failed (`--shared`).
+    #[error(transparent)]
+    Shared(#[from] crate::shared::SharedError),
     /// A seed is not an absolute http(s) URL.
     #[error("seed {url:?} is not an absolute http(s) URL")]
     BadSeed {

@@ -54,7 +54,7 @@ pub(super) fn begin_cycle(
 }
 
 /// How a lease ended, as far as its page record is concerned.
-pub(super) struct PageEnd {
+pub(crate) struct PageEnd {
     /// What the fetch saw (`None`: no final answer).
     pub seen: Option<Observation>,
     /// The page record it was fetched against.
@@ -65,13 +65,94 @@ pub(super) struct PageEnd {
     pub requeued: bool,
 }
 
+/// What a finished lease means for its page record (see [`page_write`]).
+#[derive(Debug)]
+pub(crate) enum PageWrite {
+    /// Write this record; `previous_due` is where the page was in the due index.
+    Put {
+        /// The page's next record.
+        record: Box<PageRecord>,
+        /// The page's place in the due index before (to move it from).
+        previous_due: Option<u64>,
+    },
+    /// Nothing new to record, but the page stays due at this time.
+    KeepDue(u64),
+    /// Nothing to write.
+    Nothing,
+}
+
+/// What a finished lease of `request` saw, as its page record: the page's next
+/// record (and its items' version, added to `items`); for a revisit that ended
+/// with nothing to record (failed for good, refused by robots.txt) and was not
+/// queued again, its place in the due index, so that it is due in the next
+/// cycle; for a new page that failed for good, a record of the failure (see
+/// [`Schedule::failed`]), due in the next cycle too. The page's outcome counter
+/// goes into `counters`. Used by both the embedded crawl loop and the shared
+/// worker, so that a page means the same in either.
+pub(crate) fn page_write(
+    schedule: &Schedule,
+    request: &crate::request::Request,
+    end: PageEnd,
+    items: &mut Vec<Item>,
+    counters: &mut Vec<(&'static str, u64)>,
+) -> PageWrite {
+    let PageEnd {
+        seen,
+        prior,
+        failed,
+        requeued,
+    } = end;
+    match (seen, prior) {
+        (Some(seen), prior) => {
+            // The fetch's own time, so that a WARC revisit record can name the
+            // capture this record stands for by its date.
+            let now = match seen.fetched_at {
+                0 => unix_now(),
+                at => at,
+            };
+            let (record, change) = schedule.record(prior.as_ref(), request, &seen, now);
+            // Each finished page counts under one outcome: gone wins over the change.
+            let newly_gone = record.gone && !prior.as_ref().is_some_and(|p| p.gone);
+            counters.push((
+                if newly_gone {
+                    "pages/gone"
+                } else {
+                    change.counter()
+                },
+                1,
+            ));
+            if change.stores_items() {
+                for item in items.iter_mut() {
+                    item.insert("version".into(), record.version.into());
+                    if let (Change::Changed, Some(prior)) = (change, &prior) {
+                        item.insert("previous_hash".into(), prior.content_hash.clone().into());
+                    }
+                }
+            } else {
+                items.clear();
+            }
+            PageWrite::Put {
+                record: Box::new(record),
+                previous_due: prior.and_then(|p| p.next_due),
+            }
+        }
+        (None, Some(prior)) if !requeued => match prior.next_due {
+            Some(due) => PageWrite::KeepDue(due.max(unix_now())),
+            None => PageWrite::Nothing,
+        },
+        (None, None) if !requeued => match failed {
+            Some(status) => PageWrite::Put {
+                record: Box::new(Schedule::failed(request, status, unix_now())),
+                previous_due: None,
+            },
+            None => PageWrite::Nothing,
+        },
+        (None, _) => PageWrite::Nothing,
+    }
+}
+
 impl Crawl<'_> {
-    /// Records what a finished lease saw: the page's next record (and its items'
-    /// version); for a revisit that ended with nothing to record (failed for
-    /// good, refused by robots.txt) and was not queued again, its place in the due
-    /// index, so that it is due in the next cycle; for a new page that failed
-    /// for good, a record of the failure (see [`Schedule::failed`]), due in the
-    /// next cycle too.
+    /// Records what a finished lease saw (see [`page_write`]) in the open group.
     pub(super) fn note_page(
         &mut self,
         lease: &Lease,
@@ -79,28 +160,19 @@ impl Crawl<'_> {
         items: &mut Vec<Item>,
         counters: &mut Vec<(&'static str, u64)>,
     ) {
-        let PageEnd {
-            seen,
-            prior,
-            failed,
-            requeued,
-        } = end;
-        match (seen, prior) {
-            (Some(seen), prior) => self.record_page(lease, prior, &seen, items, counters),
-            (None, Some(prior)) if !requeued => {
-                if let Some(due) = prior.next_due {
-                    let fp = self.fingerprint(&lease.request);
-                    self.state.keep_due(&fp, due.max(unix_now()));
-                }
+        match page_write(&self.schedule, &lease.request, end, items, counters) {
+            PageWrite::Put {
+                record,
+                previous_due,
+            } => {
+                let fp = self.fingerprint(&lease.request);
+                self.state.put_page(fp, *record, previous_due);
             }
-            (None, None) if !requeued => {
-                if let Some(status) = failed {
-                    let record = Schedule::failed(&lease.request, status, unix_now());
-                    let fp = self.fingerprint(&lease.request);
-                    self.state.put_page(fp, record, None);
-                }
+            PageWrite::KeepDue(due) => {
+                let fp = self.fingerprint(&lease.request);
+                self.state.keep_due(&fp, due);
             }
-            (None, _) => {}
+            PageWrite::Nothing => {}
         }
     }
 
@@ -117,49 +189,6 @@ impl Crawl<'_> {
             unix_now(),
             self.run_started,
         ))
-    }
-
-    /// Writes the page's next record (in the open group) and versions its items.
-    fn record_page(
-        &mut self,
-        lease: &Lease,
-        prior: Option<PageRecord>,
-        seen: &Observation,
-        items: &mut Vec<Item>,
-        counters: &mut Vec<(&'static str, u64)>,
-    ) {
-        // The fetch's own time, so that a WARC revisit record can name the
-        // capture this record stands for by its date.
-        let now = match seen.fetched_at {
-            0 => unix_now(),
-            at => at,
-        };
-        let (record, change) = self
-            .schedule
-            .record(prior.as_ref(), &lease.request, seen, now);
-        // Each finished page counts under one outcome: gone wins over the change.
-        let newly_gone = record.gone && !prior.as_ref().is_some_and(|p| p.gone);
-        counters.push((
-            if newly_gone {
-                "pages/gone"
-            } else {
-                change.counter()
-            },
-            1,
-        ));
-        if change.stores_items() {
-            for item in items.iter_mut() {
-                item.insert("version".into(), record.version.into());
-                if let (Change::Changed, Some(prior)) = (change, &prior) {
-                    item.insert("previous_hash".into(), prior.content_hash.clone().into());
-                }
-            }
-        } else {
-            items.clear();
-        }
-        let fp = self.fingerprint(&lease.request);
-        let previous_due = prior.and_then(|p| p.next_due);
-        self.state.put_page(fp, record, previous_due);
     }
 
     /// `request`'s fingerprint with the crawl's fingerprint headers (the key of its

@@ -25,7 +25,7 @@ use crate::store::PageRecord;
 
 /// Everything [`page::process`] needs besides the request, owned so that it can
 /// move into a task.
-pub(super) struct Job {
+pub(crate) struct Job {
     pub fetcher: Fetcher,
     pub legs: Arc<dyn Leg>,
     pub retry: RetryPolicy,
@@ -36,7 +36,7 @@ pub(super) struct Job {
 
 impl Job {
     /// Processes `request`; a panic while doing so becomes a failed page.
-    pub(super) async fn run(self, request: &Request) -> PageResult {
+    pub(crate) async fn run(self, request: &Request) -> PageResult {
         let Job {
             fetcher,
             legs,
@@ -73,7 +73,7 @@ impl Job {
 
 /// Takes the finished tasks out of `tasks`, logging any that failed (a page's
 /// own panic is already a result; this is whatever escaped [`Job::run`]).
-pub(super) fn reap(tasks: &mut JoinSet<()>) {
+pub(crate) fn reap(tasks: &mut JoinSet<()>) {
     while let Some(joined) = tasks.try_join_next() {
         match joined {
             Ok(()) => {}

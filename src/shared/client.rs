@@ -1,0 +1,604 @@
+//! The connection to the Redis server of a shared crawl, and the crawl's
+//! operations as typed calls of the scripts in `lua/`.
+//!
+//! A worker that loses the server retries every call with backoff (50 ms
+//! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
+//! connection manager reconnects underneath, and a script the restarted server
+//! no longer caches is sent again whole. Only the first connection is not
+//! retried: a wrong address is the user's mistake, one line and exit 1.
+//! Depends on [`super::keys`] and the request and robots records it carries.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, RedisResult, RetryMethod, Script, Value};
+
+use super::SharedTarget;
+use super::keys::Keys;
+use crate::request::Request;
+use crate::robots::RobotsRecord;
+
+/// How a shared crawl failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    /// The server could not be reached when the worker started.
+    #[error("cannot reach Redis at {url}: {reason}")]
+    Unreachable {
+        /// The Redis URL.
+        url: String,
+        /// What the client said.
+        reason: String,
+    },
+    /// The server answered a call with an error that retrying will not cure.
+    #[error("Redis at {url} refused {what}: {reason}")]
+    Redis {
+        /// The Redis URL.
+        url: String,
+        /// The call.
+        what: &'static str,
+        /// What the server or client said.
+        reason: String,
+    },
+    /// A record in Redis is not what this build writes.
+    #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
+    Corrupt {
+        /// The crawl's name.
+        name: String,
+        /// Which record, and why.
+        what: String,
+    },
+}
+
+/// One request leased to this worker.
+#[derive(Clone, Debug)]
+pub struct SharedLease {
+    /// The lease's fencing token: unique in the crawl, never handed out again.
+    pub token: u64,
+    /// The request's host (`host[:port]`).
+    pub host: String,
+    /// The request.
+    pub request: Request,
+}
+
+/// What one call of the lease script found.
+#[derive(Debug, Default)]
+pub struct LeaseBatch {
+    /// Leases granted to this worker.
+    pub leases: Vec<SharedLease>,
+    /// Expired leases this call returned to the frontier.
+    pub expired: u64,
+    /// Requests queued in the crawl (after the leases were taken).
+    pub frontier: u64,
+    /// Live leases in the crawl, of every worker (these included).
+    pub live: u64,
+    /// How long until some host may start a request (`None`: nothing queued).
+    pub wait: Option<Duration>,
+}
+
+/// A finished page, as the completion script takes it.
+#[derive(Debug, Default)]
+pub struct PageCompletion {
+    /// The lease's token.
+    pub token: u64,
+    /// Push the host's next start this far past now (`Retry-After`, backoff).
+    pub backoff: Option<Duration>,
+    /// The host's robots.txt `Crawl-delay`, when it was consulted.
+    pub crawl_delay: Option<Duration>,
+    /// The page's fingerprint and its next record ([`crate::store`]'s encoding).
+    pub page: Option<([u8; 20], Vec<u8>)>,
+    /// Counter increments.
+    pub counters: Vec<(&'static str, u64)>,
+    /// Items, as JSON text.
+    pub items: Vec<String>,
+    /// New requests: host, fingerprint, the request, the host's delay.
+    pub requests: Vec<NewRequest>,
+}
+
+/// A request found by a page, ready for the seen set and the frontier.
+#[derive(Debug)]
+pub struct NewRequest {
+    /// Its host (`host[:port]`).
+    pub host: String,
+    /// Its fingerprint.
+    pub fingerprint: [u8; 20],
+    /// The request.
+    pub request: Request,
+    /// The crawl's delay for its host.
+    pub delay: Duration,
+}
+
+/// What the completion script did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Completed {
+    /// Committed: requests queued, duplicates filtered, the items' stream ids.
+    Done {
+        /// New requests queued.
+        queued: u64,
+        /// Requests dropped as already seen.
+        filtered: u64,
+        /// The stream ids of the page's items.
+        ids: Vec<String>,
+    },
+    /// This lease was completed already (a retry after a lost reply).
+    Already,
+    /// The lease had expired and was reclaimed: nothing was written.
+    Stale,
+}
+
+/// The crawl's scripts, hashed once.
+struct Scripts {
+    seeds: Script,
+    lease: Script,
+    renew: Script,
+    release: Script,
+    complete: Script,
+}
+
+macro_rules! script {
+    ($file:literal) => {
+        Script::new(concat!(
+            include_str!("lua/common.lua"),
+            include_str!(concat!("lua/", $file))
+        ))
+    };
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        Scripts {
+            seeds: script!("seeds.lua"),
+            lease: script!("lease.lua"),
+            renew: script!("renew.lua"),
+            release: script!("release.lua"),
+            complete: script!("complete.lua"),
+        }
+    }
+}
+
+/// A connection to one shared crawl.
+pub struct Shared {
+    target: SharedTarget,
+    keys: Keys,
+    conn: ConnectionManager,
+    scripts: Arc<Scripts>,
+    per_host: usize,
+    /// Set when the worker stops: calls are no longer retried.
+    stopping: Arc<AtomicBool>,
+}
+
+/// True for errors that a later attempt may not see: the connection dropped
+/// or was refused, a timeout, a server still loading its data.
+fn transient(error: &RedisError) -> bool {
+    !matches!(error.retry_method(), RetryMethod::NoRetry)
+        || error.is_timeout()
+        || error.is_connection_refusal()
+        || error.is_connection_dropped()
+}
+
+impl Shared {
+    /// Connects to the crawl's server (once, no retry) and checks that it
+    /// answers. `per_host` is the crawl's per-host in-flight limit, which every
+    /// script that can make a host ready again applies.
+    pub async fn connect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
+        let unreachable = |reason: String| SharedError::Unreachable {
+            url: target.redis.clone(),
+            reason,
+        };
+        let client =
+            redis::Client::open(target.redis.as_str()).map_err(|e| unreachable(e.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(3)))
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_secs(1));
+        let connect = client.get_connection_manager_with_config(config);
+        let mut conn = tokio::time::timeout(Duration::from_secs(10), connect)
+            .await
+            .map_err(|_| unreachable("no answer within 10 s".into()))?
+            .map_err(|e| unreachable(e.to_string()))?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        Ok(Shared {
+            keys: Keys::new(&target.name),
+            target: target.clone(),
+            conn,
+            scripts: Arc::new(Scripts::new()),
+            per_host: per_host.max(1),
+            stopping: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The crawl's keys.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// The crawl's name and server.
+    pub fn target(&self) -> &SharedTarget {
+        &self.target
+    }
+
+    /// From now on a call fails at the first transient error instead of
+    /// retrying (the worker is stopping).
+    pub fn stop_retrying(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Runs `op` until it succeeds or fails for good, waiting out a server that
+    /// is away (restarting, unreachable) with backoff.
+    async fn retrying<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, SharedError>
+    where
+        F: FnMut(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let mut wait = Duration::from_millis(50);
+        let mut warned = false;
+        loop {
+            match op(self.conn.clone()).await {
+                Ok(value) => {
+                    if warned {
+                        tracing::warn!(url = %self.target.redis, "Redis answers again; going on");
+                    }
+                    return Ok(value);
+                }
+                Err(error) if transient(&error) && !self.stopping.load(Ordering::SeqCst) => {
+                    if !warned {
+                        tracing::warn!(url = %self.target.redis, %error, "lost Redis; retrying until it answers");
+                        warned = true;
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+                Err(error) => {
+                    return Err(SharedError::Redis {
+                        url: self.target.redis.clone(),
+                        what,
+                        reason: error.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Runs one of the crawl's scripts with `args` after the prefix and the
+    /// per-host limit.
+    async fn script(
+        &self,
+        what: &'static str,
+        pick: fn(&Scripts) -> &Script,
+        args: &[Vec<u8>],
+    ) -> Result<Value, SharedError> {
+        let meta = self.keys.key("meta");
+        let prefix = self.keys.prefix().as_bytes().to_vec();
+        let per_host = self.per_host.to_string().into_bytes();
+        let scripts = Arc::clone(&self.scripts);
+        self.retrying(what, |mut conn| {
+            let scripts = Arc::clone(&scripts);
+            let (meta, prefix, per_host) = (&meta, &prefix, &per_host);
+            async move {
+                let script = pick(&scripts);
+                let mut call = script.key(meta);
+                call.arg(prefix).arg(per_host);
+                for arg in args {
+                    call.arg(arg);
+                }
+                call.invoke_async::<Value>(&mut conn).await
+            }
+        })
+        .await
+    }
+
+    /// Runs a plain command (reads, and writes outside the scripts).
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &self,
+        what: &'static str,
+        cmd: &redis::Cmd,
+    ) -> Result<T, SharedError> {
+        self.retrying(what, |mut conn| async move {
+            cmd.query_async::<T>(&mut conn).await
+        })
+        .await
+    }
+
+    /// Runs a pipeline of plain commands.
+    pub(crate) async fn pipeline(
+        &self,
+        what: &'static str,
+        pipe: &redis::Pipeline,
+    ) -> Result<Vec<Value>, SharedError> {
+        self.retrying(what, |mut conn| async move {
+            pipe.query_async::<Vec<Value>>(&mut conn).await
+        })
+        .await
+    }
+
+    fn corrupt(&self, what: impl Into<String>) -> SharedError {
+        SharedError::Corrupt {
+            name: self.target.name.clone(),
+            what: what.into(),
+        }
+    }
+
+    /// Stores seeds (idempotent: a seed already stored is not queued again);
+    /// returns how many were new.
+    pub async fn add_seeds(&self, seeds: &[NewRequest]) -> Result<u64, SharedError> {
+        let mut args = vec![seeds.len().to_string().into_bytes()];
+        for seed in seeds {
+            args.push(seed.request.url.clone().into_bytes());
+            args.push(seed.host.clone().into_bytes());
+            args.push(seed.fingerprint.to_vec());
+            args.push(encode_request(&seed.request));
+            args.push(millis(seed.delay).into_bytes());
+        }
+        let value = self
+            .script("storing the seeds", |s| &s.seeds, &args)
+            .await?;
+        int(&value)
+            .map(|n| n.max(0) as u64)
+            .ok_or_else(|| self.corrupt("the seeds script's answer"))
+    }
+
+    /// Whether any worker ever stored seeds for this crawl.
+    pub async fn exists(&self) -> Result<bool, SharedError> {
+        let n: i64 = self
+            .query(
+                "looking up the crawl",
+                redis::cmd("EXISTS").arg(self.keys.key("meta")),
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// The stored seed URLs.
+    pub async fn seeds(&self) -> Result<Vec<String>, SharedError> {
+        self.query(
+            "reading the seeds",
+            redis::cmd("SMEMBERS").arg(self.keys.key("seeds")),
+        )
+        .await
+    }
+
+    /// Leases up to `want` requests for `worker`, each for `ttl`.
+    pub async fn lease(
+        &self,
+        worker: &str,
+        want: usize,
+        ttl: Duration,
+    ) -> Result<LeaseBatch, SharedError> {
+        let args = [
+            worker.as_bytes().to_vec(),
+            want.to_string().into_bytes(),
+            millis(ttl).into_bytes(),
+        ];
+        let value = self.script("leasing", |s| &s.lease, &args).await?;
+        let parts = array(&value).ok_or_else(|| self.corrupt("the lease script's answer"))?;
+        let number = |i: usize| parts.get(i).and_then(int);
+        let (Some(_now), Some(expired), Some(frontier), Some(live), Some(wait)) =
+            (number(0), number(1), number(2), number(3), number(4))
+        else {
+            return Err(self.corrupt("the lease script's answer"));
+        };
+        let mut batch = LeaseBatch {
+            leases: Vec::new(),
+            expired: expired.max(0) as u64,
+            frontier: frontier.max(0) as u64,
+            live: live.max(0) as u64,
+            wait: u64::try_from(wait).ok().map(Duration::from_millis),
+        };
+        for lease in parts[5..].chunks(3) {
+            let [token, host, body] = lease else {
+                return Err(self.corrupt("a lease in the lease script's answer"));
+            };
+            let token = int(token)
+                .and_then(|t| u64::try_from(t).ok())
+                .ok_or_else(|| self.corrupt("a lease token"))?;
+            let host = text(host).ok_or_else(|| self.corrupt("a lease's host"))?;
+            let body = bytes(body).ok_or_else(|| self.corrupt("a leased request"))?;
+            let request = decode_request(body)
+                .map_err(|e| self.corrupt(format!("the request of lease {token}: {e}")))?;
+            batch.leases.push(SharedLease {
+                token,
+                host,
+                request,
+            });
+        }
+        Ok(batch)
+    }
+
+    /// Extends this worker's live leases among `tokens` by `ttl` and records
+    /// that the worker is alive (`info`: its record). Returns how many leases
+    /// were extended.
+    pub async fn renew(
+        &self,
+        worker: &str,
+        ttl: Duration,
+        info: &str,
+        tokens: &[u64],
+    ) -> Result<u64, SharedError> {
+        let mut args = vec![
+            worker.as_bytes().to_vec(),
+            millis(ttl).into_bytes(),
+            info.as_bytes().to_vec(),
+        ];
+        args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
+        let value = self.script("renewing leases", |s| &s.renew, &args).await?;
+        int(&value)
+            .map(|n| n.max(0) as u64)
+            .ok_or_else(|| self.corrupt("the renew script's answer"))
+    }
+
+    /// Returns `worker`'s leases among `tokens` to the frontier, in their
+    /// places, and unlists the worker. Returns how many were returned.
+    pub async fn release(&self, worker: &str, tokens: &[u64]) -> Result<u64, SharedError> {
+        let mut args = vec![worker.as_bytes().to_vec()];
+        args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
+        let value = self
+            .script("returning leases", |s| &s.release, &args)
+            .await?;
+        int(&value)
+            .map(|n| n.max(0) as u64)
+            .ok_or_else(|| self.corrupt("the release script's answer"))
+    }
+
+    /// Completes a lease of `worker` (see `lua/complete.lua`).
+    pub async fn complete(
+        &self,
+        worker: &str,
+        page: &PageCompletion,
+    ) -> Result<Completed, SharedError> {
+        let mut args = vec![
+            worker.as_bytes().to_vec(),
+            page.token.to_string().into_bytes(),
+            page.backoff
+                .map_or_else(|| "0".to_owned(), millis)
+                .into_bytes(),
+            page.crawl_delay
+                .map_or_else(|| "-1".to_owned(), millis)
+                .into_bytes(),
+        ];
+        match &page.page {
+            Some((fp, record)) => {
+                args.push(fp.to_vec());
+                args.push(record.clone());
+            }
+            None => {
+                args.push(Vec::new());
+                args.push(Vec::new());
+            }
+        }
+        args.push(page.counters.len().to_string().into_bytes());
+        for (name, by) in &page.counters {
+            args.push(name.as_bytes().to_vec());
+            args.push(by.to_string().into_bytes());
+        }
+        args.push(page.items.len().to_string().into_bytes());
+        args.extend(page.items.iter().map(|i| i.as_bytes().to_vec()));
+        args.push(page.requests.len().to_string().into_bytes());
+        for r in &page.requests {
+            args.push(r.host.as_bytes().to_vec());
+            args.push(r.request.priority.to_string().into_bytes());
+            args.push(if r.request.dont_filter {
+                b"1".to_vec()
+            } else {
+                b"0".to_vec()
+            });
+            args.push(r.fingerprint.to_vec());
+            args.push(encode_request(&r.request));
+            args.push(millis(r.delay).into_bytes());
+        }
+        let value = self
+            .script("completing a page", |s| &s.complete, &args)
+            .await?;
+        let parts = array(&value).ok_or_else(|| self.corrupt("the completion script's answer"))?;
+        match parts.first().and_then(int) {
+            Some(0) => Ok(Completed::Stale),
+            Some(1) => Ok(Completed::Already),
+            Some(2) => {
+                let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+                let (Some(queued), Some(filtered)) = (number(1), number(2)) else {
+                    return Err(self.corrupt("the completion script's answer"));
+                };
+                let ids = parts[3..].iter().filter_map(text).collect();
+                Ok(Completed::Done {
+                    queued,
+                    filtered,
+                    ids,
+                })
+            }
+            _ => Err(self.corrupt("the completion script's answer")),
+        }
+    }
+
+    /// The robots.txt answers the crawl's workers stored.
+    pub async fn robots(&self) -> Result<Vec<RobotsRecord>, SharedError> {
+        let all: Vec<(String, String)> = self
+            .query(
+                "reading robots.txt answers",
+                redis::cmd("HGETALL").arg(self.keys.key("robots")),
+            )
+            .await?;
+        all.into_iter()
+            .map(|(origin, json)| {
+                serde_json::from_str(&json)
+                    .map_err(|e| self.corrupt(format!("the robots.txt record of {origin}: {e}")))
+            })
+            .collect()
+    }
+
+    /// Stores robots.txt answers for every worker (a later fetch replaces an
+    /// earlier one).
+    pub async fn put_robots(&self, records: &[RobotsRecord]) -> Result<(), SharedError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(self.keys.key("robots"));
+        for record in records {
+            let json = serde_json::to_string(record)
+                .map_err(|e| self.corrupt(format!("a robots.txt record: {e}")))?;
+            cmd.arg(&record.origin).arg(json);
+        }
+        self.query::<i64>("storing robots.txt answers", &cmd)
+            .await
+            .map(drop)
+    }
+
+    /// Appends one worker run's record (JSON) to the crawl's runs; returns
+    /// its number.
+    pub async fn push_run(&self, record: &str) -> Result<u64, SharedError> {
+        self.query::<u64>(
+            "recording the run",
+            redis::cmd("RPUSH").arg(self.keys.key("runs")).arg(record),
+        )
+        .await
+    }
+}
+
+/// A request as the frontier in Redis holds it: JSON, readable with `redis-cli`.
+pub(crate) fn encode_request(request: &Request) -> Vec<u8> {
+    // A request is plain data (strings, numbers, maps of strings): it always
+    // serializes.
+    serde_json::to_vec(request).unwrap_or_default()
+}
+
+/// The request [`encode_request`] wrote.
+pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, serde_json::Error> {
+    serde_json::from_slice(bytes)
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().to_string()
+}
+
+pub(crate) fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+pub(crate) fn array(value: &Value) -> Option<&[Value]> {
+    match value {
+        Value::Array(items) | Value::Set(items) => Some(items),
+        _ => None,
+    }
+}
+
+pub(crate) fn bytes(value: &Value) -> Option<&[u8]> {
+    match value {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+pub(crate) fn text(value: &Value) -> Option<String> {
+    bytes(value).and_then(|b| String::from_utf8(b.to_vec()).ok())
+}

@@ -1,0 +1,72 @@
+//! The Redis keys of one shared crawl. Every key starts with
+//! `legcrawl:{NAME}:`; the braces make `NAME` the key's hash tag, so that all of
+//! a crawl's keys live in one Redis Cluster slot and each script's keys are on
+//! one node. The scripts in `lua/` build the same names from the prefix.
+//!
+//! | key | type | holds |
+//! | --- | --- | --- |
+//! | `meta` | hash | `frontier` (queued count), `seq`, `token`, `created`, `schema` |
+//! | `seeds` | set | seed URLs |
+//! | `q:HOST` | sorted set | the host's queue: score −priority, member 16 hex digits of sequence + request JSON |
+//! | `ready` | sorted set | hosts with queued requests under their in-flight limit, by earliest next start (ms) |
+//! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the crawl's delay, robots.txt Crawl-delay (ms) |
+//! | `leases` | sorted set | lease token by expiry (ms) |
+//! | `lease:TOKEN` | hash | `worker`, `host`, `score`, `member`, `at` |
+//! | `done` | sorted set | tokens completed in the last hour (a retried completion is answered, not redone) |
+//! | `seen` | set | 20-byte request fingerprints |
+//! | `items` | stream | one entry per item: `item` (JSON), `worker` |
+//! | `pages` | hash | fingerprint → page record (the embedded state's encoding) |
+//! | `robots` | hash | origin → robots.txt record (JSON) |
+//! | `counters` | hash | counter name → count |
+//! | `workers`, `alive` | hashes | worker id → its record (JSON), last renewal (ms) |
+//! | `runs` | list | one JSON record per worker run |
+
+/// The key names of one crawl.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// The keys of the crawl named `name` (already checked by
+    /// [`super::SharedTarget::new`]).
+    pub fn new(name: &str) -> Keys {
+        Keys {
+            prefix: format!("legcrawl:{{{name}}}:"),
+        }
+    }
+
+    /// `legcrawl:{NAME}:`, the first argument of every script.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The key `legcrawl:{NAME}:<suffix>`.
+    pub fn key(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.prefix)
+    }
+
+    /// A host's queue.
+    pub fn queue(&self, host: &str) -> String {
+        format!("{}q:{host}", self.prefix)
+    }
+
+    /// One lease's record.
+    pub fn lease(&self, token: u64) -> String {
+        format!("{}lease:{token}", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_carries_the_name_as_hash_tag() {
+        let keys = Keys::new("docs");
+        assert_eq!(keys.prefix(), "legcrawl:{docs}:");
+        assert_eq!(keys.key("meta"), "legcrawl:{docs}:meta");
+        assert_eq!(keys.queue("a.test:80"), "legcrawl:{docs}:q:a.test:80");
+        assert_eq!(keys.lease(7), "legcrawl:{docs}:lease:7");
+    }
+}

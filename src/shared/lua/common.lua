@@ -1,0 +1,75 @@
+-- Shared by every legcrawl script (prepended to each). ARGV[1] is the crawl's
+-- key prefix ("legcrawl:{NAME}:"), ARGV[2] the per-host in-flight limit. Every
+-- key a script touches starts with the prefix, whose {hash tag} puts them all
+-- in one Redis Cluster slot. Times are the server's (TIME), in milliseconds, so
+-- that workers on machines whose clocks differ agree on leases and delays.
+local P = ARGV[1]
+local PER_HOST = tonumber(ARGV[2])
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function count(name, by)
+  if by ~= 0 then
+    redis.call('HINCRBY', P .. 'counters', name, by)
+  end
+end
+
+-- A host is in `ready` exactly when it has queued requests and fewer than
+-- PER_HOST in flight; its score is the earliest time its next request may start.
+local function refresh_host(host)
+  local queued = redis.call('ZCARD', P .. 'q:' .. host)
+  local inflight = tonumber(redis.call('HGET', P .. 'inflight', host) or '0')
+  if queued > 0 and inflight < PER_HOST then
+    local next = tonumber(redis.call('HGET', P .. 'next', host) or '0')
+    redis.call('ZADD', P .. 'ready', next, host)
+  else
+    redis.call('ZREM', P .. 'ready', host)
+  end
+end
+
+-- Queues a request at the end of its priority in its host's queue: the member
+-- starts with a 16-digit sequence number, and Redis orders equal scores by
+-- member, so equal priorities come out first in, first out.
+local function push(host, priority, body, delay_ms)
+  local seq = redis.call('HINCRBY', P .. 'meta', 'seq', 1)
+  redis.call('ZADD', P .. 'q:' .. host, -tonumber(priority), string.format('%016x', seq) .. body)
+  redis.call('HINCRBY', P .. 'meta', 'frontier', 1)
+  redis.call('HSETNX', P .. 'delay', host, delay_ms)
+end
+
+-- Ends a lease without completing it: its request goes back to its place in
+-- its host's queue. False when the lease no longer exists.
+local function unlease(token)
+  local key = P .. 'lease:' .. token
+  local lease = redis.call('HMGET', key, 'host', 'score', 'member')
+  redis.call('ZREM', P .. 'leases', token)
+  if not lease[1] then
+    return false
+  end
+  redis.call('DEL', key)
+  local host = lease[1]
+  redis.call('ZADD', P .. 'q:' .. host, lease[2], lease[3])
+  redis.call('HINCRBY', P .. 'meta', 'frontier', 1)
+  if redis.call('HINCRBY', P .. 'inflight', host, -1) <= 0 then
+    redis.call('HDEL', P .. 'inflight', host)
+  end
+  refresh_host(host)
+  return true
+end
+
+-- Leases whose expiry has passed (their worker died or lost Redis for longer
+-- than the TTL) go back to the frontier; at most `limit` per call.
+local function reclaim(now, limit)
+  local tokens = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', now, 'LIMIT', 0, limit)
+  local n = 0
+  for _, token in ipairs(tokens) do
+    if unlease(token) then
+      n = n + 1
+    end
+  end
+  count('leases/expired', n)
+  return n
+end

@@ -1,0 +1,90 @@
+-- Completes lease ARGV[4] of worker ARGV[3], atomically: the lease ends, the
+-- host's politeness is updated, the page's items are appended to the items
+-- stream, its new requests pass the seen set and are queued, its page record
+-- is written and the counters move. A lease that expired and was reclaimed
+-- (perhaps leased again to another worker) writes nothing.
+--
+-- ARGV[5] backoff ms (0: none), ARGV[6] Crawl-delay ms (-1: none), ARGV[7]
+-- page fingerprint, ARGV[8] page record ('' : none), then a count and that
+-- many counter pairs (name, by), a count and that many items (JSON), and a
+-- count and that many requests (host, priority, dont_filter 0/1, fingerprint,
+-- request, host delay ms).
+--
+-- Returns {1} when this lease was already completed (a retry after a lost
+-- reply), {0} when it is gone, {2, queued, filtered, item ids...} when done.
+local worker, token = ARGV[3], ARGV[4]
+local backoff, crawl_delay = tonumber(ARGV[5]), tonumber(ARGV[6])
+local now = now_ms()
+local key = P .. 'lease:' .. token
+local lease = redis.call('HMGET', key, 'worker', 'host')
+if lease[1] ~= worker then
+  if redis.call('ZSCORE', P .. 'done', token) then
+    return {1}
+  end
+  count('leases/stale_completions', 1)
+  return {0}
+end
+local host = lease[2]
+redis.call('DEL', key)
+redis.call('ZREM', P .. 'leases', token)
+redis.call('ZADD', P .. 'done', now, token)
+redis.call('ZREMRANGEBYSCORE', P .. 'done', '-inf', now - 3600000)
+if redis.call('HINCRBY', P .. 'inflight', host, -1) <= 0 then
+  redis.call('HDEL', P .. 'inflight', host)
+end
+if crawl_delay >= 0 then
+  redis.call('HSET', P .. 'crawldelay', host, crawl_delay)
+end
+if backoff > 0 then
+  local next = tonumber(redis.call('HGET', P .. 'next', host) or '0')
+  redis.call('HSET', P .. 'next', host, math.max(next, now + backoff))
+end
+
+local at = 9
+local counters = tonumber(ARGV[at])
+for i = 0, counters - 1 do
+  count(ARGV[at + 1 + i * 2], tonumber(ARGV[at + 2 + i * 2]))
+end
+at = at + 1 + counters * 2
+
+local ids = {}
+local items = tonumber(ARGV[at])
+for i = 1, items do
+  ids[#ids + 1] = redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker)
+end
+at = at + 1 + items
+count('items/stored', items)
+
+local queued, filtered = 0, 0
+local touched = {}
+local requests = tonumber(ARGV[at])
+for i = 0, requests - 1 do
+  local r = at + 1 + i * 6
+  local rhost, priority, dont_filter, fp, body, delay =
+    ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5]
+  local new = redis.call('SADD', P .. 'seen', fp) == 1
+  if new or dont_filter == '1' then
+    push(rhost, priority, body, delay)
+    touched[rhost] = true
+    queued = queued + 1
+  else
+    filtered = filtered + 1
+  end
+end
+count('frontier/enqueued', queued)
+count('dupefilter/filtered', filtered)
+
+if ARGV[8] ~= '' then
+  redis.call('HSET', P .. 'pages', ARGV[7], ARGV[8])
+end
+count('pages/completed', 1)
+
+touched[host] = true
+for h in pairs(touched) do
+  refresh_host(h)
+end
+local out = {2, queued, filtered}
+for _, id in ipairs(ids) do
+  out[#out + 1] = id
+end
+return out

@@ -1,0 +1,50 @@
+-- Leases up to ARGV[4] requests for worker ARGV[3], for ARGV[5] ms each, from
+-- the hosts whose politeness allows a start now: below the per-host in-flight
+-- limit and past their next allowed start, which each lease pushes back by the
+-- host's delay (the larger of the crawl's and its robots.txt Crawl-delay).
+-- Expired leases are reclaimed first.
+-- Returns {now, expired, frontier, live leases, ms until a host is ready (-1:
+-- none queued), then token, host, request for each lease}.
+local worker, want, ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local expired = reclaim(now, 1000)
+local out = {}
+local got = 0
+while got < want do
+  local hosts = redis.call('ZRANGEBYSCORE', P .. 'ready', '-inf', now, 'LIMIT', 0, want - got)
+  if #hosts == 0 then
+    break
+  end
+  for _, host in ipairs(hosts) do
+    local popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
+    if popped[1] then
+      local member, score = popped[1], popped[2]
+      local token = redis.call('HINCRBY', P .. 'meta', 'token', 1)
+      redis.call('ZADD', P .. 'leases', now + ttl, token)
+      redis.call('HSET', P .. 'lease:' .. token, 'worker', worker, 'host', host,
+        'score', score, 'member', member, 'at', now)
+      redis.call('HINCRBY', P .. 'meta', 'frontier', -1)
+      redis.call('HINCRBY', P .. 'inflight', host, 1)
+      local delay = math.max(tonumber(redis.call('HGET', P .. 'delay', host) or '0'),
+        tonumber(redis.call('HGET', P .. 'crawldelay', host) or '0'))
+      redis.call('HSET', P .. 'next', host, now + delay)
+      got = got + 1
+      out[#out + 1] = token
+      out[#out + 1] = host
+      out[#out + 1] = string.sub(member, 17)
+    end
+    refresh_host(host)
+  end
+end
+count('leases/granted', got)
+local wait = -1
+local first = redis.call('ZRANGE', P .. 'ready', 0, 0, 'WITHSCORES')
+if first[1] then
+  wait = math.max(0, tonumber(first[2]) - now)
+end
+local frontier = tonumber(redis.call('HGET', P .. 'meta', 'frontier') or '0')
+local head = {now, expired, frontier, redis.call('ZCARD', P .. 'leases'), wait}
+for _, v in ipairs(out) do
+  head[#head + 1] = v
+end
+return head

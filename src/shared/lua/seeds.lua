@@ -1,0 +1,21 @@
+-- Stores seeds: ARGV[3] = count, then per seed: url, host, fingerprint,
+-- request, host delay (ms). A URL new to the seed set is queued (it bypasses
+-- the seen set, like every seed) and its fingerprint recorded as seen; a known
+-- one is not queued again. Returns how many were new.
+local added = 0
+local n = tonumber(ARGV[3])
+for i = 0, n - 1 do
+  local at = 4 + i * 5
+  local url, host, fp, body, delay = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  if redis.call('SADD', P .. 'seeds', url) == 1 then
+    redis.call('SADD', P .. 'seen', fp)
+    push(host, 0, body, delay)
+    refresh_host(host)
+    added = added + 1
+  end
+end
+if redis.call('HSETNX', P .. 'meta', 'created', now_ms()) == 1 then
+  redis.call('HSET', P .. 'meta', 'schema', 1)
+end
+count('frontier/enqueued', added)
+return added

@@ -1,0 +1,341 @@
+//! Reading a shared crawl for `legcrawl dump --shared`: the same views as a
+//! local state's, read from Redis with plain commands (never a script), so they
+//! work while workers run. Depends on [`super::client`].
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+use serde::Serialize;
+
+use super::client::{Shared, SharedError, array, bytes, decode_request, int, text};
+use crate::fingerprint::Fingerprint;
+use crate::store::PageRecord;
+
+/// Counts of a shared crawl, and its workers.
+#[derive(Debug, Serialize)]
+pub struct SharedSummary {
+    /// The crawl's name.
+    pub name: String,
+    /// Queued requests (leased ones not included).
+    pub frontier: u64,
+    /// Live leases, of every worker.
+    pub in_flight: u64,
+    /// Distinct fingerprints in the seen set.
+    pub seen: u64,
+    /// Items in the items stream.
+    pub items: u64,
+    /// Page records.
+    pub pages: u64,
+    /// Requests dropped as duplicates.
+    pub filtered: u64,
+    /// Hosts the crawl has queued requests for, ever.
+    pub hosts: u64,
+    /// Worker runs recorded.
+    pub runs: u64,
+    /// Completions of every worker.
+    pub fetches: u64,
+    /// How the seen set is kept.
+    pub dedup: &'static str,
+    /// Workers listed (alive, or died without unlisting) and leases held.
+    pub workers: Vec<WorkerView>,
+    /// Every counter of the crawl.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// One worker as the crawl lists it.
+#[derive(Debug, Serialize)]
+pub struct WorkerView {
+    /// `HOST:PID`.
+    pub id: String,
+    /// Live leases it holds.
+    pub leases: u64,
+    /// Milliseconds since it last renewed (a dead worker's grows).
+    pub last_seen_ms: Option<u64>,
+    /// What it said of itself when it last renewed.
+    pub record: Option<serde_json::Value>,
+}
+
+/// One queued request.
+#[derive(Debug, Serialize)]
+pub struct QueuedRequest {
+    /// Its host.
+    pub host: String,
+    /// Its place among the crawl's enqueues.
+    pub seq: u64,
+    /// The request.
+    pub request: crate::request::Request,
+}
+
+impl Shared {
+    /// Counts, workers and counters.
+    pub async fn summary(&self) -> Result<SharedSummary, SharedError> {
+        let k = self.keys();
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGET").arg(k.key("meta")).arg("frontier");
+        pipe.cmd("ZCARD").arg(k.key("leases"));
+        pipe.cmd("SCARD").arg(k.key("seen"));
+        pipe.cmd("XLEN").arg(k.key("items"));
+        pipe.cmd("HLEN").arg(k.key("pages"));
+        pipe.cmd("HLEN").arg(k.key("delay"));
+        pipe.cmd("LLEN").arg(k.key("runs"));
+        pipe.cmd("HGETALL").arg(k.key("counters"));
+        pipe.cmd("HGETALL").arg(k.key("workers"));
+        pipe.cmd("HGETALL").arg(k.key("alive"));
+        pipe.cmd("ZRANGE").arg(k.key("leases")).arg(0).arg(-1);
+        pipe.cmd("TIME");
+        let v = self.pipeline("reading the summary", &pipe).await?;
+        let n = |i: usize| v.get(i).and_then(int).map_or(0, |n| n.max(0) as u64);
+        let pairs = |i: usize| -> Vec<(String, String)> {
+            v.get(i)
+                .and_then(array)
+                .map(|a| {
+                    a.chunks(2)
+                        .filter_map(|p| Some((text(p.first()?)?, text(p.get(1)?)?)))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let counters: BTreeMap<String, u64> = pairs(7)
+            .into_iter()
+            .filter_map(|(name, count)| Some((name, count.parse().ok()?)))
+            .collect();
+        let now_ms = v
+            .get(11)
+            .and_then(array)
+            .and_then(|t| Some(int(t.first()?)? * 1000 + int(t.get(1)?)? / 1000))
+            .unwrap_or(0);
+        let alive: BTreeMap<String, i64> = pairs(9)
+            .into_iter()
+            .filter_map(|(id, at)| Some((id, at.parse().ok()?)))
+            .collect();
+        let tokens: Vec<String> = v
+            .get(10)
+            .and_then(array)
+            .map(|a| a.iter().filter_map(text).collect())
+            .unwrap_or_default();
+        let mut holders: BTreeMap<String, u64> = BTreeMap::new();
+        if !tokens.is_empty() {
+            let mut pipe = redis::pipe();
+            for token in &tokens {
+                pipe.cmd("HGET")
+                    .arg(format!("{}lease:{token}", k.prefix()))
+                    .arg("worker");
+            }
+            for holder in self.pipeline("reading the leases", &pipe).await? {
+                if let Some(id) = text(&holder) {
+                    *holders.entry(id).or_default() += 1;
+                }
+            }
+        }
+        let mut workers: BTreeMap<String, WorkerView> = pairs(8)
+            .into_iter()
+            .map(|(id, json)| {
+                let view = WorkerView {
+                    leases: 0,
+                    last_seen_ms: alive.get(&id).map(|at| (now_ms - at).max(0) as u64),
+                    record: serde_json::from_str(&json).ok(),
+                    id: id.clone(),
+                };
+                (id, view)
+            })
+            .collect();
+        for (id, leases) in holders {
+            workers
+                .entry(id.clone())
+                .or_insert(WorkerView {
+                    id,
+                    leases: 0,
+                    last_seen_ms: None,
+                    record: None,
+                })
+                .leases = leases;
+        }
+        Ok(SharedSummary {
+            name: self.target().name.clone(),
+            frontier: n(0),
+            in_flight: n(1),
+            seen: n(2),
+            items: n(3),
+            pages: n(4),
+            hosts: n(5),
+            runs: n(6),
+            filtered: counters.get("dupefilter/filtered").copied().unwrap_or(0),
+            fetches: counters.get("pages/completed").copied().unwrap_or(0),
+            dedup: "exact (a Redis set of fingerprints)",
+            workers: workers.into_values().collect(),
+            counters,
+        })
+    }
+
+    /// Calls `each` with every item (its stream id and JSON text) in stream
+    /// order, reading 1,000 at a time; stops early when `each` returns false.
+    pub async fn for_each_item(
+        &self,
+        mut each: impl FnMut(&str, &str) -> bool,
+    ) -> Result<(), SharedError> {
+        let key = self.keys().key("items");
+        let mut start = "-".to_owned();
+        loop {
+            let page: Value = self
+                .query(
+                    "reading the items",
+                    redis::cmd("XRANGE")
+                        .arg(&key)
+                        .arg(&start)
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            let entries = array(&page).unwrap_or(&[]);
+            let mut last = None;
+            for entry in entries {
+                let (Some(id), Some(fields)) = (
+                    array(entry).and_then(|e| e.first()).and_then(text),
+                    array(entry).and_then(|e| e.get(1)).and_then(array),
+                ) else {
+                    continue;
+                };
+                let item = fields
+                    .chunks(2)
+                    .find(|p| p.first().and_then(bytes) == Some(b"item"))
+                    .and_then(|p| p.get(1))
+                    .and_then(text)
+                    .unwrap_or_default();
+                if !each(&id, &item) {
+                    return Ok(());
+                }
+                last = Some(id);
+            }
+            match last {
+                // Exclusive start (Redis 6.2+): the entry after the last one read.
+                Some(id) if entries.len() == 1000 => start = format!("({id}"),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// The head of every host's queue, up to `limit` requests in all, hosts in
+    /// name order and each in lease order.
+    pub async fn frontier_head(&self, limit: usize) -> Result<Vec<QueuedRequest>, SharedError> {
+        let mut hosts: Vec<String> = self
+            .query(
+                "reading the hosts",
+                redis::cmd("HKEYS").arg(self.keys().key("delay")),
+            )
+            .await?;
+        hosts.sort();
+        let mut out = Vec::new();
+        for host in hosts {
+            if out.len() >= limit {
+                break;
+            }
+            let members: Vec<Vec<u8>> = self
+                .query(
+                    "reading the frontier",
+                    redis::cmd("ZRANGE")
+                        .arg(self.keys().queue(&host))
+                        .arg(0)
+                        .arg((limit - out.len()) as i64 - 1),
+                )
+                .await?;
+            for member in members {
+                if member.len() < 16 {
+                    continue;
+                }
+                let seq = std::str::from_utf8(&member[..16])
+                    .ok()
+                    .and_then(|s| u64::from_str_radix(s, 16).ok())
+                    .unwrap_or(0);
+                let request = decode_request(&member[16..]).map_err(|e| SharedError::Corrupt {
+                    name: self.target().name.clone(),
+                    what: format!("a queued request of {host}: {e}"),
+                })?;
+                out.push(QueuedRequest {
+                    host: host.clone(),
+                    seq,
+                    request,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `fp` is in the seen set, and its page record.
+    pub async fn seen(&self, fp: &Fingerprint) -> Result<(bool, Option<PageRecord>), SharedError> {
+        let k = self.keys();
+        let mut pipe = redis::pipe();
+        pipe.cmd("SISMEMBER").arg(k.key("seen")).arg(fp.as_slice());
+        pipe.cmd("HGET").arg(k.key("pages")).arg(fp.as_slice());
+        let v = self.pipeline("looking up the seen set", &pipe).await?;
+        let seen = v.first().and_then(int) == Some(1);
+        let record = match v.get(1).and_then(bytes) {
+            Some(b) => Some(self.page_record(b)?),
+            None => None,
+        };
+        Ok((seen, record))
+    }
+
+    fn page_record(&self, bytes: &[u8]) -> Result<PageRecord, SharedError> {
+        crate::store::decode_page(bytes).map_err(|e| SharedError::Corrupt {
+            name: self.target().name.clone(),
+            what: format!("a page record: {e}"),
+        })
+    }
+
+    /// Up to `limit` page records, in no particular order.
+    pub async fn pages(&self, limit: usize) -> Result<Vec<(Fingerprint, PageRecord)>, SharedError> {
+        let key = self.keys().key("pages");
+        let mut cursor = "0".to_owned();
+        let mut out = Vec::new();
+        loop {
+            let page: Value = self
+                .query(
+                    "reading the page records",
+                    redis::cmd("HSCAN")
+                        .arg(&key)
+                        .arg(&cursor)
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            let parts = array(&page).unwrap_or(&[]);
+            let next = parts.first().and_then(text).unwrap_or_else(|| "0".into());
+            for pair in parts.get(1).and_then(array).unwrap_or(&[]).chunks(2) {
+                let (Some(fp), Some(record)) =
+                    (pair.first().and_then(bytes), pair.get(1).and_then(bytes))
+                else {
+                    continue;
+                };
+                let Ok(fp) = Fingerprint::try_from(fp) else {
+                    continue;
+                };
+                out.push((fp, self.page_record(record)?));
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+            if next == "0" {
+                return Ok(out);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Every worker run recorded, oldest first (JSON records).
+    pub async fn runs(&self) -> Result<Vec<serde_json::Value>, SharedError> {
+        let all: Vec<String> = self
+            .query(
+                "reading the runs",
+                redis::cmd("LRANGE")
+                    .arg(self.keys().key("runs"))
+                    .arg(0)
+                    .arg(-1),
+            )
+            .await?;
+        Ok(all
+            .iter()
+            .filter_map(|r| serde_json::from_str(r).ok())
+            .collect())
+    }
+}
