@@ -18,6 +18,7 @@ mod polite;
 mod robots;
 mod seeds;
 mod shared;
+mod shared_faults;
 mod state_dir;
 mod support;
 mod warc;

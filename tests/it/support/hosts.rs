@@ -32,6 +32,21 @@ pub fn no_delay() -> Delay {
     Arc::new(|_| Duration::ZERO)
 }
 
+/// `ms` milliseconds before every answer.
+pub fn fixed(ms: u64) -> Delay {
+    Arc::new(move |_| Duration::from_millis(ms))
+}
+
+/// `crawl_args` (seeds and `--allow-host`s, [`MultiSite::crawl_args`])
+/// followed by `options`, as one argument list.
+pub fn args<'a>(crawl_args: &'a [String], options: &[&'a str]) -> Vec<&'a str> {
+    crawl_args
+        .iter()
+        .map(String::as_str)
+        .chain(options.iter().copied())
+        .collect()
+}
+
 /// A site over several hosts; the servers stop when it is dropped.
 pub struct MultiSite {
     site: Site,

@@ -12,6 +12,8 @@
 //!   missing, unless `LEGCRAWL_REQUIRE_REDIS=1`).
 //! - [`hosts`]: a generated site over several loopback hosts (127.0.0.2, ...).
 //! - [`workers`]: the worker processes of one shared crawl, and `dump --shared`.
+//! - [`politeness`]: judging a host's request log against `--per-host` and
+//!   `--delay`.
 //!
 //! Everything here is hermetic: it only binds and talks to loopback addresses
 //! (127.0.0.x), and every wait is bounded.
@@ -22,6 +24,7 @@ use std::collections::{BTreeSet, HashSet};
 pub mod changing;
 pub mod cli;
 pub mod hosts;
+pub mod politeness;
 pub mod redis;
 pub mod server;
 pub mod site;

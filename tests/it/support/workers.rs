@@ -6,13 +6,15 @@
 //! local state is seen, [`Crawl::local_files`]) and writes its stderr to
 //! `worker-N.log` there, whose tails go into failure messages. Every child is
 //! killed when the [`Crawl`] drops, so a failing or timed-out test leaves no
-//! worker behind.
+//! worker behind. Also the checks every shared test makes on a [`MultiSite`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use super::assert_each_once;
 use super::cli;
+use super::hosts::{MultiSite, item_key};
 
 /// How long a `dump --shared` may take.
 const DUMP_LIMIT: Duration = Duration::from_secs(60);
@@ -231,5 +233,59 @@ impl Drop for Crawl {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Held by each shared-crawl test that runs workers, so that two of them do not
+/// share the machine's cores (their timings and kill moments mean more alone).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Asserts that `dump --shared items` has each page of `site` exactly once.
+pub fn assert_items_once(crawl: &Crawl, site: &MultiSite) {
+    let keys: Vec<String> = crawl.items().iter().map(item_key).collect();
+    assert_each_once(&keys, &site.expected(), "dump --shared items");
+}
+
+/// Asserts that the servers saw each page of `site` exactly once and nothing
+/// else (robots.txt aside).
+pub fn assert_fetched_once(site: &MultiSite) {
+    let fetches = site.fetches();
+    let twice: Vec<(&String, &u64)> = fetches.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} pages fetched more than once: {:?}",
+        twice.len(),
+        &twice[..twice.len().min(10)]
+    );
+    let keys: Vec<String> = fetches.keys().cloned().collect();
+    assert_each_once(&keys, &site.expected(), "pages the servers answered");
+}
+
+/// Waits (at most a minute) until the servers of `site` have answered `n`
+/// requests; fails at once if a worker of `crawl` ends meanwhile.
+pub fn wait_for_requests(site: &MultiSite, n: u64, crawl: &mut Crawl) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while site.requests() < n {
+        for slot in 0..crawl.slots() {
+            if let Some(status) = crawl.try_wait(slot) {
+                panic!(
+                    "worker {slot} ended {status} after {} requests\n{}",
+                    site.requests(),
+                    crawl.logs_tail()
+                );
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} requests after 60 s\n{}",
+            site.requests(),
+            crawl.logs_tail()
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -1,0 +1,397 @@
+//! Shared-crawl throughput (issue 13): pages/s of 1, 2 and 4 worker processes
+//! sharing one crawl through one `redis-server`.
+//!
+//! The bench starts Debian's `redis-server` itself (persistence off, a free
+//! port on 127.0.0.1; the same helper as the tests, `tests/it/support/redis.rs`)
+//! and an in-process site (hyper 1, HTTP/1.1 keep-alive, a 2-thread runtime,
+//! bodies precomputed) on one or many loopback hosts. The workers are the
+//! release binary cargo builds for benches (`CARGO_BIN_EXE_legcrawl`), started
+//! as separate processes with the same command line, as on several machines.
+//!
+//! Scenarios:
+//! - `polite`: [`POLITE_HOSTS`] hosts (127.0.0.2 onward), each answer held back
+//!   [`POLITE_LATENCY_MS`] ms (a remote site), `--per-host 1 --delay 0.05`,
+//!   `--concurrency 8` per worker. The politeness bound is one request per
+//!   host per max(latency, delay): 32 × 10/s = 320 pages/s; one worker's own
+//!   bound is 8 / 0.1 s = 80 pages/s, so throughput should grow with workers
+//!   until the politeness bound.
+//! - `redis`: one host, no delay, no latency, `--per-host 64 --concurrency 32`:
+//!   what Redis and the workers' round trips allow (on this 2-core machine the
+//!   workers, Redis and the server share the cores, so this is CPU-bound too).
+//!
+//! Timed: from spawning the workers to the last one exiting 0 (process start
+//! and the seeds' store included). Each run uses a fresh `FLUSHALL`ed Redis and
+//! must end with every page fetched exactly once by the servers and
+//! `dump --shared summary` showing one item per page; the table shows the
+//! median over the runs and each run's pages/s.
+//!
+//! Run: `cargo bench --bench shared` (about three minutes). Environment:
+//! `SHARED_BENCH_RUNS` (default 3), `SHARED_BENCH_POLITE_PAGES` (default 1600),
+//! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_ONLY` (`polite` or
+//! `redis`).
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::net::TcpListener as StdListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::sync::oneshot;
+
+#[path = "../tests/it/support/redis.rs"]
+#[allow(dead_code)]
+mod redis;
+
+/// Hosts of the politeness-bound site.
+const POLITE_HOSTS: usize = 32;
+/// Server-side latency of each answer on the politeness-bound site.
+const POLITE_LATENCY_MS: u64 = 100;
+/// Worker counts measured.
+const WORKERS: [usize; 3] = [1, 2, 4];
+/// Longest one crawl may take before the bench gives up.
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+/// Links on each page besides the next one.
+const LINKS: usize = 7;
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// One scenario: a site and the workers' options.
+struct Scenario {
+    name: &'static str,
+    hosts: usize,
+    pages: usize,
+    latency: Duration,
+    options: &'static [&'static str],
+}
+
+/// The site over `hosts` loopback hosts: page `i` on host `i % hosts`, linking
+/// to `i + 1` and [`LINKS`] pseudo-random pages by absolute URL; the index `/`
+/// of host `h` links to page `h`.
+struct Site {
+    /// `IP:PORT` per host.
+    authorities: Vec<String>,
+    requests: Arc<AtomicU64>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Bodies per host: `[index, pages of the host...]` by path.
+type Bodies = Vec<std::collections::HashMap<String, Bytes>>;
+
+fn bodies(pages: usize, authorities: &[String]) -> Bodies {
+    let hosts = authorities.len();
+    let mut rng = 0x5eed_u64;
+    let mut out: Bodies = (0..hosts)
+        .map(|h| {
+            let index = format!(
+                "<!DOCTYPE html><html><head><title>Index {h}</title></head>\
+                 <body><a href=\"/p/{h}.html\">start</a></body></html>"
+            );
+            [("/".to_owned(), Bytes::from(index))].into_iter().collect()
+        })
+        .collect();
+    for i in 0..pages {
+        let mut html = format!(
+            "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Page {i}</title>\
+             </head><body><h1>Page {i}</h1>\n"
+        );
+        let targets = std::iter::once((i + 1) % pages)
+            .chain((0..LINKS).map(|_| (splitmix64(&mut rng) % pages as u64) as usize));
+        for target in targets {
+            let host = &authorities[target % hosts];
+            let _ = write!(
+                html,
+                "<p><a href=\"http://{host}/p/{target}.html\">Page {target}</a> \
+                 Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod \
+                 tempor incididunt ut labore et dolore magna aliqua.</p>\n"
+            );
+        }
+        html.push_str("</body></html>\n");
+        out[i % hosts].insert(format!("/p/{i}.html"), Bytes::from(html));
+    }
+    out
+}
+
+impl Site {
+    fn start(scenario: &Scenario) -> anyhow::Result<Site> {
+        let listeners: Vec<StdListener> = (0..scenario.hosts)
+            .map(|h| {
+                let ip = format!("127.0.0.{}", 2 + h);
+                let l =
+                    StdListener::bind((ip.as_str(), 0)).with_context(|| format!("bind {ip}"))?;
+                l.set_nonblocking(true)?;
+                Ok(l)
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let authorities: Vec<String> = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.to_string()))
+            .collect::<Result<_, _>>()?;
+        let bodies = Arc::new(bodies(scenario.pages, &authorities));
+        let requests = Arc::new(AtomicU64::new(0));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("server runtime")?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let latency = scenario.latency;
+        let counter = Arc::clone(&requests);
+        let thread = std::thread::Builder::new()
+            .name("bench-site".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    for (h, listener) in listeners.into_iter().enumerate() {
+                        let bodies = Arc::clone(&bodies);
+                        let counter = Arc::clone(&counter);
+                        tokio::spawn(accept_loop(listener, h, bodies, counter, latency));
+                    }
+                    let _ = stopped.await;
+                });
+                runtime.shutdown_timeout(Duration::from_secs(1));
+            })?;
+        Ok(Site {
+            authorities,
+            requests,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Seeds and `--allow-host` for every host.
+    fn crawl_args(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .authorities
+            .iter()
+            .map(|a| format!("http://{a}/"))
+            .collect();
+        for authority in &self.authorities {
+            let ip = authority
+                .rsplit_once(':')
+                .map_or(authority.as_str(), |p| p.0);
+            out.extend(["--allow-host".to_owned(), ip.to_owned()]);
+        }
+        out
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: StdListener,
+    host: usize,
+    bodies: Arc<Bodies>,
+    requests: Arc<AtomicU64>,
+    latency: Duration,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    while let Ok((stream, _)) = listener.accept().await {
+        let _ = stream.set_nodelay(true);
+        let bodies = Arc::clone(&bodies);
+        let requests = Arc::clone(&requests);
+        tokio::spawn(async move {
+            let service = service_fn(move |request: http::Request<Incoming>| {
+                let bodies = Arc::clone(&bodies);
+                let requests = Arc::clone(&requests);
+                async move {
+                    let path = request.uri().path().to_owned();
+                    if path != "/robots.txt" {
+                        requests.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if !latency.is_zero() {
+                        tokio::time::sleep(latency).await;
+                    }
+                    let (status, body, kind) = match bodies[host].get(&path) {
+                        Some(body) => (200, body.clone(), "text/html; charset=utf-8"),
+                        None if path == "/robots.txt" => (
+                            200,
+                            Bytes::from_static(b"User-agent: *\nAllow: /\n"),
+                            "text/plain",
+                        ),
+                        None => (404, Bytes::from_static(b"not found"), "text/plain"),
+                    };
+                    let response = http::Response::builder()
+                        .status(status)
+                        .header("Content-Type", kind)
+                        .body(Full::new(body))
+                        .expect("response");
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Kills every child still running when dropped.
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One crawl of `scenario` by `workers` processes: pages/s.
+fn measure(
+    exe: &str,
+    redis: &redis::RedisServer,
+    scenario: &Scenario,
+    workers: usize,
+) -> anyhow::Result<f64> {
+    ensure!(
+        redis.command(&["FLUSHALL"])? == redis::Resp::Simple("OK".into()),
+        "FLUSHALL failed"
+    );
+    let site = Site::start(scenario)?;
+    let mut args = site.crawl_args();
+    args.extend(scenario.options.iter().map(|s| (*s).to_owned()));
+    args.extend([
+        "--shared".into(),
+        redis.url(),
+        "--name".into(),
+        "bench".into(),
+    ]);
+    let started = Instant::now();
+    let mut running = Workers(Vec::new());
+    for _ in 0..workers {
+        let child = Command::new(exe)
+            .arg("crawl")
+            .args(&args)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawn {exe}"))?;
+        running.0.push(child);
+    }
+    for child in &mut running.0 {
+        loop {
+            if let Some(status) = child.try_wait()? {
+                ensure!(status.success(), "a worker ended {status}");
+                break;
+            }
+            if started.elapsed() > RUN_LIMIT {
+                bail!("the crawl took more than {RUN_LIMIT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let wall = started.elapsed();
+    let expected = scenario.pages + scenario.hosts;
+    let fetched = site.requests.load(Ordering::Relaxed);
+    ensure!(
+        fetched == expected as u64,
+        "{fetched} page requests for {expected} pages"
+    );
+    let out = Command::new(exe)
+        .args(["dump", "--shared", &redis.url(), "--name", "bench"])
+        .args(["summary", "--json"])
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "dump summary: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    ensure!(
+        summary["items"].as_u64() == Some(expected as u64),
+        "summary after the crawl: {summary}"
+    );
+    Ok(expected as f64 / wall.as_secs_f64())
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.parse().with_context(|| format!("{name}={v:?}")),
+        Err(_) => Ok(default),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes `--bench`; nothing else to parse.
+    let exe = env!("CARGO_BIN_EXE_legcrawl");
+    let runs = env_usize("SHARED_BENCH_RUNS", 3)?.max(1);
+    let only = std::env::var("SHARED_BENCH_ONLY").unwrap_or_default();
+    let scenarios = [
+        Scenario {
+            name: "polite",
+            hosts: POLITE_HOSTS,
+            pages: env_usize("SHARED_BENCH_POLITE_PAGES", 1600)?,
+            latency: Duration::from_millis(POLITE_LATENCY_MS),
+            options: &["--per-host", "1", "--delay", "0.05", "--concurrency", "8"],
+        },
+        Scenario {
+            name: "redis",
+            hosts: 1,
+            pages: env_usize("SHARED_BENCH_REDIS_PAGES", 6000)?,
+            latency: Duration::ZERO,
+            options: &["--per-host", "64", "--delay", "0", "--concurrency", "32"],
+        },
+    ];
+    let Some(redis) = redis::RedisServer::start("benches/shared") else {
+        bail!("redis-server not found: `apt-get install redis-server`");
+    };
+    println!("legcrawl: {exe}; redis-server on port {}", redis.port());
+    println!(
+        "{:<8} {:>5} {:>7} {:>7} {:>10}  runs (pages/s)",
+        "site", "hosts", "pages", "workers", "pages/s"
+    );
+    for scenario in scenarios.iter().filter(|s| s.name.contains(&only)) {
+        for workers in WORKERS {
+            let mut rates = Vec::new();
+            for _ in 0..runs {
+                rates.push(measure(exe, &redis, scenario, workers)?);
+            }
+            let each: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+            println!(
+                "{:<8} {:>5} {:>7} {:>7} {:>10.0}  {}",
+                scenario.name,
+                scenario.hosts,
+                scenario.pages + scenario.hosts,
+                workers,
+                median(&rates),
+                each.join(" ")
+            );
+        }
+    }
+    Ok(())
+}
