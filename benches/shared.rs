@@ -114,11 +114,11 @@ fn bodies(pages: usize, authorities: &[String]) -> Bodies {
             .chain((0..LINKS).map(|_| (splitmix64(&mut rng) % pages as u64) as usize));
         for target in targets {
             let host = &authorities[target % hosts];
-            let _ = write!(
+            let _ = writeln!(
                 html,
                 "<p><a href=\"http://{host}/p/{target}.html\">Page {target}</a> \
                  Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod \
-                 tempor incididunt ut labore et dolore magna aliqua.</p>\n"
+                 tempor incididunt ut labore et dolore magna aliqua.</p>"
             );
         }
         html.push_str("</body></html>\n");
@@ -283,24 +283,32 @@ fn measure(
         "--name".into(),
         "bench".into(),
     ]);
+    // Each worker's stderr (its run summary) goes to a file, shown if it fails.
+    let logs = tempfile::tempdir()?;
     let started = Instant::now();
     let mut running = Workers(Vec::new());
-    for _ in 0..workers {
+    for w in 0..workers {
+        let log = std::fs::File::create(logs.path().join(format!("{w}.log")))?;
         let child = Command::new(exe)
             .arg("crawl")
             .args(&args)
             .env("RUST_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .with_context(|| format!("spawn {exe}"))?;
         running.0.push(child);
     }
-    for child in &mut running.0 {
+    for (w, child) in running.0.iter_mut().enumerate() {
         loop {
             if let Some(status) = child.try_wait()? {
-                ensure!(status.success(), "a worker ended {status}");
+                let log = std::fs::read_to_string(logs.path().join(format!("{w}.log")));
+                ensure!(
+                    status.success(),
+                    "worker {w} ended {status}: {}",
+                    log.unwrap_or_default()
+                );
                 break;
             }
             if started.elapsed() > RUN_LIMIT {
