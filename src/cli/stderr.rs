@@ -69,6 +69,7 @@ mod tests {
         ("cli/mod.rs", include_str!("mod.rs")),
         ("cli/crawl.rs", include_str!("crawl.rs")),
         ("cli/dump.rs", include_str!("dump.rs")),
+        ("cli/dump_shared.rs", include_str!("dump_shared.rs")),
         ("cli/export.rs", include_str!("export.rs")),
         ("cli/fetch.rs", include_str!("fetch.rs")),
         ("cli/help.rs", include_str!("help.rs")),

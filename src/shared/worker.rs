@@ -195,7 +195,11 @@ impl<'a> Worker<'a> {
             let room = self.config.concurrency.saturating_sub(self.held.len());
             let leasing = room > 0 && !self.limit_reached();
             if leasing && Instant::now() >= next_lease {
-                let batch = self.shared.lease(&self.id, room, self.ttl).await?;
+                let call = self.shared.lease(&self.id, room, self.ttl);
+                let Some(batch) = unless_stopped(shutdown.as_mut(), call).await else {
+                    return self.stop().await;
+                };
+                let batch = batch?;
                 let got = batch.leases.len();
                 self.frontier = batch.frontier;
                 for lease in batch.leases {
@@ -219,12 +223,24 @@ impl<'a> Worker<'a> {
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
+                // Before the results: a busy worker must still renew.
+                _ = renew.tick() => {
+                    if unless_stopped(shutdown.as_mut(), self.renew()).await.transpose()?.is_none() {
+                        return self.stop().await;
+                    }
+                }
                 Some((lease, result)) = self.results.recv() => {
-                    self.complete(lease, result).await?;
+                    let token = lease.token;
+                    let call = self.complete(lease, result);
+                    if unless_stopped(shutdown.as_mut(), call).await.transpose()?.is_none() {
+                        // Returned with the others (or, if the completion did
+                        // commit before its answer was lost, found completed).
+                        self.held.insert(token);
+                        return self.stop().await;
+                    }
                     // A slot is free, and the host may be under its limit again.
                     next_lease = Instant::now();
                 }
-                _ = renew.tick() => self.renew().await?,
                 () = tokio::time::sleep_until(next_lease.into()), if leasing => {}
             }
         }
@@ -378,15 +394,28 @@ impl<'a> Worker<'a> {
 
     /// Ctrl-C: stop fetching and return every lease at once (pages already
     /// processed are completed first: their work is done).
+    /// With Redis away nothing is waited for: the leases then expire after
+    /// their TTL instead.
     async fn stop(&mut self) -> Result<RunOutcome, EngineError> {
         self.tasks.abort_all();
+        self.shared.stop_retrying();
         while let Ok((lease, result)) = self.results.try_recv() {
-            self.complete(lease, result).await?;
+            let token = lease.token;
+            if let Err(error) = self.complete(lease, result).await {
+                self.held.insert(token);
+                tracing::warn!(%error, "a finished page could not be completed while stopping");
+                break;
+            }
         }
         let tokens: Vec<u64> = std::mem::take(&mut self.held).into_iter().collect();
-        self.shared.stop_retrying();
-        let returned = self.shared.release(&self.id, &tokens).await?;
-        tracing::info!(returned, "stopped: leases returned to the frontier");
+        match self.shared.release(&self.id, &tokens).await {
+            Ok(returned) => tracing::info!(returned, "stopped: leases returned to the frontier"),
+            Err(error) => tracing::warn!(
+                %error,
+                leases = tokens.len(),
+                "stopped without returning the leases: they go back to the frontier when they expire"
+            ),
+        }
         Ok(RunOutcome::Interrupted)
     }
 
@@ -430,6 +459,19 @@ impl<'a> Worker<'a> {
             new_cycle: false,
             elapsed,
         }
+    }
+}
+
+/// `call`'s output, or `None` when `shutdown` resolves first: Ctrl-C is heard
+/// even while Redis is away and a call waits for it.
+async fn unless_stopped<T>(
+    shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+    call: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = shutdown => None,
+        out = call => Some(out),
     }
 }
 
