@@ -231,3 +231,35 @@ fn redis_restart_with_aof_mid_crawl_loses_nothing() {
         site.total_fetches()
     );
 }
+
+/// Ctrl-C is heard while Redis is away: the worker exits 130 promptly (what it
+/// held expires after its TTL instead of being returned).
+#[test]
+fn sigint_while_redis_is_away_still_exits_130() {
+    let _serial = serial();
+    let Some(mut redis) = RedisServer::start("sigint_while_redis_is_away") else {
+        return;
+    };
+    let site = MultiSite::start(1000, 2, 43, fixed(20));
+    let mut crawl = Crawl::new(&redis.url(), "away");
+    let crawl_args = site.crawl_args();
+    let argv = args(&crawl_args, &["--concurrency", "4", "--lease-ttl", "3"]);
+    let slot = crawl.spawn(&argv);
+    wait_for_requests(&site, 50, &mut crawl);
+    redis.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        crawl.try_wait(slot).is_none(),
+        "the worker gave up when Redis went away\n{}",
+        crawl.logs_tail()
+    );
+    cli::signal(crawl.pid(slot), libc::SIGINT);
+    let sent = Instant::now();
+    let status = crawl.wait(slot, Duration::from_secs(20));
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(130), "{}", crawl.log(slot));
+    assert!(
+        took < Duration::from_secs(5),
+        "exit took {took:?} with Redis away"
+    );
+}
