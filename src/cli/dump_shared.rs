@@ -40,13 +40,19 @@ pub(super) fn run(
             View::Items(_) => print_items(&mut out, &shared, limit).await,
             View::Seen { url } => print_seen(&mut out, &shared, &url, json).await,
             View::Pages { due } => {
-                if due {
-                    return Err(BadInput(
-                        "dump pages --due is not available for a shared crawl yet".into(),
-                    )
-                    .into());
-                }
-                let pages = shared.pages(limit.unwrap_or(usize::MAX)).await?;
+                let limit = limit.unwrap_or(usize::MAX);
+                let pages = if due {
+                    // Due now, soonest first (the seeds are queued every cycle too).
+                    let now = legcrawl::store::records::unix_now();
+                    let fps = shared.due(now, limit).await?;
+                    let records = shared.page_records(&fps).await?;
+                    fps.into_iter()
+                        .zip(records)
+                        .filter_map(|(fp, r)| Some((fp, r?)))
+                        .collect()
+                } else {
+                    shared.pages(limit).await?
+                };
                 print_page_rows(&mut out, pages, json)
             }
             View::Runs => print_runs(&mut out, &shared, limit).await,

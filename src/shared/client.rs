@@ -20,6 +20,8 @@ use super::SharedTarget;
 use super::keys::Keys;
 use crate::request::Request;
 use crate::robots::RobotsRecord;
+use crate::store::PageRecord;
+use crate::store::records::unix_now;
 
 /// How a shared crawl failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +63,45 @@ pub struct SharedLease {
     pub host: String,
     /// The request.
     pub request: Request,
+    /// The page record of its URL, when it was fetched before (a revisit is
+    /// fetched conditionally against it).
+    pub prior: Option<PageRecord>,
+}
+
+/// The crawl's cycle and whether it is drained.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CrawlState {
+    /// Some worker stored seeds for this crawl.
+    pub exists: bool,
+    /// The crawl's cycle (1 for a new crawl).
+    pub cycle: u64,
+    /// When that cycle started (unix seconds).
+    pub cycle_started: u64,
+    /// Requests queued.
+    pub frontier: u64,
+    /// Live leases.
+    pub live: u64,
+}
+
+/// How a cycle request joins the frontier (see `lua/cycle.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CycleKind {
+    /// A seed: queued again every cycle.
+    Seed,
+    /// A page due again: queued only if still in the due index.
+    Due,
+}
+
+/// What a completion does to the page's place in the due index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DueChange {
+    /// Leave it as it is.
+    #[default]
+    Leave,
+    /// The page is not due again (never, or gone).
+    Clear,
+    /// Due again at this unix time.
+    At(u64),
 }
 
 /// What one call of the lease script found.
@@ -87,8 +128,12 @@ pub struct PageCompletion {
     pub backoff: Option<Duration>,
     /// The host's robots.txt `Crawl-delay`, when it was consulted.
     pub crawl_delay: Option<Duration>,
-    /// The page's fingerprint and its next record ([`crate::store`]'s encoding).
-    pub page: Option<([u8; 20], Vec<u8>)>,
+    /// The page's fingerprint.
+    pub fingerprint: [u8; 20],
+    /// The page's next record ([`crate::store`]'s encoding), if any.
+    pub record: Option<Vec<u8>>,
+    /// The page's due time.
+    pub due: DueChange,
     /// Counter increments.
     pub counters: Vec<(&'static str, u64)>,
     /// Items, as JSON text.
@@ -131,6 +176,7 @@ pub enum Completed {
 /// The crawl's scripts, hashed once.
 struct Scripts {
     seeds: Script,
+    cycle: Script,
     lease: Script,
     renew: Script,
     release: Script,
@@ -150,6 +196,7 @@ impl Scripts {
     fn new() -> Scripts {
         Scripts {
             seeds: script!("seeds.lua"),
+            cycle: script!("cycle.lua"),
             lease: script!("lease.lua"),
             renew: script!("renew.lua"),
             release: script!("release.lua"),
@@ -390,8 +437,8 @@ impl Shared {
             live: live.max(0) as u64,
             wait: u64::try_from(wait).ok().map(Duration::from_millis),
         };
-        for lease in parts[5..].chunks(3) {
-            let [token, host, body] = lease else {
+        for lease in parts[5..].chunks(4) {
+            let [token, host, body, record] = lease else {
                 return Err(self.corrupt("a lease in the lease script's answer"));
             };
             let token = int(token)
@@ -401,10 +448,15 @@ impl Shared {
             let body = bytes(body).ok_or_else(|| self.corrupt("a leased request"))?;
             let request = decode_request(body)
                 .map_err(|e| self.corrupt(format!("the request of lease {token}: {e}")))?;
+            let prior = match bytes(record) {
+                Some(b) if !b.is_empty() => Some(self.page_record(b)?),
+                _ => None,
+            };
             batch.leases.push(SharedLease {
                 token,
                 host,
                 request,
+                prior,
             });
         }
         Ok(batch)
@@ -461,16 +513,13 @@ impl Shared {
                 .map_or_else(|| "-1".to_owned(), millis)
                 .into_bytes(),
         ];
-        match &page.page {
-            Some((fp, record)) => {
-                args.push(fp.to_vec());
-                args.push(record.clone());
-            }
-            None => {
-                args.push(Vec::new());
-                args.push(Vec::new());
-            }
-        }
+        args.push(page.fingerprint.to_vec());
+        args.push(page.record.clone().unwrap_or_default());
+        args.push(match page.due {
+            DueChange::Leave => b"-".to_vec(),
+            DueChange::Clear => Vec::new(),
+            DueChange::At(at) => at.to_string().into_bytes(),
+        });
         args.push(page.counters.len().to_string().into_bytes());
         for (name, by) in &page.counters {
             args.push(name.as_bytes().to_vec());
@@ -512,6 +561,126 @@ impl Shared {
             }
             _ => Err(self.corrupt("the completion script's answer")),
         }
+    }
+
+    /// The crawl's cycle, and whether it is drained.
+    pub async fn state(&self) -> Result<CrawlState, SharedError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HMGET")
+            .arg(self.keys.key("meta"))
+            .arg("created")
+            .arg("cycle")
+            .arg("cycle_started")
+            .arg("frontier");
+        pipe.cmd("ZCARD").arg(self.keys.key("leases"));
+        let v = self.pipeline("reading the crawl's state", &pipe).await?;
+        let meta = v.first().and_then(array).unwrap_or(&[]);
+        let field = |i: usize| meta.get(i).and_then(int).map(|n| n.max(0) as u64);
+        Ok(CrawlState {
+            exists: field(0).is_some(),
+            cycle: field(1).unwrap_or(1),
+            cycle_started: field(2).unwrap_or(0),
+            frontier: field(3).unwrap_or(0),
+            live: v.get(1).and_then(int).map_or(0, |n| n.max(0) as u64),
+        })
+    }
+
+    /// The fingerprints of the pages due by `until` (unix seconds), soonest
+    /// first, at most `limit`.
+    pub async fn due(&self, until: u64, limit: usize) -> Result<Vec<[u8; 20]>, SharedError> {
+        let fps: Vec<Vec<u8>> = self
+            .query(
+                "reading the due index",
+                redis::cmd("ZRANGE")
+                    .arg(self.keys.key("due"))
+                    .arg("-inf")
+                    .arg(until)
+                    .arg("BYSCORE")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit),
+            )
+            .await?;
+        Ok(fps
+            .iter()
+            .filter_map(|fp| <[u8; 20]>::try_from(fp.as_slice()).ok())
+            .collect())
+    }
+
+    /// Takes `fps` out of the due index.
+    pub async fn forget_due(&self, fps: &[[u8; 20]]) -> Result<(), SharedError> {
+        if fps.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("ZREM");
+        cmd.arg(self.keys.key("due"));
+        for fp in fps {
+            cmd.arg(fp.as_slice());
+        }
+        self.query::<i64>("updating the due index", &cmd)
+            .await
+            .map(drop)
+    }
+
+    /// The page records of `fps`, in order (`None` where there is none).
+    pub async fn page_records(
+        &self,
+        fps: &[[u8; 20]],
+    ) -> Result<Vec<Option<PageRecord>>, SharedError> {
+        if fps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.keys.key("pages"));
+        for fp in fps {
+            cmd.arg(fp.as_slice());
+        }
+        let records: Vec<Option<Vec<u8>>> = self.query("reading page records", &cmd).await?;
+        records
+            .iter()
+            .map(|r| r.as_deref().map(|b| self.page_record(b)).transpose())
+            .collect()
+    }
+
+    /// Queues seeds and due pages for a cycle (see `lua/cycle.lua`): with
+    /// `start`, starts cycle `cycle + 1` if the crawl is still drained on
+    /// `cycle`; else queues more of cycle `cycle`. `None` when the guard
+    /// failed (another worker started the cycle, or it moved on).
+    pub async fn queue_cycle(
+        &self,
+        cycle: u64,
+        start: bool,
+        requests: &[(CycleKind, NewRequest)],
+    ) -> Result<Option<u64>, SharedError> {
+        let mut args = vec![
+            cycle.to_string().into_bytes(),
+            if start {
+                b"start".to_vec()
+            } else {
+                b"more".to_vec()
+            },
+            unix_now().to_string().into_bytes(),
+            requests.len().to_string().into_bytes(),
+        ];
+        for (kind, r) in requests {
+            args.push(match kind {
+                CycleKind::Seed => b"s".to_vec(),
+                CycleKind::Due => b"d".to_vec(),
+            });
+            args.push(r.request.url.clone().into_bytes());
+            args.push(r.host.clone().into_bytes());
+            args.push(r.fingerprint.to_vec());
+            args.push(encode_request(&r.request));
+            args.push(millis(r.delay).into_bytes());
+            args.push(r.request.priority.to_string().into_bytes());
+        }
+        let value = self.script("queueing a cycle", |s| &s.cycle, &args).await?;
+        let n = int(&value).ok_or_else(|| self.corrupt("the cycle script's answer"))?;
+        Ok(u64::try_from(n).ok())
+    }
+
+    pub(crate) fn page_record(&self, bytes: &[u8]) -> Result<PageRecord, SharedError> {
+        crate::store::decode_page(bytes).map_err(|e| self.corrupt(format!("a page record: {e}")))
     }
 
     /// The robots.txt answers the crawl's workers stored.

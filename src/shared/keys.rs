@@ -5,15 +5,16 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | `frontier` (queued count), `seq`, `token`, `created`, `schema` |
+//! | `meta` | hash | `frontier` (queued count), `seq`, `token`, `created`, `schema`, `cycle`, `cycle_started` |
 //! | `seeds` | set | seed URLs |
-//! | `q:HOST` | sorted set | the host's queue: score −priority, member 16 hex digits of sequence + request JSON |
+//! | `q:HOST` | sorted set | the host's queue: score −priority, member 16 hex digits of sequence, 40 of fingerprint, request JSON |
 //! | `ready` | sorted set | hosts with queued requests under their in-flight limit, by earliest next start (ms) |
 //! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the crawl's delay, robots.txt Crawl-delay (ms) |
 //! | `leases` | sorted set | lease token by expiry (ms) |
 //! | `lease:TOKEN` | hash | `worker`, `host`, `score`, `member`, `at` |
 //! | `done` | sorted set | tokens completed in the last hour (a retried completion is answered, not redone) |
 //! | `seen` | set | 20-byte request fingerprints |
+//! | `due` | sorted set | page fingerprint by the unix time it is due again |
 //! | `items` | stream | one entry per item: `item` (JSON), `worker` |
 //! | `pages` | hash | fingerprint → page record (the embedded state's encoding) |
 //! | `robots` | hash | origin → robots.txt record (JSON) |

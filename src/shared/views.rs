@@ -240,14 +240,15 @@ impl Shared {
                 )
                 .await?;
             for member in members {
-                if member.len() < 16 {
+                // Sequence (16 hex digits), fingerprint (40), request.
+                if member.len() < 56 {
                     continue;
                 }
                 let seq = std::str::from_utf8(&member[..16])
                     .ok()
                     .and_then(|s| u64::from_str_radix(s, 16).ok())
                     .unwrap_or(0);
-                let request = decode_request(&member[16..]).map_err(|e| SharedError::Corrupt {
+                let request = decode_request(&member[56..]).map_err(|e| SharedError::Corrupt {
                     name: self.target().name.clone(),
                     what: format!("a queued request of {host}: {e}"),
                 })?;
@@ -274,13 +275,6 @@ impl Shared {
             None => None,
         };
         Ok((seen, record))
-    }
-
-    fn page_record(&self, bytes: &[u8]) -> Result<PageRecord, SharedError> {
-        crate::store::decode_page(bytes).map_err(|e| SharedError::Corrupt {
-            name: self.target().name.clone(),
-            what: format!("a page record: {e}"),
-        })
     }
 
     /// Up to `limit` page records, in no particular order.

@@ -26,7 +26,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::SharedTarget;
-use super::client::{Completed, NewRequest, PageCompletion, Shared, SharedLease};
+use super::client::{
+    Completed, CycleKind, DueChange, NewRequest, PageCompletion, Shared, SharedLease,
+};
 use crate::config::{CrawlConfig, DEFAULT_DELAY};
 use crate::engine::page::{PageResult, RetryPolicy};
 use crate::engine::politeness::is_loopback;
@@ -137,6 +139,7 @@ impl<'a> Worker<'a> {
                 new_request(config, request)
             })
             .collect();
+        begin_cycle(&shared, config, &new).await?;
         if !new.is_empty() {
             shared.add_seeds(&new).await?;
         }
@@ -259,7 +262,9 @@ impl<'a> Worker<'a> {
             legs: Arc::clone(&self.legs),
             retry: self.retry,
             robots: self.robots.clone(),
-            prior: None,
+            // Only a request that bypasses the seen set (seed, revisit, retry)
+            // is fetched against its page record: a filtered one is new.
+            prior: lease.prior.clone().filter(|_| lease.request.dont_filter),
         };
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {
@@ -323,18 +328,22 @@ impl<'a> Worker<'a> {
             failed,
             requeued,
         };
-        let page = match page_write(
+        let (record, due) = match page_write(
             &self.schedule,
             &lease.request,
             end,
             &mut items,
             &mut counters,
         ) {
-            PageWrite::Put { record, .. } => Some((
-                fingerprint(&lease.request, &self.config.fingerprint_headers),
-                crate::store::encode_page(&record),
-            )),
-            PageWrite::KeepDue(_) | PageWrite::Nothing => None,
+            PageWrite::Put { record, .. } => {
+                let due = match record.next_due {
+                    Some(at) if !record.gone => DueChange::At(at),
+                    _ => DueChange::Clear,
+                };
+                (Some(crate::store::encode_page(&record)), due)
+            }
+            PageWrite::KeepDue(at) => (None, DueChange::At(at)),
+            PageWrite::Nothing => (None, DueChange::Leave),
         };
         let mut accepted = Vec::with_capacity(requests.len());
         for mut request in requests {
@@ -356,7 +365,9 @@ impl<'a> Worker<'a> {
             token: lease.token,
             backoff,
             crawl_delay,
-            page,
+            fingerprint: fingerprint(&lease.request, &self.config.fingerprint_headers),
+            record,
+            due,
             counters,
             items,
             requests: accepted,
@@ -460,6 +471,89 @@ impl<'a> Worker<'a> {
             elapsed,
         }
     }
+}
+
+/// Due pages are queued in calls of this many.
+const CYCLE_CHUNK: usize = 1000;
+
+/// A drained crawl starts a new cycle: its seeds (and `given`) and every page
+/// due by now are queued again — by exactly one of the workers starting
+/// together (the cycle script's guard). A worker joining a running cycle
+/// queues what of it is still due (a worker that started it may have died
+/// between chunks); the due index makes that idempotent.
+async fn begin_cycle(
+    shared: &Shared,
+    config: &CrawlConfig,
+    given: &[NewRequest],
+) -> Result<(), EngineError> {
+    let state = shared.state().await?;
+    if !state.exists {
+        return Ok(());
+    }
+    let drained = state.frontier == 0 && state.live == 0;
+    let mut requests = Vec::new();
+    let until = if drained {
+        let mut urls: Vec<String> = shared.seeds().await?;
+        urls.extend(given.iter().map(|g| g.request.url.clone()));
+        urls.sort();
+        urls.dedup();
+        for url in urls {
+            let mut request = Request::get(url);
+            request.dont_filter = true;
+            requests.push((CycleKind::Seed, new_request(config, request)));
+        }
+        unix_now()
+    } else {
+        state.cycle_started
+    };
+    let seeds: std::collections::HashSet<[u8; 20]> =
+        requests.iter().map(|(_, r)| r.fingerprint).collect();
+    let mut start = drained;
+    let mut cycle = state.cycle;
+    let mut queued = 0;
+    loop {
+        let fps = shared.due(until, CYCLE_CHUNK).await?;
+        let fps: Vec<[u8; 20]> = fps.into_iter().filter(|fp| !seeds.contains(fp)).collect();
+        let done = fps.is_empty();
+        let mut stale = Vec::new();
+        for (fp, record) in fps.iter().zip(shared.page_records(&fps).await?) {
+            match record {
+                Some(record) if !record.gone => {
+                    requests.push((
+                        CycleKind::Due,
+                        new_request(config, record.revisit_request()),
+                    ));
+                }
+                // Not due at all: a gone page, or a record that went away.
+                _ => stale.push(*fp),
+            }
+        }
+        shared.forget_due(&stale).await?;
+        if requests.is_empty() && !start {
+            break;
+        }
+        match shared.queue_cycle(cycle, start, &requests).await? {
+            Some(n) => queued += n,
+            // Another worker started the cycle, or it moved on: join it.
+            None => break,
+        }
+        if start {
+            tracing::info!(
+                cycle = cycle + 1,
+                "new cycle: seeds and due pages queued again"
+            );
+            cycle += 1;
+            start = false;
+        }
+        requests.clear();
+        if done {
+            break;
+        }
+    }
+    if queued > 0 {
+        tracing::info!(queued, "queued for this cycle");
+    }
+    Ok(())
 }
 
 /// `call`'s output, or `None` when `shutdown` resolves first: Ctrl-C is heard

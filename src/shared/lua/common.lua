@@ -30,12 +30,14 @@ local function refresh_host(host)
   end
 end
 
--- Queues a request at the end of its priority in its host's queue: the member
--- starts with a 16-digit sequence number, and Redis orders equal scores by
--- member, so equal priorities come out first in, first out.
-local function push(host, priority, body, delay_ms)
+-- Queues a request at the end of its priority in its host's queue. The member
+-- is 16 hex digits of sequence number, the request's fingerprint (40 hex
+-- digits) and the request (JSON); Redis orders equal scores by member, so
+-- equal priorities come out first in, first out.
+local function push(host, priority, fp, body, delay_ms)
   local seq = redis.call('HINCRBY', P .. 'meta', 'seq', 1)
-  redis.call('ZADD', P .. 'q:' .. host, -tonumber(priority), string.format('%016x', seq) .. body)
+  local hex = string.gsub(fp, '.', function(c) return string.format('%02x', string.byte(c)) end)
+  redis.call('ZADD', P .. 'q:' .. host, -tonumber(priority), string.format('%016x', seq) .. hex .. body)
   redis.call('HINCRBY', P .. 'meta', 'frontier', 1)
   redis.call('HSETNX', P .. 'delay', host, delay_ms)
 end

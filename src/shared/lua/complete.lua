@@ -5,7 +5,9 @@
 -- (perhaps leased again to another worker) writes nothing.
 --
 -- ARGV[5] backoff ms (0: none), ARGV[6] Crawl-delay ms (-1: none), ARGV[7]
--- page fingerprint, ARGV[8] page record ('' : none), then a count and that
+-- page fingerprint, ARGV[8] page record ('' : none), ARGV[9] the page's due
+-- time in unix seconds ('' : not due, '-' : leave the due index as it is),
+-- then a count and that
 -- many counter pairs (name, by), a count and that many items (JSON), and a
 -- count and that many requests (host, priority, dont_filter 0/1, fingerprint,
 -- request, host delay ms).
@@ -40,7 +42,7 @@ if backoff > 0 then
   redis.call('HSET', P .. 'next', host, math.max(next, now + backoff))
 end
 
-local at = 9
+local at = 10
 local counters = tonumber(ARGV[at])
 for i = 0, counters - 1 do
   count(ARGV[at + 1 + i * 2], tonumber(ARGV[at + 2 + i * 2]))
@@ -64,7 +66,7 @@ for i = 0, requests - 1 do
     ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5]
   local new = redis.call('SADD', P .. 'seen', fp) == 1
   if new or dont_filter == '1' then
-    push(rhost, priority, body, delay)
+    push(rhost, priority, fp, body, delay)
     touched[rhost] = true
     queued = queued + 1
   else
@@ -76,6 +78,11 @@ count('dupefilter/filtered', filtered)
 
 if ARGV[8] ~= '' then
   redis.call('HSET', P .. 'pages', ARGV[7], ARGV[8])
+end
+if ARGV[9] == '' then
+  redis.call('ZREM', P .. 'due', ARGV[7])
+elseif ARGV[9] ~= '-' then
+  redis.call('ZADD', P .. 'due', tonumber(ARGV[9]), ARGV[7])
 end
 count('pages/completed', 1)
 

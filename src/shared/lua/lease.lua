@@ -4,7 +4,8 @@
 -- host's delay (the larger of the crawl's and its robots.txt Crawl-delay).
 -- Expired leases are reclaimed first.
 -- Returns {now, expired, frontier, live leases, ms until a host is ready (-1:
--- none queued), then token, host, request for each lease}.
+-- none queued), then token, host, request, page record ('' : none) for each
+-- lease}; the page record is what a revisit is fetched against.
 local worker, want, ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local expired = reclaim(now, 1000)
@@ -29,9 +30,12 @@ while got < want do
         tonumber(redis.call('HGET', P .. 'crawldelay', host) or '0'))
       redis.call('HSET', P .. 'next', host, now + delay)
       got = got + 1
+      local hex = string.sub(member, 17, 56)
+      local fp = string.gsub(hex, '..', function(h) return string.char(tonumber(h, 16)) end)
       out[#out + 1] = token
       out[#out + 1] = host
-      out[#out + 1] = string.sub(member, 17)
+      out[#out + 1] = string.sub(member, 57)
+      out[#out + 1] = redis.call('HGET', P .. 'pages', fp) or ''
     end
     refresh_host(host)
   end

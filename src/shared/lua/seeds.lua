@@ -1,7 +1,8 @@
 -- Stores seeds: ARGV[3] = count, then per seed: url, host, fingerprint,
 -- request, host delay (ms). A URL new to the seed set is queued (it bypasses
 -- the seen set, like every seed) and its fingerprint recorded as seen; a known
--- one is not queued again. Returns how many were new.
+-- one is not queued again. The last argument is the time (unix seconds) a new
+-- crawl's first cycle starts. Returns how many were new.
 local added = 0
 local n = tonumber(ARGV[3])
 for i = 0, n - 1 do
@@ -9,13 +10,13 @@ for i = 0, n - 1 do
   local url, host, fp, body, delay = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   if redis.call('SADD', P .. 'seeds', url) == 1 then
     redis.call('SADD', P .. 'seen', fp)
-    push(host, 0, body, delay)
+    push(host, 0, fp, body, delay)
     refresh_host(host)
     added = added + 1
   end
 end
 if redis.call('HSETNX', P .. 'meta', 'created', now_ms()) == 1 then
-  redis.call('HSET', P .. 'meta', 'schema', 1)
+  redis.call('HSET', P .. 'meta', 'schema', 1, 'cycle', 1, 'cycle_started', ARGV[#ARGV])
 end
 count('frontier/enqueued', added)
 return added
