@@ -148,15 +148,35 @@ pub struct CrawlArgs {
     cache_size: Option<u64>,
     /// Share this crawl with other workers through Redis (redis://HOST:PORT/DB):
     /// run the same command on every worker. --data is not used.
-    #[arg(long, value_name = "URL", requires = "name")]
+    #[arg(long, value_name = "URL")]
     shared: Option<String>,
     /// The shared crawl's name (its keys in Redis start with legcrawl:{NAME}:).
-    #[arg(long, value_name = "NAME", requires = "shared")]
+    #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// Seconds a shared crawl's lease lasts unless renewed; a dead worker's
     /// requests go back to the frontier after it [default: 60].
     #[arg(long, value_name = "SECS")]
     lease_ttl: Option<f64>,
+}
+
+/// `--shared` and `--name` together, each checked, or one line saying which
+/// is missing.
+pub(super) fn shared_target(
+    redis: Option<String>,
+    name: Option<String>,
+) -> anyhow::Result<SharedTarget> {
+    match (redis, name) {
+        (Some(redis), Some(name)) => Ok(SharedTarget::new(&redis, &name).map_err(BadInput)?),
+        (None, _) => Err(BadInput(
+            "--name needs --shared redis://HOST:PORT/DB (or a crawl file's [shared] redis)".into(),
+        )
+        .into()),
+        (_, None) => Err(BadInput(
+            "--shared needs --name CRAWL, the shared crawl's name (or a crawl file's [shared] name)"
+                .into(),
+        )
+        .into()),
+    }
 }
 
 /// `--revisit-after`: a duration, `never` or `adaptive`.
@@ -223,7 +243,7 @@ impl CrawlArgs {
                 (config, file.legs)
             }
             // A shared crawl keeps nothing in a local directory.
-            None if self.shared.is_some() => (CrawlConfig::default(), None),
+            None if self.shared.is_some() || self.name.is_some() => (CrawlConfig::default(), None),
             None => self.remembered_config()?,
         };
         if let Some(dir) = self.data.given() {
@@ -294,8 +314,15 @@ impl CrawlArgs {
             config.checkpoint_every = every;
         }
         set(&mut config.cache_bytes, self.cache_size);
-        if let (Some(redis), Some(name)) = (&self.shared, &self.name) {
-            config.shared = Some(SharedTarget::new(redis, name).map_err(BadInput)?);
+        if self.shared.is_some() || self.name.is_some() {
+            // Either flag overrides its half of the crawl file's `[shared]`.
+            let file = config.shared.take();
+            let redis = self
+                .shared
+                .clone()
+                .or(file.as_ref().map(|t| t.redis.clone()));
+            let name = self.name.clone().or(file.map(|t| t.name));
+            config.shared = Some(shared_target(redis, name)?);
         }
         if let Some(ttl) = self.lease_ttl {
             config.lease_ttl = seconds("lease-ttl", ttl)?;

@@ -29,10 +29,10 @@ pub struct DumpArgs {
     limit: Option<usize>,
     /// Read the crawl shared through this Redis server (redis://HOST:PORT/DB)
     /// instead of a state directory.
-    #[arg(long, global = true, value_name = "URL", requires = "name")]
+    #[arg(long, global = true, value_name = "URL")]
     shared: Option<String>,
     /// The shared crawl's name.
-    #[arg(long, global = true, value_name = "NAME", requires = "shared")]
+    #[arg(long, global = true, value_name = "NAME")]
     name: Option<String>,
     #[command(subcommand)]
     view: Option<View>,
@@ -65,8 +65,8 @@ pub(super) enum View {
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let view = args.view.clone().unwrap_or(View::Summary);
-    if let (Some(redis), Some(name)) = (&args.shared, &args.name) {
-        let target = legcrawl::shared::SharedTarget::new(redis, name).map_err(BadInput)?;
+    if args.shared.is_some() || args.name.is_some() {
+        let target = super::crawl::shared_target(args.shared.clone(), args.name.clone())?;
         return super::dump_shared::run(&target, view, args.limit, args.json);
     }
     let dir = &args.state.dir()?;

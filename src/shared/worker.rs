@@ -13,7 +13,8 @@
 //!
 //! A worker ends when the crawl is drained (nothing queued and no live lease in
 //! Redis, of any worker: nothing can add requests any more), at `--max-pages`
-//! or `--max-duration`, or at Ctrl-C, which returns its leases at once. Depends
+//! or `--max-duration`, or at Ctrl-C (fetches under way get `--grace`, the
+//! other leases are returned at once). Depends
 //! on [`super::client`], and on the engine's page task, scope and page records.
 
 use std::borrow::Cow;
@@ -403,21 +404,29 @@ impl<'a> Worker<'a> {
         *self.counters.entry("dupefilter/filtered").or_default() += filtered;
     }
 
-    /// Ctrl-C: stop fetching and return every lease at once (pages already
-    /// processed are completed first: their work is done).
-    /// With Redis away nothing is waited for: the leases then expire after
-    /// their TTL instead.
+    /// Ctrl-C: no more leases. As in the embedded crawl, fetches under way get
+    /// `--grace` to finish and are completed, so that a clean stop fetches
+    /// nothing twice; the leases of those that have not finished by then are
+    /// returned to the frontier at once (not left to expire). With Redis away
+    /// nothing is waited for: the leases then expire after their TTL instead.
     async fn stop(&mut self) -> Result<RunOutcome, EngineError> {
-        self.tasks.abort_all();
         self.shared.stop_retrying();
-        while let Ok((lease, result)) = self.results.try_recv() {
-            let token = lease.token;
-            if let Err(error) = self.complete(lease, result).await {
-                self.held.insert(token);
-                tracing::warn!(%error, "a finished page could not be completed while stopping");
-                break;
+        let deadline = Instant::now() + self.config.shutdown_grace;
+        let mut failed = false;
+        while !self.held.is_empty() && !failed {
+            tokio::select! {
+                Some((lease, result)) = self.results.recv() => {
+                    let token = lease.token;
+                    if let Err(error) = self.complete(lease, result).await {
+                        self.held.insert(token);
+                        tracing::warn!(%error, "a finished page could not be completed while stopping");
+                        failed = true;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline.into()) => break,
             }
         }
+        self.tasks.abort_all();
         let tokens: Vec<u64> = std::mem::take(&mut self.held).into_iter().collect();
         match self.shared.release(&self.id, &tokens).await {
             Ok(returned) => tracing::info!(returned, "stopped: leases returned to the frontier"),

@@ -19,6 +19,7 @@ mod robots;
 mod seeds;
 mod shared;
 mod shared_faults;
+mod shared_scripts;
 mod state_dir;
 mod support;
 mod warc;
