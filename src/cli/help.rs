@@ -9,10 +9,11 @@ Examples:
   legcrawl crawl --config data/examples/docs.toml --stats run.json
   legcrawl crawl https://example.org/ --output items.jsonl --until-idle
   legcrawl crawl https://example.org/ --warc warc/ --warc-max-size 1GB   # WARC 1.1 files
+  legcrawl crawl https://example.org/ --shared redis://10.0.0.5:6379/0 --name docs  # one worker
 
 Exit codes:
   0    the frontier was drained, a limit was reached, or the run went idle
-  1    a runtime failure (disk, database)
+  1    a runtime failure (disk, database, a Redis server that cannot be reached at start)
   2    bad input (a URL, a flag, the crawl file, a directory that is not a state, a busy state),
        or a damaged state that cannot be repaired (left as it is; see `legcrawl repair --help`)
   130  interrupted by Ctrl-C or SIGTERM (state saved; run the same command to resume)";
@@ -25,10 +26,11 @@ Examples:
   legcrawl dump items --data data/example --format csv --fields url,status,title
   legcrawl dump items --data data/example --since-run 4   # what runs after 4 stored
   legcrawl dump runs --config crawl.toml --json
+  legcrawl dump --shared redis://10.0.0.5:6379/0 --name docs   # a shared crawl, its workers
 
 Exit codes:
   0  printed (also when the reader closed the pipe early)
-  1  a runtime failure (disk, database, a record that cannot be read)
+  1  a runtime failure (disk, database, a record that cannot be read, Redis unreachable)
   2  bad input (a flag, a run that does not exist, not a URL, not a state, a busy state),
      or a damaged state that cannot be repaired (left as it is)";
 

@@ -148,12 +148,7 @@ pub fn finish(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
 
 /// Maps an error to the process exit code.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
-    if error.downcast_ref::<BadInput>().is_some()
-        || matches!(
-            error.downcast_ref::<legcrawl::shared::SharedError>(),
-            Some(legcrawl::shared::SharedError::Corrupt { .. })
-        )
-    {
+    if error.downcast_ref::<BadInput>().is_some() {
         return 2;
     }
     let store =
@@ -166,8 +161,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     if matches!(
         error.downcast_ref::<EngineError>(),
         Some(
-            EngineError::Shared(legcrawl::shared::SharedError::Corrupt { .. })
-                | EngineError::BadSeed { .. }
+            EngineError::BadSeed { .. }
                 | EngineError::NoSeeds { .. }
                 | EngineError::NothingToCrawl { .. }
                 | EngineError::Leg(_)
