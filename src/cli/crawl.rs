@@ -461,12 +461,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         super::reset::delete_state(&config.data_dir)?;
     }
     let legs = bundled_legs(&config, file_legs)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    install_signal_handler(Arc::clone(&stop))?;
+    let (runtime, stop) = runtime_and_stop()?;
     let result = runtime
         .block_on(engine::run(
             &config,
@@ -518,12 +513,7 @@ fn run_shared(
         .into());
     }
     let legs = bundled_legs(config, file_legs)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    install_signal_handler(Arc::clone(&stop))?;
+    let (runtime, stop) = runtime_and_stop()?;
     let report = runtime.block_on(legcrawl::shared::run(
         config,
         target,
@@ -554,6 +544,17 @@ fn write_stats(
             path.display()
         );
     }
+}
+
+/// The crawl's runtime, and what the first Ctrl-C notifies.
+fn runtime_and_stop() -> anyhow::Result<(tokio::runtime::Runtime, Arc<tokio::sync::Notify>)> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    install_signal_handler(Arc::clone(&stop))?;
+    Ok((runtime, stop))
 }
 
 /// First SIGINT/SIGTERM: graceful stop. Second: exit at once (the state is

@@ -185,16 +185,26 @@ fn print_frontier(
         );
     }
     for entry in head {
-        if json {
-            writeln!(out, "{}", serde_json::to_string(&entry)?)?;
-        } else {
-            let r = &entry.request;
-            writeln!(
-                out,
-                "{:>8}  p={:<4} d={:<3} {}",
-                entry.seq, r.priority, r.depth, r.url
-            )?;
-        }
+        let line = json.then(|| serde_json::to_string(&entry)).transpose()?;
+        print_queued(out, line, entry.seq, &entry.request)?;
+    }
+    Ok(())
+}
+
+/// One queued request: `json` when given, else a line of the table.
+pub(super) fn print_queued(
+    out: &mut impl Write,
+    json: Option<String>,
+    seq: u64,
+    r: &legcrawl::request::Request,
+) -> anyhow::Result<()> {
+    match json {
+        Some(json) => writeln!(out, "{json}")?,
+        None => writeln!(
+            out,
+            "{seq:>8}  p={:<4} d={:<3} {}",
+            r.priority, r.depth, r.url
+        )?,
     }
     Ok(())
 }

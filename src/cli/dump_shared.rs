@@ -9,7 +9,7 @@ use legcrawl::fingerprint;
 use legcrawl::shared::views::SharedSummary;
 use legcrawl::shared::{Shared, SharedTarget};
 
-use super::dump::{View, check_seen_url, print_page_rows};
+use super::dump::{View, check_seen_url, print_page_rows, print_queued};
 use super::stderr::say;
 use super::{BadInput, finish};
 
@@ -105,16 +105,8 @@ async fn print_frontier(
 ) -> anyhow::Result<()> {
     let head = shared.frontier_head(limit).await?;
     for entry in head {
-        if json {
-            writeln!(out, "{}", serde_json::to_string(&entry)?)?;
-        } else {
-            let r = &entry.request;
-            writeln!(
-                out,
-                "{:>8}  p={:<4} d={:<3} {}",
-                entry.seq, r.priority, r.depth, r.url
-            )?;
-        }
+        let line = json.then(|| serde_json::to_string(&entry)).transpose()?;
+        print_queued(out, line, entry.seq, &entry.request)?;
     }
     Ok(())
 }

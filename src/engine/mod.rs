@@ -178,13 +178,7 @@ pub async fn run(
     legs: Arc<dyn Leg>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, EngineError> {
-    for seed in &config.seeds {
-        let ok = url::Url::parse(seed)
-            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
-        if !ok {
-            return Err(EngineError::BadSeed { url: seed.clone() });
-        }
-    }
+    check_seeds(&config.seeds)?;
     let fetcher = Fetcher::new(crate::fetch::FetchSettings::from_config(config))?;
     let options = OpenOptions {
         create: true,
@@ -233,6 +227,18 @@ pub async fn run(
     crate::store::status::remove(state.dir());
     result?;
     Ok(report(&state, outcome, started.elapsed()))
+}
+
+/// Every seed must be an absolute http(s) URL.
+pub fn check_seeds(seeds: &[String]) -> Result<(), EngineError> {
+    for seed in seeds {
+        let ok = url::Url::parse(seed)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+        if !ok {
+            return Err(EngineError::BadSeed { url: seed.clone() });
+        }
+    }
+    Ok(())
 }
 
 /// This process's peak resident memory so far, in KiB (`VmHWM` of

@@ -58,13 +58,7 @@ pub async fn run(
     legs: Arc<dyn Leg>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, EngineError> {
-    for seed in &config.seeds {
-        let ok = url::Url::parse(seed)
-            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
-        if !ok {
-            return Err(EngineError::BadSeed { url: seed.clone() });
-        }
-    }
+    crate::engine::check_seeds(&config.seeds)?;
     let schedule = Schedule::new(config)?;
     let fetcher = Fetcher::new(crate::fetch::FetchSettings::from_config(config))?;
     let started = Instant::now();
