@@ -499,8 +499,10 @@ fn run_shared(
     target: &SharedTarget,
 ) -> anyhow::Result<ExitCode> {
     // Not yet exact for a shared crawl: refused rather than done approximately.
+    if let Some(path) = &config.output {
+        super::stats::check_path("--output", path)?;
+    }
     let unsupported = [
-        ("--output", config.output.is_some()),
         ("--warc", config.warc.is_some()),
         ("--stats", config.stats.is_some()),
         ("--fresh", args.fresh),

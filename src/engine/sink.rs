@@ -50,24 +50,11 @@ pub struct Sink {
 impl Sink {
     /// Opens (or creates) the file and catches it up with the committed items.
     pub fn open(path: &Path, state: &mut State) -> Result<Sink, SinkError> {
-        let io_err = |source| SinkError::Io {
+        let (file, lines) = open_lines(path)?;
+        let canonical = path.canonicalize().map_err(|source| SinkError::Io {
             path: path.to_owned(),
             source,
-        };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io_err)?;
-        let (lines, good_len) = count_complete_lines(&mut file).map_err(io_err)?;
-        if file.metadata().map_err(io_err)?.len() != good_len {
-            // A crash cut the last line short: it is written again below.
-            crash::point("output.truncate");
-            file.set_len(good_len).map_err(io_err)?;
-        }
-        file.seek(SeekFrom::End(0)).map_err(io_err)?;
-        let canonical = path.canonicalize().map_err(io_err)?;
+        })?;
         let start = state.output_start(&canonical.to_string_lossy())?;
         let next = start + lines;
         if next > state.items_len() {
@@ -119,6 +106,29 @@ impl Sink {
             source,
         })
     }
+}
+
+/// Opens (or creates) a JSON-lines file for appending and counts its complete
+/// lines; a torn last line (a crash cut it short) is cut off, to be written
+/// again by the caller's catch-up.
+pub fn open_lines(path: &Path) -> Result<(File, u64), SinkError> {
+    let io_err = |source| SinkError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io_err)?;
+    let (lines, good_len) = count_complete_lines(&mut file).map_err(io_err)?;
+    if file.metadata().map_err(io_err)?.len() != good_len {
+        crash::point("output.truncate");
+        file.set_len(good_len).map_err(io_err)?;
+    }
+    file.seek(SeekFrom::End(0)).map_err(io_err)?;
+    Ok((file, lines))
 }
 
 /// Counts complete (newline-terminated) lines and the byte length they cover.

@@ -134,6 +134,8 @@ pub struct PageCompletion {
     pub record: Option<Vec<u8>>,
     /// The page's due time.
     pub due: DueChange,
+    /// The id of the worker's output file its items are written to.
+    pub output: Option<String>,
     /// Counter increments.
     pub counters: Vec<(&'static str, u64)>,
     /// Items, as JSON text.
@@ -520,6 +522,7 @@ impl Shared {
             DueChange::Clear => Vec::new(),
             DueChange::At(at) => at.to_string().into_bytes(),
         });
+        args.push(page.output.clone().unwrap_or_default().into_bytes());
         args.push(page.counters.len().to_string().into_bytes());
         for (name, by) in &page.counters {
             args.push(name.as_bytes().to_vec());

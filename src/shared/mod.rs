@@ -13,13 +13,14 @@
 //! starts, on the server's clock.
 //!
 //! [`client`] speaks to Redis (retrying while the server is away), [`worker`]
-//! is the crawl loop of one worker, [`views`] reads a shared crawl for
-//! `legcrawl dump`. Depends on [`crate::engine`] (the page task, scope and page
+//! is the crawl loop of one worker, [`output`] its `--output` file, [`views`]
+//! reads a shared crawl for `legcrawl dump`. Depends on [`crate::engine`] (the page task, scope and page
 //! records), [`crate::fingerprint`] and [`crate::store`]'s record encodings;
 //! the embedded state does not depend on it.
 
 pub mod client;
 mod keys;
+pub mod output;
 pub mod views;
 pub mod worker;
 

@@ -173,6 +173,15 @@ impl Shared {
         &self,
         mut each: impl FnMut(&str, &str) -> bool,
     ) -> Result<(), SharedError> {
+        self.scan_items(|id, item, _| each(id, item)).await
+    }
+
+    /// As [`Shared::for_each_item`], with the id of the output file the item
+    /// was written to (`--output` of the worker that committed it), if any.
+    pub async fn scan_items(
+        &self,
+        mut each: impl FnMut(&str, &str, Option<&str>) -> bool,
+    ) -> Result<(), SharedError> {
         let key = self.keys().key("items");
         let mut start = "-".to_owned();
         loop {
@@ -196,13 +205,16 @@ impl Shared {
                 ) else {
                     continue;
                 };
-                let item = fields
-                    .chunks(2)
-                    .find(|p| p.first().and_then(bytes) == Some(b"item"))
-                    .and_then(|p| p.get(1))
-                    .and_then(text)
-                    .unwrap_or_default();
-                if !each(&id, &item) {
+                let field = |name: &[u8]| {
+                    fields
+                        .chunks(2)
+                        .find(|p| p.first().and_then(bytes) == Some(name))
+                        .and_then(|p| p.get(1))
+                        .and_then(text)
+                };
+                let item = field(b"item").unwrap_or_default();
+                let out = field(b"out");
+                if !each(&id, &item, out.as_deref()) {
                     return Ok(());
                 }
                 last = Some(id);

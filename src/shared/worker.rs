@@ -30,6 +30,7 @@ use super::SharedTarget;
 use super::client::{
     Completed, CycleKind, DueChange, NewRequest, PageCompletion, Shared, SharedLease,
 };
+use super::output::WorkerOutput;
 use crate::config::{CrawlConfig, DEFAULT_DELAY};
 use crate::engine::page::{PageResult, RetryPolicy};
 use crate::engine::politeness::is_loopback;
@@ -77,12 +78,16 @@ pub async fn run(
 /// A worker's id: the machine's name and the process id, unique among the
 /// workers alive at one time.
 fn worker_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    format!("{}:{}", machine_name(), std::process::id())
+}
+
+/// This machine's name (`worker` where it has none).
+fn machine_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "worker".to_owned());
-    format!("{host}:{}", std::process::id())
+        .unwrap_or_else(|| "worker".to_owned())
 }
 
 /// The loop's working set.
@@ -97,6 +102,8 @@ struct Worker<'a> {
     schedule: Schedule,
     retry: RetryPolicy,
     robots: Option<RobotsCache>,
+    /// `--output`: the items this worker commits.
+    output: Option<WorkerOutput>,
     tasks: JoinSet<()>,
     results: mpsc::UnboundedReceiver<(SharedLease, PageResult)>,
     results_tx: mpsc::UnboundedSender<(SharedLease, PageResult)>,
@@ -157,6 +164,10 @@ impl<'a> Worker<'a> {
         } else {
             None
         };
+        let output = match &config.output {
+            Some(path) => Some(WorkerOutput::open(path, &machine_name(), &shared).await?),
+            None => None,
+        };
         let (results_tx, results) = mpsc::unbounded_channel();
         Ok(Worker {
             config,
@@ -172,6 +183,7 @@ impl<'a> Worker<'a> {
                 backoff: config.retry_backoff,
             },
             robots,
+            output,
             tasks: JoinSet::new(),
             results,
             results_tx,
@@ -363,6 +375,7 @@ impl<'a> Worker<'a> {
             fingerprint: fingerprint(&lease.request, &self.config.fingerprint_headers),
             record,
             due,
+            output: self.output.as_ref().map(|o| o.id().to_owned()),
             counters,
             items,
             requests: accepted,
@@ -370,9 +383,19 @@ impl<'a> Worker<'a> {
         match self.shared.complete(&self.id, &completion).await? {
             Completed::Done {
                 queued, filtered, ..
-            } => self.tally(&completion, queued, filtered),
+            } => {
+                self.tally(&completion, queued, filtered);
+                if let Some(output) = &mut self.output {
+                    output.append(&completion.items)?;
+                }
+            }
             // Committed by the earlier attempt whose answer was lost.
-            Completed::Already => self.tally(&completion, 0, 0),
+            Completed::Already => {
+                self.tally(&completion, 0, 0);
+                if let Some(output) = &mut self.output {
+                    output.catch_up(&self.shared).await?;
+                }
+            }
             Completed::Stale => {
                 tracing::warn!(
                     url = %lease.request.url,

@@ -229,7 +229,6 @@ fn shared_per_host_limit_holds_across_workers() {
 
 /// Issue 13: `--output` on a worker writes the items that worker committed.
 #[test]
-#[ignore = "main refuses --output with --shared for now (commit 3cc0170)"]
 fn workers_output_files_add_up_to_the_items() {
     let _serial = serial();
     let Some(redis) = RedisServer::start("workers_output_files") else {

@@ -7,8 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::assert_each_once;
 use crate::support::cli;
-use crate::support::hosts::{MultiSite, args, fixed};
+use crate::support::hosts::{MultiSite, args, fixed, item_key};
 use crate::support::redis::RedisServer;
 use crate::support::workers::{
     Crawl, assert_fetched_once, assert_items_once, serial, wait_for_requests,
@@ -29,12 +30,26 @@ fn kill_nine_workers_at_random_moments_then_each_page_once() {
     let site = MultiSite::start(3000, 4, 21, fixed(25));
     let mut crawl = Crawl::new(&redis.url(), "kill");
     let crawl_args = site.crawl_args();
-    let argv = args(
-        &crawl_args,
-        &["--concurrency", "4", "--per-host", "3", "--lease-ttl", "2"],
-    );
-    for _ in 0..3 {
-        crawl.spawn(&argv);
+    // Each worker slot writes its own --output file, across its restarts.
+    let outputs: Vec<String> = (0..3)
+        .map(|slot| {
+            let path = crawl.dir().join(format!("w{slot}.jsonl"));
+            path.display().to_string()
+        })
+        .collect();
+    let argvs: Vec<Vec<&str>> = outputs
+        .iter()
+        .map(|output| {
+            let mut argv = args(
+                &crawl_args,
+                &["--concurrency", "4", "--per-host", "3", "--lease-ttl", "2"],
+            );
+            argv.extend(["--output", output.as_str()]);
+            argv
+        })
+        .collect();
+    for argv in &argvs {
+        crawl.spawn(argv);
     }
     let mut rng = kill_seed("kill_nine_workers_at_random_moments_then_each_page_once");
     let mut kills = 0u64;
@@ -58,10 +73,21 @@ fn kill_nine_workers_at_random_moments_then_each_page_once() {
             "round {round}: killed worker {slot} after {} requests",
             site.requests()
         );
-        crawl.respawn(slot, &argv);
+        crawl.respawn(slot, &argvs[slot]);
     }
     crawl.wait_all_ok(LIMIT);
     assert_items_once(&crawl, &site);
+    // What a killed worker committed but had not written, its next run wrote.
+    let mut keys = Vec::new();
+    for output in &outputs {
+        let bytes = std::fs::read(output).unwrap_or_default();
+        keys.extend(cli::parse_lines(&bytes).iter().map(item_key));
+    }
+    assert_each_once(
+        &keys,
+        &site.expected(),
+        "union of the killed workers' --output",
+    );
     let pages = site.expected().len() as u64;
     let fetches = site.total_fetches();
     // Each kill loses at most the killed worker's leases (its concurrency);

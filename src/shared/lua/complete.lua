@@ -7,7 +7,7 @@
 -- ARGV[5] backoff ms (0: none), ARGV[6] Crawl-delay ms (-1: none), ARGV[7]
 -- page fingerprint, ARGV[8] page record ('' : none), ARGV[9] the page's due
 -- time in unix seconds ('' : not due, '-' : leave the due index as it is),
--- then a count and that
+-- ARGV[10] the id of the worker's output file ('' : none), then a count and that
 -- many counter pairs (name, by), a count and that many items (JSON), and a
 -- count and that many requests (host, priority, dont_filter 0/1, fingerprint,
 -- request, host delay ms).
@@ -42,7 +42,7 @@ if backoff > 0 then
   redis.call('HSET', P .. 'next', host, math.max(next, now + backoff))
 end
 
-local at = 10
+local at = 11
 local counters = tonumber(ARGV[at])
 for i = 0, counters - 1 do
   count(ARGV[at + 1 + i * 2], tonumber(ARGV[at + 2 + i * 2]))
@@ -52,7 +52,11 @@ at = at + 1 + counters * 2
 local ids = {}
 local items = tonumber(ARGV[at])
 for i = 1, items do
-  ids[#ids + 1] = redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker)
+  if ARGV[10] ~= '' then
+    ids[#ids + 1] = redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker, 'out', ARGV[10])
+  else
+    ids[#ids + 1] = redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker)
+  end
 end
 at = at + 1 + items
 count('items/stored', items)
