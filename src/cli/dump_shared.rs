@@ -80,6 +80,7 @@ fn print_summary(out: &mut impl Write, s: &SharedSummary, json: bool) -> anyhow:
         ("fetches", s.fetches.to_string()),
         ("filtered", s.filtered.to_string()),
         ("hosts", s.hosts.to_string()),
+        ("parked hosts", s.parked_hosts.to_string()),
         ("runs", s.runs.to_string()),
         ("dedup", s.dedup.to_owned()),
         ("workers", s.workers.len().to_string()),

@@ -136,6 +136,9 @@ pub struct PageCompletion {
     pub due: DueChange,
     /// The id of the worker's output file its items are written to.
     pub output: Option<String>,
+    /// What the host's robots.txt said: `Some(true)` answered, `Some(false)`
+    /// failed (5xx, unreachable: three in a row park the host), `None` not asked.
+    pub robots_answered: Option<bool>,
     /// Counter increments.
     pub counters: Vec<(&'static str, u64)>,
     /// Items, as JSON text.
@@ -178,6 +181,7 @@ pub enum Completed {
 /// The crawl's scripts, hashed once.
 struct Scripts {
     seeds: Script,
+    unpark: Script,
     cycle: Script,
     lease: Script,
     renew: Script,
@@ -198,6 +202,7 @@ impl Scripts {
     fn new() -> Scripts {
         Scripts {
             seeds: script!("seeds.lua"),
+            unpark: script!("unpark.lua"),
             cycle: script!("cycle.lua"),
             lease: script!("lease.lua"),
             renew: script!("renew.lua"),
@@ -403,6 +408,15 @@ impl Shared {
         Ok(n > 0)
     }
 
+    /// Hosts parked because their robots.txt kept failing are tried again
+    /// (a worker starts); returns how many requests came back to the frontier.
+    pub async fn unpark(&self) -> Result<u64, SharedError> {
+        let value = self.script("unparking hosts", |s| &s.unpark, &[]).await?;
+        int(&value)
+            .map(|n| n.max(0) as u64)
+            .ok_or_else(|| self.corrupt("the unpark script's answer"))
+    }
+
     /// The stored seed URLs.
     pub async fn seeds(&self) -> Result<Vec<String>, SharedError> {
         self.query(
@@ -523,6 +537,11 @@ impl Shared {
             DueChange::At(at) => at.to_string().into_bytes(),
         });
         args.push(page.output.clone().unwrap_or_default().into_bytes());
+        args.push(match page.robots_answered {
+            Some(true) => b"ok".to_vec(),
+            Some(false) => b"failed".to_vec(),
+            None => Vec::new(),
+        });
         args.push(page.counters.len().to_string().into_bytes());
         for (name, by) in &page.counters {
             args.push(name.as_bytes().to_vec());

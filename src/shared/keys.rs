@@ -18,6 +18,8 @@
 //! | `items` | stream | one entry per item: `item` (JSON), `worker` |
 //! | `pages` | hash | fingerprint → page record (the embedded state's encoding) |
 //! | `robots` | hash | origin → robots.txt record (JSON) |
+//! | `robotsfail`, `parkedhosts` | hashes | per host: robots.txt failures in a row; hosts parked, with their set-aside count |
+//! | `parked:HOST` | sorted set | a parked host's queue, set aside until a worker starts |
 //! | `counters` | hash | counter name → count |
 //! | `workers`, `alive` | hashes | worker id → its record (JSON), last renewal (ms) |
 //! | `runs` | list | one JSON record per worker run |

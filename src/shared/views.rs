@@ -34,6 +34,9 @@ pub struct SharedSummary {
     pub runs: u64,
     /// Completions of every worker.
     pub fetches: u64,
+    /// Hosts parked because their robots.txt kept failing (their requests
+    /// are set aside until a worker starts again).
+    pub parked_hosts: u64,
     /// How the seen set is kept.
     pub dedup: &'static str,
     /// Workers listed (alive, or died without unlisting) and leases held.
@@ -83,6 +86,7 @@ impl Shared {
         pipe.cmd("HGETALL").arg(k.key("alive"));
         pipe.cmd("ZRANGE").arg(k.key("leases")).arg(0).arg(-1);
         pipe.cmd("TIME");
+        pipe.cmd("HLEN").arg(k.key("parkedhosts"));
         let v = self.pipeline("reading the summary", &pipe).await?;
         let n = |i: usize| v.get(i).and_then(int).map_or(0, |n| n.max(0) as u64);
         let pairs = |i: usize| -> Vec<(String, String)> {
@@ -161,6 +165,7 @@ impl Shared {
             runs: n(6),
             filtered: counters.get("dupefilter/filtered").copied().unwrap_or(0),
             fetches: counters.get("pages/completed").copied().unwrap_or(0),
+            parked_hosts: n(12),
             dedup: "exact (a Redis set of fingerprints)",
             workers: workers.into_values().collect(),
             counters,

@@ -141,6 +141,13 @@ impl<'a> Worker<'a> {
                 new_request(config, request)
             })
             .collect();
+        let back = shared.unpark().await?;
+        if back > 0 {
+            tracing::info!(
+                requests = back,
+                "hosts whose robots.txt kept failing are tried again"
+            );
+        }
         begin_cycle(&shared, config, &new).await?;
         if !new.is_empty() {
             shared.add_seeds(&new).await?;
@@ -314,6 +321,7 @@ impl<'a> Worker<'a> {
     ) -> Result<(), EngineError> {
         self.held.remove(&lease.token);
         task::reap(&mut self.tasks);
+        let robots_answered = self.robots.is_some().then_some(!result.robots_unavailable);
         let PageResult {
             requests,
             mut items,
@@ -376,6 +384,7 @@ impl<'a> Worker<'a> {
             record,
             due,
             output: self.output.as_ref().map(|o| o.id().to_owned()),
+            robots_answered,
             counters,
             items,
             requests: accepted,

@@ -392,3 +392,39 @@ fn unreachable_redis_at_start_is_one_line_and_exit_one() {
         started.elapsed()
     );
 }
+
+/// A host whose robots.txt cannot be reached (a closed port) is parked after
+/// three failures, its request set aside: the rest of the crawl drains and
+/// every worker exits 0 instead of waiting for it forever. The next worker to
+/// start tries the host again and parks it again; nothing is lost.
+#[test]
+fn a_host_whose_robots_txt_keeps_failing_is_parked_and_the_crawl_drains() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("a_host_whose_robots_txt_keeps_failing") else {
+        return;
+    };
+    let site = MultiSite::start(60, 2, 37, hosts::no_delay());
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let dead = format!("http://127.0.0.1:{closed}/");
+    let mut crawl = Crawl::new(&redis.url(), "parked");
+    let mut crawl_args = site.crawl_args();
+    crawl_args.extend([dead, "--allow-host".into(), "127.0.0.1".into()]);
+    let argv = args(&crawl_args, &["--robots-retry", "0.1", "--retries", "0"]);
+    crawl.spawn(&argv);
+    crawl.spawn(&argv);
+    crawl.wait_all_ok(LIMIT);
+    assert_items_once(&crawl, &site);
+    let summary = crawl.summary();
+    assert_eq!(summary["parked_hosts"], 1, "{summary}");
+    assert_eq!(summary["frontier"], 0, "{summary}");
+    assert_eq!(summary["in_flight"], 0, "{summary}");
+    // A later worker tries the host again, parks it again, and ends.
+    crawl.spawn(&argv);
+    crawl.wait_all_ok(LIMIT);
+    let summary = crawl.summary();
+    assert_eq!(summary["parked_hosts"], 1, "{summary}");
+    assert_eq!(summary["counters"]["robots/hosts_unparked"], 1, "{summary}");
+}

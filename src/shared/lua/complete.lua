@@ -7,7 +7,9 @@
 -- ARGV[5] backoff ms (0: none), ARGV[6] Crawl-delay ms (-1: none), ARGV[7]
 -- page fingerprint, ARGV[8] page record ('' : none), ARGV[9] the page's due
 -- time in unix seconds ('' : not due, '-' : leave the due index as it is),
--- ARGV[10] the id of the worker's output file ('' : none), then a count and that
+-- ARGV[10] the id of the worker's output file ('' : none), ARGV[11] what
+-- robots.txt said ('ok', 'failed': 5xx or unreachable, '' : not asked), then a
+-- count and that
 -- many counter pairs (name, by), a count and that many items (JSON), and a
 -- count and that many requests (host, priority, dont_filter 0/1, fingerprint,
 -- request, host delay ms).
@@ -42,7 +44,7 @@ if backoff > 0 then
   redis.call('HSET', P .. 'next', host, math.max(next, now + backoff))
 end
 
-local at = 11
+local at = 12
 local counters = tonumber(ARGV[at])
 for i = 0, counters - 1 do
   count(ARGV[at + 1 + i * 2], tonumber(ARGV[at + 2 + i * 2]))
@@ -89,6 +91,27 @@ elseif ARGV[9] ~= '-' then
   redis.call('ZADD', P .. 'due', tonumber(ARGV[9]), ARGV[7])
 end
 count('pages/completed', 1)
+
+-- A host whose robots.txt failed PARK_AFTER times in a row is parked: its
+-- queue is set aside (out of the frontier count, so the crawl can drain) until
+-- a worker starts again (unpark.lua). Nothing is lost.
+local PARK_AFTER = 3
+if ARGV[11] == 'ok' then
+  redis.call('HDEL', P .. 'robotsfail', host)
+elseif ARGV[11] == 'failed' then
+  if redis.call('HINCRBY', P .. 'robotsfail', host, 1) >= PARK_AFTER then
+    local q, parked = P .. 'q:' .. host, P .. 'parked:' .. host
+    local n = redis.call('ZCARD', q)
+    if n > 0 then
+      redis.call('ZUNIONSTORE', parked, 2, parked, q, 'AGGREGATE', 'MIN')
+      redis.call('DEL', q)
+      redis.call('HINCRBY', P .. 'meta', 'frontier', -n)
+    end
+    redis.call('HSET', P .. 'parkedhosts', host, redis.call('ZCARD', parked))
+    redis.call('HDEL', P .. 'robotsfail', host)
+    count('robots/host_parked', 1)
+  end
+end
 
 touched[host] = true
 for h in pairs(touched) do
