@@ -82,6 +82,10 @@ pub const POINTS: &[Point] = &[
         before: "the WARC file is synced, on the flush thread, before the batch holding its mark is applied",
     },
     Point {
+        name: "links.chunk",
+        before: "a part of a page's links (not its last) is queued in the open group; the parts before it are sealed or durable, the page's completion is not (only a page with more than LINK_CHUNK links reaches it)",
+    },
+    Point {
         name: "group.apply",
         before: "a sealed group's batch (queue, items, journal, page records, robots, blocked, counters) is applied",
     },
@@ -167,6 +171,12 @@ pub const POINTS: &[Point] = &[
 /// suite's crawls never do (the damage tests crash at them instead).
 pub fn repair_only(name: &str) -> bool {
     name.starts_with("repair.")
+}
+
+/// Points only a page with more than [`super::LINK_CHUNK`] links reaches: the
+/// crash-point suite's site has none (`tests/it/dense.rs` crashes at them).
+pub fn dense_page_only(name: &str) -> bool {
+    name == "links.chunk"
 }
 
 /// The environment variable naming a point and a hit count.

@@ -117,18 +117,7 @@ impl State {
             items,
             counters,
         } = completion;
-        let fps: Vec<Fingerprint> = requests
-            .iter()
-            .map(|r| fingerprint::fingerprint(r, fingerprint_headers))
-            .collect();
-        self.seen.warm(&fps);
-        let mut tally = Tally::default();
-        let enqueued = requests
-            .iter()
-            .zip(fps)
-            .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
-        self.add_tally(&tally);
-        enqueued?;
+        self.enqueue_all(&requests, fingerprint_headers)?;
         self.items.append(&mut self.group.batch, &items);
         self.runs.count("items/stored", items.len() as u64);
         self.runs.count("pages/completed", 1);
@@ -140,6 +129,40 @@ impl State {
         self.group.pages += 1;
         self.opened();
         Ok(())
+    }
+
+    /// Queues a part of a page's links in the open group, ahead of the page's
+    /// completion, which comes with its last part (see [`super::LINK_CHUNK`]):
+    /// a caller commits the group after each part, so a page with a million
+    /// links never holds them all in one group. Crash point `links.chunk`.
+    pub fn queue_links(
+        &mut self,
+        requests: &[Request],
+        fingerprint_headers: &[String],
+    ) -> Result<(), StoreError> {
+        crash::point("links.chunk");
+        self.enqueue_all(requests, fingerprint_headers)
+    }
+
+    /// Dedups and queues `requests` in the open group: their fingerprints first,
+    /// with their Bloom probes loaded in one pass, then one by one.
+    fn enqueue_all(
+        &mut self,
+        requests: &[Request],
+        fingerprint_headers: &[String],
+    ) -> Result<(), StoreError> {
+        let fps: Vec<Fingerprint> = requests
+            .iter()
+            .map(|r| fingerprint::fingerprint(r, fingerprint_headers))
+            .collect();
+        self.seen.warm(&fps);
+        let mut tally = Tally::default();
+        let enqueued = requests
+            .iter()
+            .zip(fps)
+            .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
+        self.add_tally(&tally);
+        enqueued
     }
 
     /// Starts the open group's age (see [`State::group_due`]).
