@@ -97,7 +97,10 @@ impl Site {
         );
         for j in 1..=4u64 {
             let target = (n.wrapping_mul(7919) + j * 104_729) % self.pages();
-            let _ = writeln!(html, "<p><a href=\"/p/{target}\">Page {target}</a> {FILLER}</p>");
+            let _ = writeln!(
+                html,
+                "<p><a href=\"/p/{target}\">Page {target}</a> {FILLER}</p>"
+            );
         }
         html.push_str("</body></html>\n");
         html
@@ -344,7 +347,12 @@ fn main() -> anyhow::Result<()> {
     for k in 0..DENSE_PAGES {
         command.arg(server.url(&format!("/d/{k}")));
     }
-    command.args(["--concurrency", "1", "--max-pages", &DENSE_PAGES.to_string()]);
+    command.args([
+        "--concurrency",
+        "1",
+        "--max-pages",
+        &DENSE_PAGES.to_string(),
+    ]);
     let one = watch(command.spawn()?, &data)?;
     let (after_one, _) = summary(&data)?;
     let queued = field(&after_one, "frontier");
@@ -369,7 +377,10 @@ fn main() -> anyhow::Result<()> {
     let two = watch(command.spawn()?, &data)?;
     let (after_two, dump_took) = summary(&data)?;
     let pages = field(&after_two, "pages") - field(&after_one, "pages");
-    ensure!(pages == crawl, "phase 2 completed {pages} pages, expected {crawl}");
+    ensure!(
+        pages == crawl,
+        "phase 2 completed {pages} pages, expected {crawl}"
+    );
     let db_two = size_of(&data.join("db"));
 
     // Opening the finished state, in this process.

@@ -440,6 +440,12 @@ fn scan_trial(
                 .ok_or_else(|| damaged(format!("item key {key:?} is too short")))?;
             let count = match value.split_first() {
                 Some((&keys::ITEM_RECORD_VERSION, rest)) => keys::length_prefixed(rest).count(),
+                Some((&keys::ITEM_RECORD_DEFLATED, rest)) => {
+                    let body = super::items::inflate(rest).map_err(|e| {
+                        damaged(format!("item record {key:?} cannot be inflated: {e}"))
+                    })?;
+                    keys::length_prefixed(&body).count()
+                }
                 _ => return Err(damaged(format!("item record {key:?} has no known version"))),
             };
             found.items = found.items.max(first + count as u64);

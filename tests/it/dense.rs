@@ -19,8 +19,8 @@ use legcrawl::store::crash::{CRASH_AT_ENV, TRACE_ENV};
 use legcrawl::store::{LINK_CHUNK, OpenOptions, Seen, State};
 
 use crate::support::cli::{self, dump_items, dump_summary, legcrawl};
-use crate::support::{TestServer, handler, queued_urls};
 use crate::support::server::TestResponse;
+use crate::support::{TestServer, handler, queued_urls};
 
 /// Links on the dense page: three full parts before the last one.
 const LINKS: usize = 3 * LINK_CHUNK + 100;
@@ -46,13 +46,7 @@ fn serve() -> TestServer {
 fn crawl(data: &Path, seed: Option<&str>) -> std::process::Command {
     let mut args = vec!["crawl"];
     args.extend(seed);
-    args.extend([
-        "--ignore-robots",
-        "--concurrency",
-        "1",
-        "--max-pages",
-        "1",
-    ]);
+    args.extend(["--ignore-robots", "--concurrency", "1", "--max-pages", "1"]);
     legcrawl(data, &args)
 }
 
@@ -79,10 +73,17 @@ fn check_after_crash(data: &Path, server: &TestServer, point: &str) -> usize {
             .expect("seen set");
         if answer == Seen::Duplicate {
             seen += 1;
-            assert!(queued.contains(&link), "{point}: {link} is seen but not queued");
+            assert!(
+                queued.contains(&link),
+                "{point}: {link} is seen but not queued"
+            );
         }
     }
-    assert_eq!(queued.len(), seen + 1, "{point}: queued = seen links + the page");
+    assert_eq!(
+        queued.len(),
+        seen + 1,
+        "{point}: queued = seen links + the page"
+    );
     seen
 }
 
@@ -92,7 +93,10 @@ fn check_done(data: &Path, server: &TestServer, point: &str) {
     let summary = dump_summary(data);
     assert_eq!(summary["pages"], 1, "{point}: pages completed");
     assert_eq!(summary["items"], 1, "{point}: items");
-    assert_eq!(summary["frontier"], LINKS as u64, "{point}: queued requests");
+    assert_eq!(
+        summary["frontier"], LINKS as u64,
+        "{point}: queued requests"
+    );
     let items = dump_items(data);
     assert_eq!(items.len(), 1, "{point}: item lines");
     assert_eq!(items[0]["url"], server.url("/"), "{point}: the item");
@@ -109,10 +113,18 @@ fn a_dense_page_queues_its_links_in_parts() {
     let mut cmd = crawl(&data, Some(&server.url("/")));
     cmd.env(TRACE_ENV, &trace);
     let out = cli::run(cmd, LIMIT);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let hits = std::fs::read_to_string(&trace).expect("trace");
     let parts = hits.lines().filter(|l| *l == "links.chunk").count();
-    assert_eq!(parts, LINKS / LINK_CHUNK, "parts queued before the last one");
+    assert_eq!(
+        parts,
+        LINKS / LINK_CHUNK,
+        "parts queued before the last one"
+    );
     check_done(&data, &server, "no crash");
 }
 
@@ -147,7 +159,11 @@ fn a_crash_between_parts_of_a_dense_page_loses_no_link() {
             String::from_utf8_lossy(&out.stderr)
         );
         // Fetched by the crashed run, and again by the resumed one.
-        assert_eq!(server.hits("/") - fetched, 2, "{point}: fetches of the page");
+        assert_eq!(
+            server.hits("/") - fetched,
+            2,
+            "{point}: fetches of the page"
+        );
         check_done(&data, &server, &point);
     }
 }
