@@ -25,7 +25,8 @@
 //!
 //! Run: `cargo bench --bench frontier_memory` (full size: about a quarter of an
 //! hour and ~5 GB of temp space). `FRONTIER_BENCH_SCALE=0.01` scales links and
-//! pages down for a quick try; `FRONTIER_BENCH_KEEP=1` keeps the state directory.
+//! pages down for a quick try; `FRONTIER_BENCH_KEEP=1` keeps the state directory;
+//! `FRONTIER_BENCH_ARGS` adds flags to both crawls (say `--cache-size 16MiB`).
 //! Nothing touches the internet.
 
 use std::convert::Infallible;
@@ -210,8 +211,9 @@ fn run_pages(data: &Path) -> Option<u64> {
 struct Phase {
     wall: Duration,
     peak_anon_kib: u64,
-    /// `(seconds since start, pages completed)`, as the status file said.
-    progress: Vec<(f64, u64)>,
+    /// `(seconds since start, pages completed, RssAnon KiB then)`, as the
+    /// status file said.
+    progress: Vec<(f64, u64, u64)>,
 }
 
 /// Runs the child to its end, sampling its memory and progress.
@@ -219,18 +221,20 @@ fn watch(mut child: Child, data: &Path) -> anyhow::Result<Phase> {
     let pid = child.id();
     let started = Instant::now();
     let mut peak_anon_kib = 0;
-    let mut progress = vec![(0.0, 0)];
+    let mut anon_kib = 0;
+    let mut progress = vec![(0.0, 0, 0)];
     let mut last_probe = Instant::now();
     loop {
         if let Some(kib) = status_kib(pid, "RssAnon:") {
             peak_anon_kib = peak_anon_kib.max(kib);
+            anon_kib = kib;
         }
         if last_probe.elapsed() >= Duration::from_millis(100) {
             last_probe = Instant::now();
             if let Some(pages) = run_pages(data)
-                && progress.last().is_none_or(|&(_, p)| p != pages)
+                && progress.last().is_none_or(|&(_, p, _)| p != pages)
             {
-                progress.push((started.elapsed().as_secs_f64(), pages));
+                progress.push((started.elapsed().as_secs_f64(), pages, anon_kib));
             }
         }
         if let Some(status) = child.try_wait()? {
@@ -247,13 +251,13 @@ fn watch(mut child: Child, data: &Path) -> anyhow::Result<Phase> {
 }
 
 /// Seconds at which `pages` were completed, interpolated between samples.
-fn time_at(progress: &[(f64, u64)], pages: u64) -> Option<f64> {
-    let after = progress.iter().position(|&(_, p)| p >= pages)?;
+fn time_at(progress: &[(f64, u64, u64)], pages: u64) -> Option<f64> {
+    let after = progress.iter().position(|&(_, p, _)| p >= pages)?;
     if after == 0 {
         return Some(progress[0].0);
     }
-    let (t0, p0) = progress[after - 1];
-    let (t1, p1) = progress[after];
+    let (t0, p0, _) = progress[after - 1];
+    let (t1, p1, _) = progress[after];
     Some(t0 + (t1 - t0) * (pages - p0) as f64 / (p1 - p0).max(1) as f64)
 }
 
@@ -272,11 +276,13 @@ fn size_of(path: &Path) -> u64 {
 
 fn legcrawl(data: &Path, log: &Path) -> anyhow::Result<Command> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_legcrawl"));
+    let extra = std::env::var("FRONTIER_BENCH_ARGS").unwrap_or_default();
     command
         .arg("crawl")
         .arg("--data")
         .arg(data)
         .args(["--ignore-robots", "--max-body", "67108864"])
+        .args(extra.split_whitespace())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log)?);
@@ -375,15 +381,10 @@ fn main() -> anyhow::Result<()> {
         &crawl.to_string(),
     ]);
     let two = watch(command.spawn()?, &data)?;
-    let (after_two, dump_took) = summary(&data)?;
-    let pages = field(&after_two, "pages") - field(&after_one, "pages");
-    ensure!(
-        pages == crawl,
-        "phase 2 completed {pages} pages, expected {crawl}"
-    );
     let db_two = size_of(&data.join("db"));
 
-    // Opening the finished state, in this process.
+    // Opening the finished state: first in this process (the first open after
+    // the crawl, then two more), then `dump summary` as a user would.
     let mut opens = Vec::new();
     for _ in 0..3 {
         let started = Instant::now();
@@ -391,6 +392,12 @@ fn main() -> anyhow::Result<()> {
         opens.push(started.elapsed().as_secs_f64());
         drop(state);
     }
+    let (after_two, dump_took) = summary(&data)?;
+    let pages = field(&after_two, "pages") - field(&after_one, "pages");
+    ensure!(
+        pages == crawl,
+        "phase 2 completed {pages} pages, expected {crawl}"
+    );
 
     // The status file is written once a second and removed at the end: the
     // windows are the first tenth after the first sample and the last tenth
@@ -400,8 +407,8 @@ fn main() -> anyhow::Result<()> {
         let (a, b) = (time_at(&two.progress, from)?, time_at(&two.progress, to)?);
         (b > a).then(|| (to - from) as f64 / (b - a))
     };
-    let first = two.progress.get(1).map_or(0, |&(_, p)| p);
-    let last = two.progress.last().map_or(0, |&(_, p)| p);
+    let first = two.progress.get(1).map_or(0, |&(_, p, _)| p);
+    let last = two.progress.last().map_or(0, |&(_, p, _)| p);
     let start_rate = rate(first, first + tenth);
     let end_rate = rate(last.saturating_sub(tenth), last);
     let Some((start_rate, end_rate)) = start_rate.zip(end_rate) else {
@@ -459,6 +466,19 @@ fn main() -> anyhow::Result<()> {
         end_rate / start_rate,
         pages as f64 / two.wall.as_secs_f64()
     );
+    // Anonymous memory as the crawl goes: flat, or growing with the pages?
+    let mut line = String::from("phase 2 RssAnon MiB by pages done:");
+    for k in 1..=10 {
+        let at = two
+            .progress
+            .iter()
+            .find(|&&(_, p, _)| p >= crawl * k / 10)
+            .or(two.progress.last());
+        if let Some(&(_, pages, kib)) = at {
+            let _ = write!(line, " {pages}: {:.0};", mib(kib));
+        }
+    }
+    println!("{line}");
     let peak = one.peak_anon_kib.max(two.peak_anon_kib);
     let per_page = (db_two as f64 - db_one as f64) / pages as f64;
     let open = opens.iter().copied().fold(0.0, f64::max);
