@@ -10,6 +10,12 @@
 //! pages are ever not durable (a full pipeline waits for its flush), which is
 //! the bound invariant 3 of the brief counts per kill.
 //!
+//! A page with more than [`LINK_CHUNK`] links is not one group: its links are
+//! queued part by part, each part sealed and flushed while the next fills, and
+//! its completion comes with the last part, so no group (nor the seen set's
+//! overlay) holds a million requests; a checkpoint that falls behind is waited
+//! for, so the exact set's in-memory part stays bounded too.
+//!
 //! Checkpoints run off the loop too: when one is due after a flush, the state
 //! detaches it ([`State::start_checkpoint`](crate::store::State::start_checkpoint))
 //! and it runs on a blocking thread beside the flushes; its result is handed

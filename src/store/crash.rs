@@ -150,6 +150,10 @@ pub const POINTS: &[Point] = &[
         before: "status.json is removed at the end of a crawl",
     },
     Point {
+        name: "state.snapshot",
+        before: "a crawl's clean close opens the database once more, so that sled writes its snapshot (the next open then reads only that, not the run's whole log)",
+    },
+    Point {
         name: "state.close",
         before: "a clean close records what the database files look like (in `durable`)",
     },

@@ -41,7 +41,11 @@
 //!   the page's items, the new requests and their fingerprints in one sled batch.
 //!   Completions are grouped: a group is one batch ([`State::seal`]) applied and
 //!   made durable by one flush ([`Flush`]), which the engine runs on another
-//!   thread while the next group fills; only its [`Receipt`] makes it count.
+//!   thread while the next group fills; only its [`Receipt`] makes it count. A
+//!   page with more than [`LINK_CHUNK`] links has the rest queued ahead, part by
+//!   part in groups of their own ([`State::queue_links`], crash point
+//!   `links.chunk`); the completion, which comes last, is still atomic, and a
+//!   crash before it leaves the page queued, so nothing a part queued is lost.
 //! - **Leases live in memory.** A leased request stays in the queue tree until its
 //!   completion is durable, so a process that dies leaves every unfinished request
 //!   queued: nothing has to be "returned" on open.
@@ -401,6 +405,7 @@ impl State {
         };
         if options.begin_run {
             state.runs.begin(&state.db, state.items.len())?;
+            state.close.snapshot_at_close();
         }
         state.close.arm();
         Ok(state)

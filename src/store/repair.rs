@@ -283,6 +283,8 @@ pub struct CloseRecord {
     dir: PathBuf,
     /// Set once the state opened whole: only then is a close clean.
     armed: bool,
+    /// Advance sled's snapshot at the close (see [`CloseRecord::snapshot_at_close`]).
+    snapshot: bool,
 }
 
 impl CloseRecord {
@@ -290,6 +292,7 @@ impl CloseRecord {
         CloseRecord {
             dir: dir.to_owned(),
             armed: false,
+            snapshot: false,
         }
     }
 
@@ -297,12 +300,46 @@ impl CloseRecord {
     pub(super) fn arm(&mut self) {
         self.armed = true;
     }
+
+    /// The state runs a crawl, which may write a long log: sled 0.34 writes its
+    /// snapshot (what an open starts from) only when it opens, after reading all
+    /// the log written since the last one, so the first open after a crawl of a
+    /// million pages took about 3 s. A clean close of such a state opens the
+    /// database once more, to advance the snapshot while the log is still in
+    /// the page cache, so that the next open reads only the snapshot.
+    pub(super) fn snapshot_at_close(&mut self) {
+        self.snapshot = true;
+    }
+}
+
+/// Opens and closes the database in `dir/db` so that sled advances its
+/// snapshot to the end of its log (see [`CloseRecord::snapshot_at_close`]). A
+/// failure only leaves the work to the next open.
+fn advance_snapshot(dir: &Path) {
+    let db_dir = dir.join("db");
+    crash::point("state.snapshot");
+    let opened = guard(&db_dir, || {
+        sled::Config::new()
+            .path(&db_dir)
+            .cache_capacity(1 << 20)
+            .open()
+            .map_err(|source| StoreError::Db {
+                path: db_dir.clone(),
+                source,
+            })
+    });
+    if let Err(error) = opened {
+        tracing::debug!(dir = %dir.display(), %error, "could not advance the database snapshot at close");
+    }
 }
 
 impl Drop for CloseRecord {
     fn drop(&mut self) {
         if !self.armed {
             return;
+        }
+        if self.snapshot {
+            advance_snapshot(&self.dir);
         }
         let written = (|| {
             let fingerprint = db_files_fingerprint(&self.dir)?;
