@@ -151,7 +151,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "state.snapshot",
-        before: "a crawl's clean close opens the database once more, so that sled writes its snapshot (the next open then reads only that, not the run's whole log)",
+        before: "the close of a crawl whose run did not fail opens the database once more, so that sled writes its snapshot (the next open then reads only that, not the run's whole log)",
     },
     Point {
         name: "state.close",

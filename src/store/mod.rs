@@ -405,7 +405,6 @@ impl State {
         };
         if options.begin_run {
             state.runs.begin(&state.db, state.items.len())?;
-            state.close.snapshot_at_close();
         }
         state.close.arm();
         Ok(state)

@@ -486,10 +486,17 @@ impl State {
     }
 
     /// Ends the current run: commits, records how it ended, and checkpoints.
+    /// A run that did not fail, once all of that succeeded, has sled advance
+    /// its snapshot at the close (see `repair`); a failed one (a full disk, an
+    /// I/O error) leaves the database to the next open's checks untouched.
     pub fn end_run(&mut self, outcome: RunOutcome) -> Result<(), StoreError> {
         self.commit()?;
         self.runs.end(&self.db, outcome)?;
-        self.checkpoint()
+        self.checkpoint()?;
+        if outcome != RunOutcome::Failed {
+            self.close.snapshot_at_close();
+        }
+        Ok(())
     }
 }
 

@@ -301,12 +301,14 @@ impl CloseRecord {
         self.armed = true;
     }
 
-    /// The state runs a crawl, which may write a long log: sled 0.34 writes its
-    /// snapshot (what an open starts from) only when it opens, after reading all
-    /// the log written since the last one, so the first open after a crawl of a
-    /// million pages took about 3 s. A clean close of such a state opens the
-    /// database once more, to advance the snapshot while the log is still in
-    /// the page cache, so that the next open reads only the snapshot.
+    /// A crawl's run ended without failing (it may have written a long log):
+    /// sled 0.34 writes its snapshot (what an open starts from) only when it
+    /// opens, after reading all the log written since the last one, so the
+    /// first open after a crawl of a million pages took about 3 s. The close
+    /// then opens the database once more, to advance the snapshot while the
+    /// log is still in the page cache, so that the next open reads only the
+    /// snapshot. Never after a failed run: a database that just failed (a full
+    /// disk) is left to the next open's checks (the trial open), as it was.
     pub(super) fn snapshot_at_close(&mut self) {
         self.snapshot = true;
     }
