@@ -319,6 +319,22 @@ impl CloseRecord {
 /// failure only leaves the work to the next open.
 fn advance_snapshot(dir: &Path) {
     let db_dir = dir.join("db");
+    // sled writes the snapshot as `snap.*.generating`, then renames it; one
+    // cut short by a full disk stays behind, and sled 0.34 reads it as its
+    // newest snapshot on the next open ("corrupted data"). So: only with room
+    // to spare, and whatever a failed attempt left is removed.
+    let snapshots: u64 = snapshot_files(&db_dir)
+        .iter()
+        .filter_map(|path| std::fs::metadata(path).ok())
+        .map(|meta| meta.len())
+        .sum();
+    let free = rustix::fs::statvfs(&db_dir)
+        .map(|fs| fs.f_bavail.saturating_mul(fs.f_frsize))
+        .unwrap_or(0);
+    if free < snapshots.saturating_mul(2) + (64 << 20) {
+        tracing::debug!(dir = %dir.display(), free, "too little room to advance the database snapshot at close");
+        return;
+    }
     crash::point("state.snapshot");
     let opened = guard(&db_dir, || {
         sled::Config::new()
@@ -332,7 +348,26 @@ fn advance_snapshot(dir: &Path) {
     });
     if let Err(error) = opened {
         tracing::debug!(dir = %dir.display(), %error, "could not advance the database snapshot at close");
+        for path in snapshot_files(&db_dir) {
+            if path.to_string_lossy().ends_with(".generating") {
+                crash::point("state.snapshot");
+                let _ = std::fs::remove_file(path);
+            }
+        }
     }
+}
+
+/// sled's snapshot files in `db_dir` (`snap.*`, finished or being written).
+fn snapshot_files(db_dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(db_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("snap."))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl Drop for CloseRecord {
