@@ -1,5 +1,5 @@
 //! Memory of checkpoints as the exact seen set grows: a state in a temp dir
-//! takes rounds of 2^20 new URLs (the journal size at which a checkpoint is due),
+//! takes rounds of 2^20 new URLs (four times the journal size at which a checkpoint is due),
 //! each followed by a checkpoint, so size-tiered merges of ever larger runs
 //! happen (after rounds 4, 8, 12, ...). After each checkpoint it prints the
 //! process's anonymous memory now (`RssAnon`) and its peak resident set
@@ -17,7 +17,7 @@ use anyhow::Context;
 use legcrawl::request::Request;
 use legcrawl::store::{OpenOptions, State};
 
-/// URLs per round: the journal size that makes a checkpoint due.
+/// URLs per round (a checkpoint is due after 2^18; each round ends with one).
 const ROUND: u64 = 1 << 20;
 
 fn status_kib(field: &str) -> anyhow::Result<u64> {

@@ -4,7 +4,7 @@
 //!   one ~300-byte item, with a commit (one sled `apply_batch` + flush) every 64 steps as the
 //!   engine does. The frontier grows by 19 requests per step (one leased, 20 added), all on
 //!   one host. A checkpoint runs whenever one is due, as in the engine; since one is due only
-//!   every 30 s or 2^20 fingerprints, one more is timed at the end and printed per step.
+//!   every 30 s or 2^18 fingerprints, one more is timed at the end and printed per step.
 //!   `complete_step/20_new_links_pipelined` commits as the engine does: a group is
 //!   sealed (its batch applied) on the bench thread when due, and flushed on a second
 //!   thread while the next group fills; the step waits only when `GROUP_MAX_PAGES`
@@ -387,7 +387,7 @@ fn report(name: &str, crawl: &Crawl, steps: u64, spent: StepTime) {
     );
 }
 
-/// Times one checkpoint of what the steps journaled (a checkpoint is due every 30 s or 2^20
+/// Times one checkpoint of what the steps journaled (a checkpoint is due every 30 s or 2^18
 /// fingerprints, so the criterion window rarely holds one) and prints it per step.
 fn report_checkpoint(state: &mut State, steps: u64) {
     let start = Instant::now();

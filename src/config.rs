@@ -86,7 +86,7 @@ pub struct CrawlConfig {
     pub bloom_hashes: Option<u8>,
     /// How often the seen set is checkpointed (Bloom bits synced, the journal
     /// sealed into the exact set and truncated), at most; default 30 s. A
-    /// checkpoint also starts after 2^20 journaled fingerprints. Shorter means
+    /// checkpoint also starts after 2^18 journaled fingerprints. Shorter means
     /// less journal to replay after a crash and more writes.
     pub checkpoint_every: Duration,
     /// The crawl file these settings were read from, for the state to remember

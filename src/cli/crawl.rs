@@ -139,7 +139,7 @@ pub struct CrawlArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_span)]
     max_duration: Option<Duration>,
     /// Checkpoint the seen set at least this often [default: 30s, or the crawl
-    /// file's `dedup.checkpoint`] (also after 2^20 new URLs).
+    /// file's `dedup.checkpoint`] (also after 2^18 new URLs).
     #[arg(long, value_name = "DURATION", value_parser = parse_span)]
     checkpoint_every: Option<Duration>,
     /// The database's page cache ("64MiB", "1GiB", bytes) [default: 64MiB, or the

@@ -10,6 +10,12 @@
 //! pages are ever not durable (a full pipeline waits for its flush), which is
 //! the bound invariant 3 of the brief counts per kill.
 //!
+//! A page with more than [`LINK_CHUNK`] links is not one group: its links are
+//! queued part by part, each part sealed and flushed while the next fills, and
+//! its completion comes with the last part, so no group (nor the seen set's
+//! overlay) holds a million requests; a checkpoint that falls behind is waited
+//! for, so the exact set's in-memory part stays bounded too.
+//!
 //! Checkpoints run off the loop too: when one is due after a flush, the state
 //! detaches it ([`State::start_checkpoint`](crate::store::State::start_checkpoint))
 //! and it runs on a blocking thread beside the flushes; its result is handed
@@ -20,7 +26,8 @@
 use tokio::task::JoinHandle;
 
 use super::{Crawl, EngineError};
-use crate::store::{Checkpointed, GROUP_MAX_PAGES, Receipt, StoreError};
+use crate::request::Request;
+use crate::store::{Checkpointed, GROUP_MAX_PAGES, LINK_CHUNK, Receipt, StoreError};
 
 /// The flush in flight, if any.
 pub(super) type Flushing = Option<JoinHandle<Result<Receipt, StoreError>>>;
@@ -36,6 +43,52 @@ impl Crawl<'_> {
         }
         if self.flushing.is_none() && self.state.group_due() {
             self.seal()?;
+        }
+        self.keep_up_with_checkpoint().await
+    }
+
+    /// Queues a page's links part by part when there are more than
+    /// [`LINK_CHUNK`]: every part but the last is queued into the open group,
+    /// which is then sealed and flushed while the next part fills it (so at most
+    /// two parts are in memory as groups). Returns the last part, with the
+    /// requests that bypass the seen set (queued earlier, a crash before the
+    /// page's completion would queue them twice): the page's completion queues
+    /// them. A crash between parts leaves the page queued, so it is fetched
+    /// again and its links already queued are found in the seen set.
+    pub(super) async fn queue_in_parts(
+        &mut self,
+        mut requests: Vec<Request>,
+    ) -> Result<Vec<Request>, EngineError> {
+        if requests.len() <= LINK_CHUNK {
+            return Ok(requests);
+        }
+        let mut last: Vec<Request> = requests.extract_if(.., |r| r.dont_filter).collect();
+        // Taken from the front as they are queued: each request's strings are
+        // freed once its part is in the group.
+        let mut rest = requests.into_iter();
+        let mut part = Vec::with_capacity(LINK_CHUNK);
+        while rest.len() > LINK_CHUNK {
+            part.clear();
+            part.extend(rest.by_ref().take(LINK_CHUNK));
+            self.state
+                .queue_links(&part, &self.config.fingerprint_headers)?;
+            self.finish_flush().await?;
+            self.seal()?;
+            self.keep_up_with_checkpoint().await?;
+        }
+        last.extend(rest);
+        Ok(last)
+    }
+
+    /// Waits for the running checkpoint when the fingerprints recorded since
+    /// it started reached their bound ([`State::checkpoint_behind`]), and
+    /// starts the next one if it is due.
+    ///
+    /// [`State::checkpoint_behind`]: crate::store::State::checkpoint_behind
+    async fn keep_up_with_checkpoint(&mut self) -> Result<(), EngineError> {
+        if self.checkpointing.is_some() && self.state.checkpoint_behind() {
+            self.finish_checkpoint().await?;
+            self.maybe_checkpoint()?;
         }
         Ok(())
     }

@@ -5,7 +5,9 @@
 //! allows — spawns a task per request ([`page::process`]: robots.txt, fetch, then
 //! legs; a panic there comes back as a failed page, see `task`), and completes
 //! each result into the open group, committing a group
-//! every 64 pages or 20 ms (or at once when nothing else can be leased). New
+//! every 64 pages or 20 ms (or at once when nothing else can be leased); a
+//! page with more than [`crate::store::LINK_CHUNK`] links has them queued part
+//! by part, a group each, ahead of its completion (see `flush`). New
 //! requests pass the [`scope::Scope`] and then the seen set — dedup happens only
 //! here, never in legs. Credentials (`user:pass@`) are stripped from every seed,
 //! link and redirect target before that, so no stored URL holds them. A host
@@ -473,7 +475,7 @@ impl<'a> Crawl<'a> {
                     self.checkpointing = None;
                     self.checkpoint_joined(joined)?;
                 }
-                Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
+                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
                 () = tokio::time::sleep_until(wake.into()) => {}
                 _ = tick.tick() => self.progress.update(self.state),
             }
@@ -571,7 +573,7 @@ impl<'a> Crawl<'a> {
             || self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
-    fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
+    async fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
         self.fetching -= 1;
         self.politeness.finished(lease.host_id);
         if let Some(host) = self.state.host_name(lease.host_id).map(str::to_owned) {
@@ -615,6 +617,11 @@ impl<'a> Crawl<'a> {
         let redirect = seen
             .as_ref()
             .is_some_and(|seen| (300..400).contains(&seen.status));
+        self.accept(&mut requests, redirect, &mut counters)?;
+        // A page with many links queues all but the last part of them in
+        // groups of their own first; its record, items and completion come
+        // with the last part.
+        let requests = self.queue_in_parts(requests).await?;
         let end = revisits::PageEnd {
             seen,
             prior,
@@ -625,25 +632,9 @@ impl<'a> Crawl<'a> {
         if parked {
             counters.push(("robots/host_parked", 1));
         }
-        let mut accepted = Vec::with_capacity(requests.len());
-        for mut request in requests {
-            // A link or redirect target with `user:pass@` is queued without it.
-            if let Cow::Owned(url) = crate::canon::strip_credentials(&request.url) {
-                counters.push(("url/credentials_stripped", 1));
-                request.url = url;
-            }
-            if redirect && request.dont_filter && self.fetched_this_cycle(&request)? {
-                counters.push(("redirect/already_queued", 1));
-                continue;
-            }
-            match self.scope.check(&request) {
-                Ok(()) => accepted.push(request),
-                Err(rejected) => counters.push((rejected.counter(), 1)),
-            }
-        }
         let completion = Completion {
             lease,
-            requests: accepted,
+            requests,
             items,
             counters,
         };
@@ -652,6 +643,52 @@ impl<'a> Crawl<'a> {
         // In the same open group as the completion.
         self.archive(&archived)?;
         Ok(())
+    }
+
+    /// Keeps the requests the crawl may queue (in place: a page's links can be
+    /// a million): credentials stripped, a redirect to a page fetched in this
+    /// cycle dropped, and the scope checked; counts what it drops.
+    fn accept(
+        &self,
+        requests: &mut Vec<crate::request::Request>,
+        redirect: bool,
+        counters: &mut Vec<(&'static str, u64)>,
+    ) -> Result<(), EngineError> {
+        let mut failed = None;
+        requests.retain_mut(|request| {
+            if failed.is_some() {
+                return false;
+            }
+            // A link or redirect target with `user:pass@` is queued without it.
+            if let Cow::Owned(url) = crate::canon::strip_credentials(&request.url) {
+                counters.push(("url/credentials_stripped", 1));
+                request.url = url;
+            }
+            if redirect && request.dont_filter {
+                match self.fetched_this_cycle(request) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        counters.push(("redirect/already_queued", 1));
+                        return false;
+                    }
+                    Err(error) => {
+                        failed = Some(error);
+                        return false;
+                    }
+                }
+            }
+            match self.scope.check(request) {
+                Ok(()) => true,
+                Err(rejected) => {
+                    counters.push((rejected.counter(), 1));
+                    false
+                }
+            }
+        });
+        match failed {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 
     /// The first Ctrl-C: no more leases; let in-flight work finish for the grace
@@ -664,7 +701,7 @@ impl<'a> Crawl<'a> {
         let deadline = Instant::now() + self.config.shutdown_grace;
         while self.fetching > 0 {
             tokio::select! {
-                Some((lease, result)) = self.results.recv() => self.complete(lease, result)?,
+                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
                 () = tokio::time::sleep_until(deadline.into()) => break,
             }
         }

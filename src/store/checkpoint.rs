@@ -33,7 +33,7 @@ use crate::fingerprint::Fingerprint;
 type RunIndex = Vec<(u64, u64)>;
 
 /// Chunk records written per batch while sealing or merging.
-const CHUNKS_PER_BATCH: usize = 64;
+const CHUNKS_PER_BATCH: usize = 16;
 
 /// One checkpoint's work, detached from the state (see the module doc).
 #[must_use = "a checkpoint does nothing until it runs and its result reaches State::checkpointed"]
@@ -365,6 +365,15 @@ impl State {
     /// checkpoint and the last one is older than the checkpoint interval.
     pub fn checkpoint_due(&self) -> bool {
         self.seen.checkpoint_due()
+    }
+
+    /// True when a checkpoint runs and the fingerprints recorded since it
+    /// started reached [`super::CHECKPOINT_MAX_JOURNALED`]: wait for it (and
+    /// start the next) before adding more, so the exact set's in-memory part
+    /// stays bounded.
+    pub fn checkpoint_behind(&self) -> bool {
+        self.seen.checkpointing
+            && self.seen.exact.recent.len() as u64 >= super::CHECKPOINT_MAX_JOURNALED
     }
 
     /// Detaches a checkpoint of everything durable so far, to run on any thread;

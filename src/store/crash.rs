@@ -82,6 +82,10 @@ pub const POINTS: &[Point] = &[
         before: "the WARC file is synced, on the flush thread, before the batch holding its mark is applied",
     },
     Point {
+        name: "links.chunk",
+        before: "a part of a page's links (not its last) is queued in the open group; the parts before it are sealed or durable, the page's completion is not (only a page with more than LINK_CHUNK links reaches it)",
+    },
+    Point {
         name: "group.apply",
         before: "a sealed group's batch (queue, items, journal, page records, robots, blocked, counters) is applied",
     },
@@ -146,6 +150,10 @@ pub const POINTS: &[Point] = &[
         before: "status.json is removed at the end of a crawl",
     },
     Point {
+        name: "state.snapshot",
+        before: "the close of a crawl whose run did not fail opens the database once more, so that sled writes its snapshot (the next open then reads only that, not the run's whole log)",
+    },
+    Point {
         name: "state.close",
         before: "a clean close records what the database files look like (in `durable`)",
     },
@@ -167,6 +175,12 @@ pub const POINTS: &[Point] = &[
 /// suite's crawls never do (the damage tests crash at them instead).
 pub fn repair_only(name: &str) -> bool {
     name.starts_with("repair.")
+}
+
+/// Points only a page with more than [`super::LINK_CHUNK`] links reaches: the
+/// crash-point suite's site has none (`tests/it/dense.rs` crashes at them).
+pub fn dense_page_only(name: &str) -> bool {
+    name == "links.chunk"
 }
 
 /// The environment variable naming a point and a hit count.

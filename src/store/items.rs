@@ -1,14 +1,20 @@
 //! The items table: item records (`i`), numbered in the order they were stored,
 //! and the watermarks of `--output` files (`o`).
 //!
-//! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`]) keyed by
-//! the sequence number of its first item: a version byte, then each item
-//! length-prefixed. Items below the durable mark may be streamed to `--output`;
+//! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`] of items)
+//! keyed by the sequence number of its first item: a version byte, then each
+//! item length-prefixed — raw-deflated ([`keys::ITEM_RECORD_DEFLATED`], what is
+//! written now) or as it is ([`keys::ITEM_RECORD_VERSION`], still read). Items below the durable mark may be streamed to `--output`;
 //! a sealed group's items are in the database as soon as its batch is applied,
 //! but are not streamed before its receipt. An output file's watermark is the
 //! item that was next when the file was first used (written and synced at
 //! once, crash point `output.watermark`). Depends on `table`, `keys` and
 //! [`crate::item`].
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use flate2::{Compress, Compression, FlushCompress, Status};
 
 use super::table::{Batch, Db};
 use super::{StoreError, crash, keys};
@@ -27,8 +33,10 @@ pub(super) struct Items {
     appended: bool,
     /// First item sequence number of the record being filled.
     record_first: Option<u64>,
-    /// The record being filled.
+    /// The record being filled (its items as they are, without a version byte).
     record: Vec<u8>,
+    /// The deflate state, reused from record to record.
+    compress: Option<Compress>,
 }
 
 impl Items {
@@ -42,7 +50,7 @@ impl Items {
                 let first = keys::u64_after_prefix(&key)
                     .ok_or_else(|| db.corrupt("item", &key, "short key"))?;
                 let mut count = 0;
-                for entry in entries(db, &key, &value)? {
+                for entry in keys::length_prefixed(&record_body(db, &key, &value)?) {
                     entry.map_err(|reason| db.corrupt("item", &key, reason))?;
                     count += 1;
                 }
@@ -75,7 +83,6 @@ impl Items {
             self.next += 1;
             if self.record_first.is_none() {
                 self.record_first = Some(seq);
-                self.record.push(keys::ITEM_RECORD_VERSION);
             }
             let bytes = item::encode(item);
             self.record
@@ -90,10 +97,14 @@ impl Items {
     /// Puts the record being filled into the batch; the next item starts one.
     fn close_record(&mut self, batch: &mut Batch) {
         if let Some(first) = self.record_first.take() {
+            let compress = self
+                .compress
+                .get_or_insert_with(|| Compress::new(Compression::fast(), false));
             batch.put(
                 keys::with_u64(keys::ITEM, first),
-                std::mem::take(&mut self.record),
+                deflated(compress, &self.record),
             );
+            self.record.clear();
         }
     }
 
@@ -148,7 +159,8 @@ impl Items {
             let (key, value) = entry?;
             let first = keys::u64_after_prefix(&key)
                 .ok_or_else(|| db.corrupt("item", &key, "short key"))?;
-            for (seq, entry) in (first..).zip(entries(db, &key, &value)?) {
+            let body = record_body(db, &key, &value)?;
+            for (seq, entry) in (first..).zip(keys::length_prefixed(&body)) {
                 let bytes = entry.map_err(|reason| db.corrupt("item", &key, reason))?;
                 if seq < from {
                     continue;
@@ -187,14 +199,82 @@ impl Items {
     }
 }
 
-/// The entries of an item record, its version checked.
-pub(super) fn entries<'v>(
+/// An item record's value: [`keys::ITEM_RECORD_DEFLATED`], then `body`
+/// raw-deflated by `compress` (reset first).
+fn deflated(compress: &mut Compress, body: &[u8]) -> Vec<u8> {
+    compress.reset();
+    let mut out = Vec::with_capacity(1 + body.len() / 2 + 64);
+    out.push(keys::ITEM_RECORD_DEFLATED);
+    loop {
+        let read = compress.total_in() as usize;
+        let input = body.get(read..).unwrap_or_default();
+        if out.capacity() - out.len() < 64 {
+            out.reserve(out.len().max(64));
+        }
+        match compress.compress_vec(input, &mut out, FlushCompress::Finish) {
+            Ok(Status::StreamEnd) => return out,
+            Ok(_) => {}
+            // Deflating into memory fails only on a misuse of the stream.
+            Err(error) => unreachable!("deflating an item record failed: {error}"),
+        }
+    }
+}
+
+/// The items of an item record (length-prefixed), its version checked and,
+/// for a deflated record, inflated.
+pub(super) fn record_body<'v>(
     db: &Db,
     key: &[u8],
     value: &'v [u8],
-) -> Result<impl Iterator<Item = Result<&'v [u8], &'static str>> + 'v, StoreError> {
+) -> Result<Cow<'v, [u8]>, StoreError> {
     match value.split_first() {
-        Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(keys::length_prefixed(rest)),
+        Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(Cow::Borrowed(rest)),
+        Some((&keys::ITEM_RECORD_DEFLATED, rest)) => inflate(rest)
+            .map(Cow::Owned)
+            .map_err(|e| db.corrupt("item", key, &format!("cannot inflate: {e}"))),
         _ => Err(db.corrupt("item", key, "unknown item record version")),
+    }
+}
+
+/// A raw-deflated body, inflated.
+pub(super) fn inflate(deflated: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::with_capacity(deflated.len() * 4);
+    flate2::read::DeflateDecoder::new(deflated).read_to_end(&mut body)?;
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deflated_records_inflate_to_their_body_with_a_reused_compressor() {
+        let mut compress = Compress::new(Compression::fast(), false);
+        for n in [0usize, 1, 100, 70_000] {
+            let body: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+            let value = deflated(&mut compress, &body);
+            assert_eq!(value[0], keys::ITEM_RECORD_DEFLATED);
+            assert_eq!(inflate(&value[1..]).expect("inflates"), body);
+        }
+    }
+
+    #[test]
+    fn both_record_versions_read_and_others_are_errors() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let tree = sled::Config::new().temporary(true).open().expect("sled");
+        let db = Db::new(tree, dir.path());
+        let mut body = Vec::new();
+        body.extend_from_slice(&3u32.to_be_bytes());
+        body.extend_from_slice(b"abc");
+        let plain = [&[keys::ITEM_RECORD_VERSION][..], &body].concat();
+        let mut compress = Compress::new(Compression::fast(), false);
+        let packed = deflated(&mut compress, &body);
+        for value in [plain, packed] {
+            let read = record_body(&db, b"i", &value).expect("readable");
+            let items: Vec<_> = keys::length_prefixed(&read).collect();
+            assert_eq!(items, [Ok(&b"abc"[..])]);
+        }
+        assert!(record_body(&db, b"i", &[9, 1, 2]).is_err());
+        assert!(record_body(&db, b"i", &[keys::ITEM_RECORD_DEFLATED, 0xff, 0xff]).is_err());
     }
 }

@@ -41,7 +41,11 @@
 //!   the page's items, the new requests and their fingerprints in one sled batch.
 //!   Completions are grouped: a group is one batch ([`State::seal`]) applied and
 //!   made durable by one flush ([`Flush`]), which the engine runs on another
-//!   thread while the next group fills; only its [`Receipt`] makes it count.
+//!   thread while the next group fills; only its [`Receipt`] makes it count. A
+//!   page with more than [`LINK_CHUNK`] links has the rest queued ahead, part by
+//!   part in groups of their own ([`State::queue_links`], crash point
+//!   `links.chunk`); the completion, which comes last, is still atomic, and a
+//!   crash before it leaves the page queued, so nothing a part queued is lost.
 //! - **Leases live in memory.** A leased request stays in the queue tree until its
 //!   completion is durable, so a process that dies leaves every unfinished request
 //!   queued: nothing has to be "returned" on open.
@@ -117,8 +121,21 @@ pub const GROUP_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(
 /// A checkpoint (msync of the Bloom map, journal truncated) is due after this long...
 pub const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 /// ...or after this many journaled fingerprints, whichever comes first; this bounds
-/// both the journal's size and the replay work of an open after a crash.
-pub const CHECKPOINT_MAX_JOURNALED: u64 = 1 << 20;
+/// the journal's size, the replay work of an open after a crash, and the exact
+/// set's in-memory part: the fingerprints recorded since the last checkpoint
+/// (`recent`, 2^18 × 20 bytes in a hash set of 2^19 slots, about 11 MiB) and
+/// those a running checkpoint seals (as many again, plus their sorted copy).
+/// While a checkpoint runs, `recent` may pass this bound by at most one group;
+/// then [`State::checkpoint_behind`] tells the engine to wait for it.
+pub const CHECKPOINT_MAX_JOURNALED: u64 = 1 << 18;
+/// A page's links are queued at most this many per commit group: a page with
+/// more is queued part by part ([`State::queue_links`]), each part in a group of
+/// its own, and completed with its last part. So no group holds more than this
+/// many of one page's new requests (queue records, journal entry, overlay), and
+/// a crash between parts loses nothing: the page is not complete, so it is
+/// fetched again, and the links of the parts already durable are found in the
+/// seen set (and queued) while the rest are queued then.
+pub const LINK_CHUNK: usize = 4096;
 
 /// Errors of the state. Every variant names the directory or record concerned.
 #[derive(Debug, thiserror::Error)]

@@ -117,18 +117,7 @@ impl State {
             items,
             counters,
         } = completion;
-        let fps: Vec<Fingerprint> = requests
-            .iter()
-            .map(|r| fingerprint::fingerprint(r, fingerprint_headers))
-            .collect();
-        self.seen.warm(&fps);
-        let mut tally = Tally::default();
-        let enqueued = requests
-            .iter()
-            .zip(fps)
-            .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
-        self.add_tally(&tally);
-        enqueued?;
+        self.enqueue_all(&requests, fingerprint_headers)?;
         self.items.append(&mut self.group.batch, &items);
         self.runs.count("items/stored", items.len() as u64);
         self.runs.count("pages/completed", 1);
@@ -140,6 +129,40 @@ impl State {
         self.group.pages += 1;
         self.opened();
         Ok(())
+    }
+
+    /// Queues a part of a page's links in the open group, ahead of the page's
+    /// completion, which comes with its last part (see [`super::LINK_CHUNK`]):
+    /// a caller commits the group after each part, so a page with a million
+    /// links never holds them all in one group. Crash point `links.chunk`.
+    pub fn queue_links(
+        &mut self,
+        requests: &[Request],
+        fingerprint_headers: &[String],
+    ) -> Result<(), StoreError> {
+        crash::point("links.chunk");
+        self.enqueue_all(requests, fingerprint_headers)
+    }
+
+    /// Dedups and queues `requests` in the open group: their fingerprints first,
+    /// with their Bloom probes loaded in one pass, then one by one.
+    fn enqueue_all(
+        &mut self,
+        requests: &[Request],
+        fingerprint_headers: &[String],
+    ) -> Result<(), StoreError> {
+        let fps: Vec<Fingerprint> = requests
+            .iter()
+            .map(|r| fingerprint::fingerprint(r, fingerprint_headers))
+            .collect();
+        self.seen.warm(&fps);
+        let mut tally = Tally::default();
+        let enqueued = requests
+            .iter()
+            .zip(fps)
+            .try_for_each(|(r, fp)| self.enqueue_counted(r, fp, &mut tally).map(drop));
+        self.add_tally(&tally);
+        enqueued
     }
 
     /// Starts the open group's age (see [`State::group_due`]).
@@ -463,10 +486,17 @@ impl State {
     }
 
     /// Ends the current run: commits, records how it ended, and checkpoints.
+    /// A run that did not fail, once all of that succeeded, has sled advance
+    /// its snapshot at the close (see `repair`); a failed one (a full disk, an
+    /// I/O error) leaves the database to the next open's checks untouched.
     pub fn end_run(&mut self, outcome: RunOutcome) -> Result<(), StoreError> {
         self.commit()?;
         self.runs.end(&self.db, outcome)?;
-        self.checkpoint()
+        self.checkpoint()?;
+        if outcome != RunOutcome::Failed {
+            self.close.snapshot_at_close();
+        }
+        Ok(())
     }
 }
 

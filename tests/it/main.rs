@@ -8,6 +8,7 @@ mod crash_points;
 mod crash_store;
 mod crawl;
 mod damage;
+mod dense;
 mod examples;
 mod export;
 mod fetch;
