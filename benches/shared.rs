@@ -25,10 +25,25 @@
 //! `dump --shared summary` showing one item per page; the table shows the
 //! median over the runs and each run's pages/s.
 //!
-//! Run: `cargo bench --bench shared` (about three minutes). Environment:
+//! scrapy-redis (opt-in, `SHARED_BENCH_SCRAPY=/path/to/venv/bin/scrapy`): the
+//! same site and the same Redis, in the same run, crawled by N processes of the
+//! spider in `benches/scrapy_redis/` (a `RedisSpider` seeded through the Redis
+//! list `bench:start_urls`, scrapy-redis's scheduler, dupefilter and item
+//! pipeline; the scenario's per-host concurrency, delay and concurrency as
+//! Scrapy settings, which hold per process). A scrapy-redis worker has no
+//! crawl-wide notion of done: it stops once idle for
+//! `MAX_IDLE_TIME_BEFORE_CLOSE` seconds, polled by Scrapy every 5 s. So two
+//! figures: pages/s to the last process's exit (as legcrawl's) and to the last
+//! page the site served. Each run must end with every page fetched exactly once
+//! and one item per page in `bench:items`. Without the variable the bench says
+//! the comparison was skipped.
+//!
+//! Run: `cargo bench --bench shared` (about three minutes, 17 with scrapy-redis). Environment:
 //! `SHARED_BENCH_RUNS` (default 3), `SHARED_BENCH_POLITE_PAGES` (default 1600),
 //! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_ONLY` (`polite` or
-//! `redis`).
+//! `redis`), `SHARED_BENCH_SCRAPY` (see above), `SHARED_BENCH_SCRAPY_SET`
+//! (more Scrapy settings for it, `NAME=VALUE` separated by spaces, e.g.
+//! `SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue`).
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -77,6 +92,8 @@ struct Scenario {
     pages: usize,
     latency: Duration,
     options: &'static [&'static str],
+    /// The same options as Scrapy settings (`-s NAME=VALUE`).
+    scrapy: &'static [&'static str],
 }
 
 /// The site over `hosts` loopback hosts: page `i` on host `i % hosts`, linking
@@ -86,6 +103,9 @@ struct Site {
     /// `IP:PORT` per host.
     authorities: Vec<String>,
     requests: Arc<AtomicU64>,
+    /// When the last page (not `robots.txt`) was answered, in ns since `epoch`.
+    last: Arc<AtomicU64>,
+    epoch: Instant,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -144,6 +164,8 @@ impl Site {
             .collect::<Result<_, _>>()?;
         let bodies = Arc::new(bodies(scenario.pages, &authorities));
         let requests = Arc::new(AtomicU64::new(0));
+        let last = Arc::new(AtomicU64::new(0));
+        let epoch = Instant::now();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -152,6 +174,7 @@ impl Site {
         let (stop, stopped) = oneshot::channel::<()>();
         let latency = scenario.latency;
         let counter = Arc::clone(&requests);
+        let answered = Arc::clone(&last);
         let thread = std::thread::Builder::new()
             .name("bench-site".into())
             .spawn(move || {
@@ -159,7 +182,10 @@ impl Site {
                     for (h, listener) in listeners.into_iter().enumerate() {
                         let bodies = Arc::clone(&bodies);
                         let counter = Arc::clone(&counter);
-                        tokio::spawn(accept_loop(listener, h, bodies, counter, latency));
+                        let answered = Arc::clone(&answered);
+                        tokio::spawn(accept_loop(
+                            listener, h, bodies, counter, answered, epoch, latency,
+                        ));
                     }
                     let _ = stopped.await;
                 });
@@ -168,6 +194,8 @@ impl Site {
         Ok(Site {
             authorities,
             requests,
+            last,
+            epoch,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -206,6 +234,8 @@ async fn accept_loop(
     host: usize,
     bodies: Arc<Bodies>,
     requests: Arc<AtomicU64>,
+    last: Arc<AtomicU64>,
+    epoch: Instant,
     latency: Duration,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
@@ -215,10 +245,12 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let bodies = Arc::clone(&bodies);
         let requests = Arc::clone(&requests);
+        let last = Arc::clone(&last);
         tokio::spawn(async move {
             let service = service_fn(move |request: http::Request<Incoming>| {
                 let bodies = Arc::clone(&bodies);
                 let requests = Arc::clone(&requests);
+                let last = Arc::clone(&last);
                 async move {
                     let path = request.uri().path().to_owned();
                     if path != "/robots.txt" {
@@ -236,6 +268,10 @@ async fn accept_loop(
                         ),
                         None => (404, Bytes::from_static(b"not found"), "text/plain"),
                     };
+                    if path != "/robots.txt" {
+                        let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                        last.fetch_max(now, Ordering::Relaxed);
+                    }
                     let response = http::Response::builder()
                         .status(status)
                         .header("Content-Type", kind)
@@ -260,6 +296,31 @@ impl Drop for Workers {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+impl Workers {
+    /// Waits for every worker to exit 0 (its log shown if not), at most
+    /// [`RUN_LIMIT`] from `started`; the rest are killed on failure (drop).
+    fn wait(&mut self, logs: &std::path::Path, started: Instant) -> anyhow::Result<()> {
+        for (w, child) in self.0.iter_mut().enumerate() {
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    let log = std::fs::read_to_string(logs.join(format!("{w}.log")));
+                    ensure!(
+                        status.success(),
+                        "worker {w} ended {status}: {}",
+                        log.unwrap_or_default()
+                    );
+                    break;
+                }
+                if started.elapsed() > RUN_LIMIT {
+                    bail!("the crawl took more than {RUN_LIMIT:?}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -300,23 +361,7 @@ fn measure(
             .with_context(|| format!("spawn {exe}"))?;
         running.0.push(child);
     }
-    for (w, child) in running.0.iter_mut().enumerate() {
-        loop {
-            if let Some(status) = child.try_wait()? {
-                let log = std::fs::read_to_string(logs.path().join(format!("{w}.log")));
-                ensure!(
-                    status.success(),
-                    "worker {w} ended {status}: {}",
-                    log.unwrap_or_default()
-                );
-                break;
-            }
-            if started.elapsed() > RUN_LIMIT {
-                bail!("the crawl took more than {RUN_LIMIT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+    running.wait(logs.path(), started)?;
     let wall = started.elapsed();
     let expected = scenario.pages + scenario.hosts;
     let fetched = site.requests.load(Ordering::Relaxed);
@@ -339,6 +384,151 @@ fn measure(
         "summary after the crawl: {summary}"
     );
     Ok(expected as f64 / wall.as_secs_f64())
+}
+
+/// The scrapy-redis column: the `scrapy` command of a virtualenv with Scrapy
+/// and scrapy-redis, and the folder of the spider and its settings.
+struct Scrapy {
+    exe: String,
+    dir: std::path::PathBuf,
+    /// `SHARED_BENCH_SCRAPY_SET`: more `NAME=VALUE` settings, space-separated.
+    extra: Vec<String>,
+}
+
+impl Scrapy {
+    /// `SHARED_BENCH_SCRAPY`, or why the comparison is skipped.
+    fn from_env() -> Result<Scrapy, String> {
+        let Ok(exe) = std::env::var("SHARED_BENCH_SCRAPY") else {
+            return Err(
+                "SHARED_BENCH_SCRAPY is not set (the `scrapy` of a virtualenv \
+                        with Scrapy and scrapy-redis, see the README)"
+                    .into(),
+            );
+        };
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/scrapy_redis");
+        let version = Command::new(&exe)
+            .arg("version")
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("SHARED_BENCH_SCRAPY={exe}: {e}"))?;
+        if !version.status.success() {
+            return Err(format!(
+                "`{exe} version` failed: {}",
+                String::from_utf8_lossy(&version.stderr)
+            ));
+        }
+        let python = std::path::Path::new(&exe).with_file_name("python");
+        let redis = Command::new(python)
+            .args(["-c", "import scrapy_redis; print(scrapy_redis.__version__)"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("the virtualenv's python: {e}"))?;
+        if !redis.status.success() {
+            return Err(format!(
+                "scrapy-redis is not importable beside {exe}: {}",
+                String::from_utf8_lossy(&redis.stderr)
+            ));
+        }
+        println!(
+            "scrapy-redis: {exe} ({}, scrapy-redis {})",
+            String::from_utf8_lossy(&version.stdout).trim(),
+            String::from_utf8_lossy(&redis.stdout).trim()
+        );
+        let extra: Vec<String> = std::env::var("SHARED_BENCH_SCRAPY_SET")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if !extra.is_empty() {
+            println!("scrapy-redis settings added: {}", extra.join(" "));
+        }
+        Ok(Scrapy { exe, dir, extra })
+    }
+
+    /// One crawl of `scenario` by `workers` scrapy-redis processes: pages/s to
+    /// the last exit and to the last page served.
+    fn measure(
+        &self,
+        redis: &redis::RedisServer,
+        scenario: &Scenario,
+        workers: usize,
+    ) -> anyhow::Result<(f64, f64)> {
+        ensure!(
+            redis.command(&["FLUSHALL"])? == redis::Resp::Simple("OK".into()),
+            "FLUSHALL failed"
+        );
+        let site = Site::start(scenario)?;
+        let mut push = vec!["RPUSH".to_owned(), "bench:start_urls".to_owned()];
+        push.extend(
+            site.authorities
+                .iter()
+                .map(|a| format!("{{\"url\": \"http://{a}/\"}}")),
+        );
+        let push: Vec<&str> = push.iter().map(String::as_str).collect();
+        ensure!(
+            matches!(redis.command(&push)?, redis::Resp::Int(n) if n == scenario.hosts as i64),
+            "RPUSH of the seeds failed"
+        );
+        let hosts: Vec<&str> = site
+            .authorities
+            .iter()
+            .map(|a| a.rsplit_once(':').map_or(a.as_str(), |p| p.0))
+            .collect();
+        let mut args: Vec<String> = vec![
+            "runspider".into(),
+            "spider.py".into(),
+            "-a".into(),
+            format!("hosts={}", hosts.join(",")),
+            "-s".into(),
+            format!("REDIS_URL={}", redis.url()),
+        ];
+        for setting in scenario
+            .scrapy
+            .iter()
+            .copied()
+            .chain(self.extra.iter().map(String::as_str))
+        {
+            args.extend(["-s".to_owned(), setting.to_owned()]);
+        }
+        let logs = tempfile::tempdir()?;
+        let started = Instant::now();
+        let mut running = Workers(Vec::new());
+        for w in 0..workers {
+            let log = std::fs::File::create(logs.path().join(format!("{w}.log")))?;
+            let child = Command::new(&self.exe)
+                .args(&args)
+                .current_dir(&self.dir)
+                .env("SCRAPY_SETTINGS_MODULE", "settings")
+                .env("PYTHONPATH", &self.dir)
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .with_context(|| format!("spawn {}", self.exe))?;
+            running.0.push(child);
+        }
+        running.wait(logs.path(), started)?;
+        let wall = started.elapsed();
+        let expected = scenario.pages + scenario.hosts;
+        let fetched = site.requests.load(Ordering::Relaxed);
+        ensure!(
+            fetched == expected as u64,
+            "scrapy-redis: {fetched} page requests for {expected} pages"
+        );
+        let items = redis.command(&["LLEN", "bench:items"])?;
+        ensure!(
+            items == redis::Resp::Int(expected as i64),
+            "scrapy-redis: {items:?} items for {expected} pages"
+        );
+        let last = site.epoch + Duration::from_nanos(site.last.load(Ordering::Relaxed));
+        let to_last = last.saturating_duration_since(started);
+        Ok((
+            expected as f64 / wall.as_secs_f64(),
+            expected as f64 / to_last.as_secs_f64(),
+        ))
+    }
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -366,6 +556,11 @@ fn main() -> anyhow::Result<()> {
             pages: env_usize("SHARED_BENCH_POLITE_PAGES", 1600)?,
             latency: Duration::from_millis(POLITE_LATENCY_MS),
             options: &["--per-host", "1", "--delay", "0.05", "--concurrency", "8"],
+            scrapy: &[
+                "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+                "DOWNLOAD_DELAY=0.05",
+                "CONCURRENT_REQUESTS=8",
+            ],
         },
         Scenario {
             name: "redis",
@@ -373,12 +568,24 @@ fn main() -> anyhow::Result<()> {
             pages: env_usize("SHARED_BENCH_REDIS_PAGES", 6000)?,
             latency: Duration::ZERO,
             options: &["--per-host", "64", "--delay", "0", "--concurrency", "32"],
+            scrapy: &[
+                "CONCURRENT_REQUESTS_PER_DOMAIN=64",
+                "DOWNLOAD_DELAY=0",
+                "CONCURRENT_REQUESTS=32",
+            ],
         },
     ];
     let Some(redis) = redis::RedisServer::start("benches/shared") else {
         bail!("redis-server not found: `apt-get install redis-server`");
     };
     println!("legcrawl: {exe}; redis-server on port {}", redis.port());
+    let scrapy = match Scrapy::from_env() {
+        Ok(scrapy) => Some(scrapy),
+        Err(why) => {
+            println!("scrapy-redis comparison skipped: {why}");
+            None
+        }
+    };
     println!(
         "{:<8} {:>5} {:>7} {:>7} {:>10}  runs (pages/s)",
         "site", "hosts", "pages", "workers", "pages/s"
@@ -386,10 +593,20 @@ fn main() -> anyhow::Result<()> {
     for scenario in scenarios.iter().filter(|s| s.name.contains(&only)) {
         for workers in WORKERS {
             let mut rates = Vec::new();
+            let mut scrapy_exit = Vec::new();
+            let mut scrapy_last = Vec::new();
             for _ in 0..runs {
                 rates.push(measure(exe, &redis, scenario, workers)?);
+                if let Some(scrapy) = &scrapy {
+                    let (exit, last) = scrapy.measure(&redis, scenario, workers)?;
+                    scrapy_exit.push(exit);
+                    scrapy_last.push(last);
+                }
             }
-            let each: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+            let each = |rates: &[f64]| {
+                let each: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+                each.join(" ")
+            };
             println!(
                 "{:<8} {:>5} {:>7} {:>7} {:>10.0}  {}",
                 scenario.name,
@@ -397,8 +614,28 @@ fn main() -> anyhow::Result<()> {
                 scenario.pages + scenario.hosts,
                 workers,
                 median(&rates),
-                each.join(" ")
+                each(&rates)
             );
+            if scrapy.is_some() {
+                println!(
+                    "{:<8} {:>5} {:>7} {:>7} {:>10.0}  {}  (scrapy-redis, to the last exit)",
+                    "",
+                    "",
+                    "",
+                    "",
+                    median(&scrapy_exit),
+                    each(&scrapy_exit)
+                );
+                println!(
+                    "{:<8} {:>5} {:>7} {:>7} {:>10.0}  {}  (scrapy-redis, to the last page served)",
+                    "",
+                    "",
+                    "",
+                    "",
+                    median(&scrapy_last),
+                    each(&scrapy_last)
+                );
+            }
         }
     }
     Ok(())
