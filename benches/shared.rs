@@ -344,31 +344,12 @@ fn measure(
         "--name".into(),
         "bench".into(),
     ]);
-    // Each worker's stderr (its run summary) goes to a file, shown if it fails.
-    let logs = tempfile::tempdir()?;
-    let started = Instant::now();
-    let mut running = Workers(Vec::new());
-    for w in 0..workers {
-        let log = std::fs::File::create(logs.path().join(format!("{w}.log")))?;
-        let child = Command::new(exe)
-            .arg("crawl")
-            .args(&args)
-            .env("RUST_LOG", "error")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("spawn {exe}"))?;
-        running.0.push(child);
-    }
-    running.wait(logs.path(), started)?;
-    let wall = started.elapsed();
+    let (_, wall) = crawl_with(workers, &site, scenario, "legcrawl", || {
+        let mut cmd = Command::new(exe);
+        cmd.arg("crawl").args(&args).env("RUST_LOG", "error");
+        cmd
+    })?;
     let expected = scenario.pages + scenario.hosts;
-    let fetched = site.requests.load(Ordering::Relaxed);
-    ensure!(
-        fetched == expected as u64,
-        "{fetched} page requests for {expected} pages"
-    );
     let out = Command::new(exe)
         .args(["dump", "--shared", &redis.url(), "--name", "bench"])
         .args(["summary", "--json"])
@@ -384,6 +365,41 @@ fn measure(
         "summary after the crawl: {summary}"
     );
     Ok(expected as f64 / wall.as_secs_f64())
+}
+
+/// Starts `workers` processes of `command` on `site` (each one's stderr to a
+/// file, shown if it fails), waits for all, and checks the site served each
+/// page exactly once. Returns when they started and the wall time to the last
+/// exit.
+fn crawl_with(
+    workers: usize,
+    site: &Site,
+    scenario: &Scenario,
+    who: &str,
+    command: impl Fn() -> Command,
+) -> anyhow::Result<(Instant, Duration)> {
+    let logs = tempfile::tempdir()?;
+    let started = Instant::now();
+    let mut running = Workers(Vec::new());
+    for w in 0..workers {
+        let log = std::fs::File::create(logs.path().join(format!("{w}.log")))?;
+        let child = command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("spawn {who}"))?;
+        running.0.push(child);
+    }
+    running.wait(logs.path(), started)?;
+    let wall = started.elapsed();
+    let expected = scenario.pages + scenario.hosts;
+    let fetched = site.requests.load(Ordering::Relaxed);
+    ensure!(
+        fetched == expected as u64,
+        "{who}: {fetched} page requests for {expected} pages"
+    );
+    Ok((started, wall))
 }
 
 /// The scrapy-redis column: the `scrapy` command of a virtualenv with Scrapy
@@ -491,32 +507,16 @@ impl Scrapy {
         {
             args.extend(["-s".to_owned(), setting.to_owned()]);
         }
-        let logs = tempfile::tempdir()?;
-        let started = Instant::now();
-        let mut running = Workers(Vec::new());
-        for w in 0..workers {
-            let log = std::fs::File::create(logs.path().join(format!("{w}.log")))?;
-            let child = Command::new(&self.exe)
-                .args(&args)
+        let (started, wall) = crawl_with(workers, &site, scenario, "scrapy-redis", || {
+            let mut cmd = Command::new(&self.exe);
+            cmd.args(&args)
                 .current_dir(&self.dir)
                 .env("SCRAPY_SETTINGS_MODULE", "settings")
                 .env("PYTHONPATH", &self.dir)
-                .env("PYTHONDONTWRITEBYTECODE", "1")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .with_context(|| format!("spawn {}", self.exe))?;
-            running.0.push(child);
-        }
-        running.wait(logs.path(), started)?;
-        let wall = started.elapsed();
+                .env("PYTHONDONTWRITEBYTECODE", "1");
+            cmd
+        })?;
         let expected = scenario.pages + scenario.hosts;
-        let fetched = site.requests.load(Ordering::Relaxed);
-        ensure!(
-            fetched == expected as u64,
-            "scrapy-redis: {fetched} page requests for {expected} pages"
-        );
         let items = redis.command(&["LLEN", "bench:items"])?;
         ensure!(
             items == redis::Resp::Int(expected as i64),

@@ -41,7 +41,6 @@ mod totals;
 
 pub use totals::PageTotals;
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -659,11 +658,7 @@ impl<'a> Crawl<'a> {
             if failed.is_some() {
                 return false;
             }
-            // A link or redirect target with `user:pass@` is queued without it.
-            if let Cow::Owned(url) = crate::canon::strip_credentials(&request.url) {
-                counters.push(("url/credentials_stripped", 1));
-                request.url = url;
-            }
+            scope::strip_credentials(request, counters);
             if redirect && request.dont_filter {
                 match self.fetched_this_cycle(request) {
                     Ok(false) => {}

@@ -5,9 +5,19 @@
 //! Depends on [`crate::request`], and on [`crate::canon::split`] to read most URLs
 //! without parsing them.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::request::Request;
+
+/// Drops `user:pass@` from a link or redirect target, which is then queued
+/// without it (no stored URL holds credentials), and counts it.
+pub fn strip_credentials(request: &mut Request, counters: &mut Vec<(&'static str, u64)>) {
+    if let Cow::Owned(url) = crate::canon::strip_credentials(&request.url) {
+        counters.push(("url/credentials_stripped", 1));
+        request.url = url;
+    }
+}
 
 /// Why a proposed request was not queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

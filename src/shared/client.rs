@@ -163,14 +163,12 @@ pub struct NewRequest {
 /// What the completion script did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Completed {
-    /// Committed: requests queued, duplicates filtered, the items' stream ids.
+    /// Committed: requests queued, duplicates filtered.
     Done {
         /// New requests queued.
         queued: u64,
         /// Requests dropped as already seen.
         filtered: u64,
-        /// The stream ids of the page's items.
-        ids: Vec<String>,
     },
     /// This lease was completed already (a retry after a lost reply).
     Already,
@@ -574,12 +572,7 @@ impl Shared {
                 let (Some(queued), Some(filtered)) = (number(1), number(2)) else {
                     return Err(self.corrupt("the completion script's answer"));
                 };
-                let ids = parts[3..].iter().filter_map(text).collect();
-                Ok(Completed::Done {
-                    queued,
-                    filtered,
-                    ids,
-                })
+                Ok(Completed::Done { queued, filtered })
             }
             _ => Err(self.corrupt("the completion script's answer")),
         }

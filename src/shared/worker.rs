@@ -17,7 +17,6 @@
 //! other leases are returned at once). Depends
 //! on [`super::client`], and on the engine's page task, scope and page records.
 
-use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
@@ -362,11 +361,7 @@ impl<'a> Worker<'a> {
         };
         let mut accepted = Vec::with_capacity(requests.len());
         for mut request in requests {
-            // A link or redirect target with `user:pass@` is queued without it.
-            if let Cow::Owned(url) = crate::canon::strip_credentials(&request.url) {
-                counters.push(("url/credentials_stripped", 1));
-                request.url = url;
-            }
+            crate::engine::scope::strip_credentials(&mut request, &mut counters);
             match self.scope.check(&request) {
                 Ok(()) => accepted.push(new_request(self.config, request)),
                 Err(rejected) => counters.push((rejected.counter(), 1)),
@@ -390,9 +385,7 @@ impl<'a> Worker<'a> {
             requests: accepted,
         };
         match self.shared.complete(&self.id, &completion).await? {
-            Completed::Done {
-                queued, filtered, ..
-            } => {
+            Completed::Done { queued, filtered } => {
                 self.tally(&completion, queued, filtered);
                 if let Some(output) = &mut self.output {
                     output.append(&completion.items)?;

@@ -15,7 +15,7 @@
 -- request, host delay ms).
 --
 -- Returns {1} when this lease was already completed (a retry after a lost
--- reply), {0} when it is gone, {2, queued, filtered, item ids...} when done.
+-- reply), {0} when it is gone, {2, queued, filtered} when done.
 local worker, token = ARGV[3], ARGV[4]
 local backoff, crawl_delay = tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
@@ -51,13 +51,12 @@ for i = 0, counters - 1 do
 end
 at = at + 1 + counters * 2
 
-local ids = {}
 local items = tonumber(ARGV[at])
 for i = 1, items do
   if ARGV[10] ~= '' then
-    ids[#ids + 1] = redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker, 'out', ARGV[10])
+    redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker, 'out', ARGV[10])
   else
-    ids[#ids + 1] = redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker)
+    redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker)
   end
 end
 at = at + 1 + items
@@ -117,8 +116,4 @@ touched[host] = true
 for h in pairs(touched) do
   refresh_host(h)
 end
-local out = {2, queued, filtered}
-for _, id in ipairs(ids) do
-  out[#out + 1] = id
-end
-return out
+return {2, queued, filtered}
