@@ -70,14 +70,21 @@ impl Crawl<'_> {
         while rest.len() > LINK_CHUNK {
             part.clear();
             part.extend(rest.by_ref().take(LINK_CHUNK));
-            self.state
-                .queue_links(&part, &self.config.fingerprint_headers)?;
-            self.finish_flush().await?;
-            self.seal()?;
-            self.keep_up_with_checkpoint().await?;
+            self.queue_part(&part).await?;
         }
         last.extend(rest);
         Ok(last)
+    }
+
+    /// Queues a part of a page's links (not its last) into the open group,
+    /// then seals the group and starts its flush once the one before has
+    /// ended, so at most two parts are in memory as groups.
+    pub(super) async fn queue_part(&mut self, part: &[Request]) -> Result<(), EngineError> {
+        self.state
+            .queue_links(part, &self.config.fingerprint_headers)?;
+        self.finish_flush().await?;
+        self.seal()?;
+        self.keep_up_with_checkpoint().await
     }
 
     /// Waits for the running checkpoint when the fingerprints recorded since

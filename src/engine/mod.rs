@@ -31,6 +31,7 @@ mod archive;
 mod flush;
 mod hosts;
 pub mod page;
+mod parts;
 pub mod politeness;
 mod progress;
 pub(crate) mod revisits;
@@ -56,6 +57,7 @@ use crate::robots::{RobotsCache, RobotsSettings};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
 use page::{PageResult, RetryPolicy};
+use parts::{Done, Parts};
 use politeness::Politeness;
 use scope::Scope;
 use sink::{Sink, SinkError};
@@ -281,8 +283,9 @@ struct Crawl<'a> {
     /// The WARC files (`--warc`), written in step with group commit.
     warc: Option<WarcWriter>,
     tasks: JoinSet<()>,
-    results: mpsc::UnboundedReceiver<(Lease, PageResult)>,
-    results_tx: mpsc::UnboundedSender<(Lease, PageResult)>,
+    /// Pages' results and their links' parts, as the tasks send them.
+    results: mpsc::UnboundedReceiver<Done>,
+    results_tx: mpsc::UnboundedSender<Done>,
     /// Requests being fetched or processed right now (≤ concurrency). Leases
     /// completed into the open group are no longer counted here.
     fetching: usize,
@@ -474,7 +477,7 @@ impl<'a> Crawl<'a> {
                     self.checkpointing = None;
                     self.checkpoint_joined(joined)?;
                 }
-                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
+                Some(done) = self.results.recv() => self.done(done).await?,
                 () = tokio::time::sleep_until(wake.into()) => {}
                 _ = tick.tick() => self.progress.update(self.state),
             }
@@ -553,6 +556,7 @@ impl<'a> Crawl<'a> {
             retry: self.retry,
             robots: self.robots.clone(),
             prior,
+            parts: Parts::new(self.results_tx.clone()),
         };
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {
@@ -560,7 +564,7 @@ impl<'a> Crawl<'a> {
             let result = job.run(&lease.request).await;
             // The receiver is gone only when the loop has stopped; the lease
             // then stays queued, which is what a stop wants.
-            let _ = tx.send((lease, result));
+            let _ = tx.send(Done::Page(lease, Box::new(result)));
         });
         Ok(())
     }
@@ -570,6 +574,21 @@ impl<'a> Crawl<'a> {
             .max_pages
             .is_some_and(|max| self.leased_this_run >= max)
             || self.deadline.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// Acts on what a page's task sent: a part of its links, or its result.
+    async fn done(&mut self, done: Done) -> Result<(), EngineError> {
+        match done {
+            Done::Part(mut requests, ack) => {
+                let mut counters = Vec::new();
+                self.accept(&mut requests, false, &mut counters)?;
+                self.queue_part(&requests).await?;
+                // The task is gone only if it was aborted; its page then stays queued.
+                let _ = ack.send(counters);
+                Ok(())
+            }
+            Done::Page(lease, result) => self.complete(lease, *result).await,
+        }
     }
 
     async fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
@@ -696,7 +715,7 @@ impl<'a> Crawl<'a> {
         let deadline = Instant::now() + self.config.shutdown_grace;
         while self.fetching > 0 {
             tokio::select! {
-                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
+                Some(done) = self.results.recv() => self.done(done).await?,
                 () = tokio::time::sleep_until(deadline.into()) => break,
             }
         }

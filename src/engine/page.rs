@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::parts::Parts;
 use crate::fetch::{FetchError, Fetcher};
 use crate::item::Item;
 use crate::legs::{self, Leg};
@@ -90,13 +91,14 @@ pub struct PageResult {
 
 /// Fetches `request` (conditionally when `prior`, its page record, is given) and
 /// runs the legs on the response when it is new or changed.
-pub async fn process(
+pub(crate) async fn process(
     fetcher: &Fetcher,
     legs: &Arc<dyn Leg>,
     request: &Request,
     retry: RetryPolicy,
     robots: Option<&RobotsCache>,
     prior: Option<PageRecord>,
+    parts: Option<&Parts>,
 ) -> PageResult {
     let mut result = PageResult {
         prior,
@@ -176,9 +178,14 @@ pub async fn process(
         }
         return result;
     }
-    let output = legs::run(legs.as_ref(), &response);
-    result.requests = output.requests;
-    result.items = output.items;
+    match parts {
+        Some(parts) => parts.run_legs(legs.as_ref(), &response, &mut result),
+        None => {
+            let output = legs::run(legs.as_ref(), &response);
+            result.requests = output.requests;
+            result.items = output.items;
+        }
+    }
     if response.truncated {
         result.counters.push(("fetch/truncated", 1));
     }

@@ -17,6 +17,7 @@ use futures_util::FutureExt;
 use tokio::task::JoinSet;
 
 use super::page::{self, PageResult, RetryPolicy};
+use super::parts::Parts;
 use crate::fetch::Fetcher;
 use crate::legs::Leg;
 use crate::request::Request;
@@ -32,6 +33,9 @@ pub(crate) struct Job {
     pub robots: Option<RobotsCache>,
     /// The request's page record, when it is a revisit.
     pub prior: Option<PageRecord>,
+    /// Where a page's links go in parts as the legs make them (the embedded
+    /// loop's; `None`: they come back whole with the result).
+    pub parts: Option<Parts>,
 }
 
 impl Job {
@@ -43,6 +47,7 @@ impl Job {
             retry,
             robots,
             prior,
+            parts,
         } = self;
         // Handed back with the failed result; cloned only for a revisit.
         let fallback = prior.clone();
@@ -55,6 +60,7 @@ impl Job {
             retry,
             robots.as_ref(),
             prior,
+            parts.as_ref(),
         ))
         .catch_unwind()
         .await;

@@ -164,7 +164,7 @@ mod tests {
             item.insert("leg".into(), self.0.into());
             out.items.push(item);
             let url = format!("http://shop.test/from-{}", self.0);
-            out.requests.push(Request::follow(&response.request, url));
+            out.push_request(Request::follow(&response.request, url));
         }
     }
 
@@ -181,7 +181,7 @@ mod tests {
             .otherwise(Emit("other"))
     }
 
-    fn legs_of(out: &Output) -> Vec<&str> {
+    fn legs_of<'a>(out: &'a Output<'_>) -> Vec<&'a str> {
         out.items
             .iter()
             .map(|i| i["leg"].as_str().unwrap())

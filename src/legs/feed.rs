@@ -158,7 +158,7 @@ impl Leg for FeedLinks {
             tracing::debug!(url = %response.url, %error, "feed: stopped at malformed XML");
         }
         for url in feed.urls {
-            out.requests.push(Request::follow(&response.request, url));
+            out.push_request(Request::follow(&response.request, url));
         }
     }
 }

@@ -192,7 +192,7 @@ impl Leg for LinkExtractor {
         let mut links = Links {
             extractor: self,
             base: None,
-            hrefs: Vec::new(),
+            hrefs: Hrefs::default(),
             page_nofollow: false,
         };
         html::scan(&text, &mut links);
@@ -219,7 +219,7 @@ impl Leg for LinkExtractor {
         }
         // Plain links against a plain base are joined without the parser.
         let plain_base = split(base.as_str()).filter(|_| utf8);
-        for href in &links.hrefs {
+        for href in links.hrefs.iter() {
             let joined = plain_base
                 .as_ref()
                 .and_then(|base| resolve::join(base, href));
@@ -230,7 +230,7 @@ impl Leg for LinkExtractor {
                 None => self.parse_link(&options, href, request_host),
             };
             if let Some(link) = link {
-                out.requests.push(Request::follow(&response.request, link));
+                out.push_request(Request::follow(&response.request, link));
             }
         }
     }
@@ -252,16 +252,16 @@ impl LinkExtractor {
 
     /// The link values inside the `restrict_css` regions, in document order per
     /// region (a DOM parse with scraper: only when regions are configured).
-    fn restricted_hrefs(&self, text: &str) -> Vec<String> {
+    fn restricted_hrefs(&self, text: &str) -> Hrefs {
         let document = scraper::Html::parse_document(text);
-        let mut hrefs = Vec::new();
+        let mut hrefs = Hrefs::default();
         for region in &self.restrict {
             for element in document.select(region) {
                 for node in std::iter::once(element)
                     .chain(element.descendants().filter_map(scraper::ElementRef::wrap))
                 {
                     if let Some(href) = self.link_of(node.value()) {
-                        hrefs.push(href.to_owned());
+                        hrefs.push(href);
                     }
                 }
             }
@@ -283,11 +283,37 @@ impl LinkExtractor {
     }
 }
 
+/// Raw link values in document order, end to end in one string: a page's
+/// million links cost their bytes and four more each, not a `String` apiece.
+#[derive(Default)]
+struct Hrefs {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl Hrefs {
+    fn push(&mut self, href: &str) {
+        // A body is capped well below 4 GiB (`--max-body`); past that the
+        // rest of the links are dropped rather than misread.
+        if let Ok(end) = u32::try_from(self.text.len() + href.len()) {
+            self.text.push_str(href);
+            self.ends.push(end);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| &self.text[start as usize..end as usize])
+    }
+}
+
 /// Collects raw link values during the scan; resolution waits for the `<base>`.
 struct Links<'a> {
     extractor: &'a LinkExtractor,
     base: Option<String>,
-    hrefs: Vec<String>,
+    hrefs: Hrefs,
     page_nofollow: bool,
 }
 
@@ -332,7 +358,7 @@ impl Visitor for Links<'_> {
             _ => None,
         };
         if let Some(value) = value {
-            self.hrefs.push(value.to_owned());
+            self.hrefs.push(value);
         }
         ControlFlow::Continue(())
     }

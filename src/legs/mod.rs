@@ -81,12 +81,54 @@ use crate::request::Request;
 use crate::response::Response;
 
 /// What `process_response` produces: new requests and items, in extraction order.
-#[derive(Debug, Default)]
-pub struct Output {
+///
+/// Legs add requests with [`Output::push_request`]: when the engine runs the legs
+/// with [`run_in_parts`], a long list (a page with a million links) is handed on
+/// in parts as it grows, so it is never whole in memory. Requests pushed onto
+/// [`Output::requests`] directly are handed on when the leg returns (a [`Stack`]
+/// checks after each child).
+#[derive(Default)]
+pub struct Output<'s> {
     /// Requests to hand to the scheduler (which deduplicates them).
     pub requests: Vec<Request>,
     /// Items to hand to the sink.
     pub items: Vec<Item>,
+    /// Where full parts of `requests` go, with [`run_in_parts`].
+    spill: Option<Spill<'s>>,
+}
+
+/// A part size and where parts go.
+struct Spill<'s> {
+    part: usize,
+    to: &'s mut dyn FnMut(Vec<Request>),
+}
+
+impl Output<'_> {
+    /// Adds a request; with [`run_in_parts`], a full part is handed on at once.
+    pub fn push_request(&mut self, request: Request) {
+        self.requests.push(request);
+        self.spill_full_parts();
+    }
+
+    /// Hands on the requests gathered so far when they fill a part.
+    pub(crate) fn spill_full_parts(&mut self) {
+        if let Some(spill) = &mut self.spill
+            && self.requests.len() >= spill.part
+        {
+            let part = std::mem::replace(&mut self.requests, Vec::with_capacity(spill.part));
+            (spill.to)(part);
+        }
+    }
+}
+
+impl std::fmt::Debug for Output<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Output")
+            .field("requests", &self.requests)
+            .field("items", &self.items)
+            .field("in_parts", &self.spill.is_some())
+            .finish()
+    }
 }
 
 /// One composable piece of a spider. Every hook has a do-nothing default.
@@ -143,24 +185,67 @@ pub enum LegError {
 
 /// The engine's entry point: combine `leg`'s `process_response` output, then run each
 /// request through its `process_request` and each item through its `process_item`.
-pub fn run(leg: &dyn Leg, response: &Response) -> Output {
+pub fn run(leg: &dyn Leg, response: &Response) -> Output<'static> {
     let mut raw = Output::default();
     leg.process_response(response, &mut raw);
-    let requests = if leg.rewrites_requests() {
-        raw.requests
-            .into_iter()
-            .filter_map(|request| leg.process_request(request, response))
-            .collect()
-    } else {
-        raw.requests
+    finish(leg, response, raw)
+}
+
+/// [`run`], with the requests handed to `spill` in parts of `part` (after
+/// `process_request`) as the legs produce them; the returned output holds the
+/// last, partial part and the items. Memory for requests stays about one part,
+/// however many links a page has.
+pub fn run_in_parts(
+    leg: &dyn Leg,
+    response: &Response,
+    part: usize,
+    spill: &mut dyn FnMut(Vec<Request>),
+) -> Output<'static> {
+    let mut rewritten = |requests: Vec<Request>| spill(rewrite(leg, response, requests));
+    let mut raw = Output {
+        spill: Some(Spill {
+            part: part.max(1),
+            to: &mut rewritten,
+        }),
+        ..Output::default()
     };
+    leg.process_response(response, &mut raw);
+    let Output {
+        requests, items, ..
+    } = raw;
+    finish(
+        leg,
+        response,
+        Output {
+            requests,
+            items,
+            spill: None,
+        },
+    )
+}
+
+/// Applies the request and item hooks to what `process_response` produced.
+fn finish(leg: &dyn Leg, response: &Response, raw: Output<'_>) -> Output<'static> {
     Output {
-        requests,
+        requests: rewrite(leg, response, raw.requests),
         items: raw
             .items
             .into_iter()
             .filter_map(|item| leg.process_item(item, response))
             .collect(),
+        spill: None,
+    }
+}
+
+/// `requests` through `leg`'s `process_request` (when it rewrites any).
+fn rewrite(leg: &dyn Leg, response: &Response, requests: Vec<Request>) -> Vec<Request> {
+    if leg.rewrites_requests() {
+        requests
+            .into_iter()
+            .filter_map(|request| leg.process_request(request, response))
+            .collect()
+    } else {
+        requests
     }
 }
 
@@ -220,6 +305,63 @@ mod tests {
         assert_eq!(out.requests[0].depth, 1);
         assert_eq!(out.items.len(), 2);
         assert!(out.items.iter().all(|item| item["seen"] == true));
+    }
+
+    /// Emits `n` links with `push_request`, then `direct` more onto the list itself.
+    struct Many {
+        n: usize,
+        direct: usize,
+    }
+    impl Leg for Many {
+        fn process_response(&self, response: &Response, out: &mut Output) {
+            for k in 0..self.n {
+                out.push_request(Request::follow(
+                    &response.request,
+                    format!("http://e.com/{k}"),
+                ));
+            }
+            for k in 0..self.direct {
+                let url = format!("http://e.com/direct/{k}");
+                out.requests.push(Request::follow(&response.request, url));
+            }
+        }
+    }
+
+    #[test]
+    fn run_in_parts_hands_on_full_parts_after_process_request() {
+        let leg = Stack::new()
+            .push(Many { n: 10, direct: 7 })
+            .push(filter_requests(|request| !request.url.ends_with("/3")));
+        let response = test_response("http://e.com/", Some("text/html"), "");
+        let mut parts: Vec<Vec<String>> = Vec::new();
+        let out = run_in_parts(&leg, &response, 4, &mut |part| {
+            parts.push(part.into_iter().map(|r| r.url).collect());
+        });
+        // Parts form as requests are pushed (4 each), are filtered after, and
+        // the direct pushes are handed on when their leg returns (the stack
+        // checks after each child).
+        let sizes: Vec<usize> = parts.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [3, 4, 8]); // `/3` and `/direct/3` are dropped
+        assert!(parts.iter().flatten().all(|url| !url.ends_with("/3")));
+        let left: Vec<_> = out.requests.iter().map(|r| r.url.as_str()).collect();
+        assert!(left.is_empty(), "{left:?}");
+        // Every request once, in order, as `run` gives them.
+        let whole: Vec<String> = run(&leg, &response)
+            .requests
+            .into_iter()
+            .map(|r| r.url)
+            .collect();
+        let spilled: Vec<String> = parts.into_iter().flatten().collect();
+        assert_eq!(spilled, whole);
+    }
+
+    #[test]
+    fn run_in_parts_keeps_a_short_list_whole() {
+        let leg = Many { n: 3, direct: 0 };
+        let response = test_response("http://e.com/", Some("text/html"), "");
+        let mut calls = 0;
+        let out = run_in_parts(&leg, &response, 4, &mut |_| calls += 1);
+        assert_eq!((calls, out.requests.len()), (0, 3));
     }
 
     #[test]

@@ -171,7 +171,7 @@ impl Sitemap {
             if let Some(url) = resolve(&response.url, value)
                 && self.sitemaps.accepts(&url)
             {
-                out.requests.push(sitemap_request(response, url));
+                out.push_request(sitemap_request(response, url));
             }
         }
     }
@@ -200,10 +200,10 @@ impl Sitemap {
             tracing::debug!(url = %response.url, max = self.max_urls, "sitemap: entries capped");
         }
         for url in walk.pages {
-            out.requests.push(Request::follow(&response.request, url));
+            out.push_request(Request::follow(&response.request, url));
         }
         for url in walk.sitemaps {
-            out.requests.push(sitemap_request(response, url));
+            out.push_request(sitemap_request(response, url));
         }
     }
 

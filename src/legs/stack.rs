@@ -62,6 +62,8 @@ impl Leg for Stack {
     fn process_response(&self, response: &Response, out: &mut Output) {
         for leg in &self.legs {
             leg.process_response(response, out);
+            // A child that pushed onto `out.requests` directly.
+            out.spill_full_parts();
         }
     }
 

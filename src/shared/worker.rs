@@ -278,6 +278,8 @@ impl<'a> Worker<'a> {
             // Only a request that bypasses the seen set (seed, revisit, retry)
             // is fetched against its page record: a filtered one is new.
             prior: lease.prior.clone().filter(|_| lease.request.dont_filter),
+            // A page's links go to Redis whole, with its completion.
+            parts: None,
         };
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {
