@@ -7,7 +7,8 @@
 //! each result into the open group, committing a group
 //! every 64 pages or 20 ms (or at once when nothing else can be leased); a
 //! page with more than [`crate::store::LINK_CHUNK`] links has them queued part
-//! by part, a group each, ahead of its completion (see `flush`). New
+//! by part, a group each, ahead of its completion (see `flush`), and its task
+//! hands them over part by part as its legs make them (see `parts`). New
 //! requests pass the [`scope::Scope`] and then the seen set — dedup happens only
 //! here, never in legs. Credentials (`user:pass@`) are stripped from every seed,
 //! link and redirect target before that, so no stored URL holds them. A host
