@@ -32,7 +32,7 @@ mod archive;
 mod flush;
 mod hosts;
 pub mod page;
-mod parts;
+pub(crate) mod parts;
 pub mod politeness;
 mod progress;
 pub(crate) mod revisits;
@@ -58,7 +58,7 @@ use crate::robots::{RobotsCache, RobotsSettings};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
 use page::{PageResult, RetryPolicy};
-use parts::{Done, Parts};
+use parts::{Part, Parts};
 use politeness::Politeness;
 use scope::Scope;
 use sink::{Sink, SinkError};
@@ -284,9 +284,11 @@ struct Crawl<'a> {
     /// The WARC files (`--warc`), written in step with group commit.
     warc: Option<WarcWriter>,
     tasks: JoinSet<()>,
-    /// Pages' results and their links' parts, as the tasks send them.
-    results: mpsc::UnboundedReceiver<Done>,
-    results_tx: mpsc::UnboundedSender<Done>,
+    results: mpsc::UnboundedReceiver<(Lease, PageResult)>,
+    results_tx: mpsc::UnboundedSender<(Lease, PageResult)>,
+    /// Parts of pages' links, sent while their legs run (see `parts`).
+    parts: mpsc::UnboundedReceiver<Part>,
+    parts_tx: mpsc::UnboundedSender<Part>,
     /// Requests being fetched or processed right now (≤ concurrency). Leases
     /// completed into the open group are no longer counted here.
     fetching: usize,
@@ -357,6 +359,7 @@ impl<'a> Crawl<'a> {
             None
         };
         let (results_tx, results) = mpsc::unbounded_channel();
+        let (parts_tx, parts) = mpsc::unbounded_channel();
         let progress = progress::Progress::new(state.dir());
         Ok(Crawl {
             config,
@@ -369,6 +372,8 @@ impl<'a> Crawl<'a> {
             tasks: JoinSet::new(),
             results,
             results_tx,
+            parts,
+            parts_tx,
             fetching: 0,
             leased_this_run: 0,
             politeness: Politeness::new(config),
@@ -478,7 +483,8 @@ impl<'a> Crawl<'a> {
                     self.checkpointing = None;
                     self.checkpoint_joined(joined)?;
                 }
-                Some(done) = self.results.recv() => self.done(done).await?,
+                Some(part) = self.parts.recv() => self.queue_part_of_page(part).await?,
+                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
                 () = tokio::time::sleep_until(wake.into()) => {}
                 _ = tick.tick() => self.progress.update(self.state),
             }
@@ -557,7 +563,7 @@ impl<'a> Crawl<'a> {
             retry: self.retry,
             robots: self.robots.clone(),
             prior,
-            parts: Parts::new(self.results_tx.clone()),
+            parts: Parts::new(0, self.parts_tx.clone()),
         };
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {
@@ -565,7 +571,7 @@ impl<'a> Crawl<'a> {
             let result = job.run(&lease.request).await;
             // The receiver is gone only when the loop has stopped; the lease
             // then stays queued, which is what a stop wants.
-            let _ = tx.send(Done::Page(lease, Box::new(result)));
+            let _ = tx.send((lease, result));
         });
         Ok(())
     }
@@ -577,19 +583,18 @@ impl<'a> Crawl<'a> {
             || self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
-    /// Acts on what a page's task sent: a part of its links, or its result.
-    async fn done(&mut self, done: Done) -> Result<(), EngineError> {
-        match done {
-            Done::Part(mut requests, ack) => {
-                let mut counters = Vec::new();
-                self.accept(&mut requests, false, &mut counters)?;
-                self.queue_part(&requests).await?;
-                // The task is gone only if it was aborted; its page then stays queued.
-                let _ = ack.send(counters);
-                Ok(())
-            }
-            Done::Page(lease, result) => self.complete(lease, *result).await,
-        }
+    /// Queues a part of a page's links that its task sent while its legs run,
+    /// and answers with the counters of what was dropped.
+    async fn queue_part_of_page(&mut self, part: Part) -> Result<(), EngineError> {
+        let Part {
+            mut requests, ack, ..
+        } = part;
+        let mut counters = Vec::new();
+        self.accept(&mut requests, false, &mut counters)?;
+        self.queue_part(&requests).await?;
+        // The task is gone only if it was aborted; its page then stays queued.
+        let _ = ack.send(counters);
+        Ok(())
     }
 
     async fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
@@ -716,7 +721,8 @@ impl<'a> Crawl<'a> {
         let deadline = Instant::now() + self.config.shutdown_grace;
         while self.fetching > 0 {
             tokio::select! {
-                Some(done) = self.results.recv() => self.done(done).await?,
+                Some(part) = self.parts.recv() => self.queue_part_of_page(part).await?,
+                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
                 () = tokio::time::sleep_until(deadline.into()) => break,
             }
         }

@@ -2,15 +2,15 @@
 //! run, so a page with a million links never holds them all in memory.
 //!
 //! The page's task runs the legs with [`legs::run_in_parts`]; each full part
-//! ([`LINK_CHUNK`] requests) goes to the loop on the channel its result takes
-//! later ([`Done::Part`]), and the task waits until the loop has queued it
-//! (scope checked, deduplicated, its group sealed) before the legs go on. The
-//! loop reads the channel in order, so a page's parts are queued before its
-//! completion, exactly as `queue_in_parts` queues a long list that arrived
-//! whole; a crash between parts leaves the page queued, to be fetched again.
-//! Requests that bypass the seen set (`dont_filter`) are held back for the
-//! completion, as there. The counters of what the loop dropped from a part come
-//! back with its acknowledgement and are counted with the page's completion.
+//! ([`LINK_CHUNK`] requests) goes to the loop as a [`Part`], and the task waits
+//! until the loop has queued it (scope checked, deduplicated, committed the
+//! loop's way) before the legs go on. Its result is sent after the last part
+//! was acknowledged, so a page's parts are queued before its completion,
+//! exactly as `queue_in_parts` queues a long list that arrived whole; a crash
+//! between parts leaves the page queued, to be fetched again. Requests that
+//! bypass the seen set (`dont_filter`) are held back for the completion, as
+//! there. The counters of what the loop dropped from a part come back with its
+//! acknowledgement and are counted with the page's completion.
 //!
 //! The wait blocks the task's thread, so it is taken with
 //! [`tokio::task::block_in_place`], which needs the multi-thread runtime (the
@@ -25,32 +25,34 @@ use super::page::PageResult;
 use crate::legs::{self, Leg};
 use crate::request::Request;
 use crate::response::Response;
-use crate::store::{LINK_CHUNK, Lease};
+use crate::store::LINK_CHUNK;
 
 /// Counter increments, as a [`PageResult`] carries them.
 pub(crate) type Counters = Vec<(&'static str, u64)>;
 
-/// What a page's task sends the loop.
-pub(crate) enum Done {
-    /// A part of a page's links, to queue before its completion; the loop
-    /// answers with the counters of what it dropped.
-    Part(Vec<Request>, oneshot::Sender<Counters>),
-    /// The page's result, to complete.
-    Page(Lease, Box<PageResult>),
+/// A part of a page's links, to queue before its completion.
+pub(crate) struct Part {
+    /// The lease the page was fetched under, as the loop named it.
+    pub lease: u64,
+    /// The links, after the legs' `process_request`.
+    pub requests: Vec<Request>,
+    /// Answered with the counters of what the loop dropped, once queued.
+    pub ack: oneshot::Sender<Counters>,
 }
 
 /// A page task's way to hand its links to the loop in parts.
-#[derive(Clone)]
 pub(crate) struct Parts {
-    tx: mpsc::UnboundedSender<Done>,
+    lease: u64,
+    tx: mpsc::UnboundedSender<Part>,
 }
 
 impl Parts {
-    /// Parts sent on `tx`, when the runtime can wait for them (multi-thread).
-    pub(crate) fn new(tx: mpsc::UnboundedSender<Done>) -> Option<Parts> {
+    /// Parts of the page leased as `lease`, sent on `tx`, when the runtime can
+    /// wait for them (multi-thread).
+    pub(crate) fn new(lease: u64, tx: mpsc::UnboundedSender<Part>) -> Option<Parts> {
         let multi_thread = Handle::try_current()
             .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
-        multi_thread.then_some(Parts { tx })
+        multi_thread.then_some(Parts { lease, tx })
     }
 
     /// Runs `leg` on `response` into `result`: full parts of its requests go
@@ -78,9 +80,14 @@ impl Parts {
 
     /// Sends `part` and waits until the loop has queued it; `None` when the
     /// loop is gone.
-    fn send(&self, part: Vec<Request>) -> Option<Counters> {
+    fn send(&self, requests: Vec<Request>) -> Option<Counters> {
         let (ack, acked) = oneshot::channel();
-        self.tx.send(Done::Part(part, ack)).ok()?;
+        let part = Part {
+            lease: self.lease,
+            requests,
+            ack,
+        };
+        self.tx.send(part).ok()?;
         tokio::task::block_in_place(|| acked.blocking_recv()).ok()
     }
 }
@@ -110,7 +117,7 @@ mod tests {
             .unwrap();
         runtime.block_on(async {
             let (tx, mut rx) = mpsc::unbounded_channel();
-            let parts = Parts::new(tx).expect("a multi-thread runtime");
+            let parts = Parts::new(7, tx).expect("a multi-thread runtime");
             let n = 2 * LINK_CHUNK + 5;
             let task = tokio::spawn(async move {
                 let response = test_response("http://e.com/", Some("text/html"), "");
@@ -120,12 +127,10 @@ mod tests {
             });
             // The loop's side: each part is answered before the legs go on.
             let mut queued = Vec::new();
-            while let Some(done) = rx.recv().await {
-                let Done::Part(part, ack) = done else {
-                    unreachable!("only parts are sent here");
-                };
-                queued.extend(part.into_iter().map(|r| r.url));
-                ack.send(vec![("scope/dropped", 1)]).unwrap();
+            while let Some(part) = rx.recv().await {
+                assert_eq!(part.lease, 7);
+                queued.extend(part.requests.into_iter().map(|r| r.url));
+                part.ack.send(vec![("scope/dropped", 1)]).unwrap();
                 if queued.len() >= 2 * (LINK_CHUNK - LINK_CHUNK / 10) {
                     break;
                 }
@@ -156,7 +161,7 @@ mod tests {
             .build()
             .unwrap();
         let (tx, _rx) = mpsc::unbounded_channel();
-        assert!(runtime.block_on(async { Parts::new(tx) }).is_none());
+        assert!(runtime.block_on(async { Parts::new(0, tx) }).is_none());
     }
 
     #[test]
@@ -167,7 +172,7 @@ mod tests {
             .unwrap();
         runtime.block_on(async {
             let (tx, rx) = mpsc::unbounded_channel();
-            let parts = Parts::new(tx).expect("a multi-thread runtime");
+            let parts = Parts::new(0, tx).expect("a multi-thread runtime");
             drop(rx);
             let result = tokio::spawn(async move {
                 let response = test_response("http://e.com/", Some("text/html"), "");

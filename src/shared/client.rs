@@ -185,6 +185,7 @@ struct Scripts {
     renew: Script,
     release: Script,
     complete: Script,
+    links: Script,
 }
 
 macro_rules! script {
@@ -206,6 +207,7 @@ impl Scripts {
             renew: script!("renew.lua"),
             release: script!("release.lua"),
             complete: script!("complete.lua"),
+            links: script!("links.lua"),
         }
     }
 }
@@ -219,6 +221,24 @@ pub struct Shared {
     per_host: usize,
     /// Set when the worker stops: calls are no longer retried.
     stopping: Arc<AtomicBool>,
+}
+
+/// Appends `requests` as the scripts take them: a count, then per request its
+/// host, priority, dont_filter (0/1), fingerprint, JSON and host delay (ms).
+fn push_requests(args: &mut Vec<Vec<u8>>, requests: &[NewRequest]) {
+    args.push(requests.len().to_string().into_bytes());
+    for r in requests {
+        args.push(r.host.as_bytes().to_vec());
+        args.push(r.request.priority.to_string().into_bytes());
+        args.push(if r.request.dont_filter {
+            b"1".to_vec()
+        } else {
+            b"0".to_vec()
+        });
+        args.push(r.fingerprint.to_vec());
+        args.push(encode_request(&r.request));
+        args.push(millis(r.delay).into_bytes());
+    }
 }
 
 /// True for errors that a later attempt may not see: the connection dropped
@@ -547,19 +567,7 @@ impl Shared {
         }
         args.push(page.items.len().to_string().into_bytes());
         args.extend(page.items.iter().map(|i| i.as_bytes().to_vec()));
-        args.push(page.requests.len().to_string().into_bytes());
-        for r in &page.requests {
-            args.push(r.host.as_bytes().to_vec());
-            args.push(r.request.priority.to_string().into_bytes());
-            args.push(if r.request.dont_filter {
-                b"1".to_vec()
-            } else {
-                b"0".to_vec()
-            });
-            args.push(r.fingerprint.to_vec());
-            args.push(encode_request(&r.request));
-            args.push(millis(r.delay).into_bytes());
-        }
+        push_requests(&mut args, &page.requests);
         let value = self
             .script("completing a page", |s| &s.complete, &args)
             .await?;
@@ -575,6 +583,34 @@ impl Shared {
                 Ok(Completed::Done { queued, filtered })
             }
             _ => Err(self.corrupt("the completion script's answer")),
+        }
+    }
+
+    /// Queues a part of the links of a page `worker` holds leased as `token`,
+    /// ahead of its completion (see `lua/links.lua`): `Some((queued,
+    /// filtered))`, or `None` when the lease is no longer this worker's and
+    /// nothing was written.
+    pub async fn queue_links(
+        &self,
+        worker: &str,
+        token: u64,
+        requests: &[NewRequest],
+    ) -> Result<Option<(u64, u64)>, SharedError> {
+        let mut args = vec![worker.as_bytes().to_vec(), token.to_string().into_bytes()];
+        push_requests(&mut args, requests);
+        let value = self
+            .script("queuing a part of a page's links", |s| &s.links, &args)
+            .await?;
+        let corrupt = || self.corrupt("the links script's answer");
+        let parts = array(&value).ok_or_else(corrupt)?;
+        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+        match number(0) {
+            Some(0) => Ok(None),
+            Some(2) => match (number(1), number(2)) {
+                (Some(queued), Some(filtered)) => Ok(Some((queued, filtered))),
+                _ => Err(corrupt()),
+            },
+            _ => Err(corrupt()),
         }
     }
 

@@ -32,6 +32,7 @@ use super::client::{
 use super::output::WorkerOutput;
 use crate::config::{CrawlConfig, DEFAULT_DELAY};
 use crate::engine::page::{PageResult, RetryPolicy};
+use crate::engine::parts::{Part, Parts};
 use crate::engine::politeness::is_loopback;
 use crate::engine::revisits::{PageEnd, PageWrite, page_write};
 use crate::engine::scope::Scope;
@@ -106,6 +107,9 @@ struct Worker<'a> {
     tasks: JoinSet<()>,
     results: mpsc::UnboundedReceiver<(SharedLease, PageResult)>,
     results_tx: mpsc::UnboundedSender<(SharedLease, PageResult)>,
+    /// Parts of pages' links, sent while their legs run (`engine::parts`).
+    parts: mpsc::UnboundedReceiver<Part>,
+    parts_tx: mpsc::UnboundedSender<Part>,
     /// Tokens of the leases being fetched or processed.
     held: BTreeSet<u64>,
     leased: u64,
@@ -175,6 +179,7 @@ impl<'a> Worker<'a> {
             None => None,
         };
         let (results_tx, results) = mpsc::unbounded_channel();
+        let (parts_tx, parts) = mpsc::unbounded_channel();
         Ok(Worker {
             config,
             shared,
@@ -193,6 +198,8 @@ impl<'a> Worker<'a> {
             tasks: JoinSet::new(),
             results,
             results_tx,
+            parts,
+            parts_tx,
             held: BTreeSet::new(),
             leased: 0,
             frontier: 0,
@@ -245,6 +252,12 @@ impl<'a> Worker<'a> {
                         return self.stop().await;
                     }
                 }
+                Some(part) = self.parts.recv() => {
+                    let call = self.queue_part(part);
+                    if unless_stopped(shutdown.as_mut(), call).await.transpose()?.is_none() {
+                        return self.stop().await;
+                    }
+                }
                 Some((lease, result)) = self.results.recv() => {
                     let token = lease.token;
                     let call = self.complete(lease, result);
@@ -278,8 +291,7 @@ impl<'a> Worker<'a> {
             // Only a request that bypasses the seen set (seed, revisit, retry)
             // is fetched against its page record: a filtered one is new.
             prior: lease.prior.clone().filter(|_| lease.request.dont_filter),
-            // A page's links go to Redis whole, with its completion.
-            parts: None,
+            parts: Parts::new(lease.token, self.parts_tx.clone()),
         };
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {
@@ -361,14 +373,7 @@ impl<'a> Worker<'a> {
             PageWrite::KeepDue(at) => (None, DueChange::At(at)),
             PageWrite::Nothing => (None, DueChange::Leave),
         };
-        let mut accepted = Vec::with_capacity(requests.len());
-        for mut request in requests {
-            crate::engine::scope::strip_credentials(&mut request, &mut counters);
-            match self.scope.check(&request) {
-                Ok(()) => accepted.push(new_request(self.config, request)),
-                Err(rejected) => counters.push((rejected.counter(), 1)),
-            }
-        }
+        let accepted = self.accept(requests, &mut counters);
         let items: Vec<String> = items
             .iter()
             .map(|item| serde_json::Value::Object(item.clone()).to_string())
@@ -415,6 +420,46 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
+    /// Queues a part of a page's links that its task sent while its legs run
+    /// (scope checked here, deduplicated by the script), and answers with the
+    /// counters of what was dropped, which come with the page's completion.
+    async fn queue_part(&mut self, part: Part) -> Result<(), EngineError> {
+        let Part {
+            lease,
+            requests,
+            ack,
+        } = part;
+        let mut counters = Vec::new();
+        let accepted = self.accept(requests, &mut counters);
+        if let Some((queued, filtered)) =
+            self.shared.queue_links(&self.id, lease, &accepted).await?
+        {
+            *self.counters.entry("frontier/enqueued").or_default() += queued;
+            *self.counters.entry("dupefilter/filtered").or_default() += filtered;
+        }
+        // The task is gone only if it was aborted; its page then goes back.
+        let _ = ack.send(counters);
+        Ok(())
+    }
+
+    /// The requests the crawl may queue, credentials stripped and scope
+    /// checked; counts what it drops.
+    fn accept(
+        &self,
+        requests: Vec<Request>,
+        counters: &mut Vec<(&'static str, u64)>,
+    ) -> Vec<NewRequest> {
+        let mut accepted = Vec::with_capacity(requests.len());
+        for mut request in requests {
+            crate::engine::scope::strip_credentials(&mut request, counters);
+            match self.scope.check(&request) {
+                Ok(()) => accepted.push(new_request(self.config, request)),
+                Err(rejected) => counters.push((rejected.counter(), 1)),
+            }
+        }
+        accepted
+    }
+
     fn tally(&mut self, completion: &PageCompletion, queued: u64, filtered: u64) {
         for (name, by) in &completion.counters {
             *self.counters.entry(name).or_default() += by;
@@ -436,6 +481,12 @@ impl<'a> Worker<'a> {
         let mut failed = false;
         while !self.held.is_empty() && !failed {
             tokio::select! {
+                Some(part) = self.parts.recv() => {
+                    if let Err(error) = self.queue_part(part).await {
+                        tracing::warn!(%error, "a part of a page's links could not be queued while stopping");
+                        failed = true;
+                    }
+                }
                 Some((lease, result)) = self.results.recv() => {
                     let token = lease.token;
                     if let Err(error) = self.complete(lease, result).await {

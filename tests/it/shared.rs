@@ -428,3 +428,53 @@ fn a_host_whose_robots_txt_keeps_failing_is_parked_and_the_crawl_drains() {
     assert_eq!(summary["parked_hosts"], 1, "{summary}");
     assert_eq!(summary["counters"]["robots/hosts_unparked"], 1, "{summary}");
 }
+
+/// A page with more links than one part (`LINK_CHUNK`): its task hands them to
+/// the worker in parts while its legs run, each part queued by its own script
+/// call under the page's lease, ahead of the completion. Two workers crawl it
+/// whole: every link queued once, every page fetched once, one item each.
+#[test]
+fn a_dense_page_is_queued_in_parts_and_crawled_once_by_two_workers() {
+    use crate::support::server::TestResponse;
+    use crate::support::{TestServer, handler};
+    use legcrawl::store::LINK_CHUNK;
+
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("a_dense_page_is_queued_in_parts") else {
+        return;
+    };
+    let links = 2 * LINK_CHUNK + 100;
+    let mut dense = String::from("<!DOCTYPE html><html><head><title>Dense</title></head><body>\n");
+    for i in 0..links {
+        dense.push_str(&format!("<a href=\"/p/{i}\">{i}</a>\n"));
+    }
+    dense.push_str("</body></html>\n");
+    let server = TestServer::start(handler(move |req| match req.path() {
+        "/" => TestResponse::html(dense.clone()),
+        path if path.starts_with("/p/") => {
+            TestResponse::html("<html><head><title>Leaf</title></head><body>leaf</body></html>")
+        }
+        _ => TestResponse::not_found(),
+    }));
+    let mut crawl = Crawl::new(&redis.url(), "dense");
+    let seed = server.url("/");
+    let argv = [
+        seed.as_str(),
+        "--ignore-robots",
+        "--concurrency",
+        "8",
+        "--per-host",
+        "8",
+    ];
+    crawl.spawn(&argv);
+    crawl.spawn(&argv);
+    crawl.wait_all_ok(LIMIT);
+    let summary = crawl.summary();
+    assert_eq!(summary["items"], links + 1, "{summary}");
+    assert_eq!(summary["frontier"], 0, "{summary}");
+    assert_eq!(summary["seen"], links + 1, "{summary}");
+    let hits = server.all_hits();
+    let twice: Vec<_> = hits.iter().filter(|(_, n)| *n > 1).collect();
+    assert!(twice.is_empty(), "fetched more than once: {twice:?}");
+    assert_eq!(hits.len(), links + 1, "every page fetched");
+}

@@ -222,3 +222,47 @@ fn links_found_by_several_pages_are_queued_once() {
         assert_eq!(summary.frontier, 2);
     });
 }
+
+#[test]
+fn a_part_of_a_pages_links_is_queued_only_under_a_live_lease_and_once() {
+    let Some(server) = RedisServer::start("shared_scripts::parts") else {
+        return;
+    };
+    runtime().block_on(async {
+        let shared = connect(&server, "parts", 4).await;
+        shared.add_seeds(&[seed("http://p.test/")]).await.unwrap();
+        let ttl = Duration::from_millis(200);
+        let old = shared.lease("w1", 1, ttl).await.unwrap().leases[0].token;
+        let part = || -> Vec<NewRequest> {
+            (0..3)
+                .map(|k| request(&format!("http://p.test/{k}"), Duration::ZERO))
+                .collect()
+        };
+        assert_eq!(
+            shared.queue_links("w1", old, &part()).await.unwrap(),
+            Some((3, 0))
+        );
+        // Sent again (its answer lost): found in the seen set.
+        assert_eq!(
+            shared.queue_links("w1", old, &part()).await.unwrap(),
+            Some((0, 3))
+        );
+        // Another worker cannot queue under w1's lease.
+        let other = vec![request("http://p.test/other", Duration::ZERO)];
+        assert_eq!(shared.queue_links("w2", old, &other).await.unwrap(), None);
+        // w1 stalls past its TTL; w2 reclaims the page: w1's next part is refused.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let again = shared
+            .lease("w2", 1, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(again.leases[0].request.url, "http://p.test/");
+        assert_eq!(shared.queue_links("w1", old, &other).await.unwrap(), None);
+        let summary = shared.summary().await.unwrap();
+        assert_eq!(
+            summary.frontier, 3,
+            "the three links, and nothing after the lease was lost"
+        );
+        assert_eq!(summary.seen, 4);
+    });
+}

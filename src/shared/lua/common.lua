@@ -75,3 +75,29 @@ local function reclaim(now, limit)
   count('leases/expired', n)
   return n
 end
+
+-- Queues the requests listed from ARGV[at] on (a count, then per request: host,
+-- priority, dont_filter 0/1, fingerprint, request, host delay ms): each passes
+-- the seen set unless it bypasses it. Counts them; returns how many were
+-- queued and filtered, and the set of hosts whose queues grew.
+local function queue_requests(at)
+  local queued, filtered = 0, 0
+  local touched = {}
+  local requests = tonumber(ARGV[at])
+  for i = 0, requests - 1 do
+    local r = at + 1 + i * 6
+    local rhost, priority, dont_filter, fp, body, delay =
+      ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5]
+    local new = redis.call('SADD', P .. 'seen', fp) == 1
+    if new or dont_filter == '1' then
+      push(rhost, priority, fp, body, delay)
+      touched[rhost] = true
+      queued = queued + 1
+    else
+      filtered = filtered + 1
+    end
+  end
+  count('frontier/enqueued', queued)
+  count('dupefilter/filtered', filtered)
+  return queued, filtered, touched
+end

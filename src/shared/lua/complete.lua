@@ -62,24 +62,7 @@ end
 at = at + 1 + items
 count('items/stored', items)
 
-local queued, filtered = 0, 0
-local touched = {}
-local requests = tonumber(ARGV[at])
-for i = 0, requests - 1 do
-  local r = at + 1 + i * 6
-  local rhost, priority, dont_filter, fp, body, delay =
-    ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5]
-  local new = redis.call('SADD', P .. 'seen', fp) == 1
-  if new or dont_filter == '1' then
-    push(rhost, priority, fp, body, delay)
-    touched[rhost] = true
-    queued = queued + 1
-  else
-    filtered = filtered + 1
-  end
-end
-count('frontier/enqueued', queued)
-count('dupefilter/filtered', filtered)
+local queued, filtered, touched = queue_requests(at)
 
 if ARGV[8] ~= '' then
   redis.call('HSET', P .. 'pages', ARGV[7], ARGV[8])
