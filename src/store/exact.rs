@@ -9,7 +9,7 @@
 //!   most [`CHUNK_FPS`] fingerprints under `S · run id · first fingerprint`, then
 //!   lists the run in the run index (`e`) in the batch that truncates the journal;
 //! - runs are merged size-tiered: when [`MERGE_FANOUT`] runs share a tier
-//!   (`log4` of their size in chunks) they become one, so a fingerprint is rewritten
+//!   (`log4` of their size in units of 4,096 fingerprints) they become one, so a fingerprint is rewritten
 //!   about `log4(total / seal)` times and a lookup reads at most
 //!   `(MERGE_FANOUT - 1)` chunks per tier, one sled range read each.
 //!
@@ -24,8 +24,28 @@ use super::table::Db;
 use super::{StoreError, keys};
 use crate::fingerprint::Fingerprint;
 
-/// Fingerprints per chunk record at most.
-pub(super) const CHUNK_FPS: usize = 4096;
+/// Fingerprints per chunk record at most (2.5 KB).
+///
+/// Small on purpose. sled 0.34 splits a leaf at 16 entries and writes a node
+/// image over a quarter of its 512 KiB segment to a blob file, and its cache
+/// counts a node by the size of its *log message*: for a blob that is the
+/// ~20-byte pointer, not the blob. Chunks of 4,096 fingerprints (80 KB) made
+/// leaves of up to 1.3 MB, all blobs, so every chunk a lookup touched stayed
+/// in memory for good: measured on `benches/frontier_memory.rs` at full size,
+/// 192 MB of a 284 MB heap peak after 30,000 pages of phase 2 was chunks paged
+/// in by [`Exact::contains`] (heaptrack, cache 64 MiB), growing towards the
+/// whole exact set (200 MB for 10 M fingerprints). At 128 a leaf stays under
+/// 48 KB: inline, counted at its size and evicted like any other, and a lookup
+/// that misses the cache reads one such leaf instead of a 1.3 MB blob file.
+/// Readers take chunks of any size (a lookup reads the chunk whose first
+/// fingerprint is the greatest not above the one looked up), so runs written
+/// with larger chunks by older versions stay readable and are rewritten in
+/// small chunks when they are merged.
+pub(super) const CHUNK_FPS: usize = 128;
+/// Fingerprints per unit of run size for [`tier`]: the chunk size the tiers
+/// were defined with, kept when chunks became smaller so that the runs of an
+/// existing state keep their tiers (and merge when they did).
+const TIER_UNIT_FPS: u64 = 4096;
 /// Runs of one tier merged into one.
 pub(super) const MERGE_FANOUT: usize = 4;
 /// Version byte of the run index record.
@@ -53,9 +73,11 @@ pub(super) struct Exact {
     pub(super) next_run: u64,
 }
 
+/// The merge tier of a run of `count` fingerprints: `log4` of its size in
+/// units of [`TIER_UNIT_FPS`].
 pub(super) fn tier(count: u64) -> u32 {
-    let chunks = count.div_ceil(CHUNK_FPS as u64).max(1);
-    chunks.ilog2() / 2
+    let units = count.div_ceil(TIER_UNIT_FPS).max(1);
+    units.ilog2() / 2
 }
 
 pub(super) fn chunk_key(run: u64, first: &[u8]) -> Vec<u8> {
@@ -149,7 +171,14 @@ impl Exact {
         if self.recent.contains(fp) || self.sealing.contains(fp) {
             return Ok(true);
         }
-        for &(run, _) in self.runs.iter().rev() {
+        // The answer does not depend on the order; the cost does. A lookup that
+        // misses sled's cache reads a leaf, and a fingerprint is in one run at
+        // most (merges never duplicate one), so the largest run, which holds
+        // most of them, is read first: a duplicate is then found after about one
+        // read instead of one per smaller, newer run before it.
+        let mut order: Vec<(u64, u64)> = self.runs.clone();
+        order.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        for &(run, _) in &order {
             let start = keys::with_u64(keys::EXACT_RUN, run);
             let end = chunk_key(run, fp);
             let Some(entry) = db.range(start..=end).next_back() else {
@@ -188,8 +217,8 @@ mod tests {
     #[test]
     fn tiers_group_runs_by_log4_of_their_chunks() {
         assert_eq!(tier(1), 0);
-        assert_eq!(tier(3 * CHUNK_FPS as u64), 0);
-        assert_eq!(tier(4 * CHUNK_FPS as u64), 1);
-        assert_eq!(tier(16 * CHUNK_FPS as u64), 2);
+        assert_eq!(tier(3 * TIER_UNIT_FPS), 0);
+        assert_eq!(tier(4 * TIER_UNIT_FPS), 1);
+        assert_eq!(tier(16 * TIER_UNIT_FPS), 2);
     }
 }

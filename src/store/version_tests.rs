@@ -4,7 +4,7 @@
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
 use crate::store::tests::open;
-use crate::store::{Seen, keys};
+use crate::store::{Seen, exact, keys};
 
 fn url(n: u32) -> String {
     format!("http://h{}.test/{n}", n % 3)
@@ -81,4 +81,81 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     assert_eq!(reread, hosts);
     assert_eq!(state.output_start("/tmp/out.jsonl").unwrap(), watermark);
     state.resume_cycle(&[]).unwrap();
+}
+
+/// Exact runs were written in chunks of 4,096 fingerprints before 2026-12-03
+/// (now [`exact::CHUNK_FPS`]): such a run is still read, keeps its merge tier,
+/// and a merge rewrites it in small chunks.
+#[test]
+fn exact_runs_in_large_chunks_are_read_and_merged_into_small_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let url = |n: u32| format!("http://a.test/{n}");
+    let fp = |n: u32| fingerprint(&Request::get(url(n)), &[]);
+    for n in 0..5000 {
+        assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+    }
+    state.checkpoint().unwrap();
+    assert_eq!(state.seen.exact.runs.len(), 1);
+    let (run, count) = state.seen.exact.runs[0];
+    assert_eq!(count, 5000);
+
+    // Rewrite the run as the old layout had it: chunks of 4,096.
+    let tree = state.db.tree();
+    let prefix = keys::with_u64(keys::EXACT_RUN, run);
+    let mut fps = Vec::new();
+    for entry in tree.scan_prefix(&prefix) {
+        let (key, value) = entry.unwrap();
+        let body = exact::chunk_body(&value).unwrap();
+        assert!(body.len() / 20 <= exact::CHUNK_FPS);
+        fps.extend(
+            body.chunks_exact(20)
+                .map(|f| <[u8; 20]>::try_from(f).unwrap()),
+        );
+        tree.remove(key).unwrap();
+    }
+    assert_eq!(fps.len(), 5000);
+    for chunk in fps.chunks(4096) {
+        tree.insert(exact::chunk_key(run, &chunk[0]), exact::encode_chunk(chunk))
+            .unwrap();
+    }
+    tree.flush().unwrap();
+    drop(state);
+
+    let mut state = open(dir.path());
+    let check = |state: &crate::store::State, upto: u32| {
+        for n in 0..upto {
+            assert_eq!(state.check_seen(&fp(n)).unwrap(), Seen::Duplicate, "{n}");
+        }
+        for n in 100_000..100_500 {
+            assert_ne!(state.check_seen(&fp(n)).unwrap(), Seen::Duplicate, "{n}");
+        }
+    };
+    check(&state, 5000);
+    // Three more seals of the same tier: the four runs merge into one.
+    for round in 1..4u32 {
+        for n in round * 5000..(round + 1) * 5000 {
+            assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
+        }
+        state.checkpoint().unwrap();
+    }
+    assert_eq!(
+        state.seen.exact.runs.len(),
+        1,
+        "{:?}",
+        state.seen.exact.runs
+    );
+    let (merged, count) = state.seen.exact.runs[0];
+    assert_eq!(count, 20_000);
+    for entry in state
+        .db
+        .tree()
+        .scan_prefix(keys::with_u64(keys::EXACT_RUN, merged))
+    {
+        let (_, value) = entry.unwrap();
+        assert!(exact::chunk_body(&value).unwrap().len() / 20 <= exact::CHUNK_FPS);
+    }
+    check(&state, 20_000);
+    drop(state);
+    check(&open(dir.path()), 20_000);
 }
