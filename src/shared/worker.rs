@@ -218,11 +218,29 @@ impl<'a> Worker<'a> {
             let room = self.config.concurrency.saturating_sub(self.held.len());
             let leasing = room > 0 && !self.limit_reached();
             if leasing && Instant::now() >= next_lease {
-                let call = self.shared.lease(&self.id, room, self.ttl);
-                let Some(batch) = unless_stopped(shutdown.as_mut(), call).await else {
-                    return self.stop().await;
+                // Err on Ctrl-C, with the answer of a call that was under way:
+                // the script may have run, and its leases are then this
+                // worker's, to be returned with the rest (not left to expire).
+                let answer = {
+                    let call = self.shared.lease(&self.id, room, self.ttl);
+                    tokio::pin!(call);
+                    match unless_stopped(shutdown.as_mut(), call.as_mut()).await {
+                        Some(batch) => Ok(batch),
+                        None => {
+                            self.shared.stop_retrying();
+                            let settled = tokio::time::timeout(LEASE_SETTLE, call).await;
+                            Err(settled.ok().and_then(Result::ok))
+                        }
+                    }
                 };
-                let batch = batch?;
+                let batch = match answer {
+                    Ok(batch) => batch?,
+                    Err(settled) => {
+                        let granted = settled.into_iter().flat_map(|batch| batch.leases);
+                        self.held.extend(granted.map(|lease| lease.token));
+                        return self.stop().await;
+                    }
+                };
                 let got = batch.leases.len();
                 self.frontier = batch.frontier;
                 for lease in batch.leases {
@@ -639,6 +657,11 @@ async fn begin_cycle(
 
 /// `call`'s output, or `None` when `shutdown` resolves first: Ctrl-C is heard
 /// even while Redis is away and a call waits for it.
+/// How long a stopping worker waits for the answer to a lease call that was
+/// under way, so that leases granted just before Ctrl-C are returned at once
+/// rather than left to expire (with Redis away it waits this long, no more).
+const LEASE_SETTLE: Duration = Duration::from_secs(1);
+
 async fn unless_stopped<T>(
     shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
     call: impl Future<Output = T>,
