@@ -26,10 +26,11 @@ use crate::support::{TestServer, handler, queued_urls};
 const LINKS: usize = 3 * LINK_CHUNK + 100;
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// `/` links to `/p/0` .. `/p/{LINKS - 1}`; those are small pages without links.
-fn serve() -> TestServer {
+/// `/` links to `/p/0` .. `/p/{links - 1}`; those are small pages without links
+/// (also the shared crawl's dense page, `shared.rs`).
+pub(crate) fn serve_dense(links: usize) -> TestServer {
     let mut dense = String::from("<!DOCTYPE html><html><head><title>Dense</title></head><body>\n");
-    for i in 0..LINKS {
+    for i in 0..links {
         dense.push_str(&format!("<a href=\"/p/{i}\">{i}</a>\n"));
     }
     dense.push_str("</body></html>\n");
@@ -106,7 +107,7 @@ fn check_done(data: &Path, server: &TestServer, point: &str) {
 
 #[test]
 fn a_dense_page_queues_its_links_in_parts() {
-    let server = serve();
+    let server = serve_dense(LINKS);
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("state");
     let trace = dir.path().join("trace");
@@ -130,7 +131,7 @@ fn a_dense_page_queues_its_links_in_parts() {
 
 #[test]
 fn a_crash_between_parts_of_a_dense_page_loses_no_link() {
-    let server = serve();
+    let server = serve_dense(LINKS);
     // The first part (nothing of the page durable yet), and the last one (two
     // parts durable or sealed before it).
     for hit in [1, LINKS / LINK_CHUNK] {

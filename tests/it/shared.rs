@@ -435,8 +435,6 @@ fn a_host_whose_robots_txt_keeps_failing_is_parked_and_the_crawl_drains() {
 /// whole: every link queued once, every page fetched once, one item each.
 #[test]
 fn a_dense_page_is_queued_in_parts_and_crawled_once_by_two_workers() {
-    use crate::support::server::TestResponse;
-    use crate::support::{TestServer, handler};
     use legcrawl::store::LINK_CHUNK;
 
     let _serial = serial();
@@ -444,18 +442,7 @@ fn a_dense_page_is_queued_in_parts_and_crawled_once_by_two_workers() {
         return;
     };
     let links = 2 * LINK_CHUNK + 100;
-    let mut dense = String::from("<!DOCTYPE html><html><head><title>Dense</title></head><body>\n");
-    for i in 0..links {
-        dense.push_str(&format!("<a href=\"/p/{i}\">{i}</a>\n"));
-    }
-    dense.push_str("</body></html>\n");
-    let server = TestServer::start(handler(move |req| match req.path() {
-        "/" => TestResponse::html(dense.clone()),
-        path if path.starts_with("/p/") => {
-            TestResponse::html("<html><head><title>Leaf</title></head><body>leaf</body></html>")
-        }
-        _ => TestResponse::not_found(),
-    }));
+    let server = crate::dense::serve_dense(links);
     let mut crawl = Crawl::new(&redis.url(), "dense");
     let seed = server.url("/");
     let argv = [
