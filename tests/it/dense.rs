@@ -7,7 +7,8 @@
 //! claims is lost (invariant 2), that the resumed run fetches the page again and
 //! ends with every link queued exactly once and the page's item stored once
 //! (invariants 1 and 3). The crash-point suite's site has no such page, so it
-//! leaves this point to these tests.
+//! leaves this point to these tests. The last test checks that the binary runs
+//! with the allocator options that bound a dense page's memory.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -167,4 +168,24 @@ fn a_crash_between_parts_of_a_dense_page_loses_no_link() {
         );
         check_done(&data, &server, &point);
     }
+}
+
+/// The binary's jemalloc options are in force (`src/main.rs`; README, *Large
+/// frontier*): asked to confirm its options, jemalloc names where each came
+/// from.
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+#[test]
+fn the_binary_runs_jemalloc_with_its_memory_options() {
+    let mut cmd = std::process::Command::new(cli::bin());
+    cmd.arg("--version")
+        .env("_RJEM_MALLOC_CONF", "confirm_conf:true");
+    let out = cli::run(cmd, LIMIT);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "global variable malloc_conf): \"narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0\""
+        ),
+        "{stderr}"
+    );
 }
