@@ -18,7 +18,7 @@
 //! run's progress (`status.json`, written once a second). It reports, per phase,
 //! the peak `RssAnon` sample and the run's `VmHWM` (as `dump summary` records
 //! it; it includes the touched pages of the mapped Bloom file); the size on disk
-//! of `db/` and `bloom.bin` after each phase, per queued request and per fetched
+//! of `db/` with `runs/` (the state's records) and `bloom.bin` after each phase, per queued request and per fetched
 //! page; the time `State::open` takes on the finished state (three opens) and
 //! `legcrawl dump summary`'s wall time; and pages/s over the first and the last
 //! tenth of phase 2 (interpolated between progress samples).
@@ -362,7 +362,8 @@ fn main() -> anyhow::Result<()> {
     let one = watch(command.spawn()?, &data)?;
     let (after_one, _) = summary(&data)?;
     let queued = field(&after_one, "frontier");
-    let db_one = size_of(&data.join("db"));
+    let runs_one = size_of(&data.join("runs"));
+    let db_one = size_of(&data.join("db")) + runs_one;
     let bloom = size_of(&data.join("bloom.bin"));
     ensure!(
         queued >= DENSE_PAGES * links,
@@ -381,7 +382,8 @@ fn main() -> anyhow::Result<()> {
         &crawl.to_string(),
     ]);
     let two = watch(command.spawn()?, &data)?;
-    let db_two = size_of(&data.join("db"));
+    let runs_two = size_of(&data.join("runs"));
+    let db_two = size_of(&data.join("db")) + runs_two;
 
     // Opening the finished state: first in this process (the first open after
     // the crawl, then two more), then `dump summary` as a user would.
@@ -434,19 +436,21 @@ fn main() -> anyhow::Result<()> {
     );
     println!();
     println!(
-        "queued after phase 1: {queued}; db/ {:.1} MiB = {:.1} B per queued request; \
-         bloom.bin {:.1} MiB",
+        "queued after phase 1: {queued}; db/ + runs/ {:.1} MiB (runs/ {:.1}) = {:.1} B per \
+         queued request; bloom.bin {:.1} MiB",
         db_one as f64 / 1048576.0,
+        runs_one as f64 / 1048576.0,
         db_one as f64 / queued as f64,
         bloom as f64 / 1048576.0
     );
     println!(
-        "after phase 2: {} pages, {} items, {} queued; db/ {:.1} MiB; \
+        "after phase 2: {} pages, {} items, {} queued; db/ + runs/ {:.1} MiB (runs/ {:.1}); \
          growth {:.1} B per fetched page (items included)",
         field(&after_two, "pages"),
         field(&after_two, "items"),
         field(&after_two, "frontier"),
         db_two as f64 / 1048576.0,
+        runs_two as f64 / 1048576.0,
         (db_two as f64 - db_one as f64) / pages as f64
     );
     println!(

@@ -182,6 +182,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             | StoreError::Mismatch { .. }
             | StoreError::Damaged { .. }
             | StoreError::RolledBack { .. }
+            | StoreError::RunDamaged { .. }
             | StoreError::BloomLost { .. },
         ) => 2,
         _ => 1,

@@ -3,7 +3,7 @@
 //!
 //! A checkpoint is a multi-step operation, so it follows the pattern of a
 //! manifest switch: new data is written under names nothing points to yet (the
-//! new run's chunks), then one batch switches the pointer (the run index) and
+//! new run's file, synced), then one batch switches the pointer (the run index) and
 //! removes the journal entries the synced bits and the new run now cover, then
 //! the old data (runs merged into the new one) is removed — but only by the next
 //! checkpoint, after the state has stopped reading them. Every step boundary is a
@@ -14,14 +14,17 @@
 //! the sorted fingerprints to seal, the index as it was), so it can run on a
 //! blocking thread while the crawl goes on; meanwhile the fingerprints being
 //! sealed are still answered from memory. [`State::checkpointed`] takes the
-//! result. On open, chunks of runs the index does not list (left by a crash
+//! result. On open, runs the index does not list (files left by a crash
 //! before the switch, or merged runs not yet removed) are never read, are
 //! removed by the next checkpoint, and their ids are never reused.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::exact::{CHUNK_FPS, MERGE_FANOUT, chunk_key, encode_chunk, encode_index, tier};
+use super::exact::{MERGE_FANOUT, encode_index, tier};
+use super::runfile::{self, RunFile, RunFileWriter};
 use super::seen::SeenSet;
 use super::table::Db;
 use super::{State, StoreError, crash, keys};
@@ -31,10 +34,6 @@ use crate::fingerprint::Fingerprint;
 
 /// The run index: `(run id, fingerprints)`, oldest first.
 type RunIndex = Vec<(u64, u64)>;
-
-/// Chunk records written per batch while sealing or merging: 65,536
-/// fingerprints (1.3 MiB), as when a chunk held 4,096.
-const CHUNKS_PER_BATCH: usize = 65_536 / CHUNK_FPS;
 
 /// One checkpoint's work, detached from the state (see the module doc).
 #[must_use = "a checkpoint does nothing until it runs and its result reaches State::checkpointed"]
@@ -48,10 +47,14 @@ pub struct Checkpoint {
     seal: Vec<Fingerprint>,
     /// The run index as the state reads it now.
     runs: Vec<(u64, u64)>,
+    /// Its runs that are files.
+    files: HashMap<u64, Arc<RunFile>>,
     /// The id of the run this checkpoint writes.
     run_id: u64,
-    /// Runs whose chunks nothing reads any more.
+    /// Runs in sled nothing reads any more (an older state's).
     garbage: Vec<u64>,
+    /// Run files nothing reads any more.
+    garbage_files: Vec<u64>,
 }
 
 /// What a [`Checkpoint`] did; hand it to [`State::checkpointed`].
@@ -60,10 +63,14 @@ pub struct Checkpoint {
 pub struct Checkpointed {
     /// The run index now on disk.
     runs: Vec<(u64, u64)>,
+    /// The new run's file, mapped, when the checkpoint wrote one.
+    new_file: Option<(u64, Arc<RunFile>)>,
     /// Runs merged into the new one: garbage once the state reads the new index.
     merged: Vec<u64>,
-    /// Garbage runs this checkpoint removed.
+    /// Garbage runs in sled this checkpoint removed.
     collected: Vec<u64>,
+    /// Garbage run files this checkpoint removed.
+    collected_files: Vec<u64>,
 }
 
 impl Checkpoint {
@@ -73,14 +80,18 @@ impl Checkpoint {
         self.collect_garbage()?;
         crash::point("checkpoint.msync");
         self.bloom.sync()?;
-        let (runs, merged) = if self.seal.is_empty() {
-            (self.runs.clone(), Vec::new())
+        let (runs, merged, new_file) = if self.seal.is_empty() {
+            (self.runs.clone(), Vec::new(), None)
         } else {
-            self.write_new_run()?
+            let (runs, merged, file) = self.write_new_run()?;
+            (runs, merged, Some((self.run_id, file)))
         };
         let mut batch = sled::Batch::default();
-        if !self.seal.is_empty() {
-            batch.insert(keys::EXACT_INDEX, encode_index(&runs));
+        if let Some((id, file)) = &new_file {
+            let mut files = self.files.clone();
+            files.retain(|run, _| !merged.contains(run));
+            files.insert(*id, Arc::clone(file));
+            batch.insert(keys::EXACT_INDEX, encode_index(&runs, &files));
         }
         let end = keys::with_u64(keys::JOURNAL, self.journal_end);
         for entry in self.db.range(vec![keys::JOURNAL]..end) {
@@ -93,14 +104,20 @@ impl Checkpoint {
         self.db.flush().map_err(|e| self.db_error(e))?;
         Ok(Checkpointed {
             runs,
+            new_file,
             merged,
             collected: self.garbage,
+            collected_files: self.garbage_files,
         })
     }
 
-    /// Removes the chunks of runs nothing reads (merged by the last checkpoint,
-    /// or orphaned by a crash before an index switch).
+    /// Removes the runs nothing reads (merged by the last checkpoint, or
+    /// orphaned by a crash before an index switch): files, and an older
+    /// state's chunks in sled.
     fn collect_garbage(&self) -> Result<(), StoreError> {
+        for &run in &self.garbage_files {
+            runfile::remove(&self.dir, run)?;
+        }
         for &run in &self.garbage {
             let mut batch = sled::Batch::default();
             for entry in self.db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run)) {
@@ -114,10 +131,12 @@ impl Checkpoint {
     }
 
     /// Merges full tiers into the sealed fingerprints and writes them as the new
-    /// run; returns the index that lists it and the runs it replaced. The merge
-    /// streams: the runs are read chunk by chunk and the new run is written as
-    /// it forms, so memory stays a few chunks per run, however large the runs.
-    fn write_new_run(&self) -> Result<(RunIndex, Vec<u64>), StoreError> {
+    /// run's file; returns the index that lists it, the runs it replaced and
+    /// the file, mapped. The merge streams: runs are read in order (a file
+    /// through its map, after its checksum was checked; an older state's run
+    /// in sled chunk by chunk) and the new file is written as it forms, so
+    /// memory stays a few buffers, however large the runs.
+    fn write_new_run(&self) -> Result<(RunIndex, Vec<u64>, Arc<RunFile>), StoreError> {
         let mut runs = self.runs.clone();
         let mut merged = Vec::new();
         // Runs are disjoint, so the merged size is the sum of their counts.
@@ -133,28 +152,53 @@ impl Checkpoint {
                 size += count;
             }
         }
-        let mut sources = vec![RunReader::memory(&self.seal)];
+        let mut sources = vec![RunReader::Memory(self.seal.iter())];
         for &run in &merged {
-            sources.push(RunReader::stored(self, run));
+            sources.push(match self.files.get(&run) {
+                Some(file) => {
+                    file.verify()?;
+                    RunReader::File {
+                        body: file.body(),
+                        at: 0,
+                    }
+                }
+                None => RunReader::stored(self, run),
+            });
         }
+        let mut writer = RunFileWriter::create(&self.dir, self.run_id)?;
+        let count = match self.merge(&mut sources, &mut writer) {
+            Ok(()) => writer.finish()?,
+            Err(error) => {
+                writer.abandon();
+                return Err(error);
+            }
+        };
+        runs.push((self.run_id, count));
+        let file = RunFile::open(&self.dir, self.run_id, count)?;
+        Ok((runs, merged, Arc::new(file)))
+    }
+
+    /// Writes the union of `sources` (each sorted) to `writer`, in order: each
+    /// step takes the smallest head, and equal heads (a fingerprint in two
+    /// sources) are written once.
+    fn merge(
+        &self,
+        sources: &mut [RunReader<'_>],
+        writer: &mut RunFileWriter,
+    ) -> Result<(), StoreError> {
         let mut heads = Vec::with_capacity(sources.len());
-        for source in &mut sources {
+        for source in sources.iter_mut() {
             heads.push(source.next_fp()?);
         }
-        let mut writer = RunWriter::new(self);
-        // Each step takes the smallest head; equal heads (a fingerprint in two
-        // sources) are written once.
         while let Some(smallest) = heads.iter().flatten().min().copied() {
-            writer.push(smallest)?;
-            for (head, source) in heads.iter_mut().zip(&mut sources) {
+            writer.push(&smallest)?;
+            for (head, source) in heads.iter_mut().zip(sources.iter_mut()) {
                 if *head == Some(smallest) {
                     *head = source.next_fp()?;
                 }
             }
         }
-        let count = writer.finish()?;
-        runs.push((self.run_id, count));
-        Ok((runs, merged))
+        Ok(())
     }
 
     fn db_error(&self, source: sled::Error) -> StoreError {
@@ -166,9 +210,14 @@ impl Checkpoint {
 }
 
 /// The fingerprints of one merge source, in order: the sorted fingerprints
-/// being sealed, or a stored run read chunk by chunk.
+/// being sealed, a run file's body, or an older state's run in sled, read
+/// chunk by chunk.
 enum RunReader<'c> {
     Memory(std::slice::Iter<'c, Fingerprint>),
+    File {
+        body: &'c [u8],
+        at: usize,
+    },
     Stored {
         job: &'c Checkpoint,
         chunks: Box<sled::Iter>,
@@ -178,10 +227,6 @@ enum RunReader<'c> {
 }
 
 impl<'c> RunReader<'c> {
-    fn memory(fps: &'c [Fingerprint]) -> RunReader<'c> {
-        RunReader::Memory(fps.iter())
-    }
-
     fn stored(job: &'c Checkpoint, run: u64) -> RunReader<'c> {
         RunReader::Stored {
             job,
@@ -195,6 +240,15 @@ impl<'c> RunReader<'c> {
     fn next_fp(&mut self) -> Result<Option<Fingerprint>, StoreError> {
         match self {
             RunReader::Memory(fps) => Ok(fps.next().copied()),
+            RunReader::File { body, at } => {
+                let Some(bytes) = body.get(*at..*at + 20) else {
+                    return Ok(None);
+                };
+                *at += 20;
+                let mut fp = [0u8; 20];
+                fp.copy_from_slice(bytes);
+                Ok(Some(fp))
+            }
             RunReader::Stored {
                 job,
                 chunks,
@@ -226,68 +280,6 @@ impl<'c> RunReader<'c> {
     }
 }
 
-/// Writes the new run's chunks as the merge produces them, a batch of
-/// [`CHUNKS_PER_BATCH`] chunks at a time.
-struct RunWriter<'c> {
-    job: &'c Checkpoint,
-    chunk: Vec<Fingerprint>,
-    batch: sled::Batch,
-    in_batch: usize,
-    count: u64,
-}
-
-impl<'c> RunWriter<'c> {
-    fn new(job: &'c Checkpoint) -> RunWriter<'c> {
-        RunWriter {
-            job,
-            chunk: Vec::with_capacity(CHUNK_FPS),
-            batch: sled::Batch::default(),
-            in_batch: 0,
-            count: 0,
-        }
-    }
-
-    fn push(&mut self, fp: Fingerprint) -> Result<(), StoreError> {
-        self.chunk.push(fp);
-        self.count += 1;
-        if self.chunk.len() == CHUNK_FPS {
-            self.close_chunk();
-            if self.in_batch == CHUNKS_PER_BATCH {
-                self.write()?;
-            }
-        }
-        Ok(())
-    }
-
-    fn close_chunk(&mut self) {
-        if let Some(first) = self.chunk.first() {
-            let key = chunk_key(self.job.run_id, first);
-            self.batch.insert(key, encode_chunk(&self.chunk));
-            self.chunk.clear();
-            self.in_batch += 1;
-        }
-    }
-
-    fn write(&mut self) -> Result<(), StoreError> {
-        let batch = std::mem::take(&mut self.batch);
-        self.in_batch = 0;
-        crash::point("checkpoint.run");
-        self.job
-            .db
-            .apply_batch(batch)
-            .map_err(|e| self.job.db_error(e))
-    }
-
-    /// Writes what is left; returns the run's size.
-    fn finish(mut self) -> Result<u64, StoreError> {
-        self.close_chunk();
-        if self.in_batch > 0 {
-            self.write()?;
-        }
-        Ok(self.count)
-    }
-}
-
 impl SeenSet {
     /// True when a checkpoint should start: none runs, and the journal holds
     /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints, or something waits for a
@@ -295,14 +287,14 @@ impl SeenSet {
     pub(super) fn checkpoint_due(&self) -> bool {
         !self.checkpointing
             && (self.journaled >= super::CHECKPOINT_MAX_JOURNALED
-                || ((self.journaled > 0 || !self.exact.garbage.is_empty())
+                || ((self.journaled > 0 || self.exact.has_garbage())
                     && self.last_checkpoint.elapsed() >= self.checkpoint_every))
     }
 
     /// Detaches a checkpoint of everything durable so far (see
     /// [`State::start_checkpoint`]).
     pub(super) fn start_checkpoint(&mut self, db: &Db) -> Result<Option<Checkpoint>, StoreError> {
-        if self.checkpointing || (self.journaled == 0 && self.exact.garbage.is_empty()) {
+        if self.checkpointing || (self.journaled == 0 && !self.exact.has_garbage()) {
             return Ok(None);
         }
         let bloom = self.bloom.sync_handle()?;
@@ -324,20 +316,32 @@ impl SeenSet {
             journal_end: self.journal_end,
             seal,
             runs: self.exact.runs.clone(),
+            files: self.exact.files.clone(),
             run_id,
             // Left listed here until the checkpoint says it removed them, so a
             // failed one leaves them for the next.
             garbage: self.exact.garbage.clone(),
+            garbage_files: self.exact.garbage_files.clone(),
         }))
     }
 
     /// A [`Checkpoint`] finished (see [`State::checkpointed`]).
     pub(super) fn checkpointed(&mut self, done: Checkpointed) {
-        self.exact.runs = done.runs;
-        self.exact
-            .garbage
-            .retain(|run| !done.collected.contains(run));
-        self.exact.garbage.extend(done.merged);
+        let exact = &mut self.exact;
+        exact.runs = done.runs;
+        exact.garbage.retain(|run| !done.collected.contains(run));
+        exact
+            .garbage_files
+            .retain(|run| !done.collected_files.contains(run));
+        if let Some((id, file)) = done.new_file {
+            exact.files.insert(id, file);
+        }
+        for run in done.merged {
+            match exact.files.remove(&run) {
+                Some(_) => exact.garbage_files.push(run),
+                None => exact.garbage.push(run),
+            }
+        }
         self.exact.sealing.clear();
         self.checkpointing = false;
     }

@@ -119,7 +119,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "checkpoint.gc",
-        before: "the chunks of exact runs no index references (merged, or orphaned by a crash) are removed",
+        before: "exact runs no index references (merged, or orphaned by a crash) are removed: a file, or an older state's chunks in the database",
     },
     Point {
         name: "checkpoint.msync",
@@ -127,7 +127,11 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "checkpoint.run",
-        before: "a batch of a new exact run's chunks is written (not referenced yet)",
+        before: "a part of a new exact run's file is written (not referenced yet)",
+    },
+    Point {
+        name: "checkpoint.run_sync",
+        before: "a new exact run's file is complete (header written) and is synced with its directory (not referenced yet)",
     },
     Point {
         name: "checkpoint.index",

@@ -8,7 +8,7 @@
 //! Creation writes a *creating* marker first, then `db/` and `bloom.bin`, then
 //! replaces the marker with the final one: a directory whose marker still says
 //! *creating* holds nothing of value and is created again by the next crawl. A
-//! directory with `db/` or `bloom.bin` but no marker at all is refused, untouched:
+//! directory with `db/`, `runs/` or `bloom.bin` but no marker at all is refused, untouched:
 //! nothing here ever deletes what it did not create. Depends on nothing but the
 //! crash points.
 
@@ -157,7 +157,7 @@ fn check_unmarked(dir: &Path) -> Result<(), StoreError> {
             source,
         })?;
         match entry.file_name().to_str() {
-            Some("db") | Some("bloom.bin") => {
+            Some("db") | Some("bloom.bin") | Some("runs") => {
                 return Err(StoreError::Unmarked {
                     path: dir.to_owned(),
                 });

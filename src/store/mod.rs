@@ -1,8 +1,8 @@
 //! The persistent crawl state: frontier, seen set, items, seeds, runs and counters.
 //!
 //! One data directory holds a sled database (`db/`), the memory-mapped Bloom filter
-//! (`bloom.bin`), a marker file naming the format (`LEGCRAWL`) and, while a crawl
-//! runs, `status.json`. A [`State`] is owned by one task of one process (the
+//! (`bloom.bin`), the exact seen set's sorted runs (`runs/`), a marker file naming
+//! the format (`LEGCRAWL`) and, while a crawl runs, `status.json`. A [`State`] is owned by one task of one process (the
 //! directory is locked while it is open), so it takes `&mut self` and needs no
 //! locking of its own.
 //!
@@ -15,8 +15,8 @@
 //!   (the one write set of a group; tables write only into it).
 //! - The tables, each owning its namespaces, record encodings and in-memory
 //!   part: `frontier` (queue `q`, host index `h`/`H`, leases), `seen` (the
-//!   Bloom filter, journal `j`, and through `exact` the exact set's runs `S`
-//!   and index `e`), `pages` (page records `p`, due index `v`), `items` (`i`,
+//!   Bloom filter, journal `j`, and through `exact` the exact set's index `e`
+//!   and runs: files in `runs/` (`runfile`), or an older state's chunks `S`), `pages` (page records `p`, due index `v`), `items` (`i`,
 //!   output watermarks `o`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
 //!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
 //!   durable lengths of WARC files `w`). No table calls
@@ -76,6 +76,7 @@ pub mod records;
 mod remembered;
 pub mod repair;
 mod robots;
+mod runfile;
 mod runs;
 mod seen;
 pub mod status;
@@ -244,6 +245,17 @@ pub enum StoreError {
         /// The database directory (`db/`).
         path: PathBuf,
         /// What sled said.
+        reason: String,
+    },
+    /// A file of the exact seen set (`runs/`) is missing, cut short or does
+    /// not match its checksum. Nothing of the state was written.
+    #[error(
+        "{path}: damaged exact-set run: {reason}; the state was left as it is (restore the directory from a copy)"
+    )]
+    RunDamaged {
+        /// The run file.
+        path: PathBuf,
+        /// What is wrong with it.
         reason: String,
     },
     /// The database holds less than the durable record says was made durable: it

@@ -35,7 +35,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha1::{Digest, Sha1};
 
-use super::exact::chunk_body;
+use super::exact::{chunk_body, decode_index};
+use super::runfile::RunFile;
 use super::{State, StoreError, crash, keys};
 use crate::bloom::{BloomError, BloomFile, BloomParams};
 use crate::config::DedupMode;
@@ -699,8 +700,8 @@ pub(super) fn bloom_damage(
     }
 }
 
-/// Every fingerprint of the exact set: the runs the index lists, then the
-/// journal. Reads through [`guard`] (the caller's).
+/// Every fingerprint of the exact set: the runs the index lists (a run
+/// file's checksum is checked), then the journal. Reads through [`guard`] (the caller's).
 pub(super) fn exact_fingerprints(
     dir: &Path,
     db: &sled::Db,
@@ -723,19 +724,19 @@ pub(super) fn exact_fingerprints(
         }));
     };
     let index = db.get(keys::EXACT_INDEX).map_err(db_err)?;
-    let listed: Vec<u64> = match index.as_deref().map(<[u8]>::split_first) {
+    let listed = match index.as_deref().map(decode_index) {
         None => Vec::new(),
-        Some(Some((1, body))) if body.len() % 16 == 0 => body
-            .chunks_exact(16)
-            .map(|pair| {
-                let mut id = [0u8; 8];
-                id.copy_from_slice(&pair[..8]);
-                u64::from_be_bytes(id)
-            })
-            .collect(),
-        Some(_) => return Err(corrupt("exact run index", keys::EXACT_INDEX)),
+        Some(Some(listed)) => listed,
+        Some(None) => return Err(corrupt("exact run index", keys::EXACT_INDEX)),
     };
-    for run in listed {
+    for (run, count, file) in listed {
+        if file {
+            // Read whole, so its checksum is checked too.
+            let file = RunFile::open(dir, run, count)?;
+            file.verify()?;
+            take(file.body());
+            continue;
+        }
         for entry in db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run)) {
             let (key, chunk) = entry.map_err(db_err)?;
             take(chunk_body(&chunk).ok_or_else(|| corrupt("exact chunk", &key))?);

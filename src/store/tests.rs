@@ -394,6 +394,10 @@ fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
                     .is_none(),
                 "bloom mode keeps no exact set"
             );
+            assert!(
+                super::runfile::ids_on_disk(dir.path()).unwrap().is_empty(),
+                "nor run files"
+            );
         }
     }
 }

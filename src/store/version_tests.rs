@@ -4,7 +4,7 @@
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
 use crate::store::tests::open;
-use crate::store::{Seen, exact, keys};
+use crate::store::{Seen, State, exact, keys, runfile};
 
 fn url(n: u32) -> String {
     format!("http://h{}.test/{n}", n % 3)
@@ -21,6 +21,33 @@ const LATE: &[(u8, &str)] = &[
     (keys::CYCLE[0], "cycle start"),
 ];
 
+/// Rewrites the state's exact runs as states written before run files kept
+/// them: sorted chunks of at most `chunk` fingerprints in sled, listed by an
+/// index record of version 1, the files gone. The caller reopens the state.
+fn move_runs_into_sled(state: &mut State, dir: &std::path::Path, chunk: usize) {
+    let tree = state.db.tree().clone();
+    let mut index = vec![1u8];
+    for &(run, count) in &state.seen.exact.runs {
+        let path = runfile::path(dir, run);
+        let bytes = std::fs::read(&path).unwrap();
+        let fps: Vec<[u8; 20]> = bytes[32..]
+            .chunks_exact(20)
+            .map(|f| <[u8; 20]>::try_from(f).unwrap())
+            .collect();
+        assert_eq!(fps.len() as u64, count);
+        for part in fps.chunks(chunk) {
+            tree.insert(exact::chunk_key(run, &part[0]), exact::encode_chunk(part))
+                .unwrap();
+        }
+        std::fs::remove_file(&path).unwrap();
+        index.extend_from_slice(&run.to_be_bytes());
+        index.extend_from_slice(&count.to_be_bytes());
+    }
+    tree.insert(keys::EXACT_INDEX, index).unwrap();
+    tree.flush().unwrap();
+    state.seen.exact.files.clear();
+}
+
 #[test]
 fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -33,6 +60,7 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
         assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
     }
     state.commit().unwrap();
+    move_runs_into_sled(&mut state, dir.path(), exact::CHUNK_FPS);
     let watermark = state.output_start("/tmp/out.jsonl").unwrap();
     state.start_cycle(1_700_000_000, &[]).unwrap();
     let counters = state.counter("seen/unique");
@@ -83,11 +111,12 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     state.resume_cycle(&[]).unwrap();
 }
 
-/// Exact runs were written in chunks of 4,096 fingerprints before 2026-12-03
-/// (now [`exact::CHUNK_FPS`]): such a run is still read, keeps its merge tier,
-/// and a merge rewrites it in small chunks.
+/// Exact runs were kept in sled before run files, in chunks of 4,096
+/// fingerprints and later of [`exact::CHUNK_FPS`] (2026-12-03): such runs are
+/// still read, keep their merge tier, and a merge writes them into a file; their
+/// chunks are removed by the checkpoint after.
 #[test]
-fn exact_runs_in_large_chunks_are_read_and_merged_into_small_ones() {
+fn exact_runs_an_older_state_kept_in_sled_are_read_and_merged_into_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
     let url = |n: u32| format!("http://a.test/{n}");
@@ -99,30 +128,12 @@ fn exact_runs_in_large_chunks_are_read_and_merged_into_small_ones() {
     assert_eq!(state.seen.exact.runs.len(), 1);
     let (run, count) = state.seen.exact.runs[0];
     assert_eq!(count, 5000);
-
-    // Rewrite the run as the old layout had it: chunks of 4,096.
-    let tree = state.db.tree();
-    let prefix = keys::with_u64(keys::EXACT_RUN, run);
-    let mut fps = Vec::new();
-    for entry in tree.scan_prefix(&prefix) {
-        let (key, value) = entry.unwrap();
-        let body = exact::chunk_body(&value).unwrap();
-        assert!(body.len() / 20 <= exact::CHUNK_FPS);
-        fps.extend(
-            body.chunks_exact(20)
-                .map(|f| <[u8; 20]>::try_from(f).unwrap()),
-        );
-        tree.remove(key).unwrap();
-    }
-    assert_eq!(fps.len(), 5000);
-    for chunk in fps.chunks(4096) {
-        tree.insert(exact::chunk_key(run, &chunk[0]), exact::encode_chunk(chunk))
-            .unwrap();
-    }
-    tree.flush().unwrap();
+    move_runs_into_sled(&mut state, dir.path(), 4096);
     drop(state);
 
     let mut state = open(dir.path());
+    assert!(state.seen.exact.files.is_empty(), "read from sled");
+    assert!(runfile::ids_on_disk(dir.path()).unwrap().is_empty());
     let check = |state: &crate::store::State, upto: u32| {
         for n in 0..upto {
             assert_eq!(state.check_seen(&fp(n)).unwrap(), Seen::Duplicate, "{n}");
@@ -132,7 +143,7 @@ fn exact_runs_in_large_chunks_are_read_and_merged_into_small_ones() {
         }
     };
     check(&state, 5000);
-    // Three more seals of the same tier: the four runs merge into one.
+    // Three more seals of the same tier: the four runs merge into one file.
     for round in 1..4u32 {
         for n in round * 5000..(round + 1) * 5000 {
             assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
@@ -147,14 +158,16 @@ fn exact_runs_in_large_chunks_are_read_and_merged_into_small_ones() {
     );
     let (merged, count) = state.seen.exact.runs[0];
     assert_eq!(count, 20_000);
-    for entry in state
-        .db
-        .tree()
-        .scan_prefix(keys::with_u64(keys::EXACT_RUN, merged))
-    {
-        let (_, value) = entry.unwrap();
-        assert!(exact::chunk_body(&value).unwrap().len() / 20 <= exact::CHUNK_FPS);
-    }
+    assert!(state.seen.exact.files.contains_key(&merged));
+    assert_eq!(runfile::ids_on_disk(dir.path()).unwrap(), vec![merged]);
+    let chunks = |state: &crate::store::State| {
+        state
+            .db
+            .tree()
+            .scan_prefix(keys::with_u64(keys::EXACT_RUN, run))
+            .count()
+    };
+    assert_eq!(chunks(&state), 0, "the sled run's chunks are gone");
     check(&state, 20_000);
     drop(state);
     check(&open(dir.path()), 20_000);

@@ -1,6 +1,8 @@
 //! A state damaged the ways a disk, a copy or a hostile user damages it: bytes
 //! overwritten in sled's files, an old copy of `db/` put back (a rollback),
-//! `bloom.bin` zeroed, cut, deleted or with a bad header, a full file system.
+//! `bloom.bin` zeroed, cut, deleted or with a bad header, a run file of the
+//! exact set (`runs/`) deleted, cut, or with a bad header or body, a full file
+//! system.
 //! The answer is always an exact repair or one line with exit code 2 (1 for a
 //! full disk) that leaves the state's bytes as they were — never a panic.
 
@@ -257,6 +259,84 @@ fn a_damaged_bloom_file_in_bloom_mode_is_refused_in_one_line_and_left_alone() {
             assert_eq!(err.trim().lines().count(), 1, "{how} {args:?}: {err}");
             assert!(err.contains("bloom dedup mode"), "{how} {args:?}: {err}");
             assert!(contents(&c.state) == before, "{how} {args:?} changed it");
+        }
+    }
+}
+
+/// The exact set's run files of a state.
+fn run_files(state: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(state.join("runs"))
+        .expect("runs/")
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "run"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A run file of the exact set deleted, cut short, with its header zeroed, or
+/// with one byte of its body flipped: there is no second copy to rebuild it
+/// from, so every command that reads it answers in one line naming the file,
+/// exit 2, and leaves the state's bytes as they were. Opening checks the header
+/// and length only; the flipped byte is found by `repair`, which reads the run
+/// whole (as a merge does).
+#[test]
+fn a_damaged_run_file_is_one_line_naming_it_and_the_state_is_left_alone() {
+    for how in ["deleted", "cut", "header zeroed", "body flipped"] {
+        let c = crawled(60, &[]);
+        let runs = run_files(&c.state);
+        assert!(!runs.is_empty(), "the crawl sealed a run");
+        let run = &runs[0];
+        let mut bytes = std::fs::read(run).expect("read run");
+        match how {
+            "deleted" => std::fs::remove_file(run).expect("remove"),
+            "cut" => std::fs::write(run, &bytes[..bytes.len() - 7]).expect("cut"),
+            "header zeroed" => {
+                bytes[..32].fill(0);
+                std::fs::write(run, &bytes).expect("zero");
+            }
+            _ => {
+                let at = bytes.len() - 3;
+                bytes[at] ^= 0x10;
+                std::fs::write(run, &bytes).expect("flip");
+            }
+        }
+        let commands: Vec<Vec<&str>> = if how == "body flipped" {
+            vec![vec!["repair"]]
+        } else {
+            vec![
+                vec!["dump", "summary"],
+                vec!["crawl", &c.seed],
+                vec!["repair"],
+            ]
+        };
+        let name = run.file_name().and_then(|n| n.to_str()).expect("name");
+        for args in commands {
+            let before = contents(&c.state);
+            let out = cli::run(legcrawl(&c.state, &args), LIMIT);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{how} {args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{how} {args:?}: {err}");
+            assert!(
+                err.contains("damaged exact-set run") && err.contains(name),
+                "{how} {args:?}: {err}"
+            );
+            if how == "body flipped" {
+                // The open before `repair`'s read found nothing wrong and did
+                // what an open and a close do (the close record); the exact
+                // set and the Bloom filter are as they were.
+                let kept = |all: BTreeMap<PathBuf, Vec<u8>>| {
+                    all.into_iter()
+                        .filter(|(path, _)| {
+                            path.starts_with(c.state.join("runs")) || path.ends_with("bloom.bin")
+                        })
+                        .collect::<BTreeMap<_, _>>()
+                };
+                assert!(kept(contents(&c.state)) == kept(before), "{how} {args:?}");
+            } else {
+                assert!(contents(&c.state) == before, "{how} {args:?} changed it");
+            }
         }
     }
 }

@@ -1,0 +1,392 @@
+//! Exact-set runs as files of their own: `runs/{id:016x}.run` in the state
+//! directory, written once by a checkpoint and read through a read-only map.
+//!
+//! A run is immutable and sorted, the one kind of data sled 0.34 handles worst:
+//! written through sled, every run and every merge of runs went through its log
+//! (about half the bytes a frontier of ten million requests wrote), its I/O
+//! buffers and its cache, and stayed in its log after merges until segments were
+//! cleaned. As a file it is written once, read by binary search over a map
+//! (page cache, not the process's anonymous memory), and removed whole.
+//!
+//! Layout: a 32-byte header — the magic `lcrun\0`, the version (u16), the number
+//! of fingerprints (u64), the CRC-32 of the body (u32), zeros — then the sorted
+//! fingerprints, 20 bytes each. The header is written last, so a file cut short
+//! by a crash has a zero header or a length that does not match it.
+//!
+//! Crash safety is the checkpoint's (see `checkpoint`): a file is complete and
+//! synced (with its directory) before the run index lists it; a file the index
+//! does not list is garbage, removed by the next checkpoint; ids are never
+//! reused. Opening checks the header and the length (cheap); the CRC is checked
+//! when a run is merged and by `legcrawl repair`, which read it whole anyway.
+//! Depends on [`crate::fingerprint`], `crash` and `exact`'s chunk search.
+
+use std::fs::{self, File};
+use std::io::{self, Write as _};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use super::{StoreError, crash, exact};
+use crate::fingerprint::Fingerprint;
+
+/// The directory of run files, in the state directory.
+pub(super) const RUNS_DIR: &str = "runs";
+/// The first bytes of a run file.
+const MAGIC: &[u8; 6] = b"lcrun\0";
+/// The layout version this module writes and reads.
+const VERSION: u16 = 1;
+/// Length of the header.
+const HEADER: usize = 32;
+/// Length of a fingerprint.
+const FP: usize = 20;
+/// Bytes the writer collects before each write (65,536 fingerprints).
+const WRITE_BYTES: usize = 65_536 * FP;
+
+/// The path of run `id` in the state directory `dir`.
+pub(super) fn path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(RUNS_DIR).join(format!("{id:016x}.run"))
+}
+
+/// The run id a file name in `runs/` names, if it is a run file's name.
+pub(super) fn id_of(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(".run")?;
+    (hex.len() == 16)
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
+}
+
+/// The ids of the run files in `dir/runs` (none when it does not exist).
+pub(super) fn ids_on_disk(dir: &Path) -> Result<Vec<u64>, StoreError> {
+    let runs = dir.join(RUNS_DIR);
+    let entries = match fs::read_dir(&runs) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(StoreError::Io { path: runs, source }),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| StoreError::Io {
+            path: runs.clone(),
+            source,
+        })?;
+        if let Some(id) = entry.file_name().to_str().and_then(id_of) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {
+    StoreError::RunDamaged {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// A run file, mapped for reading.
+#[derive(Debug)]
+pub(super) struct RunFile {
+    path: PathBuf,
+    map: Mmap,
+    crc: u32,
+}
+
+impl RunFile {
+    /// Opens run `id` of `dir`, which the index lists with `count`
+    /// fingerprints: a missing file, a bad header or a length that does not
+    /// match is [`StoreError::RunDamaged`].
+    pub(super) fn open(dir: &Path, id: u64, count: u64) -> Result<RunFile, StoreError> {
+        let path = path(dir, id);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return Err(damaged(
+                    &path,
+                    "the file is missing, and the run index lists it",
+                ));
+            }
+            Err(source) => return Err(StoreError::Io { path, source }),
+        };
+        let len = file
+            .metadata()
+            .map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        let expected = count
+            .checked_mul(FP as u64)
+            .and_then(|body| body.checked_add(HEADER as u64));
+        if Some(len) != expected {
+            return Err(damaged(
+                &path,
+                format!(
+                    "{len} bytes, and a run of {count} fingerprints takes {}",
+                    expected.map_or_else(|| "more".to_owned(), |n| n.to_string())
+                ),
+            ));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: memmap2 requires that nobody modifies or truncates the file while it is
+        // mapped. A run file is never written after the run index lists it (and only listed
+        // runs are opened); the state directory is locked through sled, so no other legcrawl
+        // process touches it; the map is read-only. As for bloom.bin, another program
+        // truncating the file would be SIGBUS.
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        // Lookups are binary searches; read-ahead on their faults would only waste page cache.
+        if let Err(error) = map.advise(memmap2::Advice::Random) {
+            tracing::debug!(path = %path.display(), %error, "madvise(RANDOM) failed; ignored");
+        }
+        let header = &map[..HEADER];
+        if &header[..6] != MAGIC {
+            return Err(damaged(&path, "not a run file (bad magic)"));
+        }
+        let version = u16::from_be_bytes([header[6], header[7]]);
+        if version != VERSION {
+            return Err(damaged(
+                &path,
+                format!("unknown run file version {version}"),
+            ));
+        }
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&header[8..16]);
+        if u64::from_be_bytes(word) != count {
+            return Err(damaged(
+                &path,
+                format!(
+                    "the header counts {} fingerprints, the run index {count}",
+                    u64::from_be_bytes(word)
+                ),
+            ));
+        }
+        let crc = u32::from_be_bytes([header[16], header[17], header[18], header[19]]);
+        Ok(RunFile { path, map, crc })
+    }
+
+    /// The sorted fingerprints, concatenated.
+    pub(super) fn body(&self) -> &[u8] {
+        &self.map[HEADER..]
+    }
+
+    /// True when the run holds `fp` (a binary search of the map).
+    pub(super) fn contains(&self, fp: &Fingerprint) -> bool {
+        exact::chunk_contains(self.body(), fp)
+    }
+
+    /// Reads the whole body and checks it against the header's CRC and order:
+    /// [`StoreError::RunDamaged`] when it does not match.
+    pub(super) fn verify(&self) -> Result<(), StoreError> {
+        if crc32fast::hash(self.body()) != self.crc {
+            return Err(damaged(
+                &self.path,
+                "its fingerprints do not match the header's checksum",
+            ));
+        }
+        let sorted = self
+            .body()
+            .chunks_exact(FP)
+            .zip(self.body().chunks_exact(FP).skip(1))
+            .all(|(a, b)| a < b);
+        if !sorted {
+            return Err(damaged(&self.path, "its fingerprints are not in order"));
+        }
+        Ok(())
+    }
+}
+
+/// Writes a new run file from fingerprints given in strictly increasing order.
+pub(super) struct RunFileWriter {
+    path: PathBuf,
+    runs: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+    crc: crc32fast::Hasher,
+    count: u64,
+}
+
+impl RunFileWriter {
+    /// Creates run `id`'s file in `dir` (and `dir/runs`, synced into `dir`,
+    /// the first time). Fails if the file exists: ids are never reused.
+    pub(super) fn create(dir: &Path, id: u64) -> Result<RunFileWriter, StoreError> {
+        let runs = dir.join(RUNS_DIR);
+        let io_err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| StoreError::Io { path, source }
+        };
+        if !runs.is_dir() {
+            fs::create_dir_all(&runs).map_err(io_err(&runs))?;
+            sync_dir(dir).map_err(io_err(dir))?;
+        }
+        let path = path(dir, id);
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        Ok(RunFileWriter {
+            path,
+            runs,
+            file,
+            // The header's place, written for real by `finish`.
+            buf: vec![0; HEADER],
+            crc: crc32fast::Hasher::new(),
+            count: 0,
+        })
+    }
+
+    /// Appends `fp` (greater than the one before).
+    pub(super) fn push(&mut self, fp: &Fingerprint) -> Result<(), StoreError> {
+        self.buf.extend_from_slice(fp);
+        self.crc.update(fp);
+        self.count += 1;
+        if self.buf.len() >= WRITE_BYTES {
+            self.write_buf()?;
+        }
+        Ok(())
+    }
+
+    fn write_buf(&mut self) -> Result<(), StoreError> {
+        crash::point("checkpoint.run");
+        self.file
+            .write_all(&self.buf)
+            .map_err(|source| StoreError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes the rest and the header, syncs the file and `runs/`; returns
+    /// the number of fingerprints.
+    pub(super) fn finish(mut self) -> Result<u64, StoreError> {
+        if !self.buf.is_empty() {
+            self.write_buf()?;
+        }
+        let mut header = [0u8; HEADER];
+        header[..6].copy_from_slice(MAGIC);
+        header[6..8].copy_from_slice(&VERSION.to_be_bytes());
+        header[8..16].copy_from_slice(&self.count.to_be_bytes());
+        header[16..20].copy_from_slice(&self.crc.clone().finalize().to_be_bytes());
+        let io_err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| StoreError::Io { path, source }
+        };
+        crash::point("checkpoint.run");
+        self.file
+            .write_all_at(&header, 0)
+            .map_err(io_err(&self.path))?;
+        crash::point("checkpoint.run_sync");
+        self.file.sync_all().map_err(io_err(&self.path))?;
+        sync_dir(&self.runs).map_err(io_err(&self.runs))?;
+        Ok(self.count)
+    }
+
+    /// Removes the unfinished file (a failed checkpoint; best effort: the next
+    /// open finds it unlisted anyway).
+    pub(super) fn abandon(self) {
+        drop(self.file);
+        // crash point: checkpoint.run (the file is not listed)
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Syncs a directory, so the names created in it are durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    // crash point: checkpoint.run_sync (the caller's)
+    File::open(dir)?.sync_all()
+}
+
+/// Removes run `id`'s file, if present, and syncs `runs/`.
+pub(super) fn remove(dir: &Path, id: u64) -> Result<(), StoreError> {
+    let path = path(dir, id);
+    crash::point("checkpoint.gc");
+    match fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(StoreError::Io { path, source }),
+    }
+    let runs = dir.join(RUNS_DIR);
+    sync_dir(&runs).map_err(|source| StoreError::Io { path: runs, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, id: u64, fps: &[Fingerprint]) -> u64 {
+        let mut writer = RunFileWriter::create(dir, id).expect("create");
+        for fp in fps {
+            writer.push(fp).expect("push");
+        }
+        writer.finish().expect("finish")
+    }
+
+    #[test]
+    fn a_written_run_is_found_whole_and_checks_out() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fps: Vec<Fingerprint> = (0..70_000u32)
+            .map(|n| {
+                let mut fp = [0u8; FP];
+                fp[..4].copy_from_slice(&(n * 2).to_be_bytes());
+                fp
+            })
+            .collect();
+        assert_eq!(write(dir.path(), 7, &fps), 70_000);
+        assert_eq!(ids_on_disk(dir.path()).expect("list"), vec![7]);
+        let run = RunFile::open(dir.path(), 7, 70_000).expect("open");
+        run.verify().expect("verify");
+        assert_eq!(run.body().len(), 70_000 * FP);
+        assert!(fps.iter().all(|fp| run.contains(fp)));
+        let mut odd = [0u8; FP];
+        odd[..4].copy_from_slice(&3u32.to_be_bytes());
+        assert!(!run.contains(&odd));
+        assert!(
+            RunFileWriter::create(dir.path(), 7).is_err(),
+            "ids are never reused"
+        );
+    }
+
+    #[test]
+    fn damage_is_named_never_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fps: Vec<Fingerprint> = (1..=10u8).map(|n| [n; FP]).collect();
+        write(dir.path(), 1, &fps);
+        let file = path(dir.path(), 1);
+        let is_damage = |result: Result<RunFile, StoreError>| {
+            matches!(result, Err(StoreError::RunDamaged { .. }))
+        };
+        assert!(is_damage(RunFile::open(dir.path(), 1, 11)), "count differs");
+        // A flipped byte in the body: opens (cheap checks), fails verify.
+        let mut bytes = fs::read(&file).expect("read");
+        bytes[HEADER + 5] ^= 1;
+        fs::write(&file, &bytes).expect("write");
+        let run = RunFile::open(dir.path(), 1, 10).expect("open");
+        assert!(matches!(run.verify(), Err(StoreError::RunDamaged { .. })));
+        // Cut short, a zeroed header, missing.
+        bytes.truncate(bytes.len() - 1);
+        fs::write(&file, &bytes).expect("write");
+        assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
+        let mut zeroed = vec![0u8; HEADER + 10 * FP];
+        zeroed[HEADER..].copy_from_slice(&fps.concat());
+        fs::write(&file, &zeroed).expect("write");
+        assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
+        fs::remove_file(&file).expect("remove");
+        assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
+    }
+
+    #[test]
+    fn names_are_sixteen_hex_digits() {
+        assert_eq!(id_of("00000000000000ff.run"), Some(255));
+        assert_eq!(id_of("ff.run"), None);
+        assert_eq!(id_of("00000000000000ff.run.tmp"), None);
+        assert_eq!(
+            path(Path::new("d"), 255),
+            Path::new("d/runs/00000000000000ff.run")
+        );
+    }
+}
