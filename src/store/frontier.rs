@@ -8,7 +8,7 @@
 //! per host, not per request).
 //!
 //! A queue value is a *packed record*: the requests of one host and priority queued
-//! by one completion group (at most [`RECORD_MAX_ENTRIES`]), so a group writes one
+//! by one completion group (at most [`RECORD_MAX_ENTRIES`] or [`RECORD_MAX_BYTES`]), so a group writes one
 //! key per host and priority instead of one per request. Layout: the version byte
 //! [`RECORD_VERSION`], then per entry its sequence number (u64, big-endian), the
 //! length of its request (u32, big-endian) and the request as [`Request::encode`]
@@ -48,6 +48,16 @@ pub(super) const RECORD_VERSION: u8 = 2;
 /// Entries of a packed record at most; a group with more requests for one host and
 /// priority writes several records. Bounds what a completion rewrites.
 pub(super) const RECORD_MAX_ENTRIES: usize = 256;
+/// A packed record closes once it holds this many bytes (about 18 requests of
+/// ~85 B). A completion group rewrites every record it completed entries of,
+/// without them, and each rewrite stays in sled's log until its segment is
+/// reclaimed: with records of up to 6 KiB a page's completion wrote a share of
+/// a 6 KiB rewrite, with 1.5 KiB a group mostly removes whole records. Measured
+/// by `benches/frontier_memory.rs` at full size: the state grew by 1,084 B per
+/// fetched page with 6 KiB records, 987 B with 3 KiB, 934 and 946 B with
+/// 1.5 KiB; queued requests took 161–162 B each in all; pages/s did not differ
+/// beyond the runs' noise.
+pub(super) const RECORD_MAX_BYTES: usize = 1536;
 
 /// A packed record being filled by the open group.
 #[derive(Debug)]
@@ -290,7 +300,7 @@ impl Frontier {
         });
         push_entry(&mut pending.bytes, seq, &request.encode());
         pending.entries += 1;
-        if (pending.entries >= RECORD_MAX_ENTRIES || pending.bytes.len() >= keys::MAX_VALUE_BYTES)
+        if (pending.entries >= RECORD_MAX_ENTRIES || pending.bytes.len() >= RECORD_MAX_BYTES)
             && let Some(full) = self.queue.remove(&head)
         {
             batch.put(&full.key[..], full.bytes);

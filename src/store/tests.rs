@@ -405,7 +405,7 @@ fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
 #[test]
 fn packed_records_are_consumed_in_fifo_order_across_groups_and_reopen() {
     // 600 requests of one host in one group: several packed records (each closes
-    // at RECORD_MAX_ENTRIES entries or MAX_VALUE_BYTES bytes).
+    // at RECORD_MAX_ENTRIES entries or RECORD_MAX_BYTES bytes).
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
     for i in 0..600 {
