@@ -652,7 +652,7 @@ impl<'a> Crawl<'a> {
             failed,
             requeued,
         };
-        self.note_page(&lease, end, &mut items, &mut counters);
+        self.note_page(&lease, end, &mut items, &mut counters)?;
         if parked {
             counters.push(("robots/host_parked", 1));
         }

@@ -159,14 +159,14 @@ impl Crawl<'_> {
         end: PageEnd,
         items: &mut Vec<Item>,
         counters: &mut Vec<(&'static str, u64)>,
-    ) {
+    ) -> Result<(), EngineError> {
         match page_write(&self.schedule, &lease.request, end, items, counters) {
             PageWrite::Put {
                 record,
                 previous_due,
             } => {
                 let fp = self.fingerprint(&lease.request);
-                self.state.put_page(fp, *record, previous_due);
+                self.state.put_page(fp, *record, previous_due)?;
             }
             PageWrite::KeepDue(due) => {
                 let fp = self.fingerprint(&lease.request);
@@ -174,6 +174,7 @@ impl Crawl<'_> {
             }
             PageWrite::Nothing => {}
         }
+        Ok(())
     }
 
     /// True when the page `request` asks for is fetched in this cycle anyway

@@ -145,8 +145,9 @@ impl State {
         if !self.group.batch.is_dirty() || self.sealed.is_some() {
             return Ok(None);
         }
-        // The only step that reads (and so may fail) comes first: on error the
+        // The only steps that read (and so may fail) come first: on error the
         // open group stays as it was.
+        let pages = self.pages.plan_seal(&self.db)?;
         self.frontier.seal(&self.db, &mut self.group.batch)?;
         let mut group = std::mem::take(&mut self.group);
         let delta = super::repair::DurableDelta {
@@ -155,7 +156,7 @@ impl State {
         };
         self.seen.seal(&mut group.batch);
         self.items.seal(&mut group.batch);
-        self.pages.seal();
+        self.pages.seal(pages, &mut group.batch);
         self.runs.seal(&mut group.batch);
         (self.meta.next_host_id, self.meta.next_queue_seq) = self.frontier.next_ids();
         group.batch.put(keys::META, records::encode(&self.meta));

@@ -46,6 +46,14 @@ pub const POINTS: &[Point] = &[
         before: "the final marker replaces the `creating` one",
     },
     Point {
+        name: "upgrade.meta",
+        before: "a state of an older format gets this build's format in its metadata record (written and synced), at the end of its first open",
+    },
+    Point {
+        name: "upgrade.marker",
+        before: "the marker of a state of an older format is replaced by this build's (after its metadata record says the new format)",
+    },
+    Point {
         name: "open.replay",
         before: "the journal left by the last run sets its Bloom bits again, on open",
     },
@@ -179,6 +187,12 @@ pub const POINTS: &[Point] = &[
 /// suite's crawls never do (the damage tests crash at them instead).
 pub fn repair_only(name: &str) -> bool {
     name.starts_with("repair.")
+}
+
+/// Points only the first open of a state of an older format reaches: the
+/// crash-point suite makes new states (`tests/it/state_dir.rs` crashes at them).
+pub fn upgrade_only(name: &str) -> bool {
+    name.starts_with("upgrade.")
 }
 
 /// Points only a page with more than [`super::LINK_CHUNK`] links reaches: the

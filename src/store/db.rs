@@ -8,7 +8,10 @@ use std::io;
 use std::path::Path;
 
 use super::records::{self, Meta, unix_now};
-use super::{DEFAULT_CACHE_BYTES, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys, repair};
+use super::{
+    DEFAULT_CACHE_BYTES, OLDEST_FORMAT, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys,
+    repair,
+};
 use crate::bloom::{BloomFile, BloomParams};
 use crate::config::DedupMode;
 
@@ -111,7 +114,7 @@ pub(super) fn load_meta(
         })?
         .ok_or_else(|| corrupt("missing".into()))?;
     let meta: Meta = records::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
-    if meta.format != STATE_FORMAT {
+    if !(OLDEST_FORMAT..=STATE_FORMAT).contains(&meta.format) {
         return Err(StoreError::Format {
             path: dir.to_owned(),
             found: meta.format.to_string(),
@@ -149,4 +152,27 @@ pub(super) fn load_meta(
         .ok_or_else(|| corrupt(format!("unknown dedup mode {:?}", meta.dedup)))?;
     let bloom = repair::open_bloom(dir, db, params, dedup, opened)?;
     Ok((meta, bloom))
+}
+
+/// Makes a state of an older format this build reads (`meta` says which) a
+/// state of [`STATE_FORMAT`]: the metadata record first (synced), then the
+/// marker. A crash between the two leaves the old marker with the new
+/// metadata; this build finishes the upgrade on the next open, and an older
+/// build refuses the state either way, so it never misses what this build
+/// writes in the new form. Runs at the end of a successful open.
+pub(super) fn upgrade(dir: &Path, db: &sled::Db, meta: &mut Meta) -> Result<(), StoreError> {
+    if meta.format < STATE_FORMAT {
+        let db_err = |source| StoreError::Db {
+            path: dir.to_owned(),
+            source,
+        };
+        let mut upgraded = meta.clone();
+        upgraded.format = STATE_FORMAT;
+        crash::point("upgrade.meta");
+        db.insert(keys::META, records::encode(&upgraded))
+            .map_err(db_err)?;
+        db.flush().map_err(db_err)?;
+        *meta = upgraded;
+    }
+    dir::mark_current(dir)
 }

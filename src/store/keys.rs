@@ -70,9 +70,22 @@ pub(crate) const ROBOTS: u8 = b'R';
 /// Requests not fetched by rule (robots.txt): `b` · URL → record.
 pub(crate) const BLOCKED: u8 = b'b';
 
-/// Page records: `p` · fingerprint (20 bytes) → record: [`PAGE_RECORD_VERSION`]
-/// then bincode (see `pages::encode_page`), or, in states written before it,
-/// the JSON record form (`records::RECORD_VERSION` then JSON), still read.
+/// Page records: `P` · first page id (u64) → a block of the records of
+/// consecutive page ids: [`PAGE_BLOCK_VERSION`], then per page its fingerprint,
+/// the record's length and the record (see `pageblock`). Ids follow the order
+/// pages were first recorded, so a new page's record is appended at the end of
+/// the namespace instead of landing at a random place in it.
+pub(crate) const PAGE_BY_ID: u8 = b'P';
+/// Version byte of a page block under [`PAGE_BY_ID`].
+pub(crate) const PAGE_BLOCK_VERSION: u8 = 3;
+/// Page ids: `f` · fingerprint (20 bytes) → [`SMALL_VERSION`], then the page id
+/// (u64, big-endian). Written in the batch that writes the page's first
+/// record.
+pub(crate) const PAGE_ID: u8 = b'f';
+/// Page records of states written before page ids (format 2): `p` ·
+/// fingerprint (20 bytes) → record: [`PAGE_RECORD_VERSION`] then bincode, or
+/// the JSON record form (`records::RECORD_VERSION` then JSON). Still read; a
+/// page recorded again moves to [`PAGE_BY_ID`].
 pub(crate) const PAGE: u8 = b'p';
 /// Version byte of a binary page record (distinct from `records::RECORD_VERSION`).
 pub(crate) const PAGE_RECORD_VERSION: u8 = 2;

@@ -71,6 +71,7 @@ mod frontier;
 mod items;
 pub(crate) mod keys;
 mod ops;
+mod pageblock;
 pub(crate) mod pages;
 pub mod records;
 mod remembered;
@@ -111,7 +112,13 @@ use records::Meta;
 /// items are one record (see [`keys::ITEM`]), and the
 /// exact seen set is sealed runs of fingerprints instead of a key per fingerprint
 /// (see `exact`).
-pub const STATE_FORMAT: u32 = 2;
+/// Format 3: page records are stored under page ids that follow fetch order
+/// (see `pages`); a state of format 2 is read as it is and becomes format 3 on
+/// its first open by this build (its marker and metadata say 3 from then on,
+/// so an older build refuses it instead of missing the new page records).
+pub const STATE_FORMAT: u32 = 3;
+/// The oldest state format this build opens.
+pub const OLDEST_FORMAT: u32 = 2;
 /// Name of the marker file that makes a directory legcrawl state.
 pub const MARKER_FILE: &str = "LEGCRAWL";
 /// At most this many completed pages are not durable at any time: a group is
@@ -177,7 +184,9 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// The state was written by another format version.
-    #[error("{path}: state format {found}, this build reads format {STATE_FORMAT}")]
+    #[error(
+        "{path}: state format {found}, this build reads formats {OLDEST_FORMAT} to {STATE_FORMAT}"
+    )]
     Format {
         /// The directory.
         path: PathBuf,
@@ -389,7 +398,7 @@ impl State {
         // The tables' loads read the whole index of the database: a panic of
         // sled there is damage too, and a database holding less than the
         // durable record says is refused before anything is written.
-        let (frontier, runs, items, seen) = repair::guard(&db_dir, || {
+        let (frontier, runs, items, seen, pages) = repair::guard(&db_dir, || {
             let frontier = frontier::Frontier::load(&db, meta.next_host_id, meta.next_queue_seq)?;
             let runs = runs::Runs::load(&db)?;
             let items = items::Items::load(&db)?;
@@ -399,16 +408,19 @@ impl State {
             };
             repair::check_durable(dir, &durable_log, recorded, found)?;
             let seen = seen::SeenSet::load(&db, bloom, dedup, every)?;
-            Ok((frontier, runs, items, seen))
+            let pages = pages::Pages::load(&db)?;
+            Ok((frontier, runs, items, seen, pages))
         })?;
         runs.close_dead(&db)?;
+        let mut meta = meta;
+        db::upgrade(dir, db.tree(), &mut meta)?;
         let mut state = State {
             _lock: lock,
             db,
             meta,
             frontier,
             seen,
-            pages: pages::Pages::default(),
+            pages,
             items,
             runs,
             group: Group::default(),

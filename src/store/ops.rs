@@ -286,10 +286,16 @@ impl State {
 
     /// Stores (replaces) the page record of `fp` in the open group, moving its
     /// due-index entry from `previous_due` to the record's `next_due`.
-    pub fn put_page(&mut self, fp: Fingerprint, record: PageRecord, previous_due: Option<u64>) {
+    pub fn put_page(
+        &mut self,
+        fp: Fingerprint,
+        record: PageRecord,
+        previous_due: Option<u64>,
+    ) -> Result<(), StoreError> {
         self.pages
-            .put(&mut self.group.batch, fp, record, previous_due);
+            .put(&self.db, &mut self.group.batch, fp, record, previous_due)?;
         self.opened();
+        Ok(())
     }
 
     /// Puts `fp` back in the due index at `due`: its revisit ended without a new
@@ -300,7 +306,8 @@ impl State {
         self.opened();
     }
 
-    /// Visits every page record in fingerprint order; stops early when `f` returns false.
+    /// Visits every page record, in the order pages were first recorded; stops
+    /// early when `f` returns false.
     pub fn for_each_page(
         &self,
         f: impl FnMut(Fingerprint, &PageRecord) -> bool,
@@ -399,7 +406,8 @@ impl State {
                 continue;
             };
             record.next_due = next;
-            self.pages.put(&mut self.group.batch, fp, record, previous);
+            self.pages
+                .put(&self.db, &mut self.group.batch, fp, record, previous)?;
             moved += 1;
             if moved % 1024 == 0 {
                 self.commit()?;

@@ -1,15 +1,18 @@
 //! Page records — what the last fetch of each page saw — and the revisit index.
 //!
-//! A page record is keyed by the request fingerprint (`p` · fingerprint) and
-//! written in the completion group of the fetch that produced it, so it is
-//! durable exactly when the page's items are. The due index (`v` · due time ·
+//! A page record is found by the request fingerprint (`f` · fingerprint → page
+//! id) and stored under its page id (`P` · id), ids growing with each new page;
+//! it is written in the completion group of the fetch that produced it, so it
+//! is durable exactly when the page's items are. The due index (`v` · due time ·
 //! fingerprint) orders pages by when they are due again; a new cycle reads it up
 //! to "now" and re-queues what it finds, so the cost of a run is the number of
 //! pages due, never the number of pages known. The store does not decide when a
 //! page is due (that is [`crate::revisit`]); it keeps the record and the index
 //! in step. Records are written in a compact binary form ([`encode_page`]);
-//! the JSON form of earlier states is still read ([`decode_page`]), so no
-//! migration is needed. Depends on [`crate::request`] and [`crate::fingerprint`].
+//! the fingerprint-keyed records of format-2 states (`p`, binary or JSON) are
+//! still read, and move to the id form when their page is recorded again, so
+//! no migration pass is needed. Depends on [`crate::request`] and
+//! [`crate::fingerprint`].
 
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
@@ -17,6 +20,9 @@ use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use super::pageblock::{BLOCK_MAX_BYTES, Block};
 use super::table::{Batch, Db};
 use super::{StoreError, keys, records};
 use crate::fingerprint::{self, Fingerprint, FingerprintMap};
@@ -145,28 +151,33 @@ pub struct CycleStart {
 pub(crate) fn encode_page(record: &PageRecord) -> Vec<u8> {
     let mut out = Vec::with_capacity(160 + record.url.len());
     out.push(keys::PAGE_RECORD_VERSION);
+    encode_body(record, &mut out);
+    out
+}
+
+/// Appends `record` in bincode to `out`.
+fn encode_body(record: &PageRecord, out: &mut Vec<u8>) {
     // Encoding into a Vec cannot fail for these field types.
-    if let Err(error) =
-        bincode::encode_into_std_write(record, &mut out, bincode::config::standard())
-    {
+    if let Err(error) = bincode::encode_into_std_write(record, out, bincode::config::standard()) {
         unreachable!("encoding a page record into memory failed: {error}");
     }
-    out
+}
+
+/// A record in bincode, nothing after it.
+fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
+    let (record, used) = bincode::decode_from_slice(bytes, bincode::config::standard())
+        .map_err(|e| e.to_string())?;
+    if used != bytes.len() {
+        return Err(format!("{} bytes after the record", bytes.len() - used));
+    }
+    Ok(record)
 }
 
 /// Decodes a stored page record: the binary form of [`encode_page`], or the JSON
 /// form ([`records::RECORD_VERSION`]) that states of format 2 were written with.
 pub(crate) fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
     match bytes.first() {
-        Some(&keys::PAGE_RECORD_VERSION) => {
-            let (record, used) =
-                bincode::decode_from_slice(&bytes[1..], bincode::config::standard())
-                    .map_err(|e| e.to_string())?;
-            if used + 1 != bytes.len() {
-                return Err(format!("{} bytes after the record", bytes.len() - used - 1));
-            }
-            Ok(record)
-        }
+        Some(&keys::PAGE_RECORD_VERSION) => decode_body(&bytes[1..]),
         _ => records::decode(bytes).map_err(|e| e.to_string()),
     }
 }
@@ -274,20 +285,87 @@ fn due_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
     key
 }
 
-/// The pages table: page records (`p`) and the due index (`v`). The open and
-/// the sealed group's records are readable here before they are durable.
+/// The key of `fp`'s page id.
+fn id_key(fp: &Fingerprint) -> Vec<u8> {
+    keys::with_prefix(keys::PAGE_ID, fp)
+}
+
+/// The pages table: page records (`P`, blocks by page id, see `pageblock`),
+/// the page ids of fingerprints (`f`), the due index (`v`), and the records of
+/// format-2 states (`p`, by fingerprint). The open and the sealed group's
+/// records are readable here before they are durable.
+///
+/// Why ids: a fingerprint is a hash, so a record keyed by it lands at a random
+/// place of a namespace that grows with every page, and sled must bring that
+/// place's leaf into its cache to insert it. Once the records outgrew the cache
+/// (about 300,000 pages at the default 64 MiB) every new page paid a page-in of
+/// a leaf of records; in blocks by id they are appended at the end, and only
+/// the small id entry (29 bytes a page) lands at random.
 #[derive(Default)]
 pub(super) struct Pages {
-    open: FingerprintMap<PageRecord>,
-    sealed: FingerprintMap<PageRecord>,
+    open: FingerprintMap<(u64, PageRecord)>,
+    sealed: FingerprintMap<(u64, PageRecord)>,
+    /// The open group's records by id, encoded: what its seal writes.
+    changes: BTreeMap<u64, (Fingerprint, Vec<u8>)>,
+    /// The first id the open group may give: ids from it on are new in it.
+    group_first: u64,
+    /// The id the next new page gets. Ids of a group whose flush failed are
+    /// not given again (a gap between blocks).
+    next_id: u64,
+    /// The state held records of format 2 (`p`) when it was opened.
+    legacy: bool,
+}
+
+/// What sealing the open group writes, worked out before anything changes (it
+/// reads the blocks that it rewrites).
+pub(super) struct PagesSeal {
+    writes: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Pages whose id came from a group that never became durable, with the
+    /// new id they get.
+    renamed: Vec<(Fingerprint, u64)>,
+    next_id: u64,
 }
 
 impl Pages {
+    /// The table as the database holds it.
+    pub(super) fn load(db: &Db) -> Result<Pages, StoreError> {
+        let next_id = match db
+            .range([keys::PAGE_BY_ID]..[keys::PAGE_BY_ID + 1])
+            .next_back()
+        {
+            None => 0,
+            Some(entry) => {
+                let (key, value) = entry?;
+                stored_block(db, &key, &value)?.end()
+            }
+        };
+        let legacy = db.scan([keys::PAGE]).next().transpose()?.is_some();
+        Ok(Pages {
+            group_first: next_id,
+            next_id,
+            legacy,
+            ..Pages::default()
+        })
+    }
+
     /// The page record of `fp`: the open group's, then the sealed group's (neither
     /// durable yet), then the stored one.
     pub(super) fn get(&self, db: &Db, fp: &Fingerprint) -> Result<Option<PageRecord>, StoreError> {
-        if let Some(record) = self.open.get(fp).or_else(|| self.sealed.get(fp)) {
+        if let Some((_, record)) = self.open.get(fp).or_else(|| self.sealed.get(fp)) {
             return Ok(Some(record.clone()));
+        }
+        if let Some(id) = self.stored_id(db, fp)? {
+            let corrupt = |reason: &str| db.corrupt("page id", &id_key(fp), reason);
+            let block = block_of(db, id)?.ok_or_else(|| corrupt("no page block holds it"))?;
+            return match block.entry(id) {
+                Some((stored, record)) if stored == fp => decode_body(record)
+                    .map(Some)
+                    .map_err(|reason| db.corrupt("page block", &block.key(), &reason)),
+                _ => Err(corrupt("its block holds another page there")),
+            };
+        }
+        if !self.legacy {
+            return Ok(None);
         }
         match db.get(keys::with_prefix(keys::PAGE, fp))? {
             Some(value) => Ok(Some(decode(db, fp, &value)?)),
@@ -295,23 +373,147 @@ impl Pages {
         }
     }
 
+    /// The stored id of `fp`'s page, if it has one.
+    fn stored_id(&self, db: &Db, fp: &Fingerprint) -> Result<Option<u64>, StoreError> {
+        let key = id_key(fp);
+        match db.get(&key)? {
+            None => Ok(None),
+            Some(value) => keys::versioned_body::<8>(&value)
+                .map(|id| Some(u64::from_be_bytes(id)))
+                .ok_or_else(|| db.corrupt("page id", &key, "bad length")),
+        }
+    }
+
     /// Stores (replaces) the page record of `fp` in the group, moving its
-    /// due-index entry from `previous_due` to the record's `next_due`.
+    /// due-index entry from `previous_due` to the record's `next_due`. A page
+    /// recorded for the first time gets the next id; a record of format 2 moves
+    /// to the block form in the same group. The record itself is written at
+    /// the seal ([`Pages::plan_seal`]).
     pub(super) fn put(
         &mut self,
+        db: &Db,
         batch: &mut Batch,
         fp: Fingerprint,
         record: PageRecord,
         previous_due: Option<u64>,
-    ) {
+    ) -> Result<(), StoreError> {
+        // An id this group already holds was written or found stored by it.
+        let id = match self.open.get(&fp) {
+            Some((id, _)) => *id,
+            None => match self.stored_id(db, &fp)? {
+                Some(id) => id,
+                None => {
+                    // The sealed group's id is written again: should its flush
+                    // fail, the seal gives the page a new one.
+                    let id = match self.sealed.get(&fp) {
+                        Some((id, _)) => *id,
+                        None => {
+                            let id = self.next_id;
+                            self.next_id += 1;
+                            id
+                        }
+                    };
+                    if self.legacy {
+                        batch.delete(keys::with_prefix(keys::PAGE, &fp));
+                    }
+                    batch.put(id_key(&fp), id_value(id));
+                    id
+                }
+            },
+        };
         if let Some(due) = previous_due {
             batch.delete(due_key(due, &fp));
         }
         if let Some(due) = record.next_due {
             batch.put(due_key(due, &fp), &[]);
         }
-        batch.put(keys::with_prefix(keys::PAGE, &fp), encode_page(&record));
-        self.open.insert(fp, record);
+        batch.defer();
+        let mut body = Vec::with_capacity(160 + record.url.len());
+        encode_body(&record, &mut body);
+        self.changes.insert(id, (fp, body));
+        self.open.insert(fp, (id, record));
+        Ok(())
+    }
+
+    /// Works out the blocks the open group writes: its new pages packed into
+    /// new blocks, and each stored block holding a page it recorded again,
+    /// rewritten once. Reads only; [`Pages::seal`] applies the result. (The
+    /// group sealed before is durable or forgotten by now: one is sealed at a
+    /// time.)
+    pub(super) fn plan_seal(&self, db: &Db) -> Result<PagesSeal, StoreError> {
+        let mut writes = Vec::new();
+        let mut touched: BTreeMap<u64, Block> = BTreeMap::new();
+        let mut orphans = Vec::new();
+        for (&id, (fp, record)) in self.changes.range(..self.group_first) {
+            if let Some((_, block)) = touched.range_mut(..=id).next_back()
+                && block.contains(id)
+            {
+                if !block.replace(id, fp, record.clone()) {
+                    return Err(db.corrupt("page block", &block.key(), "holds another page"));
+                }
+                continue;
+            }
+            match block_of(db, id)? {
+                Some(mut block) => {
+                    if !block.replace(id, fp, record.clone()) {
+                        return Err(db.corrupt("page block", &block.key(), "holds another page"));
+                    }
+                    touched.insert(block.first, block);
+                }
+                // Its first record was in a group whose flush failed.
+                None => orphans.push((fp, record)),
+            }
+        }
+        writes.extend(touched.values().map(|b| (b.key(), b.encode())));
+        let mut next_id = self.next_id;
+        let mut renamed = Vec::new();
+        let mut block: Option<Block> = None;
+        let fresh = self
+            .changes
+            .range(self.group_first..)
+            .map(|(&id, (fp, r))| (id, fp, r));
+        let mut orphans_renamed = Vec::with_capacity(orphans.len());
+        for (fp, record) in orphans {
+            let id = next_id;
+            next_id += 1;
+            renamed.push((*fp, id));
+            writes.push((id_key(fp), id_value(id)));
+            orphans_renamed.push((id, fp, record));
+        }
+        let mut packed = Vec::new();
+        for (id, fp, record) in fresh.chain(orphans_renamed) {
+            match block.as_mut() {
+                Some(open) if open.end() == id && open.encoded_len() < BLOCK_MAX_BYTES => {}
+                _ => packed.extend(block.replace(Block::new(id))),
+            }
+            if let Some(open) = block.as_mut() {
+                open.entries.push((*fp, record.clone()));
+            }
+        }
+        packed.extend(block);
+        writes.extend(packed.iter().map(|b| (b.key(), b.encode())));
+        Ok(PagesSeal {
+            writes,
+            renamed,
+            next_id,
+        })
+    }
+
+    /// The open group is sealed: `plan` goes into its batch, and its records are
+    /// read from the sealed map until it is durable.
+    pub(super) fn seal(&mut self, plan: PagesSeal, batch: &mut Batch) {
+        for (key, value) in plan.writes {
+            batch.put(key, value);
+        }
+        for (fp, id) in plan.renamed {
+            if let Some(entry) = self.open.get_mut(&fp) {
+                entry.0 = id;
+            }
+        }
+        self.next_id = plan.next_id;
+        self.group_first = self.next_id;
+        self.changes.clear();
+        self.sealed = std::mem::take(&mut self.open);
     }
 
     /// Puts `fp` in the due index at `due`, in the group.
@@ -324,13 +526,25 @@ impl Pages {
         batch.delete(key);
     }
 
-    /// Visits every stored page record in fingerprint order; stops early when
-    /// `f` returns false.
+    /// Visits every stored page record, in the order the pages were first
+    /// recorded (then the records of format 2 not recorded since, in
+    /// fingerprint order); stops early when `f` returns false.
     pub(super) fn for_each(
         &self,
         db: &Db,
         mut f: impl FnMut(Fingerprint, &PageRecord) -> bool,
     ) -> Result<(), StoreError> {
+        for entry in db.scan([keys::PAGE_BY_ID]) {
+            let (key, value) = entry?;
+            let block = stored_block(db, &key, &value)?;
+            for (fp, record) in &block.entries {
+                let record = decode_body(record)
+                    .map_err(|reason| db.corrupt("page block", &key, &reason))?;
+                if !f(*fp, &record) {
+                    return Ok(());
+                }
+            }
+        }
         for entry in db.scan([keys::PAGE]) {
             let (key, value) = entry?;
             let fp: Fingerprint = key
@@ -392,16 +606,38 @@ impl Pages {
         db.contains(due_key(due, fp))
     }
 
-    /// The open group is sealed: its records are read from the sealed map.
-    pub(super) fn seal(&mut self) {
-        self.sealed = std::mem::take(&mut self.open);
-    }
-
     /// The sealed group's records are no longer held here: it is durable (they
     /// are read from the database), or its flush failed (they are forgotten).
     pub(super) fn drop_sealed(&mut self) {
         self.sealed.clear();
     }
+}
+
+/// The value of a page id entry.
+fn id_value(id: u64) -> Vec<u8> {
+    keys::versioned(&id.to_be_bytes())
+}
+
+/// The stored block holding `id`, if one does.
+fn block_of(db: &Db, id: u64) -> Result<Option<Block>, StoreError> {
+    let start = vec![keys::PAGE_BY_ID];
+    let end = keys::with_u64(keys::PAGE_BY_ID, id);
+    match db.range(start..=end).next_back() {
+        None => Ok(None),
+        Some(entry) => {
+            let (key, value) = entry?;
+            let block = stored_block(db, &key, &value)?;
+            Ok(block.contains(id).then_some(block))
+        }
+    }
+}
+
+/// The block stored under `key` as `value`.
+fn stored_block(db: &Db, key: &[u8], value: &[u8]) -> Result<Block, StoreError> {
+    let first = keys::u64_after_prefix(key)
+        .filter(|_| key.len() == 9)
+        .ok_or_else(|| db.corrupt("page block", key, "bad key length"))?;
+    Block::decode(first, value).map_err(|reason| db.corrupt("page block", key, &reason))
 }
 
 fn decode(db: &Db, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {

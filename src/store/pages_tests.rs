@@ -37,6 +37,15 @@ fn record(url: &str, next_due: Option<u64>) -> PageRecord {
     }
 }
 
+/// Writes `value` under `fp`'s key of format 2 (`p` · fingerprint), as a state
+/// of that format holds it, and opens the state again.
+fn with_legacy_record(dir: &Path, state: State, fp: &Fingerprint, value: Vec<u8>) -> State {
+    let key = keys::with_prefix(keys::PAGE, fp);
+    state.db.tree().insert(key, value).unwrap();
+    drop(state);
+    open(dir)
+}
+
 fn fp(url: &str) -> Fingerprint {
     let mut request = Request::get(url);
     request.dont_filter = true;
@@ -71,7 +80,9 @@ fn a_record_is_readable_before_and_after_its_commit_and_across_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
     let url = "http://a.test/p";
-    state.put_page(fp(url), record(url, Some(50)), None);
+    state
+        .put_page(fp(url), record(url, Some(50)), None)
+        .unwrap();
     assert_eq!(state.page(&fp(url)).unwrap().unwrap().url, url);
     state.commit().unwrap();
     drop(state);
@@ -84,21 +95,27 @@ fn a_record_is_readable_before_and_after_its_commit_and_across_reopen() {
 fn the_due_index_follows_the_record_and_is_read_soonest_first() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
-    state.put_page(
-        fp("http://a.test/late"),
-        record("http://a.test/late", Some(300)),
-        None,
-    );
-    state.put_page(
-        fp("http://a.test/soon"),
-        record("http://a.test/soon", Some(100)),
-        None,
-    );
-    state.put_page(
-        fp("http://a.test/never"),
-        record("http://a.test/never", None),
-        None,
-    );
+    state
+        .put_page(
+            fp("http://a.test/late"),
+            record("http://a.test/late", Some(300)),
+            None,
+        )
+        .unwrap();
+    state
+        .put_page(
+            fp("http://a.test/soon"),
+            record("http://a.test/soon", Some(100)),
+            None,
+        )
+        .unwrap();
+    state
+        .put_page(
+            fp("http://a.test/never"),
+            record("http://a.test/never", None),
+            None,
+        )
+        .unwrap();
     state.commit().unwrap();
     let due = |state: &State, until| {
         let mut urls = Vec::new();
@@ -118,7 +135,9 @@ fn the_due_index_follows_the_record_and_is_read_soonest_first() {
     );
     // Moving a record moves its index entry: no stale entry is left behind.
     let moved = record("http://a.test/soon", Some(500));
-    state.put_page(fp("http://a.test/soon"), moved, Some(100));
+    state
+        .put_page(fp("http://a.test/soon"), moved, Some(100))
+        .unwrap();
     state.commit().unwrap();
     assert_eq!(due(&state, 400), vec!["http://a.test/late"]);
     assert_eq!(
@@ -136,24 +155,32 @@ fn a_cycle_queues_seeds_and_due_pages_once_but_not_gone_or_future_ones() {
         .unwrap();
     assert_eq!(drain(&mut state), vec!["http://a.test/"]);
     // The seed's own record is due too: it must be queued once, as the seed.
-    state.put_page(
-        fp("http://a.test/"),
-        record("http://a.test/", Some(10)),
-        None,
-    );
-    state.put_page(
-        fp("http://a.test/due"),
-        record("http://a.test/due", Some(10)),
-        None,
-    );
-    state.put_page(
-        fp("http://a.test/later"),
-        record("http://a.test/later", Some(90)),
-        None,
-    );
+    state
+        .put_page(
+            fp("http://a.test/"),
+            record("http://a.test/", Some(10)),
+            None,
+        )
+        .unwrap();
+    state
+        .put_page(
+            fp("http://a.test/due"),
+            record("http://a.test/due", Some(10)),
+            None,
+        )
+        .unwrap();
+    state
+        .put_page(
+            fp("http://a.test/later"),
+            record("http://a.test/later", Some(90)),
+            None,
+        )
+        .unwrap();
     let mut gone = record("http://a.test/gone", Some(10));
     gone.gone = true;
-    state.put_page(fp("http://a.test/gone"), gone, None);
+    state
+        .put_page(fp("http://a.test/gone"), gone, None)
+        .unwrap();
     state.commit().unwrap();
     let start = state.start_cycle(50, &[]).unwrap();
     assert_eq!(
@@ -215,8 +242,8 @@ fn a_revisit_request_is_the_stored_one_again() {
 fn an_unreadable_page_record_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let state = open(dir.path());
-    let key = keys::with_prefix(keys::PAGE, &fp("http://a.test/"));
-    state.db.tree().insert(key, &b"\x01{not json"[..]).unwrap();
+    let url_fp = fp("http://a.test/");
+    let state = with_legacy_record(dir.path(), state, &url_fp, b"\x01{not json".to_vec());
     let error = state.page(&fp("http://a.test/")).unwrap_err().to_string();
     assert!(error.contains("unreadable page "), "{error}");
     assert!(
@@ -229,7 +256,9 @@ fn an_unreadable_page_record_is_an_error_naming_it() {
 fn due_pages(state: &mut State, n: usize) {
     for i in 0..n {
         let url = format!("http://a.test/d/{i}");
-        state.put_page(fp(&url), record(&url, Some(10)), None);
+        state
+            .put_page(fp(&url), record(&url, Some(10)), None)
+            .unwrap();
     }
     state.commit().unwrap();
 }
@@ -255,10 +284,14 @@ fn resume_queues_what_a_cut_short_cycle_start_left_and_nothing_due_since() {
     // cycle started are still in the index; one due at its very second and one
     // due later (fetched in this cycle) must wait for the next cycle.
     for (url, due) in [("http://a.test/x", 5), ("http://a.test/y", 49)] {
-        state.put_page(fp(url), record(url, Some(due)), None);
+        state
+            .put_page(fp(url), record(url, Some(due)), None)
+            .unwrap();
     }
     for (url, due) in [("http://a.test/now", 50), ("http://a.test/later", 70)] {
-        state.put_page(fp(url), record(url, Some(due)), None);
+        state
+            .put_page(fp(url), record(url, Some(due)), None)
+            .unwrap();
     }
     state.commit().unwrap();
     drop(state);
@@ -302,8 +335,7 @@ fn a_json_page_record_of_an_older_state_is_still_read() {
     let url = "http://a.test/old";
     let old = record(url, Some(70));
     // Written the way states of format 2 wrote page records: version 1, JSON.
-    let key = keys::with_prefix(keys::PAGE, &fp(url));
-    state.db.tree().insert(key, records::encode(&old)).unwrap();
+    let state = with_legacy_record(dir.path(), state, &fp(url), records::encode(&old));
     assert_eq!(state.page(&fp(url)).unwrap(), Some(old.clone()));
     let mut seen = Vec::new();
     state
@@ -341,9 +373,8 @@ fn binary_page_records_round_trip_and_are_smaller_than_json() {
 #[test]
 fn a_corrupt_binary_page_record_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let state = open(dir.path());
+    let mut state = open(dir.path());
     let url = "http://a.test/";
-    let key = keys::with_prefix(keys::PAGE, &fp(url));
     let good = encode_page(&record(url, Some(5)));
     // Truncated, trailing garbage, a bad hash tag, nothing after the version.
     let mut bad_tag = good.clone();
@@ -355,7 +386,7 @@ fn a_corrupt_binary_page_record_is_an_error_not_a_panic() {
     let mut trailing = good.clone();
     trailing.push(0);
     for bytes in [good[..good.len() / 2].to_vec(), trailing, bad_tag, vec![2]] {
-        state.db.tree().insert(&key, bytes).unwrap();
+        state = with_legacy_record(dir.path(), state, &fp(url), bytes);
         let error = state.page(&fp(url)).unwrap_err();
         assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
     }
@@ -367,7 +398,9 @@ fn a_new_revisit_policy_moves_due_times_but_not_a_queued_page_and_runs_once() {
     let mut state = open(dir.path());
     due_pages(&mut state, 3);
     let later = "http://a.test/later";
-    state.put_page(fp(later), record(later, Some(1_000)), None);
+    state
+        .put_page(fp(later), record(later, Some(1_000)), None)
+        .unwrap();
     state.commit().unwrap();
     // The three due pages are queued by a cycle start: out of the due index.
     assert_eq!(state.start_cycle(50, &[]).unwrap().due, 3);
@@ -398,4 +431,162 @@ fn a_new_revisit_policy_moves_due_times_but_not_a_queued_page_and_runs_once() {
         0,
         "recorded"
     );
+}
+
+/// The page ids stored, in order, with the fingerprint each names.
+fn stored_ids(state: &State) -> Vec<(u64, Fingerprint)> {
+    let mut ids = Vec::new();
+    for entry in state.db.scan([keys::PAGE_BY_ID]) {
+        let (key, value) = entry.unwrap();
+        let block = stored_block(&state.db, &key, &value).unwrap();
+        for (at, (fp, _)) in block.entries.iter().enumerate() {
+            ids.push((block.first + at as u64, *fp));
+        }
+    }
+    ids
+}
+
+#[test]
+fn new_pages_get_ids_in_the_order_they_are_recorded_and_keep_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let urls = ["http://a.test/z", "http://a.test/a", "http://a.test/m"];
+    for url in urls {
+        state.put_page(fp(url), record(url, Some(5)), None).unwrap();
+    }
+    // Recorded again in the same group: the same id.
+    state
+        .put_page(fp(urls[0]), record(urls[0], Some(6)), Some(5))
+        .unwrap();
+    state.commit().unwrap();
+    let expected: Vec<_> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (i as u64, fp(u)))
+        .collect();
+    assert_eq!(stored_ids(&state), expected);
+    // Recorded again in a later group, and after a reopen: still the same id,
+    // and a new page gets the next one.
+    state
+        .put_page(fp(urls[1]), record(urls[1], Some(7)), Some(5))
+        .unwrap();
+    state.commit().unwrap();
+    drop(state);
+    let mut state = open(dir.path());
+    state
+        .put_page(fp(urls[2]), record(urls[2], Some(8)), Some(5))
+        .unwrap();
+    let new = "http://a.test/new";
+    state.put_page(fp(new), record(new, None), None).unwrap();
+    state.commit().unwrap();
+    let mut expected = expected;
+    expected.push((3, fp(new)));
+    assert_eq!(stored_ids(&state), expected);
+    let mut visited = Vec::new();
+    state
+        .for_each_page(|fp, record| {
+            visited.push((fp, record.next_due));
+            true
+        })
+        .unwrap();
+    assert_eq!(
+        visited,
+        vec![
+            (fp(urls[0]), Some(6)),
+            (fp(urls[1]), Some(7)),
+            (fp(urls[2]), Some(8)),
+            (fp(new), None),
+        ]
+    );
+    // The due index followed every move: one entry per page.
+    let due: Vec<_> = state
+        .pages
+        .due_keys(&state.db, 100)
+        .map(|e| e.unwrap().1)
+        .collect();
+    assert_eq!(due, vec![fp(urls[0]), fp(urls[1]), fp(urls[2])]);
+}
+
+#[test]
+fn a_record_of_format_2_moves_to_the_id_form_when_its_page_is_recorded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = open(dir.path());
+    let (old_url, kept_url) = ("http://a.test/old", "http://a.test/kept");
+    let state = with_legacy_record(
+        dir.path(),
+        state,
+        &fp(old_url),
+        encode_page(&record(old_url, Some(5))),
+    );
+    let mut state = with_legacy_record(
+        dir.path(),
+        state,
+        &fp(kept_url),
+        encode_page(&record(kept_url, None)),
+    );
+    state
+        .put_page(fp(old_url), record(old_url, Some(9)), Some(5))
+        .unwrap();
+    state.commit().unwrap();
+    let legacy_key = keys::with_prefix(keys::PAGE, &fp(old_url));
+    assert!(
+        !state.db.contains(&legacy_key).unwrap(),
+        "moved, not copied"
+    );
+    assert_eq!(stored_ids(&state), vec![(0, fp(old_url))]);
+    assert_eq!(state.page(&fp(old_url)).unwrap().unwrap().next_due, Some(9));
+    assert_eq!(
+        state.page(&fp(kept_url)).unwrap(),
+        Some(record(kept_url, None))
+    );
+    // Each page once: the moved one first, then the one still of format 2.
+    let mut visited = Vec::new();
+    state
+        .for_each_page(|fp, _| {
+            visited.push(fp);
+            true
+        })
+        .unwrap();
+    assert_eq!(visited, vec![fp(old_url), fp(kept_url)]);
+}
+
+#[test]
+fn a_damaged_page_entry_or_id_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let (a, b) = ("http://a.test/a", "http://a.test/b");
+    state.put_page(fp(a), record(a, None), None).unwrap();
+    state.put_page(fp(b), record(b, None), None).unwrap();
+    state.commit().unwrap();
+    let tree = state.db.tree().clone();
+    let entry = keys::with_u64(keys::PAGE_BY_ID, 0);
+    let good = tree.get(&entry).unwrap().unwrap();
+    let mut damaged = vec![
+        // Another version, a truncated fingerprint, a truncated record.
+        {
+            let mut v = good.to_vec();
+            v[0] = 9;
+            v
+        },
+        good[..10].to_vec(),
+        good[..good.len() - 3].to_vec(),
+    ];
+    for value in damaged.drain(..) {
+        tree.insert(&entry, value).unwrap();
+        let error = state.page(&fp(a)).unwrap_err();
+        assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
+        assert!(state.for_each_page(|_, _| true).is_err());
+    }
+    tree.insert(&entry, good).unwrap();
+    // An id naming another page's entry, an id with no entry, a short id.
+    let id_key = id_key(&fp(a));
+    for value in [
+        keys::versioned(&1u64.to_be_bytes()),
+        keys::versioned(&7u64.to_be_bytes()),
+        vec![keys::SMALL_VERSION, 0, 0],
+    ] {
+        tree.insert(&id_key, value).unwrap();
+        let error = state.page(&fp(a)).unwrap_err().to_string();
+        assert!(error.contains("page id"), "{error}");
+    }
 }

@@ -794,3 +794,117 @@ fn until_idle_then_a_held_host_gets_no_seed_requeued() {
     expected.sort();
     assert_eq!(sorted(versions(data.path())), expected);
 }
+
+/// Rewrites the state in `data` as format 2 kept it: page records under `p` ·
+/// fingerprint (version 2, then the same bincode body), no page ids, and the
+/// marker and metadata saying format 2. The state must be closed.
+fn make_format_2(data: &Path) {
+    use legcrawl::store::records::{self, Meta};
+    let db = sled::open(data.join("db")).expect("open sled");
+    let mut pages = 0;
+    for entry in db.scan_prefix(b"P") {
+        let (key, value) = entry.expect("a page block");
+        for (fp, body) in block_entries(&value) {
+            let mut legacy_key = vec![b'p'];
+            legacy_key.extend_from_slice(fp);
+            let mut record = vec![2u8];
+            record.extend_from_slice(body);
+            db.insert(legacy_key, record).expect("insert");
+            pages += 1;
+        }
+        db.remove(&key).expect("remove");
+    }
+    let ids: Vec<_> = db
+        .scan_prefix(b"f")
+        .keys()
+        .map(|k| k.expect("key"))
+        .collect();
+    assert_eq!(ids.len(), pages, "one id per page");
+    for key in ids {
+        db.remove(key).expect("remove");
+    }
+    let mut meta: Meta = records::decode(&db.get(b"m").expect("get").expect("meta")).expect("meta");
+    meta.format = 2;
+    db.insert(b"m", records::encode(&meta)).expect("insert");
+    db.flush().expect("flush");
+    std::fs::write(data.join("LEGCRAWL"), "legcrawl state format 2\n").expect("marker");
+}
+
+/// The entries of a page block of format 3: version 3, then per page its
+/// fingerprint (20 bytes), the length of its record (u32, big-endian) and the
+/// record.
+fn block_entries(value: &[u8]) -> Vec<(&[u8], &[u8])> {
+    assert_eq!(value[0], 3, "a page block of format 3");
+    let mut rest = &value[1..];
+    let mut entries = Vec::new();
+    while !rest.is_empty() {
+        let (fp, tail) = rest.split_at(20);
+        let (len, tail) = tail.split_at(4);
+        let len = u32::from_be_bytes(len.try_into().unwrap()) as usize;
+        let (body, tail) = tail.split_at(len);
+        entries.push((fp, body));
+        rest = tail;
+    }
+    entries
+}
+
+/// The format the state's metadata says, and how many page records it keeps
+/// in each form: (format, `p` records, pages in `P` blocks, `f` ids).
+fn format_and_forms(data: &Path) -> (u32, usize, usize, usize) {
+    use legcrawl::store::records::{self, Meta};
+    let db = sled::open(data.join("db")).expect("open sled");
+    let meta: Meta = records::decode(&db.get(b"m").expect("get").expect("meta")).expect("meta");
+    let count = |prefix: &[u8]| db.scan_prefix(prefix).count();
+    let in_blocks = db
+        .scan_prefix(b"P")
+        .map(|entry| block_entries(&entry.expect("a page block").1).len())
+        .sum();
+    (meta.format, count(b"p"), in_blocks, count(b"f"))
+}
+
+#[test]
+fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_format_3() {
+    const N: usize = 30;
+    let site = ChangingSite::new(N);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
+    let before = pages(data.path(), false);
+    assert_eq!(format_and_forms(data.path()), (3, 0, N + 1, N + 1));
+    make_format_2(data.path());
+    assert_eq!(format_and_forms(data.path()), (2, N + 1, 0, 0));
+    let marker = || std::fs::read_to_string(data.path().join("LEGCRAWL")).unwrap();
+    // Aborted before the metadata, then before the marker, says format 3.
+    for (point, format) in [("upgrade.meta:1", 2), ("upgrade.marker:1", 3)] {
+        let mut cmd = legcrawl(data.path(), &["dump", "summary"]);
+        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, point);
+        let out = run(cmd, LIMIT);
+        assert_eq!(out.status.code(), None, "{point}: aborted");
+        assert_eq!(marker(), "legcrawl state format 2\n", "{point}");
+        assert_eq!(format_and_forms(data.path()).0, format, "{point}");
+    }
+    // Read as it is; the open finished the upgrade.
+    assert_eq!(pages(data.path(), false), before);
+    assert_eq!(marker(), "legcrawl state format 3\n");
+    assert_eq!(format_and_forms(data.path()), (3, N + 1, 0, 0));
+    // The revisit finds the old records: their validators are sent back, and
+    // each record moves to the id form once.
+    crawl(data.path(), &["--revisit-after", "0"]);
+    for i in 0..N {
+        assert_eq!(server.hits(&page_path(i)), 2, "page {i} fetched again");
+    }
+    let with = (0..N)
+        .filter(|&i| changing::validators_of(i) != Validators::None)
+        .count() as u64;
+    assert_eq!(site.not_modified(), with + 1, "validators were sent back");
+    assert_eq!(versions(data.path()).len(), N + 1, "nothing stored again");
+    assert_eq!(format_and_forms(data.path()), (3, 0, N + 1, N + 1));
+    let after = pages(data.path(), false);
+    assert_eq!(after.len(), N + 1);
+    for (path, record) in &after {
+        assert_eq!(record["fetches"], 2, "{path}: {record}");
+        assert_eq!(
+            record["first_fetched"], before[path]["first_fetched"],
+            "{path}"
+        );
+    }
+}

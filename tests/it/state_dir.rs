@@ -67,7 +67,8 @@ fn a_state_that_lost_its_marker_is_refused_by_every_command_and_kept_whole() {
         assert_eq!(listing(&state), before, "{args:?} touched the state");
     }
     // Putting the marker back gives the crawl back, whole.
-    std::fs::write(state.join("LEGCRAWL"), "legcrawl state format 2\n").expect("marker");
+    let marker = format!("legcrawl state format {}\n", legcrawl::store::STATE_FORMAT);
+    std::fs::write(state.join("LEGCRAWL"), marker).expect("marker");
     assert_eq!(cli::dump_items(&state).len(), site.reachable().len());
 }
 
