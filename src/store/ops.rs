@@ -18,6 +18,10 @@ use crate::fingerprint::{self, Fingerprint};
 use crate::item::Item;
 use crate::request::Request;
 
+/// Page records [`State::follow_revisit_policy`] reads before it applies and
+/// commits their moves (whole blocks: a few more).
+pub(super) const POLICY_CHUNK: usize = 1024;
+
 /// What a finished lease produced.
 #[derive(Debug)]
 pub struct Completion {
@@ -376,8 +380,10 @@ impl State {
     /// record (`None`: never again), so that the policy in force decides what a
     /// cycle re-asks (`--revisit-after 0` makes every recorded page due). A page
     /// out of the due index — queued for this cycle, or in flight — keeps its
-    /// place. Returns how many pages moved. Commits every 1,024 pages and records
-    /// the policy last, so a crash midway redoes the pass (it is idempotent).
+    /// place. Returns how many pages moved. Reads and commits [`POLICY_CHUNK`]
+    /// pages at a time (memory holds one chunk's moves, not the pages') and
+    /// records the policy last, so a crash midway redoes the pass (it is
+    /// idempotent).
     pub fn follow_revisit_policy(
         &mut self,
         policy: &str,
@@ -386,31 +392,40 @@ impl State {
         if self.pages.policy(&self.db)?.as_deref() == Some(policy) {
             return Ok(0);
         }
-        // `(fingerprint, due now, due under the policy)` of the pages that move.
-        let mut moves = Vec::new();
-        self.pages.for_each(&self.db, |fp, record| {
-            let next = if record.gone { None } else { due(record) };
-            if next != record.next_due {
-                moves.push((fp, record.next_due, next));
-            }
-            true
-        })?;
+        // The pages are visited a few thousand at a time, each chunk's moves
+        // applied and committed before the next is read, so that memory holds
+        // one chunk whatever the number of pages.
+        let mut from = Vec::new();
         let mut moved = 0;
-        for (fp, previous, next) in moves {
-            if let Some(at) = previous
-                && !self.pages.is_due_at(&self.db, &fp, at)?
-            {
-                continue;
+        loop {
+            // `(fingerprint, due now, due under the policy)` of the pages that move.
+            let mut moves = Vec::new();
+            let next = self
+                .pages
+                .visit_from(&self.db, &from, POLICY_CHUNK, |fp, record| {
+                    let next = if record.gone { None } else { due(record) };
+                    if next != record.next_due {
+                        moves.push((fp, record.next_due, next));
+                    }
+                })?;
+            for (fp, previous, next) in moves {
+                if let Some(at) = previous
+                    && !self.pages.is_due_at(&self.db, &fp, at)?
+                {
+                    continue;
+                }
+                let Some(mut record) = self.pages.get(&self.db, &fp)? else {
+                    continue;
+                };
+                record.next_due = next;
+                self.pages
+                    .put(&self.db, &mut self.group.batch, fp, record, previous)?;
+                moved += 1;
             }
-            let Some(mut record) = self.pages.get(&self.db, &fp)? else {
-                continue;
-            };
-            record.next_due = next;
-            self.pages
-                .put(&self.db, &mut self.group.batch, fp, record, previous)?;
-            moved += 1;
-            if moved % 1024 == 0 {
-                self.commit()?;
+            self.commit()?;
+            match next {
+                Some(position) => from = position,
+                None => break,
             }
         }
         self.pages.set_policy(&mut self.group.batch, policy);

@@ -534,29 +534,43 @@ impl Pages {
         db: &Db,
         mut f: impl FnMut(Fingerprint, &PageRecord) -> bool,
     ) -> Result<(), StoreError> {
-        for entry in db.scan([keys::PAGE_BY_ID]) {
-            let (key, value) = entry?;
-            let block = stored_block(db, &key, &value)?;
-            for (fp, record) in &block.entries {
-                let record = decode_body(record)
-                    .map_err(|reason| db.corrupt("page block", &key, &reason))?;
-                if !f(*fp, &record) {
+        for unit in stored_units(db, &[]) {
+            for (fp, record) in unit?.1 {
+                if !f(fp, &record) {
                     return Ok(());
                 }
             }
         }
-        for entry in db.scan([keys::PAGE]) {
-            let (key, value) = entry?;
-            let fp: Fingerprint = key
-                .get(1..21)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| db.corrupt("page", &key, "bad key length"))?;
-            let record = decode(db, &fp, &value)?;
-            if !f(fp, &record) {
-                break;
+        Ok(())
+    }
+
+    /// Visits the stored page records in [`Pages::for_each`]'s order from the
+    /// position `from` (empty: the first) on, a whole block at a time, until
+    /// `f` has seen at least `at_least` records. Returns the position to go on
+    /// from, or `None` when it reached the end. Positions are keys: a block
+    /// rewritten since keeps its place, and a record of format 2 moved since
+    /// is found past the blocks already visited.
+    pub(super) fn visit_from(
+        &self,
+        db: &Db,
+        from: &[u8],
+        at_least: usize,
+        mut f: impl FnMut(Fingerprint, &PageRecord),
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut seen = 0;
+        for unit in stored_units(db, from) {
+            let (key, records) = unit?;
+            seen += records.len();
+            for (fp, record) in &records {
+                f(*fp, record);
+            }
+            if seen >= at_least {
+                let mut next = key.to_vec();
+                next.push(0);
+                return Ok(Some(next));
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The due-index keys up to `until` (unix seconds), soonest first, with the
@@ -638,6 +652,49 @@ fn stored_block(db: &Db, key: &[u8], value: &[u8]) -> Result<Block, StoreError> 
         .filter(|_| key.len() == 9)
         .ok_or_else(|| db.corrupt("page block", key, "bad key length"))?;
     Block::decode(first, value).map_err(|reason| db.corrupt("page block", key, &reason))
+}
+
+/// The stored page records from the key `from` on, as units of one key each
+/// with the key: the blocks of `P` in id order, then the records of format 2
+/// (`p`) in fingerprint order.
+fn stored_units<'d>(
+    db: &'d Db,
+    from: &[u8],
+) -> impl Iterator<Item = Result<(sled::IVec, Vec<(Fingerprint, PageRecord)>), StoreError>> + 'd {
+    let blocks_from = if from.first() == Some(&keys::PAGE) {
+        vec![keys::PAGE_BY_ID + 1]
+    } else {
+        from.to_vec().max(vec![keys::PAGE_BY_ID])
+    };
+    let legacy_from = from.to_vec().max(vec![keys::PAGE]);
+    let blocks = db
+        .range(blocks_from..vec![keys::PAGE_BY_ID + 1])
+        .map(move |entry| {
+            let (key, value) = entry?;
+            let block = stored_block(db, &key, &value)?;
+            let records = block
+                .entries
+                .iter()
+                .map(|(fp, record)| {
+                    decode_body(record)
+                        .map(|record| (*fp, record))
+                        .map_err(|reason| db.corrupt("page block", &key, &reason))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((key, records))
+        });
+    let legacy = db
+        .range(legacy_from..vec![keys::PAGE + 1])
+        .map(move |entry| {
+            let (key, value) = entry?;
+            let fp: Fingerprint = key
+                .get(1..21)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| db.corrupt("page", &key, "bad key length"))?;
+            let record = decode(db, &fp, &value)?;
+            Ok((key, vec![(fp, record)]))
+        });
+    blocks.chain(legacy)
 }
 
 fn decode(db: &Db, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {

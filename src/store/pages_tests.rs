@@ -1,8 +1,10 @@
 //! Unit tests of page records, the due index and cycle starts.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::*;
+use crate::store::ops::POLICY_CHUNK;
 use crate::store::{Completion, OpenOptions, State};
 
 fn open(dir: &Path) -> State {
@@ -589,4 +591,58 @@ fn a_damaged_page_entry_or_id_is_an_error_naming_it() {
         let error = state.page(&fp(a)).unwrap_err().to_string();
         assert!(error.contains("page id"), "{error}");
     }
+}
+
+#[test]
+fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2() {
+    const PAGES: usize = 2_500;
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for group in 0..5 {
+        for i in 0..PAGES / 5 {
+            let url = format!("http://a.test/{group}/{i}");
+            state
+                .put_page(fp(&url), record(&url, Some(10)), None)
+                .unwrap();
+        }
+        state.commit().unwrap();
+    }
+    let mut legacy = Vec::new();
+    for i in 0..3 {
+        let url = format!("http://b.test/{i}");
+        state = with_legacy_record(
+            dir.path(),
+            state,
+            &fp(&url),
+            encode_page(&record(&url, None)),
+        );
+        legacy.push(url);
+    }
+    assert!(PAGES > 2 * POLICY_CHUNK, "more than two chunks");
+    let moved = state
+        .follow_revisit_policy("all-at-7", |_| Some(7))
+        .unwrap();
+    assert_eq!(moved, (PAGES + legacy.len()) as u64);
+    let mut visited = HashSet::new();
+    state
+        .for_each_page(|fp, record| {
+            assert_eq!(record.next_due, Some(7), "{}", record.url);
+            assert!(visited.insert(fp), "{} visited twice", record.url);
+            true
+        })
+        .unwrap();
+    assert_eq!(visited.len(), PAGES + legacy.len());
+    assert_eq!(
+        state.db.scan([keys::PAGE]).count(),
+        0,
+        "format-2 records moved"
+    );
+    let mut due = 0;
+    state
+        .for_each_due(7, |_, _| {
+            due += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(due, PAGES + legacy.len(), "one due entry each, at 7");
 }
