@@ -26,7 +26,9 @@
 //! Run: `cargo bench --bench frontier_memory` (full size: about a quarter of an
 //! hour and ~5 GB of temp space). `FRONTIER_BENCH_SCALE=0.01` scales links and
 //! pages down for a quick try; `FRONTIER_BENCH_KEEP=1` keeps the state directory;
-//! `FRONTIER_BENCH_ARGS` adds flags to both crawls (say `--cache-size 16MiB`).
+//! `FRONTIER_BENCH_ARGS` adds flags to both crawls (say `--cache-size 16MiB`);
+//! `FRONTIER_BENCH_WRAP` runs each crawl under a profiler (say `heaptrack -o
+//! /tmp/hp`; the memory figures are then the profiler's, not the crawl's).
 //! Nothing touches the internet.
 
 use std::convert::Infallible;
@@ -275,7 +277,16 @@ fn size_of(path: &Path) -> u64 {
 }
 
 fn legcrawl(data: &Path, log: &Path) -> anyhow::Result<Command> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_legcrawl"));
+    let wrap = std::env::var("FRONTIER_BENCH_WRAP").unwrap_or_default();
+    let mut wrap = wrap.split_whitespace();
+    let mut command = match wrap.next() {
+        Some(profiler) => {
+            let mut command = Command::new(profiler);
+            command.args(wrap).arg(env!("CARGO_BIN_EXE_legcrawl"));
+            command
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_legcrawl")),
+    };
     let extra = std::env::var("FRONTIER_BENCH_ARGS").unwrap_or_default();
     command
         .arg("crawl")

@@ -618,7 +618,7 @@ fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2()
         );
         legacy.push(url);
     }
-    assert!(PAGES > 2 * POLICY_CHUNK, "more than two chunks");
+    const { assert!(PAGES > 2 * POLICY_CHUNK, "more than two chunks") };
     let moved = state
         .follow_revisit_policy("all-at-7", |_| Some(7))
         .unwrap();
