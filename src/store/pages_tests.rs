@@ -619,6 +619,17 @@ fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2()
         legacy.push(url);
     }
     const { assert!(PAGES > 2 * POLICY_CHUNK, "more than two chunks") };
+    // A position among the records of format 2 visits only those after it.
+    let mut visited = 0;
+    let next = state
+        .pages
+        .visit_from(&state.db, &[keys::PAGE], 1, |_, _| visited += 1)
+        .unwrap();
+    assert_eq!(visited, 1);
+    assert!(
+        next.is_some_and(|key| key[0] == keys::PAGE),
+        "goes on there"
+    );
     let moved = state
         .follow_revisit_policy("all-at-7", |_| Some(7))
         .unwrap();
