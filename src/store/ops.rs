@@ -392,7 +392,7 @@ impl State {
         if self.pages.policy(&self.db)?.as_deref() == Some(policy) {
             return Ok(0);
         }
-        // The pages are visited a few thousand at a time, each chunk's moves
+        // The pages are visited about a thousand at a time, each chunk's moves
         // applied and committed before the next is read, so that memory holds
         // one chunk whatever the number of pages.
         let mut from = Vec::new();
