@@ -26,6 +26,8 @@
 //! Run: `cargo bench --bench frontier_memory` (full size: about a quarter of an
 //! hour and ~5 GB of temp space). `FRONTIER_BENCH_SCALE=0.01` scales links and
 //! pages down for a quick try; `FRONTIER_BENCH_KEEP=1` keeps the state directory;
+//! `FRONTIER_BENCH_PAGES` sets phase 2's pages (say 2000000, to follow memory
+//! further; at most the requests queued);
 //! `FRONTIER_BENCH_ARGS` adds flags to both crawls (say `--cache-size 16MiB`);
 //! `FRONTIER_BENCH_WRAP` runs each crawl under a profiler (say `heaptrack -o
 //! /tmp/hp`; the memory figures are then the profiler's, not the crawl's).
@@ -342,7 +344,20 @@ fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; nothing else is read from the arguments.
     let scale = scale()?;
     let links = ((DENSE_LINKS as f64 * scale) as u64).max(10);
-    let crawl = ((CRAWL_PAGES as f64 * scale) as u64).max(10);
+    let crawl = match std::env::var("FRONTIER_BENCH_PAGES") {
+        Ok(value) => {
+            let pages: u64 = value
+                .parse()
+                .with_context(|| format!("FRONTIER_BENCH_PAGES={value:?}"))?;
+            ensure!(
+                (10..=DENSE_PAGES * links).contains(&pages),
+                "FRONTIER_BENCH_PAGES must be in 10..={}",
+                DENSE_PAGES * links
+            );
+            pages
+        }
+        Err(_) => ((CRAWL_PAGES as f64 * scale) as u64).max(10),
+    };
     let site = Site { links };
     let server = Server::start(site)?;
     let dir = tempfile::Builder::new()
