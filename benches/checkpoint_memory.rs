@@ -17,21 +17,12 @@ use anyhow::Context;
 use legcrawl::request::Request;
 use legcrawl::store::{OpenOptions, State};
 
+#[path = "support/status.rs"]
+mod status;
+use status::status_kib;
+
 /// URLs per round (a checkpoint is due after 2^18; each round ends with one).
 const ROUND: u64 = 1 << 20;
-
-fn status_kib(field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .with_context(|| format!("{field} not in /proc/self/status"))?;
-    line.split_whitespace()
-        .nth(1)
-        .context("no value")?
-        .parse()
-        .context("not a number")
-}
 
 fn main() -> anyhow::Result<()> {
     let rounds: u64 = std::env::var("CHECKPOINT_BENCH_ROUNDS")
@@ -68,8 +59,8 @@ fn main() -> anyhow::Result<()> {
             round + 1,
             ((round + 1) * ROUND) as f64 / 1e6,
             took,
-            status_kib("RssAnon:")? as f64 / 1024.0,
-            status_kib("VmHWM:")? as f64 / 1024.0,
+            status_kib("self", "RssAnon:")? as f64 / 1024.0,
+            status_kib("self", "VmHWM:")? as f64 / 1024.0,
         );
     }
     Ok(())

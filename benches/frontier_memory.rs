@@ -50,6 +50,9 @@ use hyper_util::rt::TokioIo;
 use legcrawl::store::{OpenOptions, State};
 use tokio::sync::oneshot;
 
+#[path = "support/status.rs"]
+mod status;
+
 /// Dense pages.
 const DENSE_PAGES: u64 = 10;
 /// Links on each dense page at full size.
@@ -197,13 +200,6 @@ fn answer(
     Ok(response)
 }
 
-/// A field of /proc/PID/status in KiB.
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Pages this run completed, from the live status file.
 fn run_pages(data: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(data.join("status.json")).ok()?;
@@ -222,14 +218,14 @@ struct Phase {
 
 /// Runs the child to its end, sampling its memory and progress.
 fn watch(mut child: Child, data: &Path) -> anyhow::Result<Phase> {
-    let pid = child.id();
+    let pid = child.id().to_string();
     let started = Instant::now();
     let mut peak_anon_kib = 0;
     let mut anon_kib = 0;
     let mut progress = vec![(0.0, 0, 0)];
     let mut last_probe = Instant::now();
     loop {
-        if let Some(kib) = status_kib(pid, "RssAnon:") {
+        if let Ok(kib) = status::status_kib(&pid, "RssAnon:") {
             peak_anon_kib = peak_anon_kib.max(kib);
             anon_kib = kib;
         }

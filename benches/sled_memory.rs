@@ -31,15 +31,11 @@ const MALLOC_CONF: &str = "narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0";
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+#[path = "support/status.rs"]
+mod status;
+
 fn rss_anon_kib() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    status
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .context("no RssAnon in /proc/self/status")?
-        .parse()
-        .context("RssAnon is not a number")
+    status::status_kib("self", "RssAnon:")
 }
 
 /// The `i`th key and value of `shape`; `x` is the step's random number.

@@ -377,7 +377,7 @@ impl State {
             dir::Found::Create => db::create_meta(dir, &db, options),
             dir::Found::State => db::load_meta(dir, &db, options, opened),
         });
-        let (meta, bloom) = match made {
+        let (mut meta, bloom) = match made {
             Ok(made) => made,
             Err(error) if found == dir::Found::Create => {
                 // A creation that failed (a full disk) leaves nothing behind.
@@ -412,7 +412,6 @@ impl State {
             Ok((frontier, runs, items, seen, pages))
         })?;
         runs.close_dead(&db)?;
-        let mut meta = meta;
         db::upgrade(dir, db.tree(), &mut meta)?;
         let mut state = State {
             _lock: lock,

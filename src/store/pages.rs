@@ -445,23 +445,25 @@ impl Pages {
         let mut touched: BTreeMap<u64, Block> = BTreeMap::new();
         let mut orphans = Vec::new();
         for (&id, (fp, record)) in self.changes.range(..self.group_first) {
-            if let Some((_, block)) = touched.range_mut(..=id).next_back()
-                && block.contains(id)
-            {
-                if !block.replace(id, fp, record.clone()) {
-                    return Err(db.corrupt("page block", &block.key(), "holds another page"));
-                }
-                continue;
-            }
-            match block_of(db, id)? {
-                Some(mut block) => {
-                    if !block.replace(id, fp, record.clone()) {
-                        return Err(db.corrupt("page block", &block.key(), "holds another page"));
+            let first = match touched.range(..=id).next_back() {
+                Some((&first, block)) if block.contains(id) => first,
+                _ => match block_of(db, id)? {
+                    Some(block) => {
+                        let first = block.first;
+                        touched.insert(first, block);
+                        first
                     }
-                    touched.insert(block.first, block);
-                }
-                // Its first record was in a group whose flush failed.
-                None => orphans.push((fp, record)),
+                    // Its first record was in a group whose flush failed.
+                    None => {
+                        orphans.push((fp, record));
+                        continue;
+                    }
+                },
+            };
+            if let Some(block) = touched.get_mut(&first)
+                && !block.replace(id, fp, record.clone())
+            {
+                return Err(db.corrupt("page block", &block.key(), "holds another page"));
             }
         }
         writes.extend(touched.values().map(|b| (b.key(), b.encode())));
