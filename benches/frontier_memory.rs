@@ -23,8 +23,8 @@
 //! `legcrawl dump summary`'s wall time; and pages/s over the first and the last
 //! tenth of phase 2 (interpolated between progress samples).
 //!
-//! Run: `cargo bench --bench frontier_memory` (full size: about a quarter of an
-//! hour and ~5 GB of temp space). `FRONTIER_BENCH_SCALE=0.05` scales links and
+//! Run: `cargo bench --bench frontier_memory` (full size: about four minutes on
+//! a 2-core machine, 2026-12-04, and ~3 GB of temp space). `FRONTIER_BENCH_SCALE=0.05` scales links and
 //! pages down for a quick try; `FRONTIER_BENCH_KEEP=1` keeps the state directory;
 //! `FRONTIER_BENCH_PAGES` sets phase 2's pages (say 2000000, to follow memory
 //! further; at most the requests queued);
