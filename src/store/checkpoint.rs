@@ -1,5 +1,7 @@
 //! Checkpoints, off the crawl loop: sync the Bloom bits of durable groups, seal
-//! the exact set's recent fingerprints into a run, then drop the journal they cover.
+//! the exact set's recent fingerprints into a run, then drop the journal they
+//! cover; seal the page-id index's recent ids into a run of its own (see
+//! `pageids`) and list it in the same batch.
 //!
 //! A checkpoint is a multi-step operation, so it follows the pattern of a
 //! manifest switch: new data is written under names nothing points to yet (the
@@ -24,7 +26,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::exact::{MERGE_FANOUT, encode_index, tier};
-use super::runfile::{self, RunFile, RunFileWriter};
+use super::pageids::{self, IDS_MAX_RECENT, IdsDone, IdsJob};
+use super::runfile::{self, Kind, RunFile, RunFileWriter};
 use super::seen::SeenSet;
 use super::table::Db;
 use super::{State, StoreError, crash, keys};
@@ -55,6 +58,8 @@ pub struct Checkpoint {
     garbage: Vec<u64>,
     /// Run files nothing reads any more.
     garbage_files: Vec<u64>,
+    /// The page-id index's share, if it has something to do.
+    ids: Option<IdsJob>,
 }
 
 /// What a [`Checkpoint`] did; hand it to [`State::checkpointed`].
@@ -71,6 +76,8 @@ pub struct Checkpointed {
     collected: Vec<u64>,
     /// Garbage run files this checkpoint removed.
     collected_files: Vec<u64>,
+    /// What it did with the page-id index.
+    ids: Option<IdsDone>,
 }
 
 impl Checkpoint {
@@ -83,7 +90,7 @@ impl Checkpoint {
         let (runs, merged, new_file) = if self.seal.is_empty() {
             (self.runs.clone(), Vec::new(), None)
         } else {
-            let (runs, merged, file) = self.write_new_run()?;
+            let (runs, merged, file) = self.write_exact_run()?;
             (runs, merged, Some((self.run_id, file)))
         };
         let mut batch = sled::Batch::default();
@@ -93,6 +100,10 @@ impl Checkpoint {
             files.insert(*id, Arc::clone(file));
             batch.insert(keys::EXACT_INDEX, encode_index(&runs, &files));
         }
+        let ids = match &self.ids {
+            Some(job) => Some(self.seal_ids(job, &mut batch)?),
+            None => None,
+        };
         let end = keys::with_u64(keys::JOURNAL, self.journal_end);
         for entry in self.db.range(vec![keys::JOURNAL]..end) {
             let (key, _) = entry.map_err(|e| self.db_error(e))?;
@@ -108,6 +119,67 @@ impl Checkpoint {
             merged,
             collected: self.garbage,
             collected_files: self.garbage_files,
+            ids,
+        })
+    }
+
+    /// Writes the sealed fingerprints as the exact set's new run (see
+    /// [`Checkpoint::write_new_run`]).
+    fn write_exact_run(&self) -> Result<(RunIndex, Vec<u64>, Arc<RunFile>), StoreError> {
+        let seal = self.seal.iter().map(|fp| {
+            let mut record = [0u8; RECORD];
+            record[..20].copy_from_slice(fp);
+            record
+        });
+        self.write_new_run(
+            Kind::Seen,
+            Sources {
+                seal: Box::new(seal),
+                count: self.seal.len() as u64,
+                runs: &self.runs,
+                files: &self.files,
+                run_id: self.run_id,
+            },
+        )
+    }
+
+    /// The page-id index's share: removes its garbage files, writes the
+    /// sealed ids as a run (merged with full tiers) and puts the index record
+    /// that lists it into `batch`.
+    fn seal_ids(&self, job: &IdsJob, batch: &mut sled::Batch) -> Result<IdsDone, StoreError> {
+        for &run in &job.garbage_files {
+            runfile::remove_of(&self.dir, Kind::PageIds, run)?;
+        }
+        if job.seal.is_empty() {
+            return Ok(IdsDone {
+                runs: job.runs.clone(),
+                watermark: job.watermark,
+                new_file: None,
+                merged: Vec::new(),
+                collected_files: job.garbage_files.clone(),
+            });
+        }
+        let seal = job.seal.iter().map(|(fp, id)| pageids::record(fp, *id));
+        let (runs, merged, file) = self.write_new_run(
+            Kind::PageIds,
+            Sources {
+                seal: Box::new(seal),
+                count: job.seal.len() as u64,
+                runs: &job.runs,
+                files: &job.files,
+                run_id: job.run_id,
+            },
+        )?;
+        batch.insert(
+            keys::PAGE_ID_INDEX,
+            pageids::encode_index(job.watermark, &runs),
+        );
+        Ok(IdsDone {
+            runs,
+            watermark: job.watermark,
+            new_file: Some((job.run_id, file)),
+            merged,
+            collected_files: job.garbage_files.clone(),
         })
     }
 
@@ -130,17 +202,21 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Merges full tiers into the sealed fingerprints and writes them as the new
+    /// Merges full tiers into the sealed records and writes them as the new
     /// run's file; returns the index that lists it, the runs it replaced and
     /// the file, mapped. The merge streams: runs are read in order (a file
     /// through its map, after its checksum was checked; an older state's run
     /// in sled chunk by chunk) and the new file is written as it forms, so
     /// memory stays a few buffers, however large the runs.
-    fn write_new_run(&self) -> Result<(RunIndex, Vec<u64>, Arc<RunFile>), StoreError> {
-        let mut runs = self.runs.clone();
+    fn write_new_run(
+        &self,
+        kind: Kind,
+        from: Sources<'_>,
+    ) -> Result<(RunIndex, Vec<u64>, Arc<RunFile>), StoreError> {
+        let mut runs = from.runs.to_vec();
         let mut merged = Vec::new();
         // Runs are disjoint, so the merged size is the sum of their counts.
-        let mut size = self.seal.len() as u64;
+        let mut size = from.count;
         loop {
             let top = tier(size);
             let same = runs.iter().rev().take_while(|r| tier(r.1) == top).count();
@@ -152,49 +228,62 @@ impl Checkpoint {
                 size += count;
             }
         }
-        let mut sources = vec![RunReader::Memory(self.seal.iter())];
+        let width = kind.width();
+        let mut sources = vec![RunReader::Memory(from.seal)];
         for &run in &merged {
-            sources.push(match self.files.get(&run) {
+            sources.push(match from.files.get(&run) {
                 Some(file) => {
                     file.verify()?;
                     RunReader::File {
                         body: file.body(),
                         at: 0,
+                        width,
                     }
                 }
                 None => RunReader::stored(self, run),
             });
         }
-        let mut writer = RunFileWriter::create(&self.dir, self.run_id)?;
-        let count = match self.merge(&mut sources, &mut writer) {
+        let mut writer = RunFileWriter::create_kind(&self.dir, kind, from.run_id)?;
+        let count = match self.merge(&mut sources, &mut writer, width) {
             Ok(()) => writer.finish()?,
             Err(error) => {
                 writer.abandon();
                 return Err(error);
             }
         };
-        runs.push((self.run_id, count));
-        let file = RunFile::open(&self.dir, self.run_id, count)?;
+        runs.push((from.run_id, count));
+        let file = RunFile::open_kind(&self.dir, kind, from.run_id, count)?;
         Ok((runs, merged, Arc::new(file)))
     }
 
-    /// Writes the union of `sources` (each sorted) to `writer`, in order: each
-    /// step takes the smallest head, and equal heads (a fingerprint in two
-    /// sources) are written once.
+    /// Writes the union of `sources` (each sorted by fingerprint) to `writer`,
+    /// in order: each step takes the smallest fingerprint, and a fingerprint
+    /// in several sources is written once, as the first of them (the newest:
+    /// the seal comes first) holds it.
     fn merge(
         &self,
         sources: &mut [RunReader<'_>],
         writer: &mut RunFileWriter,
+        width: usize,
     ) -> Result<(), StoreError> {
         let mut heads = Vec::with_capacity(sources.len());
         for source in sources.iter_mut() {
-            heads.push(source.next_fp()?);
+            heads.push(source.next_record()?);
         }
-        while let Some(smallest) = heads.iter().flatten().min().copied() {
-            writer.push(&smallest)?;
+        let fp = |record: &Record| -> [u8; 20] {
+            let mut fp = [0u8; 20];
+            fp.copy_from_slice(&record[..20]);
+            fp
+        };
+        while let Some(smallest) = heads.iter().flatten().map(fp).min() {
+            let mut written = false;
             for (head, source) in heads.iter_mut().zip(sources.iter_mut()) {
-                if *head == Some(smallest) {
-                    *head = source.next_fp()?;
+                if let Some(record) = head.as_ref().filter(|r| fp(r) == smallest) {
+                    if !written {
+                        writer.push_record(&record[..width])?;
+                        written = true;
+                    }
+                    *head = source.next_record()?;
                 }
             }
         }
@@ -209,14 +298,35 @@ impl Checkpoint {
     }
 }
 
-/// The fingerprints of one merge source, in order: the sorted fingerprints
-/// being sealed, a run file's body, or an older state's run in sled, read
+/// The widest run record: a fingerprint and a page id (an exact-set record
+/// uses the first 20 bytes).
+const RECORD: usize = 28;
+/// A record as a merge carries it.
+type Record = [u8; RECORD];
+
+/// The sealed records and the runs a new run may merge with.
+struct Sources<'c> {
+    /// The records being sealed, sorted.
+    seal: Box<dyn Iterator<Item = Record> + 'c>,
+    /// How many.
+    count: u64,
+    /// The runs as the state reads them now, oldest first.
+    runs: &'c [(u64, u64)],
+    /// Their files.
+    files: &'c HashMap<u64, Arc<RunFile>>,
+    /// The id of the run to write.
+    run_id: u64,
+}
+
+/// The records of one merge source, in order: the sorted records being
+/// sealed, a run file's body, or an older state's exact run in sled, read
 /// chunk by chunk.
 enum RunReader<'c> {
-    Memory(std::slice::Iter<'c, Fingerprint>),
+    Memory(Box<dyn Iterator<Item = Record> + 'c>),
     File {
         body: &'c [u8],
         at: usize,
+        width: usize,
     },
     Stored {
         job: &'c Checkpoint,
@@ -236,18 +346,18 @@ impl<'c> RunReader<'c> {
         }
     }
 
-    /// The next fingerprint, `None` at the end.
-    fn next_fp(&mut self) -> Result<Option<Fingerprint>, StoreError> {
+    /// The next record, `None` at the end.
+    fn next_record(&mut self) -> Result<Option<Record>, StoreError> {
         match self {
-            RunReader::Memory(fps) => Ok(fps.next().copied()),
-            RunReader::File { body, at } => {
-                let Some(bytes) = body.get(*at..*at + 20) else {
+            RunReader::Memory(records) => Ok(records.next()),
+            RunReader::File { body, at, width } => {
+                let Some(bytes) = body.get(*at..*at + *width) else {
                     return Ok(None);
                 };
-                *at += 20;
-                let mut fp = [0u8; 20];
-                fp.copy_from_slice(bytes);
-                Ok(Some(fp))
+                *at += *width;
+                let mut record = [0u8; RECORD];
+                record[..*width].copy_from_slice(bytes);
+                Ok(Some(record))
             }
             RunReader::Stored {
                 job,
@@ -257,7 +367,9 @@ impl<'c> RunReader<'c> {
             } => loop {
                 if let Some(fp) = chunk.get(*at) {
                     *at += 1;
-                    return Ok(Some(*fp));
+                    let mut record = [0u8; RECORD];
+                    record[..20].copy_from_slice(fp);
+                    return Ok(Some(record));
                 }
                 let Some(entry) = chunks.next() else {
                     return Ok(None);
@@ -282,19 +394,28 @@ impl<'c> RunReader<'c> {
 
 impl SeenSet {
     /// True when a checkpoint should start: none runs, and the journal holds
-    /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints, or something waits for a
-    /// checkpoint and the last one is older than the checkpoint interval.
-    pub(super) fn checkpoint_due(&self) -> bool {
+    /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints (or the page-id index
+    /// is `ids_full`), or something waits for a checkpoint (here, or in the
+    /// page-id index: `ids_waiting`) and the last one is older than the
+    /// checkpoint interval.
+    pub(super) fn checkpoint_due(&self, ids_waiting: bool, ids_full: bool) -> bool {
         !self.checkpointing
             && (self.journaled >= super::CHECKPOINT_MAX_JOURNALED
-                || ((self.journaled > 0 || self.exact.has_garbage())
+                || ids_full
+                || ((self.journaled > 0 || self.exact.has_garbage() || ids_waiting)
                     && self.last_checkpoint.elapsed() >= self.checkpoint_every))
     }
 
     /// Detaches a checkpoint of everything durable so far (see
-    /// [`State::start_checkpoint`]).
-    pub(super) fn start_checkpoint(&mut self, db: &Db) -> Result<Option<Checkpoint>, StoreError> {
-        if self.checkpointing || (self.journaled == 0 && !self.exact.has_garbage()) {
+    /// [`State::start_checkpoint`]); `ids_waiting` says the page-id index has
+    /// something for it even if nothing waits here.
+    pub(super) fn start_checkpoint(
+        &mut self,
+        db: &Db,
+        ids_waiting: bool,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        if self.checkpointing || (self.journaled == 0 && !self.exact.has_garbage() && !ids_waiting)
+        {
             return Ok(None);
         }
         let bloom = self.bloom.sync_handle()?;
@@ -322,6 +443,7 @@ impl SeenSet {
             // failed one leaves them for the next.
             garbage: self.exact.garbage.clone(),
             garbage_files: self.exact.garbage_files.clone(),
+            ids: None,
         }))
     }
 
@@ -369,16 +491,20 @@ impl State {
     /// [`super::CHECKPOINT_MAX_JOURNALED`] fingerprints, or something waits for a
     /// checkpoint and the last one is older than the checkpoint interval.
     pub fn checkpoint_due(&self) -> bool {
-        self.seen.checkpoint_due()
+        let ids = self.pages.ids();
+        self.seen
+            .checkpoint_due(ids.waiting(), ids.recent_len() >= IDS_MAX_RECENT)
     }
 
     /// True when a checkpoint runs and the fingerprints recorded since it
-    /// started reached [`super::CHECKPOINT_MAX_JOURNALED`]: wait for it (and
-    /// start the next) before adding more, so the exact set's in-memory part
-    /// stays bounded.
+    /// started reached [`super::CHECKPOINT_MAX_JOURNALED`], or the page ids
+    /// [`IDS_MAX_RECENT`]: wait for it (and start the next) before adding
+    /// more, so the in-memory parts of the exact set and the page-id index
+    /// stay bounded.
     pub fn checkpoint_behind(&self) -> bool {
         self.seen.checkpointing
-            && self.seen.exact.recent.len() as u64 >= super::CHECKPOINT_MAX_JOURNALED
+            && (self.seen.exact.recent.len() as u64 >= super::CHECKPOINT_MAX_JOURNALED
+                || self.pages.ids().recent_len() >= IDS_MAX_RECENT)
     }
 
     /// Detaches a checkpoint of everything durable so far, to run on any thread;
@@ -386,12 +512,20 @@ impl State {
     /// reaches [`State::checkpointed`], the fingerprints it seals are answered
     /// from memory and the old index stays the one read.
     pub fn start_checkpoint(&mut self) -> Result<Option<Checkpoint>, StoreError> {
-        self.seen.start_checkpoint(&self.db)
+        let ids_waiting = self.pages.ids().waiting();
+        let Some(mut job) = self.seen.start_checkpoint(&self.db, ids_waiting)? else {
+            return Ok(None);
+        };
+        job.ids = self.pages.ids_mut().start_seal();
+        Ok(Some(job))
     }
 
     /// A [`Checkpoint`] finished: the new run index is read from now on, and the
     /// runs it replaced are left for the next checkpoint to remove.
-    pub fn checkpointed(&mut self, done: Checkpointed) {
+    pub fn checkpointed(&mut self, mut done: Checkpointed) {
+        if let Some(ids) = done.ids.take() {
+            self.pages.ids_mut().checkpointed(ids);
+        }
         self.seen.checkpointed(done);
     }
 
@@ -402,6 +536,7 @@ impl State {
     /// garbage, which only the index on disk can tell.)
     pub fn checkpoint_failed(&mut self) {
         self.seen.checkpoint_failed();
+        self.pages.ids_mut().checkpoint_failed();
     }
 
     /// Commits, then checkpoints on this thread: the journal is emptied, the

@@ -39,7 +39,7 @@ fn an_orphan_run_of_a_cut_checkpoint_is_never_read_and_its_id_never_reused() {
     let job = state.start_checkpoint().unwrap().unwrap();
     job.bloom.sync().unwrap();
     let orphan = job.run_id;
-    let _cut_short = job.write_new_run().unwrap();
+    let _cut_short = job.write_exact_run().unwrap();
     job.db.flush().unwrap();
     drop(job);
     drop(state);
@@ -78,7 +78,7 @@ fn a_failed_checkpoint_leaves_its_garbage_for_the_next() {
     enqueue(&mut state, 0..2_000);
     let job = state.start_checkpoint().unwrap().unwrap();
     let orphan = job.run_id;
-    let _cut_short = job.write_new_run().unwrap();
+    let _cut_short = job.write_exact_run().unwrap();
     job.db.flush().unwrap();
     drop(job);
     drop(state);

@@ -215,7 +215,7 @@ impl State {
         {
             self.seen.durable();
             self.frontier.durable();
-            self.pages.drop_sealed();
+            self.pages.durable();
             self.items.durable();
             pages = group.pages;
         }

@@ -54,6 +54,14 @@ pub const POINTS: &[Point] = &[
         before: "the marker of a state of an older format is replaced by this build's (after its metadata record says the new format)",
     },
     Point {
+        name: "upgrade.ids_index",
+        before: "a state of format 3 lists the run file its page ids (`f`) were written to, with the watermark, in the page-id index record (after the file was synced)",
+    },
+    Point {
+        name: "upgrade.ids_clean",
+        before: "each batch that deletes a chunk of the `f` page-id entries a format-3 state left, once the page-id index lists their run",
+    },
+    Point {
         name: "open.replay",
         before: "the journal left by the last run sets its Bloom bits again, on open",
     },

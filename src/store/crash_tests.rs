@@ -16,6 +16,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/frontier.rs", include_str!("frontier.rs")),
     ("store/pages.rs", include_str!("pages.rs")),
     ("store/pageblock.rs", include_str!("pageblock.rs")),
+    ("store/pageids.rs", include_str!("pageids.rs")),
     ("store/robots.rs", include_str!("robots.rs")),
     ("store/ops.rs", include_str!("ops.rs")),
     ("store/table.rs", include_str!("table.rs")),

@@ -78,10 +78,14 @@ pub(crate) const BLOCKED: u8 = b'b';
 pub(crate) const PAGE_BY_ID: u8 = b'P';
 /// Version byte of a page block under [`PAGE_BY_ID`].
 pub(crate) const PAGE_BLOCK_VERSION: u8 = 3;
-/// Page ids: `f` · fingerprint (20 bytes) → [`SMALL_VERSION`], then the page id
-/// (u64, big-endian). Written in the batch that writes the page's first
-/// record.
+/// Page ids of format-3 states: `f` · fingerprint (20 bytes) →
+/// [`SMALL_VERSION`], then the page id (u64, big-endian). Read only to move
+/// them to a run file (see `pageids`), then deleted.
 pub(crate) const PAGE_ID: u8 = b'f';
+/// The page-id index (one key): a version byte, the watermark (u64: ids below
+/// it are in the listed runs), then (run id, ids) pairs of u64s (see
+/// `pageids`).
+pub(crate) const PAGE_ID_INDEX: &[u8] = b"k";
 /// Page records of states written before page ids (format 2): `p` ·
 /// fingerprint (20 bytes) → record: [`PAGE_RECORD_VERSION`] then bincode, or
 /// the JSON record form (`records::RECORD_VERSION` then JSON). Still read; a

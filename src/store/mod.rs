@@ -72,6 +72,7 @@ mod items;
 pub(crate) mod keys;
 mod ops;
 mod pageblock;
+mod pageids;
 pub(crate) mod pages;
 pub mod records;
 mod remembered;
@@ -116,7 +117,11 @@ use records::Meta;
 /// (see `pages`); a state of format 2 is read as it is and becomes format 3 on
 /// its first open by this build (its marker and metadata say 3 from then on,
 /// so an older build refuses it instead of missing the new page records).
-pub const STATE_FORMAT: u32 = 3;
+/// Format 4: the page-id index is sorted run files (`runs/*.ids`, index `k`)
+/// instead of a sled entry per page (`f`); a state of format 3 moves its `f`
+/// entries into one run on its first open by this build, after its marker
+/// and metadata say 4 (see `pageids`).
+pub const STATE_FORMAT: u32 = 4;
 /// The oldest state format this build opens.
 pub const OLDEST_FORMAT: u32 = 2;
 /// Name of the marker file that makes a directory legcrawl state.
@@ -256,10 +261,10 @@ pub enum StoreError {
         /// What sled said.
         reason: String,
     },
-    /// A file of the exact seen set (`runs/`) is missing, cut short or does
-    /// not match its checksum. Nothing of the state was written.
+    /// A run file of the exact seen set (`runs/*.run`) is missing, cut short
+    /// or does not match its checksum. Nothing of the state was written.
     #[error(
-        "{path}: damaged exact-set run: {reason}; the state was left as it is (restore the directory from a copy)"
+        "{path}: damaged run file: {reason}; the state was left as it is (restore the directory from a copy)"
     )]
     RunDamaged {
         /// The run file.
@@ -413,6 +418,8 @@ impl State {
         })?;
         runs.close_dead(&db)?;
         db::upgrade(dir, db.tree(), &mut meta)?;
+        let mut pages = pages;
+        pages.finish_upgrade(&db)?;
         let mut state = State {
             _lock: lock,
             db,

@@ -1,7 +1,7 @@
 //! Page records — what the last fetch of each page saw — and the revisit index.
 //!
-//! A page record is found by the request fingerprint (`f` · fingerprint → page
-//! id) and stored under its page id (`P` · id), ids growing with each new page;
+//! A page record is found by the request fingerprint (the page-id index, see
+//! `pageids`) and stored under its page id (`P` · id), ids growing with each new page;
 //! it is written in the completion group of the fetch that produced it, so it
 //! is durable exactly when the page's items are. The due index (`v` · due time ·
 //! fingerprint) orders pages by when they are due again; a new cycle reads it up
@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::pageblock::{BLOCK_MAX_BYTES, Block};
+use super::pageids::PageIds;
 use super::table::{Batch, Db};
 use super::{StoreError, keys, records};
 use crate::fingerprint::{self, Fingerprint, FingerprintMap};
@@ -285,22 +286,17 @@ fn due_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
     key
 }
 
-/// The key of `fp`'s page id.
-fn id_key(fp: &Fingerprint) -> Vec<u8> {
-    keys::with_prefix(keys::PAGE_ID, fp)
-}
-
 /// The pages table: page records (`P`, blocks by page id, see `pageblock`),
-/// the page ids of fingerprints (`f`), the due index (`v`), and the records of
-/// format-2 states (`p`, by fingerprint). The open and the sealed group's
-/// records are readable here before they are durable.
+/// the page ids of fingerprints (`pageids`), the due index (`v`), and the
+/// records of format-2 states (`p`, by fingerprint). The open and the sealed
+/// group's records are readable here before they are durable.
 ///
 /// Why ids: a fingerprint is a hash, so a record keyed by it lands at a random
 /// place of a namespace that grows with every page, and sled must bring that
 /// place's leaf into its cache to insert it. Once the records outgrew the cache
 /// (about 300,000 pages at the default 64 MiB) every new page paid a page-in of
-/// a leaf of records; in blocks by id they are appended at the end, and only
-/// the small id entry (29 bytes a page) lands at random.
+/// a leaf of records; in blocks by id they are appended at the end, and the
+/// fingerprint → id index is kept in sorted run files.
 #[derive(Default)]
 pub(super) struct Pages {
     open: FingerprintMap<(u64, PageRecord)>,
@@ -314,6 +310,8 @@ pub(super) struct Pages {
     next_id: u64,
     /// The state held records of format 2 (`p`) when it was opened.
     legacy: bool,
+    /// The ids of the durable pages.
+    ids: PageIds,
 }
 
 /// What sealing the open group writes, worked out before anything changes (it
@@ -344,8 +342,25 @@ impl Pages {
             group_first: next_id,
             next_id,
             legacy,
+            ids: PageIds::load(db, next_id)?,
             ..Pages::default()
         })
+    }
+
+    /// The page-id index.
+    pub(super) fn ids(&self) -> &PageIds {
+        &self.ids
+    }
+
+    /// The page-id index, to checkpoint.
+    pub(super) fn ids_mut(&mut self) -> &mut PageIds {
+        &mut self.ids
+    }
+
+    /// Moves a format-3 state's page ids out of sled (see
+    /// [`PageIds::migrate`]); call once the state says the current format.
+    pub(super) fn finish_upgrade(&mut self, db: &Db) -> Result<(), StoreError> {
+        self.ids.migrate(db)
     }
 
     /// The page record of `fp`: the open group's, then the sealed group's (neither
@@ -354,8 +369,12 @@ impl Pages {
         if let Some((_, record)) = self.open.get(fp).or_else(|| self.sealed.get(fp)) {
             return Ok(Some(record.clone()));
         }
-        if let Some(id) = self.stored_id(db, fp)? {
-            let corrupt = |reason: &str| db.corrupt("page id", &id_key(fp), reason);
+        if let Some(id) = self.ids.get(db, fp)? {
+            let corrupt = |reason: &str| StoreError::Corrupt {
+                path: db.dir().to_owned(),
+                what: format!("page id {id} of {}", fingerprint::to_hex(fp)),
+                reason: reason.to_owned(),
+            };
             let block = block_of(db, id)?.ok_or_else(|| corrupt("no page block holds it"))?;
             return match block.entry(id) {
                 Some((stored, record)) if stored == fp => decode_body(record)
@@ -370,17 +389,6 @@ impl Pages {
         match db.get(keys::with_prefix(keys::PAGE, fp))? {
             Some(value) => Ok(Some(decode(db, fp, &value)?)),
             None => Ok(None),
-        }
-    }
-
-    /// The stored id of `fp`'s page, if it has one.
-    fn stored_id(&self, db: &Db, fp: &Fingerprint) -> Result<Option<u64>, StoreError> {
-        let key = id_key(fp);
-        match db.get(&key)? {
-            None => Ok(None),
-            Some(value) => keys::versioned_body::<8>(&value)
-                .map(|id| Some(u64::from_be_bytes(id)))
-                .ok_or_else(|| db.corrupt("page id", &key, "bad length")),
         }
     }
 
@@ -400,7 +408,7 @@ impl Pages {
         // An id this group already holds was written or found stored by it.
         let id = match self.open.get(&fp) {
             Some((id, _)) => *id,
-            None => match self.stored_id(db, &fp)? {
+            None => match self.ids.get(db, &fp)? {
                 Some(id) => id,
                 None => {
                     // The sealed group's id is written again: should its flush
@@ -416,7 +424,6 @@ impl Pages {
                     if self.legacy {
                         batch.delete(keys::with_prefix(keys::PAGE, &fp));
                     }
-                    batch.put(id_key(&fp), id_value(id));
                     id
                 }
             },
@@ -479,7 +486,6 @@ impl Pages {
             let id = next_id;
             next_id += 1;
             renamed.push((*fp, id));
-            writes.push((id_key(fp), id_value(id)));
             orphans_renamed.push((id, fp, record));
         }
         let mut packed = Vec::new();
@@ -622,16 +628,18 @@ impl Pages {
         db.contains(due_key(due, fp))
     }
 
-    /// The sealed group's records are no longer held here: it is durable (they
-    /// are read from the database), or its flush failed (they are forgotten).
+    /// The sealed group is durable: its records are read from the database,
+    /// and the ids of its pages join the page-id index.
+    pub(super) fn durable(&mut self) {
+        let sealed = std::mem::take(&mut self.sealed);
+        self.ids
+            .durable(sealed.into_iter().map(|(fp, (id, _))| (fp, id)));
+    }
+
+    /// The sealed group's flush failed: its records are forgotten.
     pub(super) fn drop_sealed(&mut self) {
         self.sealed.clear();
     }
-}
-
-/// The value of a page id entry.
-fn id_value(id: u64) -> Vec<u8> {
-    keys::versioned(&id.to_be_bytes())
 }
 
 /// The stored block holding `id`, if one does.

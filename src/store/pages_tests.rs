@@ -579,18 +579,20 @@ fn a_damaged_page_entry_or_id_is_an_error_naming_it() {
         assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
         assert!(state.for_each_page(|_, _| true).is_err());
     }
+    // An id whose block is gone, or holds another page at that id.
+    tree.remove(&entry).unwrap();
+    let error = state.page(&fp(a)).unwrap_err().to_string();
+    assert!(
+        error.contains("page id") && error.contains("no page block"),
+        "{error}"
+    );
+    let mut swapped = Block::decode(0, &good).unwrap();
+    swapped.entries.swap(0, 1);
+    tree.insert(&entry, swapped.encode()).unwrap();
+    let error = state.page(&fp(a)).unwrap_err().to_string();
+    assert!(error.contains("another page"), "{error}");
     tree.insert(&entry, good).unwrap();
-    // An id naming another page's entry, an id with no entry, a short id.
-    let id_key = id_key(&fp(a));
-    for value in [
-        keys::versioned(&1u64.to_be_bytes()),
-        keys::versioned(&7u64.to_be_bytes()),
-        vec![keys::SMALL_VERSION, 0, 0],
-    ] {
-        tree.insert(&id_key, value).unwrap();
-        let error = state.page(&fp(a)).unwrap_err().to_string();
-        assert!(error.contains("page id"), "{error}");
-    }
+    assert!(state.page(&fp(a)).unwrap().is_some());
 }
 
 #[test]
@@ -656,4 +658,86 @@ fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2()
         })
         .unwrap();
     assert_eq!(due, PAGES + legacy.len(), "one due entry each, at 7");
+}
+
+/// The page-id runs listed in the index record, and those on disk.
+fn page_id_runs(state: &State) -> (Vec<u64>, Vec<u64>) {
+    let index = state.db.get(keys::PAGE_ID_INDEX).unwrap();
+    let listed = index
+        .map(|v| super::super::pageids::decode_index(&v).unwrap().1)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(run, _)| run)
+        .collect();
+    let mut on_disk =
+        super::super::runfile::ids_on_disk_of(state.dir(), super::super::runfile::Kind::PageIds)
+            .unwrap();
+    on_disk.sort_unstable();
+    (listed, on_disk)
+}
+
+#[test]
+fn page_ids_are_found_across_checkpoints_merges_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let mut urls = Vec::new();
+    // Seven checkpoints of 40 new pages each (the fourth and the seventh
+    // merge a tier), then two groups no checkpoint saw.
+    for round in 0..9 {
+        for i in 0..40 {
+            let url = format!("http://a.test/{round}/{i}");
+            state
+                .put_page(fp(&url), record(&url, Some(10)), None)
+                .unwrap();
+            urls.push(url);
+        }
+        // A page of an earlier round recorded again keeps its id.
+        let again = &urls[round * 7];
+        let mut revisited = record(again, Some(20));
+        revisited.fetches = 2;
+        state.put_page(fp(again), revisited, Some(10)).unwrap();
+        state.commit().unwrap();
+        if round < 7 {
+            state.checkpoint().unwrap();
+        }
+    }
+    let (listed, on_disk) = page_id_runs(&state);
+    assert!(listed.len() < 7, "tiers merged: {listed:?}");
+    assert_eq!(listed, on_disk, "merged runs removed");
+    let check = |state: &State| {
+        for url in &urls {
+            let found = state.page(&fp(url)).unwrap();
+            assert_eq!(found.map(|r| r.url), Some(url.clone()), "{url}");
+        }
+        assert!(state.page(&fp("http://a.test/none")).unwrap().is_none());
+        let mut seen = 0;
+        state
+            .for_each_page(|_, _| {
+                seen += 1;
+                true
+            })
+            .unwrap();
+        assert_eq!(seen, urls.len(), "one record per page");
+    };
+    check(&state);
+    // Dropped without a checkpoint (as a kill leaves it): the last two
+    // rounds' ids are read back from their blocks.
+    drop(state);
+    let mut state = open(dir.path());
+    check(&state);
+    let pages = state
+        .db
+        .range(vec![keys::PAGE_BY_ID]..vec![keys::PAGE_BY_ID + 1]);
+    let end = pages.map(|e| e.unwrap()).next_back().map(|(k, v)| {
+        Block::decode(keys::u64_after_prefix(&k).unwrap(), &v)
+            .unwrap()
+            .end()
+    });
+    assert_eq!(end, Some(urls.len() as u64), "no page got a second id");
+    state.checkpoint().unwrap();
+    drop(state);
+    let state = open(dir.path());
+    check(&state);
+    let (listed, on_disk) = page_id_runs(&state);
+    assert_eq!(listed, on_disk);
 }

@@ -1,5 +1,7 @@
-//! Exact-set runs as files of their own: `runs/{id:016x}.run` in the state
-//! directory, written once by a checkpoint and read through a read-only map.
+//! Sorted runs as files of their own, written once by a checkpoint and read
+//! through a read-only map: the exact set's runs (`runs/{id:016x}.run`,
+//! fingerprints) and the page-id index's (`runs/{id:016x}.ids`, a fingerprint
+//! and a page id each; see `pageids`).
 //!
 //! A run is immutable and sorted, the one kind of data sled 0.34 handles worst:
 //! written through sled, every run and every merge of runs went through its log
@@ -8,10 +10,12 @@
 //! cleaned. As a file it is written once, read by binary search over a map
 //! (page cache, not the process's anonymous memory), and removed whole.
 //!
-//! Layout: a 32-byte header — the magic `lcrun\0`, the version (u16), the number
-//! of fingerprints (u64), the CRC-32 of the body (u32), zeros — then the sorted
-//! fingerprints, 20 bytes each. The header is written last, so a file cut short
-//! by a crash has a zero header or a length that does not match it.
+//! Layout: a 32-byte header — the magic (`lcrun\0` or `lcids\0`), the version
+//! (u16), the number of records (u64), the CRC-32 of the body (u32), zeros —
+//! then the records sorted by fingerprint: 20 bytes each in a `.run`, the
+//! fingerprint and the page id (u64, big-endian) in a `.ids`. The header is
+//! written last, so a file cut short by a crash has a zero header or a length
+//! that does not match it.
 //!
 //! Crash safety is the checkpoint's (see `checkpoint`): a file is complete and
 //! synced (with its directory) before the run index lists it; a file the index
@@ -32,32 +36,89 @@ use crate::fingerprint::Fingerprint;
 
 /// The directory of run files, in the state directory.
 pub(super) const RUNS_DIR: &str = "runs";
-/// The first bytes of a run file.
-const MAGIC: &[u8; 6] = b"lcrun\0";
 /// The layout version this module writes and reads.
 const VERSION: u16 = 1;
 /// Length of the header.
 const HEADER: usize = 32;
 /// Length of a fingerprint.
 const FP: usize = 20;
-/// Bytes the writer collects before each write (65,536 fingerprints).
+/// Bytes the writer collects before each write (about 1.3 MB).
 const WRITE_BYTES: usize = 65_536 * FP;
 
-/// The path of run `id` in the state directory `dir`.
-pub(super) fn path(dir: &Path, id: u64) -> PathBuf {
-    dir.join(RUNS_DIR).join(format!("{id:016x}.run"))
+/// What a run file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Fingerprints of the exact seen set (`.run`).
+    Seen,
+    /// Fingerprints with their page ids (`.ids`).
+    PageIds,
 }
 
-/// The run id a file name in `runs/` names, if it is a run file's name.
+impl Kind {
+    /// Bytes per record.
+    pub(super) fn width(self) -> usize {
+        match self {
+            Kind::Seen => FP,
+            Kind::PageIds => FP + 8,
+        }
+    }
+
+    fn extension(self) -> &'static str {
+        match self {
+            Kind::Seen => "run",
+            Kind::PageIds => "ids",
+        }
+    }
+
+    fn magic(self) -> &'static [u8; 6] {
+        match self {
+            Kind::Seen => b"lcrun\0",
+            Kind::PageIds => b"lcids\0",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Seen => "fingerprints",
+            Kind::PageIds => "page ids",
+        }
+    }
+}
+
+/// The path of exact-set run `id` in the state directory `dir`.
+#[cfg(test)]
+pub(super) fn path(dir: &Path, id: u64) -> PathBuf {
+    path_of(dir, Kind::Seen, id)
+}
+
+/// The path of run `id` of `kind` in the state directory `dir`.
+pub(super) fn path_of(dir: &Path, kind: Kind, id: u64) -> PathBuf {
+    dir.join(RUNS_DIR)
+        .join(format!("{id:016x}.{}", kind.extension()))
+}
+
+/// The exact-set run id a file name in `runs/` names, if it is one's name.
+#[cfg(test)]
 pub(super) fn id_of(name: &str) -> Option<u64> {
-    let hex = name.strip_suffix(".run")?;
+    id_of_kind(name, Kind::Seen)
+}
+
+fn id_of_kind(name: &str, kind: Kind) -> Option<u64> {
+    let hex = name.strip_suffix(kind.extension())?.strip_suffix('.')?;
     (hex.len() == 16)
         .then(|| u64::from_str_radix(hex, 16).ok())
         .flatten()
 }
 
-/// The ids of the run files in `dir/runs` (none when it does not exist).
+/// The ids of the exact set's run files in `dir/runs` (none when it does not
+/// exist).
 pub(super) fn ids_on_disk(dir: &Path) -> Result<Vec<u64>, StoreError> {
+    ids_on_disk_of(dir, Kind::Seen)
+}
+
+/// The ids of the run files of `kind` in `dir/runs` (none when it does not
+/// exist).
+pub(super) fn ids_on_disk_of(dir: &Path, kind: Kind) -> Result<Vec<u64>, StoreError> {
     let runs = dir.join(RUNS_DIR);
     let entries = match fs::read_dir(&runs) {
         Ok(entries) => entries,
@@ -70,7 +131,11 @@ pub(super) fn ids_on_disk(dir: &Path) -> Result<Vec<u64>, StoreError> {
             path: runs.clone(),
             source,
         })?;
-        if let Some(id) = entry.file_name().to_str().and_then(id_of) {
+        if let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| id_of_kind(name, kind))
+        {
             ids.push(id);
         }
     }
@@ -90,14 +155,26 @@ pub(super) struct RunFile {
     path: PathBuf,
     map: Mmap,
     crc: u32,
+    kind: Kind,
 }
 
 impl RunFile {
-    /// Opens run `id` of `dir`, which the index lists with `count`
+    /// Opens exact-set run `id` of `dir`, which the index lists with `count`
     /// fingerprints: a missing file, a bad header or a length that does not
     /// match is [`StoreError::RunDamaged`].
     pub(super) fn open(dir: &Path, id: u64, count: u64) -> Result<RunFile, StoreError> {
-        let path = path(dir, id);
+        RunFile::open_kind(dir, Kind::Seen, id, count)
+    }
+
+    /// Opens run `id` of `kind` in `dir`, which its index lists with `count`
+    /// records (checked as [`RunFile::open`] does).
+    pub(super) fn open_kind(
+        dir: &Path,
+        kind: Kind,
+        id: u64,
+        count: u64,
+    ) -> Result<RunFile, StoreError> {
+        let path = path_of(dir, kind, id);
         let file = match File::open(&path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -116,13 +193,14 @@ impl RunFile {
             })?
             .len();
         let expected = count
-            .checked_mul(FP as u64)
+            .checked_mul(kind.width() as u64)
             .and_then(|body| body.checked_add(HEADER as u64));
         if Some(len) != expected {
             return Err(damaged(
                 &path,
                 format!(
-                    "{len} bytes, and a run of {count} fingerprints takes {}",
+                    "{len} bytes, and a run of {count} {} takes {}",
+                    kind.name(),
                     expected.map_or_else(|| "more".to_owned(), |n| n.to_string())
                 ),
             ));
@@ -142,7 +220,7 @@ impl RunFile {
             tracing::debug!(path = %path.display(), %error, "madvise(RANDOM) failed; ignored");
         }
         let header = &map[..HEADER];
-        if &header[..6] != MAGIC {
+        if &header[..6] != kind.magic() {
             return Err(damaged(&path, "not a run file (bad magic)"));
         }
         let version = u16::from_be_bytes([header[6], header[7]]);
@@ -158,47 +236,77 @@ impl RunFile {
             return Err(damaged(
                 &path,
                 format!(
-                    "the header counts {} fingerprints, the run index {count}",
-                    u64::from_be_bytes(word)
+                    "the header counts {} {}, the run index {count}",
+                    u64::from_be_bytes(word),
+                    kind.name()
                 ),
             ));
         }
         let crc = u32::from_be_bytes([header[16], header[17], header[18], header[19]]);
-        Ok(RunFile { path, map, crc })
+        Ok(RunFile {
+            path,
+            map,
+            crc,
+            kind,
+        })
     }
 
-    /// The sorted fingerprints, concatenated.
+    /// The sorted records, concatenated.
     pub(super) fn body(&self) -> &[u8] {
         &self.map[HEADER..]
     }
 
-    /// True when the run holds `fp` (a binary search of the map).
+    /// True when the exact-set run holds `fp` (a binary search of the map).
     pub(super) fn contains(&self, fp: &Fingerprint) -> bool {
         exact::chunk_contains(self.body(), fp)
+    }
+
+    /// The page id a page-id run gives `fp`, if it holds it (a binary search of
+    /// the map).
+    pub(super) fn page_id(&self, fp: &Fingerprint) -> Option<u64> {
+        let width = self.kind.width();
+        let body = self.body();
+        let (mut low, mut high) = (0, body.len() / width);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let record = &body[mid * width..(mid + 1) * width];
+            match record[..FP].cmp(fp.as_slice()) {
+                std::cmp::Ordering::Less => low = mid + 1,
+                std::cmp::Ordering::Greater => high = mid,
+                std::cmp::Ordering::Equal => {
+                    let id: [u8; 8] = record[FP..].try_into().ok()?;
+                    return Some(u64::from_be_bytes(id));
+                }
+            }
+        }
+        None
     }
 
     /// Reads the whole body and checks it against the header's CRC and order:
     /// [`StoreError::RunDamaged`] when it does not match.
     pub(super) fn verify(&self) -> Result<(), StoreError> {
+        let name = self.kind.name();
         if crc32fast::hash(self.body()) != self.crc {
             return Err(damaged(
                 &self.path,
-                "its fingerprints do not match the header's checksum",
+                format!("its {name} do not match the header's checksum"),
             ));
         }
+        let width = self.kind.width();
         let sorted = self
             .body()
-            .chunks_exact(FP)
-            .zip(self.body().chunks_exact(FP).skip(1))
-            .all(|(a, b)| a < b);
+            .chunks_exact(width)
+            .zip(self.body().chunks_exact(width).skip(1))
+            .all(|(a, b)| a[..FP] < b[..FP]);
         if !sorted {
-            return Err(damaged(&self.path, "its fingerprints are not in order"));
+            return Err(damaged(&self.path, format!("its {name} are not in order")));
         }
         Ok(())
     }
 }
 
-/// Writes a new run file from fingerprints given in strictly increasing order.
+/// Writes a new run file from records given in strictly increasing order of
+/// their fingerprints.
 pub(super) struct RunFileWriter {
     path: PathBuf,
     runs: PathBuf,
@@ -206,12 +314,23 @@ pub(super) struct RunFileWriter {
     buf: Vec<u8>,
     crc: crc32fast::Hasher,
     count: u64,
+    kind: Kind,
 }
 
 impl RunFileWriter {
-    /// Creates run `id`'s file in `dir` (and `dir/runs`, synced into `dir`,
-    /// the first time). Fails if the file exists: ids are never reused.
+    /// Creates exact-set run `id`'s file in `dir` (and `dir/runs`, synced into
+    /// `dir`, the first time). Fails if the file exists: ids are never reused.
+    #[cfg(test)]
     pub(super) fn create(dir: &Path, id: u64) -> Result<RunFileWriter, StoreError> {
+        RunFileWriter::create_kind(dir, Kind::Seen, id)
+    }
+
+    /// Creates the file of run `id` of `kind` in `dir`, as [`RunFileWriter::create`].
+    pub(super) fn create_kind(
+        dir: &Path,
+        kind: Kind,
+        id: u64,
+    ) -> Result<RunFileWriter, StoreError> {
         let runs = dir.join(RUNS_DIR);
         let io_err = |path: &Path| {
             let path = path.to_owned();
@@ -221,7 +340,7 @@ impl RunFileWriter {
             fs::create_dir_all(&runs).map_err(io_err(&runs))?;
             sync_dir(dir).map_err(io_err(dir))?;
         }
-        let path = path(dir, id);
+        let path = path_of(dir, kind, id);
         let file = File::options()
             .write(true)
             .create_new(true)
@@ -235,13 +354,22 @@ impl RunFileWriter {
             buf: vec![0; HEADER],
             crc: crc32fast::Hasher::new(),
             count: 0,
+            kind,
         })
     }
 
-    /// Appends `fp` (greater than the one before).
+    /// Appends `fp` to an exact-set run (greater than the one before).
+    #[cfg(test)]
     pub(super) fn push(&mut self, fp: &Fingerprint) -> Result<(), StoreError> {
-        self.buf.extend_from_slice(fp);
-        self.crc.update(fp);
+        self.push_record(fp)
+    }
+
+    /// Appends a record of the run's kind (its fingerprint greater than the one
+    /// before).
+    pub(super) fn push_record(&mut self, record: &[u8]) -> Result<(), StoreError> {
+        debug_assert_eq!(record.len(), self.kind.width());
+        self.buf.extend_from_slice(record);
+        self.crc.update(record);
         self.count += 1;
         if self.buf.len() >= WRITE_BYTES {
             self.write_buf()?;
@@ -262,13 +390,13 @@ impl RunFileWriter {
     }
 
     /// Writes the rest and the header, syncs the file and `runs/`; returns
-    /// the number of fingerprints.
+    /// the number of records.
     pub(super) fn finish(mut self) -> Result<u64, StoreError> {
         if !self.buf.is_empty() {
             self.write_buf()?;
         }
         let mut header = [0u8; HEADER];
-        header[..6].copy_from_slice(MAGIC);
+        header[..6].copy_from_slice(self.kind.magic());
         header[6..8].copy_from_slice(&VERSION.to_be_bytes());
         header[8..16].copy_from_slice(&self.count.to_be_bytes());
         header[16..20].copy_from_slice(&self.crc.clone().finalize().to_be_bytes());
@@ -301,9 +429,14 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Removes run `id`'s file, if present, and syncs `runs/`.
+/// Removes exact-set run `id`'s file, if present, and syncs `runs/`.
 pub(super) fn remove(dir: &Path, id: u64) -> Result<(), StoreError> {
-    let path = path(dir, id);
+    remove_of(dir, Kind::Seen, id)
+}
+
+/// Removes the file of run `id` of `kind`, if present, and syncs `runs/`.
+pub(super) fn remove_of(dir: &Path, kind: Kind, id: u64) -> Result<(), StoreError> {
+    let path = path_of(dir, kind, id);
     crash::point("checkpoint.gc");
     match fs::remove_file(&path) {
         Ok(()) => {}
@@ -377,6 +510,39 @@ mod tests {
         assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
         fs::remove_file(&file).expect("remove");
         assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
+    }
+
+    #[test]
+    fn a_page_id_run_gives_each_fingerprint_its_id() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = RunFileWriter::create_kind(dir.path(), Kind::PageIds, 3).expect("create");
+        for n in 0..1000u32 {
+            let mut record = [0u8; FP + 8];
+            record[..4].copy_from_slice(&(n * 2).to_be_bytes());
+            record[FP..].copy_from_slice(&u64::from(n + 7).to_be_bytes());
+            writer.push_record(&record).expect("push");
+        }
+        assert_eq!(writer.finish().expect("finish"), 1000);
+        assert_eq!(
+            ids_on_disk_of(dir.path(), Kind::PageIds).expect("list"),
+            vec![3]
+        );
+        assert!(
+            ids_on_disk(dir.path()).expect("list").is_empty(),
+            "not an exact run"
+        );
+        let run = RunFile::open_kind(dir.path(), Kind::PageIds, 3, 1000).expect("open");
+        run.verify().expect("verify");
+        let fp = |n: u32| {
+            let mut fp = [0u8; FP];
+            fp[..4].copy_from_slice(&n.to_be_bytes());
+            fp
+        };
+        assert!((0..1000).all(|n| run.page_id(&fp(n * 2)) == Some(u64::from(n + 7))));
+        assert_eq!(run.page_id(&fp(3)), None);
+        assert_eq!(run.page_id(&fp(5000)), None);
+        // The other kind's reader refuses it (magic and length differ).
+        assert!(RunFile::open_kind(dir.path(), Kind::Seen, 3, 1000).is_err());
     }
 
     #[test]

@@ -386,7 +386,7 @@ fn a_damaged_run_file_is_one_line_naming_it_and_the_state_is_left_alone() {
             assert_eq!(out.status.code(), Some(2), "{how} {args:?}: {err}");
             assert_eq!(err.trim().lines().count(), 1, "{how} {args:?}: {err}");
             assert!(
-                err.contains("damaged exact-set run") && err.contains(name),
+                err.contains("damaged run file") && err.contains(name),
                 "{how} {args:?}: {err}"
             );
             if how == "body flipped" {

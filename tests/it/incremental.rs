@@ -799,8 +799,8 @@ fn until_idle_then_a_held_host_gets_no_seed_requeued() {
 /// fingerprint (version 2, then the same bincode body), no page ids, and the
 /// marker and metadata saying format 2. The state must be closed.
 fn make_format_2(data: &Path) {
-    use legcrawl::store::records::{self, Meta};
     let db = sled::open(data.join("db")).expect("open sled");
+    drop_page_id_runs(data, &db);
     let mut pages = 0;
     for entry in db.scan_prefix(b"P") {
         let (key, value) = entry.expect("a page block");
@@ -814,20 +814,59 @@ fn make_format_2(data: &Path) {
         }
         db.remove(&key).expect("remove");
     }
-    let ids: Vec<_> = db
-        .scan_prefix(b"f")
-        .keys()
-        .map(|k| k.expect("key"))
-        .collect();
-    assert_eq!(ids.len(), pages, "one id per page");
-    for key in ids {
-        db.remove(key).expect("remove");
+    assert!(pages > 0);
+    set_format(data, &db, 2);
+}
+
+/// Rewrites the state in `data` as format 3 kept it: the page-id index as one
+/// `f` · fingerprint → version byte, id entry per page instead of run files,
+/// and the marker and metadata saying format 3. The state must be closed.
+fn make_format_3(data: &Path) {
+    let db = sled::open(data.join("db")).expect("open sled");
+    drop_page_id_runs(data, &db);
+    for entry in db.scan_prefix(b"P") {
+        let (key, value) = entry.expect("a page block");
+        let first = u64::from_be_bytes(key[1..9].try_into().unwrap());
+        for (at, (fp, _)) in block_entries(&value).into_iter().enumerate() {
+            let mut id = vec![1u8];
+            id.extend_from_slice(&(first + at as u64).to_be_bytes());
+            db.insert([b"f", fp].concat(), id).expect("insert");
+        }
     }
+    set_format(data, &db, 3);
+}
+
+/// Removes the page-id index of format 4: its record (`k`) and its run files.
+fn drop_page_id_runs(data: &Path, db: &sled::Db) {
+    db.remove(b"k").expect("remove");
+    for file in page_id_runs(data) {
+        std::fs::remove_file(file).expect("remove a page-id run");
+    }
+}
+
+/// The page-id run files in `data/runs`.
+fn page_id_runs(data: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(data.join("runs")) else {
+        return Vec::new();
+    };
+    entries
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "ids"))
+        .collect()
+}
+
+/// Makes the metadata record and the marker say `format`, and closes `db`.
+fn set_format(data: &Path, db: &sled::Db, format: u32) {
+    use legcrawl::store::records::{self, Meta};
     let mut meta: Meta = records::decode(&db.get(b"m").expect("get").expect("meta")).expect("meta");
-    meta.format = 2;
+    meta.format = format;
     db.insert(b"m", records::encode(&meta)).expect("insert");
     db.flush().expect("flush");
-    std::fs::write(data.join("LEGCRAWL"), "legcrawl state format 2\n").expect("marker");
+    std::fs::write(
+        data.join("LEGCRAWL"),
+        format!("legcrawl state format {format}\n"),
+    )
+    .expect("marker");
 }
 
 /// The entries of a page block of format 3: version 3, then per page its
@@ -863,18 +902,19 @@ fn format_and_forms(data: &Path) -> (u32, usize, usize, usize) {
 }
 
 #[test]
-fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_format_3() {
+fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_current() {
     const N: usize = 30;
+    const FORMAT: u32 = legcrawl::store::STATE_FORMAT;
     let site = ChangingSite::new(N);
     let data = tempfile::tempdir().unwrap();
     let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
     let before = pages(data.path(), false);
-    assert_eq!(format_and_forms(data.path()), (3, 0, N + 1, N + 1));
+    assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
     make_format_2(data.path());
     assert_eq!(format_and_forms(data.path()), (2, N + 1, 0, 0));
     let marker = || std::fs::read_to_string(data.path().join("LEGCRAWL")).unwrap();
-    // Aborted before the metadata, then before the marker, says format 3.
-    for (point, format) in [("upgrade.meta:1", 2), ("upgrade.marker:1", 3)] {
+    // Aborted before the metadata, then before the marker, says the new format.
+    for (point, format) in [("upgrade.meta:1", 2), ("upgrade.marker:1", FORMAT)] {
         let mut cmd = legcrawl(data.path(), &["dump", "summary"]);
         cmd.env(legcrawl::store::crash::CRASH_AT_ENV, point);
         let out = run(cmd, LIMIT);
@@ -884,8 +924,8 @@ fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_format_3() {
     }
     // Read as it is; the open finished the upgrade.
     assert_eq!(pages(data.path(), false), before);
-    assert_eq!(marker(), "legcrawl state format 3\n");
-    assert_eq!(format_and_forms(data.path()), (3, N + 1, 0, 0));
+    assert_eq!(marker(), format!("legcrawl state format {FORMAT}\n"));
+    assert_eq!(format_and_forms(data.path()), (FORMAT, N + 1, 0, 0));
     // The revisit finds the old records: their validators are sent back, and
     // each record moves to the id form once.
     crawl(data.path(), &["--revisit-after", "0"]);
@@ -897,7 +937,11 @@ fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_format_3() {
         .count() as u64;
     assert_eq!(site.not_modified(), with + 1, "validators were sent back");
     assert_eq!(versions(data.path()).len(), N + 1, "nothing stored again");
-    assert_eq!(format_and_forms(data.path()), (3, 0, N + 1, N + 1));
+    assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
+    assert!(
+        !page_id_runs(data.path()).is_empty(),
+        "page ids in run files"
+    );
     let after = pages(data.path(), false);
     assert_eq!(after.len(), N + 1);
     for (path, record) in &after {
@@ -907,4 +951,53 @@ fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_format_3() {
             "{path}"
         );
     }
+}
+
+#[test]
+fn a_state_of_format_3_moves_its_page_ids_to_a_run_exactly_once() {
+    const N: usize = 30;
+    const FORMAT: u32 = legcrawl::store::STATE_FORMAT;
+    let site = ChangingSite::new(N);
+    let data = tempfile::tempdir().unwrap();
+    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
+    let before = pages(data.path(), false);
+    make_format_3(data.path());
+    assert_eq!(format_and_forms(data.path()), (3, 0, N + 1, N + 1));
+    // Aborted before the run is listed (the file written is garbage), then
+    // before the first batch of `f` deletions: the ids stay in `f` until the
+    // index lists their run, and the state says the new format throughout.
+    for point in ["upgrade.ids_index:1", "upgrade.ids_clean:1"] {
+        let mut cmd = legcrawl(data.path(), &["dump", "summary"]);
+        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, point);
+        let out = run(cmd, LIMIT);
+        assert_eq!(out.status.code(), None, "{point}: aborted");
+        assert_eq!(
+            format_and_forms(data.path()),
+            (FORMAT, 0, N + 1, N + 1),
+            "{point}"
+        );
+    }
+    assert_eq!(pages(data.path(), false), before);
+    assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
+    // The revisit finds every page by its id: validators are sent back and
+    // nothing is recorded as new.
+    crawl(data.path(), &["--revisit-after", "0"]);
+    for i in 0..N {
+        assert_eq!(server.hits(&page_path(i)), 2, "page {i} fetched again");
+    }
+    let with = (0..N)
+        .filter(|&i| changing::validators_of(i) != Validators::None)
+        .count() as u64;
+    assert_eq!(site.not_modified(), with + 1, "validators were sent back");
+    assert_eq!(versions(data.path()).len(), N + 1, "nothing stored again");
+    let after = pages(data.path(), false);
+    assert_eq!(after.len(), N + 1);
+    for (path, record) in &after {
+        assert_eq!(record["fetches"], 2, "{path}: {record}");
+    }
+    // The file of the aborted move was removed by the crawl's checkpoint:
+    // every page-id run on disk is one the index lists.
+    let db = sled::open(data.path().join("db")).expect("open sled");
+    let index = db.get(b"k").expect("get").expect("a page-id index");
+    assert_eq!((index.len() - 9) / 16, page_id_runs(data.path()).len());
 }
