@@ -58,6 +58,10 @@ restore the directory from a copy). In exact dedup mode a missing, truncated or
 damaged bloom.bin, or one that lost bits, is rebuilt from the exact seen set by
 any command; `repair` reads every record and rebuilds it on demand. In bloom
 mode the filter is the only record of the seen set and cannot be rebuilt.
+The page-id index (runs/*.ids) is rebuilt from the page records when one of
+its files is missing or cut short (any command) or fails its checksum
+(`repair`). The exact seen set's runs (runs/*.run) have no second copy: a
+damaged one is refused (exit 2).
 
 Examples:
   legcrawl repair --data data/example

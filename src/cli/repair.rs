@@ -1,9 +1,12 @@
 //! `legcrawl repair`: check a state whole and rebuild what can be rebuilt.
 //!
 //! Opening the state already refuses a database that lost committed data and
-//! rebuilds a damaged Bloom filter in `exact` mode; `repair` then reads every
-//! record of the database and, in `exact` mode, rebuilds the Bloom filter from
-//! the exact seen set even when it looked whole. It says what it did, one line.
+//! rebuilds a damaged Bloom filter in `exact` mode (and a page-id index whose
+//! run file is missing or cut short); `repair` then reads every record of the
+//! database, reads the page-id runs whole (rebuilding the index from the page
+//! records if one is damaged) and, in `exact` mode, rebuilds the Bloom filter
+//! from the exact seen set even when it looked whole. It says what it did, one
+//! line.
 
 use std::process::ExitCode;
 
@@ -33,8 +36,14 @@ pub fn run(args: RepairArgs) -> anyhow::Result<ExitCode> {
             report.ones.1
         ),
     };
+    let ids = match report.page_ids {
+        None => "page-id runs whole".to_owned(),
+        Some((damage, pages)) => {
+            format!("{damage}; rebuilt the page-id index from the page records ({pages} pages)")
+        }
+    };
     say!(
-        "repaired {}: read all {} database records ({} items); {bloom}",
+        "repaired {}: read all {} database records ({} items); {ids}; {bloom}",
         dir.display(),
         report.records,
         report.items

@@ -189,6 +189,10 @@ pub const POINTS: &[Point] = &[
         name: "repair.switch",
         before: "the rebuilt Bloom file is renamed over bloom.bin (only a damaged state or `repair` reaches it)",
     },
+    Point {
+        name: "repair.ids_index",
+        before: "the page-id index record lists the run files rebuilt from the page blocks (after they were synced; only a damaged page-id run or `repair` reaches it)",
+    },
 ];
 
 /// Points only a damaged state or `legcrawl repair` reaches: the crash-point

@@ -18,7 +18,10 @@
 //!   the index record (`k`) in the batch that switches the exact set's index;
 //! - states of format 3 kept the index in sled (`f` · fingerprint → id):
 //!   [`PageIds::migrate`] writes those entries (already in fingerprint order) as
-//!   one run, lists it, then deletes them.
+//!   one run, lists it, then deletes them;
+//! - a run file found damaged (on open: missing, cut short, a bad header;
+//!   by `legcrawl repair`: a bad checksum) is not a lost index: the whole index
+//!   is written again from the blocks ([`PageIds::rebuild`]), with a warning.
 //!
 //! Invariants: a run or the index never lists an id whose block was not
 //! durable first (only ids of durable groups reach `recent`); ids of durable
@@ -167,6 +170,7 @@ impl PageIds {
     /// after the last stored block's.
     pub(super) fn load(db: &Db, blocks_end: u64) -> Result<PageIds, StoreError> {
         let mut ids = PageIds::default();
+        let mut damaged = None;
         let has_f = db.scan([keys::PAGE_ID]).next().transpose()?.is_some();
         match db.get(keys::PAGE_ID_INDEX)? {
             Some(value) => {
@@ -174,9 +178,16 @@ impl PageIds {
                     db.corrupt("page id index", keys::PAGE_ID_INDEX, "bad layout")
                 })?;
                 for &(id, count) in &runs {
-                    let file = RunFile::open_kind(db.dir(), Kind::PageIds, id, count)?;
-                    ids.files.insert(id, Arc::new(file));
                     ids.next_run = ids.next_run.max(id + 1);
+                    match RunFile::open_kind(db.dir(), Kind::PageIds, id, count) {
+                        Ok(file) => {
+                            ids.files.insert(id, Arc::new(file));
+                        }
+                        Err(StoreError::RunDamaged { path, reason }) => {
+                            damaged.get_or_insert((path, reason));
+                        }
+                        Err(error) => return Err(error),
+                    }
                 }
                 ids.runs = runs;
                 ids.watermark = watermark;
@@ -198,8 +209,112 @@ impl PageIds {
             }
             ids.next_run = ids.next_run.max(id.saturating_add(1));
         }
+        if let Some((path, reason)) = damaged {
+            let pages = ids.rebuild(db, blocks_end)?;
+            tracing::warn!(
+                "{}: {reason}; rebuilt the page-id index from the page records ({pages} pages)",
+                path.display()
+            );
+        }
         ids.read_blocks(db)?;
         Ok(ids)
+    }
+
+    /// Reads every listed run file whole against its checksum and order (what
+    /// `legcrawl repair` does); a damaged one has the index rebuilt (see
+    /// [`PageIds::rebuild`]). Returns the damage found and the pages indexed
+    /// again, or `None` when all was well. No checkpoint may run.
+    pub(super) fn verify(
+        &mut self,
+        db: &Db,
+        blocks_end: u64,
+    ) -> Result<Option<(String, u64)>, StoreError> {
+        let mut damage = None;
+        for file in self.files.values() {
+            match file.verify() {
+                Ok(()) => {}
+                Err(StoreError::RunDamaged { path, reason }) => {
+                    damage = Some(format!("{}: {reason}", path.display()));
+                    break;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        match damage {
+            None => Ok(None),
+            Some(damage) => Ok(Some((damage, self.rebuild(db, blocks_end)?))),
+        }
+    }
+
+    /// Writes the index again from the page blocks: their (fingerprint, id)
+    /// pairs in chunks of [`IDS_MAX_RECENT`], each sorted and written as a run
+    /// file (synced), then one record lists them all with the watermark at
+    /// `blocks_end` (crash point `repair.ids_index`). The runs listed before
+    /// are garbage from then on; a crash before the switch leaves them listed
+    /// (and the new files garbage), so the next open rebuilds again. Memory
+    /// holds one chunk. Returns the number of pages indexed.
+    pub(super) fn rebuild(&mut self, db: &Db, blocks_end: u64) -> Result<u64, StoreError> {
+        let mut runs = Vec::new();
+        let mut files = HashMap::new();
+        let mut chunk: Vec<(Fingerprint, u64)> = Vec::new();
+        let mut pages = 0;
+        for entry in db.range(vec![keys::PAGE_BY_ID]..vec![keys::PAGE_BY_ID + 1]) {
+            let (key, value) = entry?;
+            let first = keys::u64_after_prefix(&key)
+                .filter(|_| key.len() == 9)
+                .ok_or_else(|| db.corrupt("page block", &key, "bad key length"))?;
+            let block = Block::decode(first, &value)
+                .map_err(|reason| db.corrupt("page block", &key, &reason))?;
+            for (at, (fp, _)) in block.entries.iter().enumerate() {
+                chunk.push((*fp, first + at as u64));
+                pages += 1;
+            }
+            if chunk.len() >= IDS_MAX_RECENT {
+                self.write_chunk(db, &mut chunk, &mut runs, &mut files)?;
+            }
+        }
+        if !chunk.is_empty() {
+            self.write_chunk(db, &mut chunk, &mut runs, &mut files)?;
+        }
+        crash::point("repair.ids_index");
+        let tree = db.tree();
+        tree.insert(keys::PAGE_ID_INDEX, encode_index(blocks_end, &runs))
+            .map_err(|e| db.error(e))?;
+        tree.flush().map_err(|e| db.error(e))?;
+        let old = std::mem::replace(&mut self.runs, runs);
+        self.garbage_files.extend(old.iter().map(|&(run, _)| run));
+        self.files = files;
+        self.watermark = blocks_end;
+        self.floor = blocks_end;
+        self.recent.clear();
+        Ok(pages)
+    }
+
+    /// Sorts `chunk` and writes it as a new run file (synced) for
+    /// [`PageIds::rebuild`], adding it to `runs` and `files`; empties `chunk`.
+    fn write_chunk(
+        &mut self,
+        db: &Db,
+        chunk: &mut Vec<(Fingerprint, u64)>,
+        runs: &mut Vec<(u64, u64)>,
+        files: &mut HashMap<u64, Arc<RunFile>>,
+    ) -> Result<(), StoreError> {
+        chunk.sort_unstable();
+        let id = self.next_run;
+        self.next_run += 1;
+        let mut writer = RunFileWriter::create_kind(db.dir(), Kind::PageIds, id)?;
+        for (fp, page) in chunk.iter() {
+            if let Err(error) = writer.push_record(&record(fp, *page)) {
+                writer.abandon();
+                return Err(error);
+            }
+        }
+        let count = writer.finish()?;
+        let file = RunFile::open_kind(db.dir(), Kind::PageIds, id, count)?;
+        files.insert(id, Arc::new(file));
+        runs.push((id, count));
+        chunk.clear();
+        Ok(())
     }
 
     /// Reads the ids of the blocks from the watermark on into `recent`.

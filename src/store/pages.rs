@@ -327,16 +327,7 @@ pub(super) struct PagesSeal {
 impl Pages {
     /// The table as the database holds it.
     pub(super) fn load(db: &Db) -> Result<Pages, StoreError> {
-        let next_id = match db
-            .range([keys::PAGE_BY_ID]..[keys::PAGE_BY_ID + 1])
-            .next_back()
-        {
-            None => 0,
-            Some(entry) => {
-                let (key, value) = entry?;
-                stored_block(db, &key, &value)?.end()
-            }
-        };
+        let next_id = blocks_end(db)?;
         let legacy = db.scan([keys::PAGE]).next().transpose()?.is_some();
         Ok(Pages {
             group_first: next_id,
@@ -355,6 +346,13 @@ impl Pages {
     /// The page-id index, to checkpoint.
     pub(super) fn ids_mut(&mut self) -> &mut PageIds {
         &mut self.ids
+    }
+
+    /// Reads the page-id index's run files whole (`legcrawl repair`), and
+    /// rebuilds the index from the blocks if one is damaged: the damage and
+    /// the pages indexed again, `None` when all was well. Commit first.
+    pub(super) fn verify_ids(&mut self, db: &Db) -> Result<Option<(String, u64)>, StoreError> {
+        self.ids.verify(db, blocks_end(db)?)
     }
 
     /// Moves a format-3 state's page ids out of sled (see
@@ -639,6 +637,20 @@ impl Pages {
     /// The sealed group's flush failed: its records are forgotten.
     pub(super) fn drop_sealed(&mut self) {
         self.sealed.clear();
+    }
+}
+
+/// The id after the last stored block's (0 when there is none).
+fn blocks_end(db: &Db) -> Result<u64, StoreError> {
+    match db
+        .range([keys::PAGE_BY_ID]..[keys::PAGE_BY_ID + 1])
+        .next_back()
+    {
+        None => Ok(0),
+        Some(entry) => {
+            let (key, value) = entry?;
+            Ok(stored_block(db, &key, &value)?.end())
+        }
     }
 }
 

@@ -832,12 +832,16 @@ pub struct RepairReport {
     pub rebuilt: Option<u64>,
     /// Ones of the filter before and after.
     pub ones: (u64, u64),
+    /// A damaged page-id run found by reading the runs whole, and the pages
+    /// the rebuilt index holds; `None` when the runs were whole.
+    pub page_ids: Option<(String, u64)>,
 }
 
 impl State {
     /// `legcrawl repair`: reads every record of the database (a damaged one is
-    /// an error, never a panic) and, in `exact` mode, rebuilds the Bloom filter
-    /// from the exact set. The state must have been opened (which already
+    /// an error, never a panic), reads the page-id index's runs whole and
+    /// rebuilds the index from the page records if one is damaged, and, in
+    /// `exact` mode, rebuilds the Bloom filter from the exact set. The state must have been opened (which already
     /// refuses a rollback and repairs a damaged Bloom file).
     pub fn repair(&mut self) -> Result<RepairReport, StoreError> {
         let dir = self.dir().to_owned();
@@ -850,6 +854,8 @@ impl State {
             }
             Ok(records)
         })?;
+        self.commit()?;
+        let page_ids = guard(&db_dir, || self.pages.verify_ids(&self.db))?;
         let before = self.seen.bloom.ones();
         let mut rebuilt = None;
         if self.seen.dedup == DedupMode::Exact {
@@ -864,6 +870,7 @@ impl State {
             items: self.items.len(),
             rebuilt,
             ones: (before, self.seen.bloom.ones()),
+            page_ids,
         })
     }
 }
