@@ -24,6 +24,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/status.rs", include_str!("status.rs")),
     ("store/views.rs", include_str!("views.rs")),
     ("store/dir.rs", include_str!("dir.rs")),
+    ("store/due.rs", include_str!("due.rs")),
     ("store/db.rs", include_str!("db.rs")),
     ("store/runs.rs", include_str!("runs.rs")),
     ("store/items.rs", include_str!("items.rs")),

@@ -93,8 +93,12 @@ pub(crate) const PAGE_ID_INDEX: &[u8] = b"k";
 pub(crate) const PAGE: u8 = b'p';
 /// Version byte of a binary page record (distinct from `records::RECORD_VERSION`).
 pub(crate) const PAGE_RECORD_VERSION: u8 = 2;
-/// Revisit index: `v` · due time (unix seconds, u64) · fingerprint → empty.
+/// Revisit index of format 3 and before: `v` · due time (unix seconds, u64) ·
+/// fingerprint → empty. Still read, and deleted as pages leave it.
 pub(crate) const DUE: u8 = b'v';
+/// Revisit index: `u` · due time (unix seconds, u64) · chunk number (u32) →
+/// a version byte, then up to `due::CHUNK_FPS` fingerprints (see `due`).
+pub(crate) const DUE_CHUNK: u8 = b'u';
 /// The start of the current crawl cycle: `y` → [`SMALL_VERSION`], then unix
 /// seconds (u64, big-endian).
 pub(crate) const CYCLE: &[u8] = b"y";

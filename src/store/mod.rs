@@ -66,6 +66,7 @@ mod commit;
 pub mod crash;
 mod db;
 mod dir;
+mod due;
 mod exact;
 mod frontier;
 mod items;
@@ -120,7 +121,9 @@ use records::Meta;
 /// Format 4: the page-id index is sorted run files (`runs/*.ids`, index `k`)
 /// instead of a sled entry per page (`f`); a state of format 3 moves its `f`
 /// entries into one run on its first open by this build, after its marker
-/// and metadata say 4 (see `pageids`).
+/// and metadata say 4 (see `pageids`). The due index is chunks of pages by
+/// due second (`u`) instead of an entry per page (`v`, still read; see
+/// `due`).
 pub const STATE_FORMAT: u32 = 4;
 /// The oldest state format this build opens.
 pub const OLDEST_FORMAT: u32 = 2;

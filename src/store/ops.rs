@@ -5,7 +5,7 @@
 //! reads through the state's `Db` and writes into the open group's `Batch`,
 //! and none calls another. Depends on the tables.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -326,13 +326,23 @@ impl State {
         until: u64,
         mut f: impl FnMut(Fingerprint, PageRecord) -> bool,
     ) -> Result<(), StoreError> {
-        for entry in self.pages.due_keys(&self.db, until) {
-            let (key, fp) = entry?;
-            let Some(record) = self.page(&fp)? else {
-                return Err(self.db.corrupt("due index", &key, "no page record"));
-            };
-            if !f(fp, record) {
-                break;
+        let mut from = 0;
+        while let Some(unit) = self.pages.next_due(&self.db, from, until)? {
+            for fp in unit.fps {
+                let Some(record) = self.page(&fp)? else {
+                    return Err(StoreError::Corrupt {
+                        path: self.db.dir().to_owned(),
+                        what: format!("due index at {}", unit.due),
+                        reason: format!("no page record of {}", crate::fingerprint::to_hex(&fp)),
+                    });
+                };
+                if !f(fp, record) {
+                    return Ok(());
+                }
+            }
+            match unit.due.checked_add(1) {
+                Some(next) => from = next,
+                None => break,
             }
         }
         Ok(())
@@ -408,11 +418,20 @@ impl State {
                         moves.push((fp, record.next_due, next));
                     }
                 })?;
+            // The pages in the index at each due time the moves leave, read
+            // once a second.
+            let mut due_at: HashMap<u64, HashSet<Fingerprint>> = HashMap::new();
             for (fp, previous, next) in moves {
-                if let Some(at) = previous
-                    && !self.pages.is_due_at(&self.db, &fp, at)?
-                {
-                    continue;
+                if let Some(at) = previous {
+                    let there = match due_at.entry(at) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(self.pages.due_at(&self.db, at)?.into_iter().collect())
+                        }
+                    };
+                    if !there.contains(&fp) {
+                        continue;
+                    }
                 }
                 let Some(mut record) = self.pages.get(&self.db, &fp)? else {
                     continue;
@@ -448,31 +467,39 @@ impl State {
     }
 
     /// Queues every page due by `until` that is not a seed and not gone, each in
-    /// the batch that removes its due-index entry; commits every 1,024.
+    /// the batch that removes its due-index entry. Reads one due second at a
+    /// time (as many pages as were fetched or failed in one second) and
+    /// commits every 1,024 pages, whatever the number due.
     fn queue_due(&mut self, until: u64, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
         let seeds: HashSet<Fingerprint> = self
             .seed_fingerprints(fingerprint_headers)?
             .into_iter()
             .collect();
-        let mut due = Vec::new();
-        for entry in self.pages.due_keys(&self.db, until) {
-            let (key, fp) = entry?;
-            if !seeds.contains(&fp) {
-                due.push((key, fp));
-            }
-        }
         let mut queued = 0;
-        for (key, fp) in due {
-            let record = self.page(&fp)?;
-            self.pages.unqueue_due(&mut self.group.batch, key);
-            let Some(record) = record.filter(|r| !r.gone) else {
-                continue;
-            };
-            self.enqueue(&record.revisit_request(), fingerprint_headers)?;
-            queued += 1;
-            // Long due lists are committed in chunks, to keep each batch small.
-            if queued % 1024 == 0 {
-                self.commit()?;
+        let mut waiting = 0;
+        let mut from = 0;
+        while let Some(unit) = self.pages.next_due(&self.db, from, until)? {
+            for fp in unit.fps {
+                // A seed keeps its place: the cycle queued it as a seed.
+                if seeds.contains(&fp) {
+                    continue;
+                }
+                let record = self.page(&fp)?;
+                self.pages.unqueue_due(&mut self.group.batch, unit.due, fp);
+                if let Some(record) = record.filter(|r| !r.gone) {
+                    self.enqueue(&record.revisit_request(), fingerprint_headers)?;
+                    queued += 1;
+                }
+                // Long due lists are committed in parts, to keep each batch small.
+                waiting += 1;
+                if waiting == 1024 {
+                    self.commit()?;
+                    waiting = 0;
+                }
+            }
+            match unit.due.checked_add(1) {
+                Some(next) => from = next,
+                None => break,
             }
         }
         self.runs.count("revisit/due", queued);

@@ -3,8 +3,8 @@
 //! A page record is found by the request fingerprint (the page-id index, see
 //! `pageids`) and stored under its page id (`P` · id), ids growing with each new page;
 //! it is written in the completion group of the fetch that produced it, so it
-//! is durable exactly when the page's items are. The due index (`v` · due time ·
-//! fingerprint) orders pages by when they are due again; a new cycle reads it up
+//! is durable exactly when the page's items are. The due index (`due`: chunks
+//! of fingerprints by due second) orders pages by when they are due again; a new cycle reads it up
 //! to "now" and re-queues what it finds, so the cost of a run is the number of
 //! pages due, never the number of pages known. The store does not decide when a
 //! page is due (that is [`crate::revisit`]); it keeps the record and the index
@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use super::due::{DueIndex, DueUnit, DueWrites};
 use super::pageblock::{BLOCK_MAX_BYTES, Block};
 use super::pageids::PageIds;
 use super::table::{Batch, Db};
@@ -278,16 +279,8 @@ impl<C> Decode<C> for PageRecord {
     }
 }
 
-fn due_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
-    let mut key = Vec::with_capacity(1 + 8 + fp.len());
-    key.push(keys::DUE);
-    key.extend_from_slice(&due.to_be_bytes());
-    key.extend_from_slice(fp);
-    key
-}
-
 /// The pages table: page records (`P`, blocks by page id, see `pageblock`),
-/// the page ids of fingerprints (`pageids`), the due index (`v`), and the
+/// the page ids of fingerprints (`pageids`), the due index (`due`), and the
 /// records of format-2 states (`p`, by fingerprint). The open and the sealed
 /// group's records are readable here before they are durable.
 ///
@@ -312,6 +305,8 @@ pub(super) struct Pages {
     legacy: bool,
     /// The ids of the durable pages.
     ids: PageIds,
+    /// The due index, and the open group's changes to it.
+    due: DueIndex,
 }
 
 /// What sealing the open group writes, worked out before anything changes (it
@@ -322,6 +317,8 @@ pub(super) struct PagesSeal {
     /// new id they get.
     renamed: Vec<(Fingerprint, u64)>,
     next_id: u64,
+    /// The due index's chunks written and removed.
+    due: DueWrites,
 }
 
 impl Pages {
@@ -334,6 +331,7 @@ impl Pages {
             next_id,
             legacy,
             ids: PageIds::load(db, next_id)?,
+            due: DueIndex::load(db)?,
             ..Pages::default()
         })
     }
@@ -427,10 +425,10 @@ impl Pages {
             },
         };
         if let Some(due) = previous_due {
-            batch.delete(due_key(due, &fp));
+            self.due.remove(due, fp);
         }
         if let Some(due) = record.next_due {
-            batch.put(due_key(due, &fp), &[]);
+            self.due.add(due, fp);
         }
         batch.defer();
         let mut body = Vec::with_capacity(160 + record.url.len());
@@ -502,15 +500,20 @@ impl Pages {
             writes,
             renamed,
             next_id,
+            due: self.due.plan(db)?,
         })
     }
 
     /// The open group is sealed: `plan` goes into its batch, and its records are
     /// read from the sealed map until it is durable.
     pub(super) fn seal(&mut self, plan: PagesSeal, batch: &mut Batch) {
-        for (key, value) in plan.writes {
+        for (key, value) in plan.writes.into_iter().chain(plan.due.puts) {
             batch.put(key, value);
         }
+        for key in plan.due.deletes {
+            batch.delete(key);
+        }
+        self.due.sealed();
         for (fp, id) in plan.renamed {
             if let Some(entry) = self.open.get_mut(&fp) {
                 entry.0 = id;
@@ -524,12 +527,14 @@ impl Pages {
 
     /// Puts `fp` in the due index at `due`, in the group.
     pub(super) fn keep_due(&mut self, batch: &mut Batch, fp: &Fingerprint, due: u64) {
-        batch.put(due_key(due, fp), &[]);
+        self.due.add(due, *fp);
+        batch.defer();
     }
 
-    /// Takes a due-index entry (a key [`Pages::due_keys`] gave) out, in the group.
-    pub(super) fn unqueue_due(&mut self, batch: &mut Batch, key: sled::IVec) {
-        batch.delete(key);
+    /// Takes `fp` out of the due index at `due`, in the group.
+    pub(super) fn unqueue_due(&mut self, batch: &mut Batch, due: u64, fp: Fingerprint) {
+        self.due.remove(due, fp);
+        batch.defer();
     }
 
     /// Visits every stored page record, in the order the pages were first
@@ -579,22 +584,16 @@ impl Pages {
         Ok(None)
     }
 
-    /// The due-index keys up to `until` (unix seconds), soonest first, with the
-    /// fingerprint each names.
-    pub(super) fn due_keys<'d>(
+    /// The pages due at the first second from `from` to `until` (unix
+    /// seconds) at which any are, as stored (not the open group's changes);
+    /// `None` when none are.
+    pub(super) fn next_due(
         &self,
-        db: &'d Db,
+        db: &Db,
+        from: u64,
         until: u64,
-    ) -> impl Iterator<Item = Result<(sled::IVec, Fingerprint), StoreError>> + 'd {
-        let end = due_key(until.saturating_add(1), &[0u8; 20]);
-        db.range(vec![keys::DUE]..end).map(move |entry| {
-            let (key, _) = entry?;
-            let fp: Fingerprint = key
-                .get(9..29)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| db.corrupt("due index", &key, "bad key length"))?;
-            Ok((key, fp))
-        })
+    ) -> Result<Option<DueUnit>, StoreError> {
+        self.due.next_second(db, from, until)
     }
 
     /// The revisit policy the due index was last computed under, if recorded.
@@ -615,15 +614,10 @@ impl Pages {
         batch.put(keys::DUE_POLICY, keys::versioned(policy.as_bytes()));
     }
 
-    /// True when `fp` is in the due index at `due` (a page taken out of it is
-    /// queued for this cycle, or in flight).
-    pub(super) fn is_due_at(
-        &self,
-        db: &Db,
-        fp: &Fingerprint,
-        due: u64,
-    ) -> Result<bool, StoreError> {
-        db.contains(due_key(due, fp))
+    /// The pages in the due index at `due`, as stored (a page taken out of
+    /// it is queued for this cycle, or in flight).
+    pub(super) fn due_at(&self, db: &Db, due: u64) -> Result<Vec<Fingerprint>, StoreError> {
+        self.due.at(db, due)
     }
 
     /// The sealed group is durable: its records are read from the database,

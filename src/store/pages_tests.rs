@@ -501,11 +501,12 @@ fn new_pages_get_ids_in_the_order_they_are_recorded_and_keep_them() {
         ]
     );
     // The due index followed every move: one entry per page.
-    let due: Vec<_> = state
-        .pages
-        .due_keys(&state.db, 100)
-        .map(|e| e.unwrap().1)
-        .collect();
+    let mut due = Vec::new();
+    let mut from = 0;
+    while let Some(unit) = state.pages.next_due(&state.db, from, 100).unwrap() {
+        due.extend(unit.fps);
+        from = unit.due + 1;
+    }
     assert_eq!(due, vec![fp(urls[0]), fp(urls[1]), fp(urls[2])]);
 }
 

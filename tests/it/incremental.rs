@@ -836,8 +836,27 @@ fn make_format_3(data: &Path) {
     set_format(data, &db, 3);
 }
 
-/// Removes the page-id index of format 4: its record (`k`) and its run files.
+/// Rewrites the due index of format 4 (`u` · due · chunk → fingerprints) as
+/// format 3 and before kept it: `v` · due · fingerprint → empty, one per page.
+fn unpack_due_index(db: &sled::Db) -> usize {
+    let mut entries = 0;
+    for entry in db.scan_prefix(b"u") {
+        let (key, value) = entry.expect("a due chunk");
+        assert_eq!(value[0], 1, "a due chunk of format 4");
+        for fp in value[1..].chunks(20) {
+            db.insert([&b"v"[..], &key[1..9], fp].concat(), vec![])
+                .expect("insert");
+            entries += 1;
+        }
+        db.remove(key).expect("remove");
+    }
+    entries
+}
+
+/// Removes the page-id index of format 4: its record (`k`) and its run files,
+/// and rewrites its due index as format 3 kept it.
 fn drop_page_id_runs(data: &Path, db: &sled::Db) {
+    assert!(unpack_due_index(db) > 0, "pages are due");
     db.remove(b"k").expect("remove");
     for file in page_id_runs(data) {
         std::fs::remove_file(file).expect("remove a page-id run");
@@ -899,6 +918,13 @@ fn format_and_forms(data: &Path) -> (u32, usize, usize, usize) {
         .map(|entry| block_entries(&entry.expect("a page block").1).len())
         .sum();
     (meta.format, count(b"p"), in_blocks, count(b"f"))
+}
+
+/// The due index's entries of format 3 (`v`) and chunks of format 4 (`u`).
+fn due_forms(data: &Path) -> (usize, usize) {
+    let db = sled::open(data.join("db")).expect("open sled");
+    let count = |prefix: &[u8]| db.scan_prefix(prefix).count();
+    (count(b"v"), count(b"u"))
 }
 
 #[test]
@@ -963,6 +989,7 @@ fn a_state_of_format_3_moves_its_page_ids_to_a_run_exactly_once() {
     let before = pages(data.path(), false);
     make_format_3(data.path());
     assert_eq!(format_and_forms(data.path()), (3, 0, N + 1, N + 1));
+    assert_eq!(due_forms(data.path()), (N + 1, 0), "one due entry per page");
     // Aborted before the run is listed (the file written is garbage), then
     // before the first batch of `f` deletions: the ids stay in `f` until the
     // index lists their run, and the state says the new format throughout.
@@ -995,6 +1022,11 @@ fn a_state_of_format_3_moves_its_page_ids_to_a_run_exactly_once() {
     for (path, record) in &after {
         assert_eq!(record["fetches"], 2, "{path}: {record}");
     }
+    // The due entries of format 3 were queued and removed; the pages are due
+    // again in chunks.
+    let (legacy, chunks) = due_forms(data.path());
+    assert_eq!(legacy, 0);
+    assert!(chunks > 0 && chunks < N, "{chunks} chunks");
     // The file of the aborted move was removed by the crawl's checkpoint:
     // every page-id run on disk is one the index lists.
     let db = sled::open(data.path().join("db")).expect("open sled");
