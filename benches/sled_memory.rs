@@ -1,7 +1,8 @@
 //! What sled 0.34 keeps in anonymous memory for the shapes of keys the state
-//! writes, against its cache setting: the frontier bench's crawl phase grows
-//! its `RssAnon` with the pages it fetches, and this bench isolates the part
-//! sled's own bookkeeping plays in that.
+//! wrote up to format 3, against its cache setting: the frontier bench's crawl
+//! phase grew its `RssAnon` with the pages it fetched, and this bench isolated
+//! the part sled's own bookkeeping played in that (it is why format 4 keeps no
+//! sled entry per page: page ids left sled, the due index became chunks).
 //!
 //! Each case runs in a child process of its own (this binary again, with the
 //! case in its arguments and the binary's jemalloc options in
@@ -10,8 +11,8 @@
 //! growth of its `RssAnon` (from /proc/self/status) over the open database's
 //! at five points. The shapes:
 //! - `due`: 29-byte keys ordered by "second" (8,000 keys a second) and random
-//!   within it, empty values: the due index (`v`);
-//! - `id`: 21-byte random keys with 9-byte values: the page ids (`f`);
+//!   within it, empty values: the due index of format 3 (`v`);
+//! - `id`: 21-byte random keys with 9-byte values: the page ids of format 3 (`f`);
 //! - `block`: 9-byte sequential keys with 4 KiB values: page blocks (`P`),
 //!   one per twenty pages.
 //!

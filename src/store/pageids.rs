@@ -91,6 +91,27 @@ pub(super) fn record(fp: &Fingerprint, id: u64) -> [u8; 28] {
     record
 }
 
+/// The (fingerprint, id) pairs of the page blocks from the key `start` on, a
+/// block at a time, in id order.
+fn blocks_from(
+    db: &Db,
+    start: Vec<u8>,
+) -> impl Iterator<Item = Result<Vec<(Fingerprint, u64)>, StoreError>> + '_ {
+    db.range(start..vec![keys::PAGE_BY_ID + 1])
+        .map(move |entry| {
+            let (key, value) = entry?;
+            let first = keys::u64_after_prefix(&key)
+                .filter(|_| key.len() == 9)
+                .ok_or_else(|| db.corrupt("page block", &key, "bad key length"))?;
+            let block = Block::decode(first, &value)
+                .map_err(|reason| db.corrupt("page block", &key, &reason))?;
+            Ok((first..)
+                .zip(block.entries)
+                .map(|(id, (fp, _))| (fp, id))
+                .collect())
+        })
+}
+
 /// The page-id index (see the module doc).
 #[derive(Debug, Default)]
 pub(super) struct PageIds {
@@ -258,17 +279,10 @@ impl PageIds {
         let mut files = HashMap::new();
         let mut chunk: Vec<(Fingerprint, u64)> = Vec::new();
         let mut pages = 0;
-        for entry in db.range(vec![keys::PAGE_BY_ID]..vec![keys::PAGE_BY_ID + 1]) {
-            let (key, value) = entry?;
-            let first = keys::u64_after_prefix(&key)
-                .filter(|_| key.len() == 9)
-                .ok_or_else(|| db.corrupt("page block", &key, "bad key length"))?;
-            let block = Block::decode(first, &value)
-                .map_err(|reason| db.corrupt("page block", &key, &reason))?;
-            for (at, (fp, _)) in block.entries.iter().enumerate() {
-                chunk.push((*fp, first + at as u64));
-                pages += 1;
-            }
+        for block in blocks_from(db, vec![keys::PAGE_BY_ID]) {
+            let block = block?;
+            pages += block.len() as u64;
+            chunk.extend(block);
             if chunk.len() >= IDS_MAX_RECENT {
                 self.write_chunk(db, &mut chunk, &mut runs, &mut files)?;
             }
@@ -325,17 +339,10 @@ impl PageIds {
             Some(entry) => entry?.0.to_vec(),
             None => from,
         };
-        for entry in db.range(start..vec![keys::PAGE_BY_ID + 1]) {
-            let (key, value) = entry?;
-            let first = keys::u64_after_prefix(&key)
-                .filter(|_| key.len() == 9)
-                .ok_or_else(|| db.corrupt("page block", &key, "bad key length"))?;
-            let block = Block::decode(first, &value)
-                .map_err(|reason| db.corrupt("page block", &key, &reason))?;
-            for (at, (fp, _)) in block.entries.iter().enumerate() {
-                let id = first + at as u64;
+        for pages in blocks_from(db, start) {
+            for (fp, id) in pages? {
                 if id >= self.watermark {
-                    self.recent.insert(*fp, id);
+                    self.recent.insert(fp, id);
                 }
             }
         }

@@ -927,6 +927,33 @@ fn due_forms(data: &Path) -> (usize, usize) {
     (count(b"v"), count(b"u"))
 }
 
+/// Revisits every page of `site` (crawled once into `data`, `n` pages and the
+/// seed) and checks each page was found by its stored record: fetched a second
+/// time, with its validators sent back, nothing stored as new, two fetches on
+/// its record. Returns the records.
+fn revisit_finds_every_record(
+    site: &ChangingSite,
+    server: &TestServer,
+    data: &Path,
+    n: usize,
+) -> BTreeMap<String, Value> {
+    crawl(data, &["--revisit-after", "0"]);
+    for i in 0..n {
+        assert_eq!(server.hits(&page_path(i)), 2, "page {i} fetched again");
+    }
+    let with = (0..n)
+        .filter(|&i| changing::validators_of(i) != Validators::None)
+        .count() as u64;
+    assert_eq!(site.not_modified(), with + 1, "validators were sent back");
+    assert_eq!(versions(data).len(), n + 1, "nothing stored again");
+    let after = pages(data, false);
+    assert_eq!(after.len(), n + 1);
+    for (path, record) in &after {
+        assert_eq!(record["fetches"], 2, "{path}: {record}");
+    }
+    after
+}
+
 #[test]
 fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_current() {
     const N: usize = 30;
@@ -952,26 +979,15 @@ fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_current() {
     assert_eq!(pages(data.path(), false), before);
     assert_eq!(marker(), format!("legcrawl state format {FORMAT}\n"));
     assert_eq!(format_and_forms(data.path()), (FORMAT, N + 1, 0, 0));
-    // The revisit finds the old records: their validators are sent back, and
-    // each record moves to the id form once.
-    crawl(data.path(), &["--revisit-after", "0"]);
-    for i in 0..N {
-        assert_eq!(server.hits(&page_path(i)), 2, "page {i} fetched again");
-    }
-    let with = (0..N)
-        .filter(|&i| changing::validators_of(i) != Validators::None)
-        .count() as u64;
-    assert_eq!(site.not_modified(), with + 1, "validators were sent back");
-    assert_eq!(versions(data.path()).len(), N + 1, "nothing stored again");
+    // The revisit finds the old records, and each record moves to the id
+    // form once.
+    let after = revisit_finds_every_record(&site, &server, data.path(), N);
     assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
     assert!(
         !page_id_runs(data.path()).is_empty(),
         "page ids in run files"
     );
-    let after = pages(data.path(), false);
-    assert_eq!(after.len(), N + 1);
     for (path, record) in &after {
-        assert_eq!(record["fetches"], 2, "{path}: {record}");
         assert_eq!(
             record["first_fetched"], before[path]["first_fetched"],
             "{path}"
@@ -1006,22 +1022,8 @@ fn a_state_of_format_3_moves_its_page_ids_to_a_run_exactly_once() {
     }
     assert_eq!(pages(data.path(), false), before);
     assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
-    // The revisit finds every page by its id: validators are sent back and
-    // nothing is recorded as new.
-    crawl(data.path(), &["--revisit-after", "0"]);
-    for i in 0..N {
-        assert_eq!(server.hits(&page_path(i)), 2, "page {i} fetched again");
-    }
-    let with = (0..N)
-        .filter(|&i| changing::validators_of(i) != Validators::None)
-        .count() as u64;
-    assert_eq!(site.not_modified(), with + 1, "validators were sent back");
-    assert_eq!(versions(data.path()).len(), N + 1, "nothing stored again");
-    let after = pages(data.path(), false);
-    assert_eq!(after.len(), N + 1);
-    for (path, record) in &after {
-        assert_eq!(record["fetches"], 2, "{path}: {record}");
-    }
+    // The revisit finds every page by its id.
+    revisit_finds_every_record(&site, &server, data.path(), N);
     // The due entries of format 3 were queued and removed; the pages are due
     // again in chunks.
     let (legacy, chunks) = due_forms(data.path());
@@ -1093,22 +1095,8 @@ fn a_damaged_page_id_run_is_rebuilt_from_the_page_records() {
         );
         assert!(err.contains(&format!("({} pages)", N + 1)), "{how}: {err}");
         assert_eq!(pages(data.path(), false), before, "{how}");
-        crawl(data.path(), &["--revisit-after", "0"]);
-        for i in 0..N {
-            assert_eq!(
-                server.hits(&page_path(i)),
-                2,
-                "{how}: page {i} fetched again"
-            );
-        }
-        assert_eq!(
-            versions(data.path()).len(),
-            N + 1,
-            "{how}: nothing stored again"
-        );
-        for (path, record) in pages(data.path(), false) {
-            assert_eq!(record["fetches"], 2, "{how} {path}: {record}");
-        }
+        eprintln!("{how}: revisit");
+        revisit_finds_every_record(&site, &server, data.path(), N);
         // Every page-id run left on disk is listed (the damaged one, and those
         // of the aborted rebuild, were removed by the crawl's checkpoint).
         let db = sled::open(data.path().join("db")).expect("open sled");
