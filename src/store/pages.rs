@@ -407,8 +407,9 @@ impl Pages {
             None => match self.ids.get(db, &fp)? {
                 Some(id) => id,
                 None => {
-                    // The sealed group's id is written again: should its flush
-                    // fail, the seal gives the page a new one.
+                    // A page new in the sealed group keeps that group's id:
+                    // should its flush fail, this group's seal finds no block
+                    // for it and gives the page a new one.
                     let id = match self.sealed.get(&fp) {
                         Some((id, _)) => *id,
                         None => {
