@@ -129,6 +129,9 @@ pub(super) struct PageIds {
     runs: Vec<(u64, u64)>,
     /// The runs' files, mapped.
     files: HashMap<u64, Arc<RunFile>>,
+    /// The same files in the order a lookup searches them: largest first (a
+    /// fingerprint is in one run at most, and the largest runs hold most).
+    search: Vec<Arc<RunFile>>,
     /// Run files the index does not list: removed by the next checkpoint.
     garbage_files: Vec<u64>,
     /// Next run id: above every run id on disk.
@@ -199,7 +202,7 @@ impl PageIds {
                     db.corrupt("page id index", keys::PAGE_ID_INDEX, "bad layout")
                 })?;
                 for &(id, count) in &runs {
-                    ids.next_run = ids.next_run.max(id + 1);
+                    ids.next_run = ids.next_run.max(id.saturating_add(1));
                     match RunFile::open_kind(db.dir(), Kind::PageIds, id, count) {
                         Ok(file) => {
                             ids.files.insert(id, Arc::new(file));
@@ -237,6 +240,7 @@ impl PageIds {
                 path.display()
             );
         }
+        ids.order_search();
         ids.read_blocks(db)?;
         Ok(ids)
     }
@@ -298,6 +302,7 @@ impl PageIds {
         let old = std::mem::replace(&mut self.runs, runs);
         self.garbage_files.extend(old.iter().map(|&(run, _)| run));
         self.files = files;
+        self.order_search();
         self.watermark = blocks_end;
         self.floor = blocks_end;
         self.recent.clear();
@@ -357,13 +362,8 @@ impl PageIds {
         if let Ok(at) = self.sealing.binary_search_by(|(other, _)| other.cmp(fp)) {
             return Ok(Some(self.sealing[at].1));
         }
-        // A fingerprint is in one run at most; the largest runs hold most.
-        let mut order: Vec<&(u64, u64)> = self.runs.iter().collect();
-        order.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-        for (run, _) in order {
-            if let Some(id) = self.files.get(run).and_then(|file| file.page_id(fp)) {
-                return Ok(Some(id));
-            }
+        if let Some(id) = self.search.iter().find_map(|file| file.page_id(fp)) {
+            return Ok(Some(id));
         }
         if self.legacy == Legacy::Index {
             let key = keys::with_prefix(keys::PAGE_ID, fp);
@@ -374,6 +374,17 @@ impl PageIds {
             }
         }
         Ok(None)
+    }
+
+    /// Puts the run files in [`PageIds::search`]'s order (after the runs
+    /// changed).
+    fn order_search(&mut self) {
+        let mut order = self.runs.clone();
+        order.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        self.search = order
+            .iter()
+            .filter_map(|(run, _)| self.files.get(run).cloned())
+            .collect();
     }
 
     /// The pages of a group that became durable, with their ids: those not
@@ -444,6 +455,7 @@ impl PageIds {
                 self.garbage_files.push(run);
             }
         }
+        self.order_search();
         self.sealing = Arc::default();
         self.checkpointing = false;
     }
@@ -493,6 +505,7 @@ impl PageIds {
             let file = RunFile::open_kind(db.dir(), Kind::PageIds, run_id, count)?;
             self.runs = vec![(run_id, count)];
             self.files.insert(run_id, Arc::new(file));
+            self.order_search();
             crash::point("upgrade.ids_index");
             let tree = db.tree();
             tree.insert(
