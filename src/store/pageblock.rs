@@ -14,9 +14,11 @@
 //! fragment of its own until the leaf is rewritten. One key per page doubled
 //! the nodes and fragments sled tracks (in memory too) over keying records by
 //! fingerprint; one key per block of about twenty pages makes them few.
-//! Depends on `keys` and [`crate::fingerprint`] only.
+//! Depends on `keys`, `table` (to name a damaged block) and
+//! [`crate::fingerprint`] only.
 
-use super::keys;
+use super::table::Db;
+use super::{StoreError, keys};
 use crate::fingerprint::Fingerprint;
 
 /// A new block closes once its encoded size reaches this (a page record is
@@ -106,6 +108,15 @@ impl Block {
             out.extend_from_slice(record);
         }
         out
+    }
+
+    /// The block `db` stores under `key` as `value`: a key of the wrong length
+    /// or a value that does not decode is [`StoreError::Corrupt`].
+    pub(super) fn stored(db: &Db, key: &[u8], value: &[u8]) -> Result<Block, StoreError> {
+        let first = keys::u64_after_prefix(key)
+            .filter(|_| key.len() == 9)
+            .ok_or_else(|| db.corrupt("page block", key, "bad key length"))?;
+        Block::decode(first, value).map_err(|reason| db.corrupt("page block", key, &reason))
     }
 
     /// The block stored under the id `first` as `value`.

@@ -100,12 +100,8 @@ fn blocks_from(
     db.range(start..vec![keys::PAGE_BY_ID + 1])
         .map(move |entry| {
             let (key, value) = entry?;
-            let first = keys::u64_after_prefix(&key)
-                .filter(|_| key.len() == 9)
-                .ok_or_else(|| db.corrupt("page block", &key, "bad key length"))?;
-            let block = Block::decode(first, &value)
-                .map_err(|reason| db.corrupt("page block", &key, &reason))?;
-            Ok((first..)
+            let block = Block::stored(db, &key, &value)?;
+            Ok((block.first..)
                 .zip(block.entries)
                 .map(|(id, (fp, _))| (fp, id))
                 .collect())

@@ -644,7 +644,7 @@ fn blocks_end(db: &Db) -> Result<u64, StoreError> {
         None => Ok(0),
         Some(entry) => {
             let (key, value) = entry?;
-            Ok(stored_block(db, &key, &value)?.end())
+            Ok(Block::stored(db, &key, &value)?.end())
         }
     }
 }
@@ -657,18 +657,10 @@ fn block_of(db: &Db, id: u64) -> Result<Option<Block>, StoreError> {
         None => Ok(None),
         Some(entry) => {
             let (key, value) = entry?;
-            let block = stored_block(db, &key, &value)?;
+            let block = Block::stored(db, &key, &value)?;
             Ok(block.contains(id).then_some(block))
         }
     }
-}
-
-/// The block stored under `key` as `value`.
-fn stored_block(db: &Db, key: &[u8], value: &[u8]) -> Result<Block, StoreError> {
-    let first = keys::u64_after_prefix(key)
-        .filter(|_| key.len() == 9)
-        .ok_or_else(|| db.corrupt("page block", key, "bad key length"))?;
-    Block::decode(first, value).map_err(|reason| db.corrupt("page block", key, &reason))
 }
 
 /// The stored page records from the key `from` on, as units of one key each
@@ -688,7 +680,7 @@ fn stored_units<'d>(
         .range(blocks_from..vec![keys::PAGE_BY_ID + 1])
         .map(move |entry| {
             let (key, value) = entry?;
-            let block = stored_block(db, &key, &value)?;
+            let block = Block::stored(db, &key, &value)?;
             let records = block
                 .entries
                 .iter()

@@ -440,7 +440,7 @@ fn stored_ids(state: &State) -> Vec<(u64, Fingerprint)> {
     let mut ids = Vec::new();
     for entry in state.db.scan([keys::PAGE_BY_ID]) {
         let (key, value) = entry.unwrap();
-        let block = stored_block(&state.db, &key, &value).unwrap();
+        let block = Block::stored(&state.db, &key, &value).unwrap();
         for (at, (fp, _)) in block.entries.iter().enumerate() {
             ids.push((block.first + at as u64, *fp));
         }
