@@ -417,7 +417,7 @@ impl Scrapy {
         let Ok(exe) = std::env::var("SHARED_BENCH_SCRAPY") else {
             return Err(
                 "SHARED_BENCH_SCRAPY is not set (the `scrapy` of a virtualenv \
-                        with Scrapy and scrapy-redis, see the README)"
+                        with Scrapy and scrapy-redis, see docs/performance.md)"
                     .into(),
             );
         };

@@ -41,9 +41,8 @@ impl DedupMode {
     }
 }
 
-/// A crawl file as a state remembers it: where it was read from and its text.
-/// A crawl of a state without `--config` runs with the remembered copy, so that
-/// `legcrawl crawl --data D` continues the crawl the file started.
+/// A crawl file as a state of an earlier build remembers it: where it was read
+/// from and its text (read once, to make the job of such a state).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrawlFileCopy {
     /// The file's path when it was read (absolute when it could be resolved).
@@ -89,9 +88,6 @@ pub struct CrawlConfig {
     /// checkpoint also starts after 2^18 journaled fingerprints. Shorter means
     /// less journal to replay after a crash and more writes.
     pub checkpoint_every: Duration,
-    /// The crawl file these settings were read from, for the state to remember
-    /// (`None`: flags and defaults only). See [`CrawlFileCopy`].
-    pub crawl_file: Option<CrawlFileCopy>,
     /// sled's page cache, in bytes (default 64 MiB; sled's own default is 1 GiB).
     /// Peak memory grows with it; a smaller cache means more reads of the state
     /// from the disk (or the OS page cache).
@@ -228,7 +224,6 @@ impl Default for CrawlConfig {
             bloom_bits: None,
             bloom_hashes: None,
             checkpoint_every: crate::store::CHECKPOINT_EVERY,
-            crawl_file: None,
             cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             follow_nofollow: true,
             allow: Vec::new(),

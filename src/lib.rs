@@ -7,6 +7,7 @@
 //! - [`charset`]: body decoding: BOM, `Content-Type` charset, `<meta>`, then UTF-8.
 //! - [`config`]: the one [`config::CrawlConfig`].
 //! - [`crawlfile`]: the TOML crawl file → a `CrawlConfig` and a stack of legs.
+//! - [`job`]: a crawl is a stored job: the crawl file a run resolves and stores.
 //! - [`clock`]: RFC 3339 timestamps.
 //! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
 //! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
@@ -44,6 +45,7 @@ pub mod engine;
 pub mod fetch;
 pub mod fingerprint;
 pub mod item;
+pub mod job;
 pub mod legs;
 pub mod request;
 pub mod response;

@@ -8,12 +8,13 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use clap::error::ErrorKind;
 
 /// jemalloc, not glibc's malloc: a crawl frees much of what a page with many
 /// links or a commit group allocated, on threads that come and go (the blocking
 /// pool), and glibc's per-thread arenas kept that memory. Peak anonymous memory
 /// of the frontier bench's phase 1 (ten pages of a million links) was about
-/// twice the live heap with glibc, and half of that with jemalloc (README,
+/// twice the live heap with glibc, and half of that with jemalloc (docs/state.md,
 /// *Memory*).
 #[cfg(all(target_os = "linux", not(target_env = "musl")))]
 #[global_allocator]
@@ -46,7 +47,10 @@ static MALLOC_CONF: Option<&'static u8> =
     Some(&c"narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0".to_bytes_with_nul()[0]);
 
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
+    let args = match cli::Args::try_parse() {
+        Ok(args) => args,
+        Err(error) => return usage_error(&error),
+    };
     cli::init_tracing(args.verbose);
     // sled panics on some damaged databases: one line and exit 2, not a backtrace.
     legcrawl::store::repair::quiet_sled_panics();
@@ -66,4 +70,30 @@ fn main() -> ExitCode {
             None => std::panic::resume_unwind(payload),
         },
     }
+}
+
+/// A command line clap refused: help and version as clap prints them (exit
+/// 0), any mistake as one line naming it (exit 2), like every other error.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        // Printed to stdout (help, version) or stderr (a bare `legcrawl`).
+        let _ = error.print();
+        return ExitCode::from(match error.kind() {
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 2,
+            _ => 0,
+        });
+    }
+    let text = error.render().to_string();
+    let line = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("bad command line");
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    cli::stderr::say!("legcrawl: {line} (see --help)");
+    ExitCode::from(2)
 }

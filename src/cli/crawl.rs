@@ -1,4 +1,5 @@
-//! `legcrawl crawl`: flags → [`CrawlConfig`], the bundled legs, signals, summary.
+//! `legcrawl crawl`: flags → the run's job ([`legcrawl::job`]) and its
+//! per-run options → [`CrawlConfig`], the legs, signals, summary, exit status.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,156 +8,170 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use legcrawl::config::{CrawlConfig, CrawlFileCopy, DedupMode, Revisit, RevisitRule};
-use legcrawl::crawlfile;
+use legcrawl::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
+use legcrawl::crawlfile::{self, CrawlFile, units};
 use legcrawl::engine::{self, RunReport};
+use legcrawl::job;
 use legcrawl::legs::{Leg, Stack};
 use legcrawl::shared::SharedTarget;
+use legcrawl::store::State;
 use legcrawl::store::records::RunOutcome;
 
 use super::stderr::say;
 use super::{BadInput, DataArg};
 
+/// Where `crawl --help` lists the settings that define a crawl (stored in the
+/// state as its job) and the options of one run.
+const JOB: &str = "Job settings (stored in the state: given once, they hold for every later run)";
+const RUN: &str = "Options of this run only";
+
 /// Arguments of `crawl`.
 #[derive(Debug, clap::Args)]
 pub struct CrawlArgs {
-    /// Seed URLs. Without any, the crawl resumes the seeds and queue stored in --data.
+    /// Seed URLs, added to the state's seeds. Without any, the crawl runs the
+    /// job stored in --data.
     urls: Vec<String>,
     #[command(flatten)]
     data: DataArg,
-    /// Read settings and legs from this TOML crawl file (see data/examples/); every
-    /// flag given on the command line overrides the file.
-    #[arg(long, value_name = "FILE")]
+    /// Replace the stored job with this TOML crawl file's (see data/examples/;
+    /// `legcrawl dump job` prints one); every flag given on the command line
+    /// overrides the file. Its per-run options apply to this run.
+    #[arg(long, value_name = "FILE", help_heading = RUN)]
     config: Option<PathBuf>,
     /// Stop after this many pages in this run (it resumes in the next).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = RUN)]
     max_pages: Option<u64>,
     /// Do not follow links deeper than N (seeds are depth 0).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = JOB)]
     max_depth: Option<u32>,
     /// Requests in flight at once [default: 16].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = JOB)]
     concurrency: Option<usize>,
-    /// Append committed items to this JSON-lines file (never twice across resumes).
-    #[arg(long, value_name = "FILE.jsonl")]
+    /// Append committed items to this JSON-lines file; each run appends what
+    /// was committed since, never twice, even after the file was moved away.
+    #[arg(long, value_name = "FILE.jsonl", help_heading = JOB)]
     output: Option<PathBuf>,
     /// Write WARC 1.1 files of every fetch (request, response, revisit records,
     /// one gzip member each) into this directory, created if missing; a record
     /// is there exactly when its page's completion is durable.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = JOB)]
     warc: Option<PathBuf>,
-    /// Begin a new WARC file past this size (bytes, or "512MiB", "1GB")
-    /// [default: 1GB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    /// Begin a new WARC file past this size ("512MiB", "1GB", bytes) [default: 1GB].
+    #[arg(long, value_name = "SIZE", value_parser = units::size_arg, help_heading = JOB)]
     warc_max_size: Option<u64>,
-    /// Write a JSON report of the run here when it ends (also after Ctrl-C): run,
+    /// Write a JSON report of each run here when it ends (also after Ctrl-C): run,
     /// outcome, times, the end-of-run totals and every counter. A failure to write it
     /// is reported and does not change the exit code.
-    #[arg(long, value_name = "FILE.json")]
+    #[arg(long, value_name = "FILE.json", help_heading = JOB)]
     stats: Option<PathBuf>,
-    /// Delete the stored state first and start again from the seeds given
-    /// (scrapy-redis SCHEDULER_PERSIST=False); asks first unless --yes.
-    #[arg(long)]
+    /// Delete the stored state (job included) first and start again from the
+    /// seeds given (scrapy-redis SCHEDULER_PERSIST=False); asks first unless --yes.
+    #[arg(long, help_heading = RUN)]
     fresh: bool,
     /// With --fresh: delete without asking.
-    #[arg(long, requires = "fresh")]
+    #[arg(long, requires = "fresh", help_heading = RUN)]
     yes: bool,
     /// Seen-set mode, fixed when the state is created: exact (Bloom + exact
     /// confirmation) or bloom (Bloom alone, constant size).
-    #[arg(long, value_name = "MODE", value_parser = parse_dedup)]
+    #[arg(long, value_name = "MODE", value_parser = parse_dedup, help_heading = JOB)]
     dedup: Option<DedupMode>,
     /// Bloom filter size as log2 of bits (fixed at creation; default 30 = 128 MiB).
-    #[arg(long, value_name = "BITS", value_parser = clap::value_parser!(u8).range(10..=36))]
+    #[arg(long, value_name = "BITS", value_parser = clap::value_parser!(u8).range(10..=36), help_heading = JOB)]
     bloom_bits: Option<u8>,
     /// Bloom hash functions (fixed at creation; default 6).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u8).range(1..=32))]
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u8).range(1..=32), help_heading = JOB)]
     bloom_hashes: Option<u8>,
     /// User-Agent header (also the robots.txt product token).
-    #[arg(long, value_name = "UA")]
+    #[arg(long, value_name = "UA", help_heading = JOB)]
     user_agent: Option<String>,
-    /// Also allow links to this host (repeatable); default: the seeds' hosts.
-    #[arg(long = "allow-host", value_name = "HOST")]
+    /// Also allow links to this host (repeatable; replaces the stored list);
+    /// default: the seeds' hosts.
+    #[arg(long = "allow-host", value_name = "HOST", help_heading = JOB)]
     allow_hosts: Vec<String>,
-    /// Only follow links whose URL matches this regex (repeatable).
-    #[arg(long, value_name = "REGEX")]
+    /// Only follow links whose URL matches this regex (repeatable; replaces
+    /// the stored list).
+    #[arg(long, value_name = "REGEX", help_heading = JOB)]
     allow: Vec<String>,
-    /// Never follow links whose URL matches this regex (repeatable).
-    #[arg(long, value_name = "REGEX")]
+    /// Never follow links whose URL matches this regex (repeatable; replaces
+    /// the stored list).
+    #[arg(long, value_name = "REGEX", help_heading = JOB)]
     deny: Vec<String>,
     /// Skip links marked rel=nofollow.
-    #[arg(long)]
+    #[arg(long, help_heading = JOB)]
     obey_nofollow: bool,
-    /// Total seconds allowed per request [default: 30].
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
-    /// Seconds a body read may stall before the request fails [default: 10].
-    #[arg(long, value_name = "SECS")]
-    read_timeout: Option<f64>,
-    /// Largest decoded body in bytes; longer ones are cut and flagged [default: 10 MiB].
-    #[arg(long, value_name = "BYTES")]
-    max_body: Option<usize>,
+    /// Time allowed per request, headers and body ("30s", "500ms", seconds)
+    /// [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = units::positive_duration_arg, help_heading = JOB)]
+    timeout: Option<Duration>,
+    /// Time a body read may stall before the request fails [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = units::positive_duration_arg, help_heading = JOB)]
+    read_timeout: Option<Duration>,
+    /// Largest decoded body ("5MB", "10MiB", bytes); longer ones are cut and
+    /// flagged [default: 10MiB].
+    #[arg(long, value_name = "SIZE", value_parser = units::size_arg, help_heading = JOB)]
+    max_body: Option<u64>,
     /// Requests in flight at once to one host [default: 2].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = JOB)]
     per_host: Option<usize>,
-    /// Seconds between the starts of two requests to one host [default: 1 for
-    /// remote hosts, 0 for loopback].
-    #[arg(long, value_name = "SECS")]
-    delay: Option<f64>,
+    /// Time between the starts of two requests to one host ("1s", "250ms",
+    /// seconds) [default: 1s for remote hosts, 0 for loopback].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = JOB)]
+    delay: Option<Duration>,
     /// Randomize each per-host delay between 0.5x and 1.5x.
-    #[arg(long)]
+    #[arg(long, help_heading = JOB)]
     jitter: bool,
     /// Retries of a failed request (timeouts, connection errors, 408/429/5xx) [default: 2].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = JOB)]
     retries: Option<u32>,
     /// Send a From header with this contact e-mail.
-    #[arg(long, value_name = "EMAIL")]
+    #[arg(long, value_name = "EMAIL", help_heading = JOB)]
     from: Option<String>,
-    /// Seconds before asking again for a robots.txt that answered 5xx or could not be
-    /// reached [default: 60]; after three such answers the host waits for the next run.
-    #[arg(long, value_name = "SECS")]
-    robots_retry: Option<f64>,
+    /// Wait before asking again for a robots.txt that answered 5xx or could not be
+    /// reached [default: 60s]; after three such answers the host waits for the next run.
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = JOB)]
+    robots_retry: Option<Duration>,
     /// Do not fetch or obey robots.txt (only for sites you run yourself).
-    #[arg(long)]
+    #[arg(long, help_heading = JOB)]
     ignore_robots: bool,
-    /// Seconds in-flight requests may finish after the first Ctrl-C [default: 2].
-    #[arg(long, value_name = "SECS")]
-    grace: Option<f64>,
+    /// Time in-flight requests may finish after the first Ctrl-C [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = RUN)]
+    grace: Option<Duration>,
     /// When fetched pages are fetched again by later runs: a duration ("12h", "7d",
     /// "0" = every run), "never", or "adaptive" [default: adaptive, 1d within 1h..30d].
     /// Seeds are fetched again in every run regardless.
-    #[arg(long, value_name = "WHEN", value_parser = parse_revisit)]
+    #[arg(long, value_name = "WHEN", value_parser = parse_revisit, help_heading = JOB)]
     revisit_after: Option<Revisit>,
     /// Pages whose URL matches this regex are hubs, fetched again in every run
     /// (repeatable; e.g. index pages, feeds).
-    #[arg(long = "revisit", value_name = "REGEX")]
+    #[arg(long = "revisit", value_name = "REGEX", help_heading = JOB)]
     hubs: Vec<String>,
     /// End the run when nothing can be fetched within a minute (hosts backed off by
     /// Retry-After or a failing robots.txt); what is left waits for the next run.
-    #[arg(long)]
+    #[arg(long, help_heading = RUN)]
     until_idle: bool,
     /// Stop starting requests after this long ("30m", "2h", or seconds); the run
     /// resumes in the next.
-    #[arg(long, value_name = "DURATION", value_parser = parse_span)]
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = RUN)]
     max_duration: Option<Duration>,
     /// Checkpoint the seen set at least this often [default: 30s, or the crawl
     /// file's `dedup.checkpoint`] (also after 2^18 new URLs).
-    #[arg(long, value_name = "DURATION", value_parser = parse_span)]
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = RUN)]
     checkpoint_every: Option<Duration>,
     /// The database's page cache ("64MiB", "1GiB", bytes) [default: 64MiB, or the
     /// crawl file's `[state] cache`]. Peak memory grows with it.
-    #[arg(long, value_name = "SIZE", value_parser = crawlfile::units::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = units::size_arg, help_heading = RUN)]
     cache_size: Option<u64>,
     /// Share this crawl with other workers through Redis (redis://HOST:PORT/DB):
     /// run the same command on every worker. --data is not used.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = RUN)]
     shared: Option<String>,
     /// The shared crawl's name (its keys in Redis start with legcrawl:{NAME}:).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = RUN)]
     name: Option<String>,
-    /// Seconds a shared crawl's lease lasts unless renewed; a dead worker's
-    /// requests go back to the frontier after it [default: 60].
-    #[arg(long, value_name = "SECS")]
-    lease_ttl: Option<f64>,
+    /// Time a shared crawl's lease lasts unless renewed; a dead worker's
+    /// requests go back to the frontier after it [default: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = RUN)]
+    lease_ttl: Option<Duration>,
 }
 
 /// `--shared` and `--name` together, each checked, or one line saying which
@@ -184,7 +199,7 @@ fn parse_revisit(value: &str) -> Result<Revisit, String> {
     match value {
         "never" => Ok(Revisit::Never),
         "adaptive" => Ok(Revisit::default()),
-        _ => match parse_span(value) {
+        _ => match units::parse_duration(value) {
             Ok(d) if d.is_zero() => Ok(Revisit::EveryRun),
             Ok(d) => Ok(Revisit::After(d)),
             Err(_) => Err(format!(
@@ -194,126 +209,63 @@ fn parse_revisit(value: &str) -> Result<Revisit, String> {
     }
 }
 
-/// A duration as the crawl file writes it ("90s", "1h30m"), or plain seconds.
-fn parse_span(value: &str) -> Result<Duration, String> {
-    if let Ok(secs) = value.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs)
-            .map_err(|_| format!("expected a non-negative duration, got {value:?}"));
-    }
-    crawlfile::units::parse_duration(value)
-}
-
-fn parse_size(value: &str) -> Result<u64, String> {
-    match crawlfile::units::parse_size(value)? {
-        0 => Err("must be more than 0".into()),
-        size => Ok(size),
-    }
-}
-
 fn parse_dedup(value: &str) -> Result<DedupMode, String> {
     DedupMode::parse(value).ok_or_else(|| format!("unknown dedup mode {value:?} (exact or bloom)"))
 }
 
-fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        BadInput(format!(
-            "--{name} must be a non-negative number of seconds, got {value}"
-        ))
-        .into()
-    })
-}
-
 impl CrawlArgs {
-    /// Validates the flags into a configuration: the `--config` file's (or the
-    /// defaults), then every flag given on the command line over it. Also returns the
-    /// file's legs, if it has any.
-    fn config(&self) -> anyhow::Result<(CrawlConfig, Option<Stack>)> {
-        let (mut config, file_legs) = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| {
-                    let path = path.clone();
-                    BadInput(crawlfile::CrawlFileError::Read { path, source }.to_string())
-                })?;
-                let file = crawlfile::parse(&text, path).map_err(|e| BadInput(e.to_string()))?;
-                let mut config = file.config;
-                config.crawl_file = Some(CrawlFileCopy {
-                    path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
-                    text,
-                });
-                (config, file.legs)
-            }
-            // A shared crawl keeps nothing in a local directory.
-            None if self.shared.is_some() || self.name.is_some() => (CrawlConfig::default(), None),
-            None => self.remembered_config()?,
+    /// The `--config` crawl file, read and checked.
+    fn crawl_file(&self) -> anyhow::Result<Option<CrawlFile>> {
+        let Some(path) = &self.config else {
+            return Ok(None);
         };
-        if let Some(dir) = self.data.given() {
-            config.data_dir = dir.clone();
-        }
-        if self.config.is_some() && config.shared.is_none() {
-            note_changed_settings(&config)?;
-        }
-        let given = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
-        set(&mut config.seeds, given(&self.urls));
-        config.max_pages = self.max_pages.or(config.max_pages);
-        config.max_depth = self.max_depth.or(config.max_depth);
+        Ok(Some(
+            crawlfile::load(path).map_err(|e| BadInput(e.to_string()))?,
+        ))
+    }
+
+    /// This run's configuration before the state is opened: `file`'s (or the
+    /// defaults), the flags over it, the state directory and the per-run
+    /// options. It opens the state and starts a shared crawl; a crawl on the
+    /// embedded state then runs the stored job (see [`run`]).
+    fn draft(&self, file: Option<&CrawlFile>) -> anyhow::Result<CrawlConfig> {
         if self.concurrency == Some(0) || self.per_host == Some(0) {
             return Err(BadInput("--concurrency and --per-host must be at least 1".into()).into());
         }
-        set(&mut config.concurrency, self.concurrency);
-        set(&mut config.per_host, self.per_host);
-        if let Some(delay) = self.delay {
-            config.delay = Some(seconds("delay", delay)?);
+        let patterns = [
+            ("--allow", "link pattern", &self.allow),
+            ("--deny", "link pattern", &self.deny),
+            ("--revisit", "revisit rule", &self.hubs),
+        ];
+        for (flag, what, list) in patterns {
+            for pattern in list {
+                if let Err(e) = regex::Regex::new(pattern) {
+                    // regex's message ends with the reason, after the pattern
+                    // drawn over several lines.
+                    let text = e.to_string();
+                    let reason = text.rsplit("error: ").next().unwrap_or(&text).trim();
+                    return Err(BadInput(format!(
+                        "{flag}: {what} {pattern:?} is not a valid regex: {reason}"
+                    ))
+                    .into());
+                }
+            }
         }
-        if self.jitter {
-            config.jitter = true;
+        if self
+            .lease_ttl
+            .is_some_and(|ttl| ttl < Duration::from_secs(1))
+        {
+            return Err(BadInput("--lease-ttl must be at least 1 second".into()).into());
         }
-        set(&mut config.max_retries, self.retries);
-        config.from = self.from.clone().or(config.from);
-        if self.ignore_robots {
-            config.obey_robots = false;
+        let mut config = file.map_or_else(CrawlConfig::default, |f| f.config.clone());
+        if let Some(dir) = self.data.given() {
+            config.data_dir = dir.clone();
         }
-        if let Some(retry) = self.robots_retry {
-            config.robots_retry = seconds("robots-retry", retry)?;
+        if !self.urls.is_empty() {
+            config.seeds = self.urls.clone();
         }
-        set(&mut config.allowed_hosts, given(&self.allow_hosts));
-        set(&mut config.user_agent, self.user_agent.clone());
-        if let Some(timeout) = self.timeout {
-            config.request_timeout = seconds("timeout", timeout)?;
-        }
-        if let Some(read_timeout) = self.read_timeout {
-            config.read_timeout = seconds("read-timeout", read_timeout)?;
-        }
-        set(&mut config.max_body_bytes, self.max_body);
-        config.dedup = self.dedup.or(config.dedup);
-        config.bloom_bits = self.bloom_bits.or(config.bloom_bits);
-        config.bloom_hashes = self.bloom_hashes.or(config.bloom_hashes);
-        if self.obey_nofollow {
-            config.follow_nofollow = false;
-        }
-        set(&mut config.allow, given(&self.allow));
-        set(&mut config.deny, given(&self.deny));
-        if let Some(grace) = self.grace {
-            config.shutdown_grace = seconds("grace", grace)?;
-        }
-        config.output = self.output.clone().or(config.output);
-        config.warc = self.warc.clone().or(config.warc);
-        set(&mut config.warc_max_size, self.warc_max_size);
-        config.stats = self.stats.clone().or(config.stats);
-        set(&mut config.revisit, self.revisit_after);
-        // Hub rules come first: a hub is fetched every run whatever else matches.
-        let hubs = self.hubs.iter().map(|pattern| RevisitRule {
-            pattern: pattern.clone(),
-            revisit: Revisit::EveryRun,
-        });
-        config.revisit_rules = hubs.chain(config.revisit_rules).collect();
-        if self.until_idle {
-            config.until_idle = true;
-        }
-        config.max_duration = self.max_duration.or(config.max_duration);
-        if let Some(every) = self.checkpoint_every {
-            config.checkpoint_every = every;
-        }
-        set(&mut config.cache_bytes, self.cache_size);
+        self.apply_job_flags(&mut config);
+        self.apply_run_options(&mut config);
         if self.shared.is_some() || self.name.is_some() {
             // Either flag overrides its half of the crawl file's `[shared]`.
             let file = config.shared.take();
@@ -324,83 +276,119 @@ impl CrawlArgs {
             let name = self.name.clone().or(file.map(|t| t.name));
             config.shared = Some(shared_target(redis, name)?);
         }
-        if let Some(ttl) = self.lease_ttl {
-            config.lease_ttl = seconds("lease-ttl", ttl)?;
-            if config.lease_ttl < Duration::from_secs(1) {
-                return Err(BadInput("--lease-ttl must be at least 1 second".into()).into());
-            }
+        Ok(config)
+    }
+
+    /// Applies the job settings given as flags (each replaces the stored one).
+    fn apply_job_flags(&self, config: &mut CrawlConfig) {
+        let given = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
+        config.max_depth = self.max_depth.or(config.max_depth);
+        set(&mut config.concurrency, self.concurrency);
+        set(&mut config.per_host, self.per_host);
+        config.delay = self.delay.or(config.delay);
+        if self.jitter {
+            config.jitter = true;
         }
-        Ok((config, file_legs))
+        set(&mut config.max_retries, self.retries);
+        config.from = self.from.clone().or(config.from.take());
+        if self.ignore_robots {
+            config.obey_robots = false;
+        }
+        set(&mut config.robots_retry, self.robots_retry);
+        set(&mut config.allowed_hosts, given(&self.allow_hosts));
+        set(&mut config.user_agent, self.user_agent.clone());
+        set(&mut config.request_timeout, self.timeout);
+        set(&mut config.read_timeout, self.read_timeout);
+        set(
+            &mut config.max_body_bytes,
+            self.max_body
+                .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX)),
+        );
+        config.dedup = self.dedup.or(config.dedup);
+        config.bloom_bits = self.bloom_bits.or(config.bloom_bits);
+        config.bloom_hashes = self.bloom_hashes.or(config.bloom_hashes);
+        if self.obey_nofollow {
+            config.follow_nofollow = false;
+        }
+        set(&mut config.allow, given(&self.allow));
+        set(&mut config.deny, given(&self.deny));
+        config.output = self.output.clone().or(config.output.take());
+        config.warc = self.warc.clone().or(config.warc.take());
+        set(&mut config.warc_max_size, self.warc_max_size);
+        config.stats = self.stats.clone().or(config.stats.take());
+        set(&mut config.revisit, self.revisit_after);
+        if !self.hubs.is_empty() {
+            // Hub rules come first: a hub is fetched every run whatever else
+            // matches. A hub given again replaces its stored rule.
+            let hubs = self.hubs.iter().map(|pattern| RevisitRule {
+                pattern: pattern.clone(),
+                revisit: Revisit::EveryRun,
+            });
+            let rest = std::mem::take(&mut config.revisit_rules)
+                .into_iter()
+                .filter(|rule| !self.hubs.contains(&rule.pattern));
+            config.revisit_rules = hubs.chain(rest).collect();
+        }
+    }
+
+    /// Applies the per-run options given as flags.
+    fn apply_run_options(&self, config: &mut CrawlConfig) {
+        config.max_pages = self.max_pages.or(config.max_pages);
+        if self.until_idle {
+            config.until_idle = true;
+        }
+        config.max_duration = self.max_duration.or(config.max_duration);
+        set(&mut config.shutdown_grace, self.grace);
+        set(&mut config.checkpoint_every, self.checkpoint_every);
+        set(&mut config.cache_bytes, self.cache_size);
+        set(&mut config.lease_ttl, self.lease_ttl);
     }
 }
 
-impl CrawlArgs {
-    /// Without `--config`: the crawl file the state in the directory remembers
-    /// (its data directory stays the one asked for), else the defaults.
-    fn remembered_config(&self) -> anyhow::Result<(CrawlConfig, Option<Stack>)> {
-        let dir = self.data.dir();
-        let Some(copy) = legcrawl::store::remembered_crawl_file(&dir)? else {
-            return Ok((CrawlConfig::default(), None));
-        };
-        let file = crawlfile::parse(&copy.text, &copy.path).map_err(|e| {
+/// The per-run options of `draft` (the crawl file's, then the flags), the
+/// state directory and this run's seeds, set on a resolved job's config.
+fn with_run_options(mut config: CrawlConfig, draft: &CrawlConfig) -> CrawlConfig {
+    config.data_dir = draft.data_dir.clone();
+    config.seeds = draft.seeds.clone();
+    config.max_pages = draft.max_pages;
+    config.max_duration = draft.max_duration;
+    config.until_idle = draft.until_idle;
+    config.shutdown_grace = draft.shutdown_grace;
+    config.checkpoint_every = draft.checkpoint_every;
+    config.cache_bytes = draft.cache_bytes;
+    config.shared = draft.shared.clone();
+    config.lease_ttl = draft.lease_ttl;
+    config
+}
+
+/// A state written by an earlier legcrawl has runs but no job: it is made from
+/// the crawl file the state remembers (`crawl.toml`), when no `--config` is
+/// given, and one line says so.
+fn legacy_file(state: &State, given: Option<&CrawlFile>) -> anyhow::Result<Option<CrawlFile>> {
+    let dir = state.dir();
+    let remembered = match given {
+        Some(_) => None,
+        None => legcrawl::store::remembered_crawl_file(dir)?,
+    };
+    let file = match &remembered {
+        Some(copy) => Some(crawlfile::parse(&copy.text, &copy.path).map_err(|e| {
             BadInput(format!(
                 "{e} (in the copy {} keeps)",
                 dir.join(legcrawl::store::CRAWL_FILE).display()
             ))
-        })?;
-        tracing::info!(
-            file = %copy.path.display(),
-            "continuing with the crawl file this state runs with"
-        );
-        let mut config = file.config;
-        config.data_dir = dir;
-        // Remembered again as it is (nothing is written), or after --fresh.
-        config.crawl_file = Some(copy);
-        Ok((config, file.legs))
-    }
-}
-
-/// With `--config` on a state that remembers another crawl file whose scope or
-/// politeness settings differ: one line saying which, and that the new file's
-/// hold from now on.
-fn note_changed_settings(config: &CrawlConfig) -> anyhow::Result<()> {
-    let Some(copy) = legcrawl::store::remembered_crawl_file(&config.data_dir)? else {
-        return Ok(());
+        })?),
+        None => None,
     };
-    if config.crawl_file.as_ref() == Some(&copy) {
-        return Ok(());
-    }
-    let Ok(before) = crawlfile::parse(&copy.text, &copy.path) else {
-        return Ok(());
+    let from = match (given, &remembered) {
+        (Some(file), _) => format!("the crawl file {}", file.path.display()),
+        (None, Some(copy)) => format!("the crawl file it ran with ({})", copy.path.display()),
+        (None, None) => "the defaults".into(),
     };
-    let (a, b) = (&before.config, config);
-    let changed: Vec<&str> = [
-        ("allow", a.allow != b.allow),
-        ("deny", a.deny != b.deny),
-        ("allowed hosts", a.allowed_hosts != b.allowed_hosts),
-        ("max depth", a.max_depth != b.max_depth),
-        ("delay", a.delay != b.delay || a.jitter != b.jitter),
-        ("per host", a.per_host != b.per_host),
-        ("concurrency", a.concurrency != b.concurrency),
-        ("robots", a.obey_robots != b.obey_robots),
-        ("user agent", a.user_agent != b.user_agent),
-        ("nofollow", a.follow_nofollow != b.follow_nofollow),
-    ]
-    .into_iter()
-    .filter_map(|(name, differs)| differs.then_some(name))
-    .collect();
-    if !changed.is_empty() {
-        say!(
-            "legcrawl: this state ran with {} until now; {} changes its {} (the new settings hold from now on)",
-            copy.path.display(),
-            config
-                .crawl_file
-                .as_ref()
-                .map_or_else(|| "this run".into(), |c| c.path.display().to_string()),
-            changed.join(", "),
-        );
-    }
-    Ok(())
+    say!(
+        "legcrawl: {} has no stored job (an earlier legcrawl wrote it): its job is made from {from}, its stored seeds and the flags given (`legcrawl dump job` prints it)",
+        dir.display()
+    );
+    Ok(file)
 }
 
 /// `1.2 MB`-style byte counts for the summary line.
@@ -431,10 +419,99 @@ fn bundled_legs(config: &CrawlConfig, file_legs: Option<Stack>) -> anyhow::Resul
 }
 
 pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
-    let (config, file_legs) = args.config()?;
-    if let Some(target) = config.shared.clone() {
-        return run_shared(&args, &config, file_legs, &target);
+    let file = args.crawl_file()?;
+    let draft = args.draft(file.as_ref())?;
+    if let Some(target) = draft.shared.clone() {
+        let legs = file.and_then(|f| f.legs);
+        return run_shared(&args, &draft, legs, &target);
     }
+    check_outputs(&draft)?;
+    // Bad settings are refused before the state is touched: the job the
+    // flags and file make over the defaults must resolve and configure.
+    let facts = legcrawl::job::StateFacts::default();
+    let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
+        .map_err(|e| BadInput(e.to_string()))?;
+    bundled_legs(&with_run_options(trial.config, &draft), trial.legs)?;
+    if args.fresh {
+        // Nothing is deleted unless the crawl can start again right away.
+        if draft.seeds.is_empty() {
+            return Err(BadInput(format!(
+                "--fresh deletes the state in {} and starts again from the seeds given, but no URL (or crawl-file seeds) was given; nothing was deleted",
+                draft.data_dir.display()
+            ))
+            .into());
+        }
+        let exists = draft.data_dir.join(legcrawl::store::MARKER_FILE).exists();
+        if exists && !super::reset::confirm_delete(&draft.data_dir, args.yes, "--fresh")? {
+            say!("Not deleted; nothing crawled.");
+            return Ok(ExitCode::from(1));
+        }
+        super::reset::delete_state(&draft.data_dir)?;
+    }
+    let state = engine::open_state(&draft)?;
+    // The job: the crawl file given, else the stored job (made once from what
+    // an earlier build left), then the flags.
+    let stored = state.latest_job()?;
+    let legacy = match (&stored, state.runs()?.is_empty()) {
+        (None, false) => legacy_file(&state, file.as_ref())?,
+        _ => None,
+    };
+    let facts = engine::job_facts(&state, &draft.seeds)?;
+    let resolved = job::resolve(
+        stored.as_ref().map(|j| (j.version, j.text.as_str())),
+        file.as_ref().or(legacy.as_ref()),
+        |c| args.apply_job_flags(c),
+        &facts,
+    )?;
+    if let Some(stored) = &stored {
+        for change in &resolved.changes {
+            say!(
+                "legcrawl: job {} -> {}: {change}",
+                stored.version,
+                stored.version + 1
+            );
+        }
+    }
+    let config = with_run_options(resolved.config, &draft);
+    check_outputs(&config)?;
+    let legs = bundled_legs(&config, resolved.legs)?;
+    let (runtime, stop) = runtime_and_stop()?;
+    let result = runtime
+        .block_on(engine::run_job(
+            state,
+            &config,
+            legs,
+            &resolved.text,
+            async move { stop.notified().await },
+        ))
+        .map_err(anyhow::Error::from);
+    if let Some(path) = &config.stats {
+        write_stats(path, &config, result.as_ref());
+    }
+    let report = result?;
+    // The job is stored: the state's directory is all a resume needs.
+    let resume = format!("legcrawl crawl --data {}", config.data_dir.display());
+    print_report(&config, &report, &resume);
+    Ok(exit_status(&report))
+}
+
+/// The exit status of a run that ended: 130 interrupted, 4 when every request
+/// failed on the network (wget's code), else 0.
+fn exit_status(report: &RunReport) -> ExitCode {
+    match report.outcome {
+        RunOutcome::Interrupted => ExitCode::from(130),
+        _ if report.network_failed => {
+            say!(
+                "legcrawl: no request was answered: every one failed on the network (refused, DNS, TLS or timeout; see the lines above)"
+            );
+            ExitCode::from(4)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+/// The files and directory a run writes must be writable where they are.
+fn check_outputs(config: &CrawlConfig) -> anyhow::Result<()> {
     if let Some(path) = &config.stats {
         super::stats::check_path("--stats", path)?;
     }
@@ -444,51 +521,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &config.warc {
         super::stats::check_dir("--warc", dir)?;
     }
-    if args.fresh {
-        // Nothing is deleted unless the crawl can start again right away.
-        if config.seeds.is_empty() {
-            return Err(BadInput(format!(
-                "--fresh deletes the state in {} and starts again from the seeds given, but no URL (or crawl-file seeds) was given; nothing was deleted",
-                config.data_dir.display()
-            ))
-            .into());
-        }
-        let exists = config.data_dir.join(legcrawl::store::MARKER_FILE).exists();
-        if exists && !super::reset::confirm_delete(&config.data_dir, args.yes, "--fresh")? {
-            say!("Not deleted; nothing crawled.");
-            return Ok(ExitCode::from(1));
-        }
-        super::reset::delete_state(&config.data_dir)?;
-    }
-    let legs = bundled_legs(&config, file_legs)?;
-    let (runtime, stop) = runtime_and_stop()?;
-    let result = runtime
-        .block_on(engine::run(
-            &config,
-            legs,
-            async move { stop.notified().await },
-        ))
-        .map_err(anyhow::Error::from);
-    if let Some(path) = &config.stats {
-        write_stats(path, &config, result.as_ref());
-    }
-    let report = result?;
-    // A command that continues this crawl: without --config, a state runs with
-    // the crawl file it remembers.
-    let resume = match (&args.config, args.data.given()) {
-        (Some(file), Some(dir)) => format!(
-            "legcrawl crawl --config {} --data {}",
-            file.display(),
-            dir.display()
-        ),
-        (Some(file), None) => format!("legcrawl crawl --config {}", file.display()),
-        (None, _) => format!("legcrawl crawl --data {}", config.data_dir.display()),
-    };
-    print_report(&config, &report, &resume);
-    Ok(match report.outcome {
-        RunOutcome::Interrupted => ExitCode::from(130),
-        _ => ExitCode::SUCCESS,
-    })
+    Ok(())
 }
 
 /// One worker of a shared crawl (`--shared`).
@@ -528,10 +561,7 @@ fn run_shared(
         target.redis, target.name
     );
     print_report(config, &report, &resume);
-    Ok(match report.outcome {
-        RunOutcome::Interrupted => ExitCode::from(130),
-        _ => ExitCode::SUCCESS,
-    })
+    Ok(exit_status(&report))
 }
 
 /// Writes the `--stats` report; a failure is one line on stderr, not a failed crawl.

@@ -59,6 +59,9 @@ pub(super) enum View {
     },
     /// One line per run.
     Runs,
+    /// The stored job as a crawl file `crawl --config` accepts: the newest
+    /// version, or the one run N ran under.
+    Job(super::dump_job::JobArgs),
     /// Requests not fetched because robots.txt disallows them.
     Blocked,
 }
@@ -85,6 +88,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         View::Seen { url } => print_seen(&mut out, &state, &url, args.json),
         View::Pages { due } => print_pages(&mut out, &state, due, args.limit, args.json),
         View::Runs => print_runs(&mut out, &state.runs()?, args.limit, args.json),
+        View::Job(job) => super::dump_job::print_job(&mut out, &state, &job, args.json),
         View::Blocked => print_blocked(&mut out, &state.blocked()?, args.json),
     };
     finish(written.and_then(|()| out.flush().map_err(Into::into)))

@@ -37,6 +37,12 @@ pub(super) fn run(
         let written = match view {
             View::Summary => print_summary(&mut out, &shared.summary().await?, json),
             View::Frontier => print_frontier(&mut out, &shared, limit.unwrap_or(20), json).await,
+            // Shared runs do not note where their items start: refuse rather than
+            // print every item.
+            View::Items(items) if items.selects_runs() => Err(BadInput(
+                "--run and --since-run are not available for a shared crawl yet".into(),
+            )
+            .into()),
             View::Items(_) => print_items(&mut out, &shared, limit).await,
             View::Seen { url } => print_seen(&mut out, &shared, &url, json).await,
             View::Pages { due } => {
@@ -56,6 +62,10 @@ pub(super) fn run(
                 print_page_rows(&mut out, pages, json)
             }
             View::Runs => print_runs(&mut out, &shared, limit).await,
+            View::Job(_) => Err(BadInput(
+                "dump job is not available for a shared crawl yet".into(),
+            )
+            .into()),
             View::Blocked => Err(BadInput(
                 "dump blocked is not kept for a shared crawl (see the robots/disallowed counter in the summary)".into(),
             )

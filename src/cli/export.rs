@@ -5,6 +5,8 @@
 //! sequential, so each run record notes the item count at its start
 //! ([`RunRecord::first_item`]): run N's items are those from its `first_item` to run
 //! N+1's. Runs recorded before that field existed cannot be selected (one-line error).
+//! `--run last` and `--since-run last` name the newest run record, so a nightly job
+//! need not track run numbers.
 //!
 //! CSV follows RFC 4180: a header row of the field names, one row per item, CRLF line
 //! ends, a field quoted when it holds a comma, a quote, CR or LF, quotes doubled.
@@ -40,13 +42,43 @@ pub struct ItemsArgs {
     /// item has no such field); csv leaves the cell empty.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     fields: Option<Vec<String>>,
-    /// Only the items run N stored.
-    #[arg(long, value_name = "N", conflicts_with = "since_run")]
-    run: Option<u64>,
+    /// Only the items run N stored; `last`: the newest run's.
+    #[arg(long, value_name = "N|last", conflicts_with = "since_run", value_parser = RunRef::parse)]
+    run: Option<RunRef>,
     /// Only the items stored by the runs after run N (0 = every run): what a consumer
-    /// that took run N's items has not taken yet.
-    #[arg(long, value_name = "N")]
-    since_run: Option<u64>,
+    /// that took run N's items has not taken yet. `last` is the newest run, after
+    /// which no run has stored anything yet: it prints nothing.
+    #[arg(long, value_name = "N|last", value_parser = RunRef::parse)]
+    since_run: Option<RunRef>,
+}
+
+impl ItemsArgs {
+    /// Whether `--run` or `--since-run` was given.
+    pub fn selects_runs(&self) -> bool {
+        self.run.is_some() || self.since_run.is_some()
+    }
+}
+
+/// A run as `--run` and `--since-run` name it: a number, or `last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunRef {
+    /// Run N (run numbers start at 1; `--since-run 0` means before every run).
+    Number(u64),
+    /// The newest run record of the state.
+    Last,
+}
+
+impl RunRef {
+    /// Parses `N` or `last` (clap value parser).
+    pub fn parse(text: &str) -> Result<RunRef, String> {
+        match text.trim() {
+            "last" => Ok(RunRef::Last),
+            number => number
+                .parse()
+                .map(RunRef::Number)
+                .map_err(|_| format!("expected a run number or \"last\", got {text:?}")),
+        }
+    }
 }
 
 /// The output formats of `dump items`.
@@ -120,22 +152,12 @@ fn check_fields(fields: &[String]) -> anyhow::Result<&[String]> {
 fn item_range(state: &State, args: &ItemsArgs) -> anyhow::Result<Range<u64>> {
     let end = state.items_len();
     let (wanted, since) = match (args.run, args.since_run) {
-        (Some(n), _) => (n, false),
-        (None, Some(0)) | (None, None) => return Ok(0..end),
-        (None, Some(n)) => (n, true),
+        (Some(run), _) => (run, false),
+        (None, Some(RunRef::Number(0))) | (None, None) => return Ok(0..end),
+        (None, Some(run)) => (run, true),
     };
     let runs = state.runs()?;
-    let Some(at) = runs.iter().position(|r| r.id == wanted) else {
-        let known = match (runs.first(), runs.last()) {
-            (Some(first), Some(last)) => format!("runs {} to {}", first.id, last.id),
-            _ => "no runs yet".to_owned(),
-        };
-        return Err(BadInput(format!(
-            "no run {wanted} in {} ({known}; see legcrawl dump runs)",
-            state.dir().display()
-        ))
-        .into());
-    };
+    let at = run_index(state, &runs, wanted)?;
     // Where the run after `wanted` started, or the end when `wanted` is the last.
     let next_start = match runs.get(at + 1) {
         Some(next) => first_item(next)?,
@@ -145,6 +167,27 @@ fn item_range(state: &State, args: &ItemsArgs) -> anyhow::Result<Range<u64>> {
         return Ok(next_start..end);
     }
     Ok(first_item(&runs[at])?..next_start)
+}
+
+/// Where `wanted` is in `runs` (oldest first), or one line saying which runs there
+/// are.
+fn run_index(state: &State, runs: &[RunRecord], wanted: RunRef) -> anyhow::Result<usize> {
+    let at = match wanted {
+        RunRef::Last => runs.len().checked_sub(1),
+        RunRef::Number(n) => runs.iter().position(|r| r.id == n),
+    };
+    at.ok_or_else(|| {
+        let dir = state.dir().display();
+        let message = match (wanted, runs.first(), runs.last()) {
+            (RunRef::Number(n), Some(first), Some(last)) => format!(
+                "no run {n} in {dir} (runs {} to {}; see legcrawl dump runs)",
+                first.id, last.id
+            ),
+            (RunRef::Number(n), _, _) => format!("no run {n} in {dir} (no runs yet)"),
+            (RunRef::Last, _, _) => format!("no runs yet in {dir}, so no last run"),
+        };
+        BadInput(message).into()
+    })
 }
 
 /// Where `run`'s items start; a one-line error for runs recorded without it.
@@ -278,6 +321,19 @@ mod tests {
         assert_eq!(field("two\nlines"), "\"two\nlines\"");
         assert_eq!(field("cr\r"), "\"cr\r\"");
         assert_eq!(field(""), "");
+    }
+
+    #[test]
+    fn runs_are_numbers_or_last() {
+        assert_eq!(RunRef::parse("last"), Ok(RunRef::Last));
+        assert_eq!(RunRef::parse("0"), Ok(RunRef::Number(0)));
+        assert_eq!(RunRef::parse("42"), Ok(RunRef::Number(42)));
+        for bad in ["", "-1", "Last", "latest", "1.5", "2 runs"] {
+            assert_eq!(
+                RunRef::parse(bad),
+                Err(format!("expected a run number or \"last\", got {bad:?}"))
+            );
+        }
     }
 
     #[test]

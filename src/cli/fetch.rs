@@ -10,14 +10,17 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use legcrawl::config::CrawlConfig;
+use legcrawl::crawlfile::units::positive_duration_arg;
 use legcrawl::fetch::{FetchError, FetchSettings, Fetcher};
 use legcrawl::request::Request;
 use legcrawl::response::Response;
 use legcrawl::robots::{RobotsCache, RobotsSettings, Verdict};
 
+use super::BadInput;
 use super::stderr::say;
 
 /// Redirect hops `fetch` follows.
@@ -42,15 +45,16 @@ pub struct FetchArgs {
     /// Send a From header with this e-mail address.
     #[arg(long, value_name = "EMAIL")]
     from: Option<String>,
-    /// Seconds a body read may stall before the fetch fails (exit 5).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    read_timeout: f64,
+    /// How long a body read may stall before the fetch fails (exit 5): "10s",
+    /// "500ms", or plain seconds.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    read_timeout: String,
     /// Do not fetch or obey robots.txt.
     #[arg(long)]
     ignore_robots: bool,
-    /// Total seconds allowed for the request.
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    timeout: f64,
+    /// Total time allowed for the request: "30s", "500ms", "1m", or plain seconds.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    timeout: String,
 }
 
 pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
@@ -58,8 +62,8 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     if let Some(ua) = &args.user_agent {
         config.user_agent = ua.clone();
     }
-    config.request_timeout = seconds("--timeout", args.timeout)?;
-    config.read_timeout = seconds("--read-timeout", args.read_timeout)?;
+    config.request_timeout = timeout("--timeout", &args.timeout)?;
+    config.read_timeout = timeout("--read-timeout", &args.read_timeout)?;
     let mut settings = FetchSettings::from_config(&config);
     settings.from = args.from.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -95,16 +99,13 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A positive number of seconds from a flag, or one line of bad input: a zero
-/// timeout would fail every fetch before it starts.
-fn seconds(flag: &str, value: f64) -> anyhow::Result<std::time::Duration> {
-    match std::time::Duration::try_from_secs_f64(value) {
-        Ok(duration) if !duration.is_zero() => Ok(duration),
-        _ => Err(super::BadInput(format!(
-            "{flag} must be a positive number of seconds, got {value}"
-        ))
-        .into()),
-    }
+/// A timeout flag, read by the parser of every duration ("500ms", "2", "1m30s"),
+/// or one line of bad input naming the flag (exit 2). Zero is refused: it would
+/// fail every fetch before it starts.
+///
+/// Parsed here rather than by clap, whose errors take three lines.
+fn timeout(flag: &str, value: &str) -> anyhow::Result<Duration> {
+    positive_duration_arg(value).map_err(|message| BadInput(format!("{flag}: {message}")).into())
 }
 
 /// Why robots.txt forbids fetching `url` now, if it does. A URL that does not

@@ -24,6 +24,7 @@ Examples:
   legcrawl dump --data data/example                       # the summary
   legcrawl dump items --data data/example --limit 3
   legcrawl dump items --data data/example --format csv --fields url,status,title
+  legcrawl dump items --data data/example --run last      # what the newest run stored
   legcrawl dump items --data data/example --since-run 4   # what runs after 4 stored
   legcrawl dump runs --config crawl.toml --json
   legcrawl dump --shared redis://10.0.0.5:6379/0 --name docs   # a shared crawl, its workers

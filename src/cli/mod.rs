@@ -13,6 +13,7 @@
 
 mod crawl;
 mod dump;
+mod dump_job;
 mod dump_shared;
 mod export;
 mod fetch;

@@ -44,8 +44,13 @@
 //! `callback_rules` (`rules = [{ pattern = "/product/", legs = [..] }]`,
 //! `otherwise = [..]`); `feed` ([`legs::FeedSettings`]); `sitemap`
 //! ([`legs::SitemapSettings`]); `css_items` ([`legs::CssItemsSettings`]: `item`,
-//! `fields = [{ name, selector, attr, all, required }]`). Durations are strings (`"250ms"`, `"30s"`, `"1m30s"`, `"24h"`),
-//! sizes integers or strings (`"10MiB"`), see [`units`].
+//! `fields = [{ name, selector, attr, all, required }]`). Durations are strings
+//! (`"250ms"`, `"30s"`, `"1m30s"`, `"24h"`) or numbers of seconds (`1`, `0.5`),
+//! sizes integers or strings (`"10MiB"`, `"5MB"`), see [`units`]: the flags
+//! read them with the same parsers.
+//!
+//! A crawl file is also how a stored job is written ([`job_text`], see
+//! [`crate::job`]): `legcrawl dump job` prints one.
 //!
 //! # Errors
 //! Any mistake — a syntax error, an unknown key, a wrong type, a bad duration, regex or
@@ -56,6 +61,7 @@
 //! Depends on [`crate::config`], [`crate::legs`], [`crate::canon`] and `toml`.
 
 mod kinds;
+mod render;
 mod settings;
 mod span;
 pub mod units;
@@ -67,6 +73,7 @@ use serde::de::IntoDeserializer;
 use toml::de::DeTable;
 
 pub use kinds::{CanonRule, CanonicalizeSettings, LinkSettings, NoSettings, kind_names};
+pub use render::{duration_text, job_text, size_text};
 
 use crate::config::CrawlConfig;
 use crate::legs::{self, Stack};
@@ -81,6 +88,9 @@ pub struct CrawlFile {
     pub config: CrawlConfig,
     /// The file's `[[legs]]`, unconfigured; `None` when it has none.
     pub legs: Option<Stack>,
+    /// The same `legs` array as the file writes it, for a stored job to keep
+    /// (see [`job_text`]).
+    pub legs_toml: Option<toml::Value>,
 }
 
 /// Why a crawl file could not be used.
@@ -170,10 +180,19 @@ pub fn parse(text: &str, path: &Path) -> Result<CrawlFile, CrawlFileError> {
     let mut config = CrawlConfig::default();
     settings.apply(&mut config, &entries).map_err(fail)?;
     let legs = legs.map(kinds::build_list).transpose().map_err(fail)?;
+    // The text parsed above, so it parses again.
+    let legs_toml = match legs {
+        Some(_) => text
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut table| table.remove("legs")),
+        None => None,
+    };
     Ok(CrawlFile {
         path: path.to_owned(),
         config,
         legs,
+        legs_toml,
     })
 }
 

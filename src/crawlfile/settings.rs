@@ -133,20 +133,59 @@ enum When {
 
 impl<'de> Deserialize<'de> for When {
     fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<When, D::Error> {
-        // A missing or non-string value keeps serde's own message.
-        let text = String::deserialize(de)?;
-        match text.as_str() {
+        de.deserialize_any(WhenVisitor)
+    }
+}
+
+/// [`When`]'s visitor: `"adaptive"`, `"never"`, or a duration as [`FileDuration`]
+/// reads it (a string, or a number of seconds).
+struct WhenVisitor;
+
+impl WhenVisitor {
+    /// A number of seconds, read by [`FileDuration`] (which refuses negatives).
+    fn every<'de, E: serde::de::Error>(
+        secs: impl serde::de::IntoDeserializer<'de, E>,
+    ) -> Result<When, E> {
+        FileDuration::deserialize(secs.into_deserializer()).map(|d| When::Every(d.0))
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for WhenVisitor {
+    type Value = When;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\"adaptive\", \"never\" or {}",
+            super::units::DURATION_FORM
+        )
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<When, E> {
+        match text {
             "adaptive" => Ok(When::Adaptive),
             "never" => Ok(When::Never),
-            _ => super::units::parse_duration(&text)
+            _ => super::units::parse_duration(text)
                 .map(When::Every)
                 .map_err(|_| {
-                    serde::de::Error::custom(format!(
+                    E::custom(format!(
                         "expected \"adaptive\", \"never\" or {}, got {text:?}",
                         super::units::DURATION_FORM
                     ))
                 }),
         }
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, secs: u64) -> Result<When, E> {
+        Self::every(secs)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, secs: i64) -> Result<When, E> {
+        Self::every(secs)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, secs: f64) -> Result<When, E> {
+        Self::every(secs)
     }
 }
 
@@ -331,6 +370,19 @@ impl FileSettings {
             && table.warc_max_size.is_some_and(|s| s.0 == 0)
         {
             return at("output.warc_max_size", "must be more than 0".into());
+        }
+        // Zero would fail every request, or refuse every page or URL: the flags
+        // refuse it too (`units::positive_duration_arg`, `units::size_arg`).
+        let (l, is_zero) = (&self.limits, |d: FileDuration| d.0.is_zero());
+        let zero = [
+            ("limits.timeout", l.timeout.map(is_zero)),
+            ("limits.read_timeout", l.read_timeout.map(is_zero)),
+            ("limits.max_body", l.max_body.map(|s| s.0 == 0)),
+            ("limits.max_url_len", l.max_url_len.map(|s| s.0 == 0)),
+            ("state.cache", self.state.cache.map(|s| s.0 == 0)),
+        ];
+        if let Some((key, _)) = zero.iter().find(|(_, zero)| *zero == Some(true)) {
+            return at(key, "must be more than 0".into());
         }
         if let Some(shared) = &self.shared {
             if let Err(message) = crate::shared::SharedTarget::new(&shared.redis, &shared.name) {

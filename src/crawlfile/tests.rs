@@ -114,7 +114,7 @@ fn each_kind_of_mistake_names_file_line_and_key() {
         "unknown field `limitz`",
     );
     fails_at(
-        "[limits]\n\ntimeout = \"30\"\n",
+        "[limits]\n\ntimeout = \"30 sec\"\n",
         3,
         "limits.timeout",
         "expected a duration",
@@ -410,4 +410,120 @@ fn the_state_section_sets_the_database_cache() {
         1_000_000
     );
     assert!(err("[state]\ncache = \"lots\"\n").contains("cache"));
+}
+
+#[test]
+fn durations_are_strings_or_numbers_of_seconds_and_sizes_take_units() {
+    let c = ok("[politeness]\ndelay = 1\n").config;
+    assert_eq!(c.delay, Some(Duration::from_secs(1)));
+    let c = ok("[politeness]\ndelay = 0.5\n").config;
+    assert_eq!(c.delay, Some(Duration::from_millis(500)));
+    let c = ok("[politeness]\ndelay = 0\n").config;
+    assert_eq!(c.delay, Some(Duration::ZERO));
+    let c = ok("[politeness]\ndelay = \"0.25\"\n").config;
+    assert_eq!(c.delay, Some(Duration::from_millis(250)));
+    let c = ok(r#"
+[limits]
+timeout = "500ms"
+read_timeout = 2.5
+max_body = "5MB"
+max_url_len = "2KiB"
+retry_backoff = 3
+[state]
+cache = "5 MiB"
+[revisit]
+after = 3600
+initial = 60
+"#)
+    .config;
+    assert_eq!(c.request_timeout, Duration::from_millis(500));
+    assert_eq!(c.read_timeout, Duration::from_millis(2500));
+    assert_eq!(c.max_body_bytes, 5_000_000);
+    assert_eq!(c.max_url_len, 2048);
+    assert_eq!(c.retry_backoff, Duration::from_secs(3));
+    assert_eq!(c.cache_bytes, 5 << 20);
+    assert_eq!(
+        c.revisit,
+        crate::config::Revisit::After(Duration::from_secs(3600))
+    );
+    assert_eq!(
+        ok("[limits]\nmax_body = \"5MiB\"\n").config.max_body_bytes,
+        5 << 20
+    );
+    assert_eq!(
+        ok("[limits]\nmax_body = 5000000\n").config.max_body_bytes,
+        5_000_000
+    );
+}
+
+#[test]
+fn negative_zero_and_malformed_units_name_their_key() {
+    let message = err("[politeness]\ndelay = -1\n");
+    assert_eq!(
+        message,
+        "crawl.toml:2:9: politeness.delay: expected a duration such as \"30s\", \"250ms\", \
+         \"1m30s\", \"24h\" or plain seconds (\"0.5\"), got -1 (negative)"
+    );
+    fails_at(
+        "[politeness]\ndelay = -0.5\n",
+        2,
+        "politeness.delay",
+        "got -0.5 (negative)",
+    );
+    fails_at(
+        "[politeness]\ndelay = \"-1s\"\n",
+        2,
+        "politeness.delay",
+        "expected a duration",
+    );
+    fails_at(
+        "[politeness]\ndelay = nan\n",
+        2,
+        "politeness.delay",
+        "got NaN",
+    );
+    fails_at(
+        "[politeness]\ndelay = true\n",
+        2,
+        "politeness.delay",
+        "expected a duration",
+    );
+    fails_at(
+        "[revisit]\nafter = -5\n",
+        2,
+        "revisit.after",
+        "got -5 (negative)",
+    );
+    fails_at(
+        "[limits]\nmax_body = -1\n",
+        2,
+        "limits.max_body",
+        "expected a size",
+    );
+    fails_at(
+        "[limits]\nmax_body = 1.5\n",
+        2,
+        "limits.max_body",
+        "a whole number of bytes",
+    );
+    fails_at(
+        "[limits]\nmax_body = \"5mb\"\n",
+        2,
+        "limits.max_body",
+        "expected a size",
+    );
+    for (text, key) in [
+        ("[limits]\ntimeout = 0\n", "limits.timeout"),
+        ("[limits]\nread_timeout = \"0ms\"\n", "limits.read_timeout"),
+        ("[limits]\nmax_body = \"0MB\"\n", "limits.max_body"),
+        ("[limits]\nmax_url_len = 0\n", "limits.max_url_len"),
+        ("[state]\ncache = 0\n", "state.cache"),
+    ] {
+        fails_at(text, 2, key, "must be more than 0");
+    }
+    // A zero delay is a real setting (loopback crawls), not a mistake.
+    assert_eq!(
+        ok("[politeness]\ndelay = \"0\"\n").config.delay,
+        Some(Duration::ZERO)
+    );
 }

@@ -107,6 +107,13 @@ impl Crawl<'_> {
         if let Some(robots) = &self.robots {
             let (records, exchanges) = robots.take_new();
             for record in records {
+                // Status 0: no answer came (see `robots`); the run's exit
+                // status tells a crawl that got no answer at all.
+                let answer = match record.status {
+                    0 => "robots/no_answer",
+                    _ => "robots/answered",
+                };
+                self.state.count(answer, 1);
                 self.state.put_robots(&record.origin, &record);
             }
             self.archive_robots(exchanges)?;

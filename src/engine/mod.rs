@@ -171,49 +171,91 @@ pub struct RunReport {
     /// True when this run started a new cycle (seeds and due pages queued
     /// again); false when it resumed the last one.
     pub new_cycle: bool,
+    /// True when the run made requests and none was answered: every one
+    /// failed on the network (refused, DNS, TLS, timeout). `legcrawl crawl`
+    /// exits 4 then, as wget does.
+    pub network_failed: bool,
     /// Wall time of the run.
     pub elapsed: Duration,
 }
 
 /// Opens the state in `config.data_dir`, adds the seeds, and crawls until the
-/// frontier is drained, a limit is reached, or `shutdown` resolves.
+/// frontier is drained, a limit is reached, or `shutdown` resolves. The run's
+/// job is `config` itself, stored as it is (with the bundled legs' place left
+/// empty: `legs` are the caller's); `legcrawl crawl` resolves the job first
+/// (see [`crate::job`]) and calls [`open_state`] and [`run_job`].
 pub async fn run(
     config: &CrawlConfig,
     legs: Arc<dyn Leg>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, EngineError> {
+    let state = open_state(config)?;
+    let facts = job_facts(&state, &config.seeds)?;
+    let job = crate::crawlfile::job_text(config, None, &facts.seeds);
+    run_job(state, config, legs, &job, shutdown).await
+}
+
+/// Opens (or creates) the state a crawl with `config` runs on, without
+/// beginning a run: the seeds are checked, and a directory that holds nothing
+/// is not created without seeds to start from.
+pub fn open_state(config: &CrawlConfig) -> Result<State, EngineError> {
     check_seeds(&config.seeds)?;
-    let fetcher = Fetcher::new(crate::fetch::FetchSettings::from_config(config))?;
     let options = OpenOptions {
         create: true,
         dedup: config.dedup,
         bloom_bits: config.bloom_bits,
         bloom_hashes: config.bloom_hashes,
-        begin_run: true,
+        begin_run: false,
         checkpoint_every: Some(config.checkpoint_every),
         cache_bytes: Some(config.cache_bytes),
     };
-    // Bad configuration is refused before the state is touched.
-    let schedule = Schedule::new(config)?;
     // A directory that holds anything else is for `State::open` to judge.
     if config.seeds.is_empty() && crate::store::holds_nothing(&config.data_dir) {
         return Err(EngineError::NothingToCrawl {
             dir: config.data_dir.display().to_string(),
         });
     }
+    Ok(State::open(&config.data_dir, &options)?)
+}
+
+/// What a job of the open `state` takes from it: the seeds it will hold once
+/// `seeds` (this run's) are added, and its dedup settings.
+pub fn job_facts(state: &State, seeds: &[String]) -> Result<crate::job::StateFacts, EngineError> {
+    let mut all: std::collections::BTreeSet<String> = state.seeds()?.into_iter().collect();
+    all.extend(
+        seeds
+            .iter()
+            .map(|seed| crate::canon::strip_credentials(seed).into_owned()),
+    );
+    let (bits, hashes) = state.bloom_shape();
+    Ok(crate::job::StateFacts {
+        seeds: all.into_iter().collect(),
+        dedup: Some((state.dedup(), bits, hashes)),
+    })
+}
+
+/// Crawls on `state` (from [`open_state`]) under the job `job` (its text,
+/// whose settings `config` holds): begins the run, recording the job as a new
+/// version when it changed, adds the seeds, and crawls until the frontier is
+/// drained, a limit is reached, or `shutdown` resolves.
+pub async fn run_job(
+    mut state: State,
+    config: &CrawlConfig,
+    legs: Arc<dyn Leg>,
+    job: &str,
+    shutdown: impl Future<Output = ()>,
+) -> Result<RunReport, EngineError> {
+    // Bad configuration is refused before a run is recorded.
+    let fetcher = Fetcher::new(crate::fetch::FetchSettings::from_config(config))?;
+    let schedule = Schedule::new(config)?;
     let started = Instant::now();
-    let mut state = State::open(&config.data_dir, &options)?;
+    state.begin_run(Some(job))?;
     // A run that cannot start (no seeds, an unwritable output file) still ends
     // its run record, as failed.
-    let remembered = match &config.crawl_file {
-        Some(copy) => state.remember_crawl_file(copy).map_err(EngineError::from),
-        None => Ok(()),
+    let result = match Crawl::new(config, &mut state, fetcher, legs, schedule) {
+        Ok(crawl) => crawl.run(shutdown).await,
+        Err(error) => Err(error),
     };
-    let result =
-        match remembered.and_then(|()| Crawl::new(config, &mut state, fetcher, legs, schedule)) {
-            Ok(crawl) => crawl.run(shutdown).await,
-            Err(error) => Err(error),
-        };
     let outcome = match &result {
         Ok(outcome) => *outcome,
         Err(_) => RunOutcome::Failed,
@@ -269,6 +311,9 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         unreachable: state.run_counter("hosts/unreachable"),
         bytes: state.run_counter("fetch/bytes"),
         new_cycle: state.run_counter("cycle/started") > 0,
+        network_failed: state.run_counter("pages/fetched") == 0
+            && state.run_counter("robots/answered") == 0
+            && state.run_counter("fetch/network_error") + state.run_counter("robots/no_answer") > 0,
         elapsed,
     }
 }

@@ -278,6 +278,13 @@ fn fetch_failed(
         FetchError::Decode { .. } => result.counters.push(("fetch/undecodable", 1)),
         _ => {}
     }
+    // No answer came: what makes a run in which every request failed exit 4.
+    if matches!(
+        error,
+        FetchError::Connect { .. } | FetchError::Timeout { .. }
+    ) {
+        result.counters.push(("fetch/network_error", 1));
+    }
     if error.is_retryable() && request.retries < retry.max_retries {
         tracing::debug!(url = %request.url, %error, retries = request.retries, "fetch failed, will retry");
         result.requests.push(again(request));

@@ -1,16 +1,56 @@
-//! The `--output FILE.jsonl` sink: committed items, appended, never twice.
+//! The `--output FILE.jsonl` sink: committed items, appended, never twice,
+//! and only what was committed since the last run, even when the file was
+//! moved away in between.
 //!
-//! The file mirrors the item store from the item that was next when the file was
-//! first used with this state (recorded in the state). On open, the complete lines
-//! already in the file are counted (a torn last line is cut off), and the items
-//! committed but not yet written are appended first. Lines are written only after
-//! their items are durable. Depends on [`crate::store`].
+//! Each output path has a cursor in the state ([`OutputCursor`], keyed by
+//! [`cursor_path`]: the path made absolute through its directory, so that it
+//! names the path when no file is there): the file written there (device and
+//! inode), the bytes written to it (the end of the last complete line) and the
+//! next item. On open the file is opened, or created, and:
+//! - **the same file**, at least as long as the cursor says: the complete
+//!   lines after the cursor's bytes were written by a run whose cursor did not
+//!   become durable (a `kill -9`); they count, and a torn last line (a crash
+//!   cut it short) is cut off. More lines than the state has items is
+//!   [`SinkError::Foreign`];
+//! - **no file, another file** (moved away, replaced) **or a shorter one**
+//!   (truncated by its consumer): the sink continues from the cursor's next
+//!   item, appending to whatever complete lines the file holds — only the
+//!   items committed after the cursor are written;
+//! - **a path new to this state** starts at the current end of the item store;
+//!   what the file holds stays, and lines are appended after it;
+//! - **a path of a state written before cursors**, which has only the item that
+//!   was next when the file was first used (its watermark): the file's
+//!   complete lines count from there, as they did then.
+//!
+//! Outside the same-file case a last line without its newline is cut off too,
+//! so that the next line starts on a line of its own. The cursor is then
+//! recorded, written and synced, before any line is written (crash points
+//! `output.watermark` for a new path, `output.cursor` otherwise), and the
+//! items committed but not yet written are appended.
+//!
+//! During a run lines are written only after their items are durable (after
+//! the group's receipt); then the sink hands its new cursor to the state
+//! ([`State::advance_output`]), which seals it with the open group, or, when
+//! that group holds nothing, writes it unsynced for the next sync of the
+//! database to make durable (the next group's, sled's own flush every 500 ms,
+//! or the close of the state at the end of the run). No sync is added for
+//! it. So:
+//! - with the file left in place, every item is in it exactly once across
+//!   `kill -9`, as before: the lines after a durable cursor are counted;
+//! - after a `kill -9`, if the file is also moved away (or truncated) before
+//!   the next run, at most the lines written since the last durable group —
+//!   those of the one group streamed last — are written again to the new file.
+//!
+//! The file is not synced: after a power cut, lines the disk lost are not
+//! written again when the file is found shorter than its cursor.
+//! Depends on [`crate::store`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::store::{State, StoreError, crash};
+use crate::store::{OutputCursor, State, StoreError, crash};
 
 /// Errors of the output file.
 #[derive(Debug, thiserror::Error)]
@@ -35,50 +75,126 @@ pub enum SinkError {
         /// Items the state has for it.
         items: u64,
     },
-    /// Reading the items to catch up failed.
+    /// The state's cursor for the file counts more items written than the
+    /// state holds.
+    #[error(
+        "{path}: the state's cursor for this output says {next} items were written, but the state holds only {items}; the state is damaged"
+    )]
+    CursorAhead {
+        /// The output file.
+        path: PathBuf,
+        /// The cursor's next item.
+        next: u64,
+        /// Items the state holds.
+        items: u64,
+    },
+    /// Reading the items to catch up, or recording the cursor, failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// An open output file and the next item sequence number it expects.
+/// An open output file and its cursor: what it holds, as written so far.
 pub struct Sink {
+    /// The path as given (for messages).
     path: PathBuf,
+    /// The path the cursor is kept under ([`cursor_path`]).
+    key: PathBuf,
     file: io::BufWriter<File>,
-    next: u64,
+    cursor: OutputCursor,
 }
 
 impl Sink {
-    /// Opens (or creates) the file and catches it up with the committed items.
+    /// Opens (or creates) the file, finds where it stands against its cursor
+    /// (see the module doc), records the cursor and catches the file up with
+    /// the committed items.
     pub fn open(path: &Path, state: &mut State) -> Result<Sink, SinkError> {
-        let (file, lines) = open_lines(path)?;
-        let canonical = path.canonicalize().map_err(|source| SinkError::Io {
+        let io_err = |source| SinkError::Io {
             path: path.to_owned(),
             source,
-        })?;
-        let start = state.output_start(&canonical.to_string_lossy())?;
-        let next = start + lines;
-        if next > state.items_len() {
-            return Err(SinkError::Foreign {
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io_err)?;
+        let key = cursor_path(path).map_err(io_err)?;
+        let meta = file.metadata().map_err(io_err)?;
+        let (len, items) = (meta.len(), state.items_len());
+        let recorded = state.output_cursor(&key)?;
+        if let Some(cursor) = recorded.filter(|c| c.next > items) {
+            return Err(SinkError::CursorAhead {
                 path: path.to_owned(),
-                lines,
-                items: state.items_len() - start,
+                next: cursor.next,
+                items,
             });
         }
+        let (bytes, next) = match recorded {
+            Some(cursor)
+                if cursor.dev == meta.dev()
+                    && cursor.ino == meta.ino()
+                    && cursor.bytes <= len
+                    && ends_a_line(&file, cursor.bytes).map_err(io_err)? =>
+            {
+                let (lines, end) = count_complete_lines(&mut file, cursor.bytes).map_err(io_err)?;
+                let next = cursor.next.saturating_add(lines);
+                if next > items {
+                    return Err(SinkError::Foreign {
+                        path: path.to_owned(),
+                        lines,
+                        items: items.saturating_sub(cursor.next),
+                    });
+                }
+                (end, next)
+            }
+            Some(cursor) => (last_line_end(&file, len).map_err(io_err)?, cursor.next),
+            None => {
+                // A state written before cursors kept the item that was next
+                // when the file was first used, under the file's canonical path.
+                let canonical = path.canonicalize().map_err(io_err)?;
+                match state.output_watermark(&canonical.to_string_lossy())? {
+                    Some(start) => {
+                        let (lines, end) = count_complete_lines(&mut file, 0).map_err(io_err)?;
+                        let next = start.saturating_add(lines);
+                        if next > items {
+                            return Err(SinkError::Foreign {
+                                path: path.to_owned(),
+                                lines,
+                                items: items.saturating_sub(start),
+                            });
+                        }
+                        (end, next)
+                    }
+                    None => (last_line_end(&file, len).map_err(io_err)?, items),
+                }
+            }
+        };
+        cut_to(&file, len, bytes).map_err(io_err)?;
+        file.seek(SeekFrom::End(0)).map_err(io_err)?;
+        let cursor = OutputCursor {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            bytes,
+            next,
+        };
+        state.record_output(&key, &cursor)?;
         let mut sink = Sink {
             path: path.to_owned(),
+            key,
             file: io::BufWriter::new(file),
-            next,
+            cursor,
         };
         sink.catch_up(state)?;
         Ok(sink)
     }
 
-    /// Writes the committed items the file lacks (from the store), then flushes.
-    pub fn catch_up(&mut self, state: &State) -> Result<(), SinkError> {
+    /// Writes the committed items the file lacks (from the store), flushes,
+    /// and hands the new cursor to the state ([`State::advance_output`]).
+    pub fn catch_up(&mut self, state: &mut State) -> Result<(), SinkError> {
         let mut failure = None;
-        let mut next = self.next;
+        let (mut next, mut bytes) = (self.cursor.next, self.cursor.bytes);
         crash::point("output.append");
-        state.for_each_item(self.next, |seq, text| {
+        state.for_each_item(self.cursor.next, |seq, text| {
             let written = self
                 .file
                 .write_all(text.as_bytes())
@@ -86,6 +202,7 @@ impl Sink {
             match written {
                 Ok(()) => {
                     next = seq + 1;
+                    bytes += text.len() as u64 + 1;
                     true
                 }
                 Err(e) => {
@@ -94,18 +211,43 @@ impl Sink {
                 }
             }
         })?;
-        self.next = next;
         if let Some(source) = failure {
-            return Err(SinkError::Io {
-                path: self.path.clone(),
-                source,
-            });
+            return Err(self.io(source));
         }
-        self.file.flush().map_err(|source| SinkError::Io {
+        self.file.flush().map_err(|e| self.io(e))?;
+        if next != self.cursor.next {
+            self.cursor.next = next;
+            self.cursor.bytes = bytes;
+            state.advance_output(&self.key, &self.cursor)?;
+        }
+        Ok(())
+    }
+
+    fn io(&self, source: io::Error) -> SinkError {
+        SinkError::Io {
             path: self.path.clone(),
             source,
-        })
+        }
     }
+}
+
+/// The path the cursor of the output `path` is kept under: its directory
+/// made canonical, then its file name. Not the canonical path of the file
+/// itself, which needs a file there: the cursor must be found when the file
+/// was moved away. An error when the directory cannot be resolved, or when
+/// `path` names no file (`/`, `..`).
+pub fn cursor_path(path: &Path) -> io::Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an --output path must name a file",
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    Ok(dir.canonicalize()?.join(name))
 }
 
 /// Opens (or creates) a JSON-lines file for appending and counts its complete
@@ -122,20 +264,29 @@ pub fn open_lines(path: &Path) -> Result<(File, u64), SinkError> {
         .create(true)
         .open(path)
         .map_err(io_err)?;
-    let (lines, good_len) = count_complete_lines(&mut file).map_err(io_err)?;
-    if file.metadata().map_err(io_err)?.len() != good_len {
-        crash::point("output.truncate");
-        file.set_len(good_len).map_err(io_err)?;
-    }
+    let (lines, good_len) = count_complete_lines(&mut file, 0).map_err(io_err)?;
+    let len = file.metadata().map_err(io_err)?.len();
+    cut_to(&file, len, good_len).map_err(io_err)?;
     file.seek(SeekFrom::End(0)).map_err(io_err)?;
     Ok((file, lines))
 }
 
-/// Counts complete (newline-terminated) lines and the byte length they cover.
-fn count_complete_lines(file: &mut File) -> io::Result<(u64, u64)> {
-    file.seek(SeekFrom::Start(0))?;
+/// Cuts a file of `len` bytes back to `good_len` (its complete lines), when
+/// it is longer.
+fn cut_to(file: &File, len: u64, good_len: u64) -> io::Result<()> {
+    if len > good_len {
+        crash::point("output.truncate");
+        file.set_len(good_len)?;
+    }
+    Ok(())
+}
+
+/// Counts the complete (newline-terminated) lines from byte `from`; returns
+/// them and the byte their end is at.
+fn count_complete_lines(file: &mut File, from: u64) -> io::Result<(u64, u64)> {
+    file.seek(SeekFrom::Start(from))?;
     let mut reader = BufReader::new(file);
-    let (mut lines, mut len) = (0u64, 0u64);
+    let (mut lines, mut len) = (0u64, from);
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -145,5 +296,99 @@ fn count_complete_lines(file: &mut File) -> io::Result<(u64, u64)> {
         }
         lines += 1;
         len += n as u64;
+    }
+}
+
+/// True when the first `at` bytes of the file end with a newline (or `at` is 0):
+/// a cursor's bytes always do, in the file it was made for.
+fn ends_a_line(file: &File, at: u64) -> io::Result<bool> {
+    let Some(last) = at.checked_sub(1) else {
+        return Ok(true);
+    };
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, last)?;
+    Ok(byte[0] == b'\n')
+}
+
+/// The end of the last complete line of a file of `len` bytes (0 when it has
+/// none), read backwards from its end.
+fn last_line_end(file: &File, len: u64) -> io::Result<u64> {
+    let mut buf = [0u8; 8192];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.read_exact_at(chunk, start)?;
+        if let Some(at) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + at as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(bytes: &[u8]) -> (tempfile::TempDir, File) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("out.jsonl");
+        std::fs::write(&path, bytes).expect("write");
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .expect("open");
+        (dir, file)
+    }
+
+    #[test]
+    fn complete_lines_are_counted_from_an_offset_and_a_torn_one_is_not() {
+        let (_dir, mut file) = file_with(b"{\"a\":1}\n{\"b\":2}\n{\"c\":");
+        assert_eq!(count_complete_lines(&mut file, 0).unwrap(), (2, 16));
+        assert_eq!(count_complete_lines(&mut file, 8).unwrap(), (1, 16));
+        assert_eq!(count_complete_lines(&mut file, 16).unwrap(), (0, 16));
+        assert_eq!(count_complete_lines(&mut file, 21).unwrap(), (0, 21));
+    }
+
+    #[test]
+    fn the_last_line_end_is_found_backwards_across_chunks() {
+        let mut long = vec![b'x'; 20_000];
+        long.push(b'\n');
+        long.extend_from_slice(&[b'y'; 9_000]);
+        for (bytes, end) in [
+            (&b""[..], 0),
+            (b"no newline", 0),
+            (b"a\n", 2),
+            (b"a\nb", 2),
+            (&long[..], 20_001),
+        ] {
+            let (_dir, file) = file_with(bytes);
+            assert_eq!(last_line_end(&file, bytes.len() as u64).unwrap(), end);
+        }
+    }
+
+    #[test]
+    fn a_cursor_ends_a_line() {
+        let (_dir, file) = file_with(b"a\nbc\n");
+        assert!(ends_a_line(&file, 0).unwrap());
+        assert!(ends_a_line(&file, 2).unwrap());
+        assert!(!ends_a_line(&file, 3).unwrap());
+        assert!(ends_a_line(&file, 5).unwrap());
+    }
+
+    #[test]
+    fn the_cursor_path_needs_no_file_but_a_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let canonical = dir.path().canonicalize().expect("canonical");
+        let missing = dir.path().join("sub/../gone.jsonl");
+        std::fs::create_dir(dir.path().join("sub")).expect("sub");
+        assert_eq!(cursor_path(&missing).unwrap(), canonical.join("gone.jsonl"));
+        assert!(cursor_path(&dir.path().join("nodir/x.jsonl")).is_err());
+        assert!(cursor_path(Path::new("/")).is_err());
+        let relative = cursor_path(Path::new("x.jsonl")).unwrap();
+        assert!(relative.is_absolute());
+        assert_eq!(relative.file_name().unwrap(), "x.jsonl");
     }
 }

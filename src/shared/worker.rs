@@ -567,6 +567,8 @@ impl<'a> Worker<'a> {
             unreachable: 0,
             bytes: count("fetch/bytes"),
             new_cycle: false,
+            // Robots answers are not counted per worker: only page fetches.
+            network_failed: count("pages/fetched") == 0 && count("fetch/network_error") > 0,
             elapsed,
         }
     }

@@ -70,12 +70,20 @@ pub const POINTS: &[Point] = &[
         before: "runs left running by a dead process are marked killed",
     },
     Point {
+        name: "run.job",
+        before: "a changed job is put, as its next version, into the batch that begins the run using it (the change lines are printed; nothing is written)",
+    },
+    Point {
         name: "run.begin",
-        before: "the new run's record is written and synced",
+        before: "the new run's record (with a new job version, if any) is written and synced",
     },
     Point {
         name: "output.watermark",
-        before: "an --output file's first item number is recorded",
+        before: "an --output path without a cursor gets its first (for a path new to this state, the current end of the item store), written and synced before a line is written; `State::output_start` records an older state's watermark here too",
+    },
+    Point {
+        name: "output.cursor",
+        before: "on open, the cursor of an --output path this state wrote is written and synced before a line is written: moved past the lines found after it, or restarted on a file that was missing, replaced or truncated",
     },
     Point {
         name: "warc.truncate",
@@ -126,8 +134,8 @@ pub const POINTS: &[Point] = &[
         before: "durable items are appended to the --output file",
     },
     Point {
-        name: "state.crawl_file",
-        before: "crawl.toml, the copy of the crawl file the state runs with, is replaced",
+        name: "output.advance",
+        before: "the cursor of the lines just appended to the --output file is written into the database, unsynced, because the open group holds nothing to carry it (the next sync makes it durable)",
     },
     Point {
         name: "status.write",

@@ -28,6 +28,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/db.rs", include_str!("db.rs")),
     ("store/runs.rs", include_str!("runs.rs")),
     ("store/items.rs", include_str!("items.rs")),
+    ("store/jobs.rs", include_str!("jobs.rs")),
     ("store/keys.rs", include_str!("keys.rs")),
     ("store/records.rs", include_str!("records.rs")),
     ("store/repair.rs", include_str!("repair.rs")),

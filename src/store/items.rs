@@ -1,23 +1,40 @@
 //! The items table: item records (`i`), numbered in the order they were stored,
-//! and the watermarks of `--output` files (`o`).
+//! the cursors of `--output` files (`O`) and, from states written before
+//! cursors, their watermarks (`o`).
 //!
 //! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`] of items)
 //! keyed by the sequence number of its first item: a version byte, then each
 //! item length-prefixed — raw-deflated ([`keys::ITEM_RECORD_DEFLATED`], what is
 //! written now) or as it is ([`keys::ITEM_RECORD_VERSION`], still read). Items below the durable mark may be streamed to `--output`;
 //! a sealed group's items are in the database as soon as its batch is applied,
-//! but are not streamed before its receipt. An output file's watermark is the
-//! item that was next when the file was first used (written and synced at
-//! once, crash point `output.watermark`). Depends on `table`, `keys` and
-//! [`crate::item`].
+//! but are not streamed before its receipt.
+//!
+//! An output file's cursor ([`OutputCursor`], keyed by the file's path made
+//! absolute through its directory) says what has been written there: which
+//! file (device and inode), how many bytes (the end of the last complete
+//! line) and the next item. The sink records it, written and synced at once,
+//! when it opens the file, before it writes a line (crash point
+//! `output.watermark` for a path that has none yet, `output.cursor`
+//! otherwise); after it streamed a group's lines it hands the new cursor
+//! over ([`State::advance_output`]), which costs no sync of its own: it goes
+//! into the open group's batch when that group holds anything, and is
+//! sealed with it; otherwise it is written into the database at once,
+//! unsynced (crash point `output.advance`), and the next sync of the
+//! database (the next group's, the end of the run's, sled's periodic flush
+//! or its close) makes it durable. So a durable cursor lags the file by at
+//! most the lines of the last group streamed. A watermark (`o`, written by
+//! builds before cursors, and by [`State::output_start`]) is only the item
+//! that was next when the file was first used: it is read for a path
+//! without a cursor, once. Depends on `table`, `keys` and [`crate::item`].
 
 use std::borrow::Cow;
 use std::io::Read;
+use std::path::Path;
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
 use super::table::{Batch, Db};
-use super::{StoreError, crash, keys};
+use super::{State, StoreError, crash, keys};
 use crate::item::{self, Item};
 
 /// The items table (see the module doc).
@@ -37,6 +54,68 @@ pub(super) struct Items {
     record: Vec<u8>,
     /// The deflate state, reused from record to record.
     compress: Option<Compress>,
+    /// An output cursor handed over while the open group held something: key
+    /// and value, put into the group's batch at the seal.
+    cursor: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What has been written to an `--output` file: the file (its device and
+/// inode), the bytes written to it (the end of the last complete line the
+/// sink wrote) and the sequence number of the first item not written there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputCursor {
+    /// Device number of the file.
+    pub dev: u64,
+    /// Inode number of the file.
+    pub ino: u64,
+    /// Bytes of the file the sink's lines end at.
+    pub bytes: u64,
+    /// The first item not written to the file.
+    pub next: u64,
+}
+
+impl OutputCursor {
+    /// Bytes of a cursor record after its version byte.
+    const LEN: usize = 32;
+
+    /// The record: [`keys::SMALL_VERSION`], then the four fields big-endian.
+    fn encode(&self) -> Vec<u8> {
+        let mut body = [0u8; Self::LEN];
+        for (chunk, field) in body
+            .chunks_exact_mut(8)
+            .zip([self.dev, self.ino, self.bytes, self.next])
+        {
+            chunk.copy_from_slice(&field.to_be_bytes());
+        }
+        keys::versioned(&body)
+    }
+
+    /// A record as [`OutputCursor::encode`] writes it; `None` for anything else.
+    fn decode(value: &[u8]) -> Option<OutputCursor> {
+        let (&keys::SMALL_VERSION, body) = value.split_first()? else {
+            return None;
+        };
+        if body.len() != Self::LEN {
+            return None;
+        }
+        let field = |i: usize| {
+            body.get(i * 8..i * 8 + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes)
+        };
+        Some(OutputCursor {
+            dev: field(0)?,
+            ino: field(1)?,
+            bytes: field(2)?,
+            next: field(3)?,
+        })
+    }
+}
+
+/// The key of the cursor of the output path `path` (absolute, see `keys`).
+fn cursor_key(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    keys::with_prefix(keys::OUTPUT_CURSOR, path.as_os_str().as_bytes())
 }
 
 impl Items {
@@ -117,6 +196,9 @@ impl Items {
     pub(super) fn seal(&mut self, batch: &mut Batch) {
         self.appended = false;
         self.close_record(batch);
+        if let Some((key, value)) = self.cursor.take() {
+            batch.put(key, value);
+        }
         self.sealed_end = Some(self.next);
     }
 
@@ -183,12 +265,10 @@ impl Items {
     /// (canonical path string), recording the current end of the item store if
     /// it is new.
     pub(super) fn output_start(&self, db: &Db, path: &str) -> Result<u64, StoreError> {
-        let key = keys::with_prefix(keys::OUTPUT, path.as_bytes());
-        if let Some(value) = db.get(&key)? {
-            let bytes: [u8; 8] = keys::versioned_body(&value)
-                .ok_or_else(|| db.corrupt("output", &key, "not a version byte and 8 bytes"))?;
-            return Ok(u64::from_be_bytes(bytes));
+        if let Some(start) = watermark(db, path)? {
+            return Ok(start);
         }
+        let key = keys::with_prefix(keys::OUTPUT, path.as_bytes());
         let start = self.next;
         crash::point("output.watermark");
         db.tree()
@@ -196,6 +276,103 @@ impl Items {
             .map_err(|e| db.error(e))?;
         db.tree().flush().map_err(|e| db.error(e))?;
         Ok(start)
+    }
+
+    /// Hands over the cursor of the output path `path`: into the open group
+    /// when `batch` (the open group's) holds anything, so that it is sealed
+    /// with it; otherwise written into the database at once, without a sync
+    /// (the next sync of the database makes it durable).
+    fn advance(
+        &mut self,
+        db: &Db,
+        batch: &Batch,
+        path: &Path,
+        cursor: &OutputCursor,
+    ) -> Result<(), StoreError> {
+        let (key, value) = (cursor_key(path), cursor.encode());
+        if batch.is_dirty() {
+            self.cursor = Some((key, value));
+            return Ok(());
+        }
+        // A cursor of the same path handed over earlier is older: this one
+        // replaces it.
+        self.cursor = None;
+        crash::point("output.advance");
+        db.tree().insert(key, value).map_err(|e| db.error(e))?;
+        Ok(())
+    }
+}
+
+/// The watermark of the output file `path` (canonical path string), if one
+/// was recorded.
+fn watermark(db: &Db, path: &str) -> Result<Option<u64>, StoreError> {
+    let key = keys::with_prefix(keys::OUTPUT, path.as_bytes());
+    match db.get(&key)? {
+        None => Ok(None),
+        Some(value) => keys::versioned_body::<8>(&value)
+            .map(|bytes| Some(u64::from_be_bytes(bytes)))
+            .ok_or_else(|| db.corrupt("output", &key, "not a version byte and 8 bytes")),
+    }
+}
+
+/// The cursor of the output path `path`, if one was recorded.
+fn cursor(db: &Db, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
+    let key = cursor_key(path);
+    match db.get(&key)? {
+        None => Ok(None),
+        Some(value) => OutputCursor::decode(&value)
+            .map(Some)
+            .ok_or_else(|| db.corrupt("output cursor", &key, "not a version byte and 32 bytes")),
+    }
+}
+
+/// The cursors of `--output` files (see the module doc).
+impl State {
+    /// The cursor of the output path `path` (made absolute through its
+    /// directory, see [`crate::engine::sink`]), if this state has one.
+    pub fn output_cursor(&self, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
+        cursor(&self.db, path)
+    }
+
+    /// The watermark a build before output cursors recorded for the output
+    /// file `path` (its canonical path string): the first item written
+    /// there. Only read; see [`State::output_start`].
+    pub fn output_watermark(&self, path: &str) -> Result<Option<u64>, StoreError> {
+        watermark(&self.db, path)
+    }
+
+    /// Records the cursor of the output path `path` and makes it durable at
+    /// once (crash point `output.watermark` for a path without one yet,
+    /// `output.cursor` otherwise): the sink does so when it opens the file,
+    /// before it writes a line. It replaces a cursor handed over before.
+    pub fn record_output(&mut self, path: &Path, cursor: &OutputCursor) -> Result<(), StoreError> {
+        let db = &self.db;
+        let key = cursor_key(path);
+        if self.items.cursor.as_ref().is_some_and(|(k, _)| *k == key) {
+            self.items.cursor = None;
+        }
+        if db.contains(&key)? {
+            crash::point("output.cursor");
+        } else {
+            crash::point("output.watermark");
+        }
+        db.tree()
+            .insert(key, cursor.encode())
+            .map_err(|e| db.error(e))?;
+        db.tree().flush().map_err(|e| db.error(e))?;
+        Ok(())
+    }
+
+    /// Hands over the cursor of the output path `path` after the sink wrote
+    /// lines: it becomes durable with the open group when that group holds
+    /// anything, or else is written at once and becomes durable with the
+    /// next sync of the database (crash point `output.advance`); no sync is
+    /// made for it. Items are streamed only after their group is durable, so
+    /// a durable cursor lags the file by at most the lines of the last group
+    /// streamed.
+    pub fn advance_output(&mut self, path: &Path, cursor: &OutputCursor) -> Result<(), StoreError> {
+        self.items
+            .advance(&self.db, &self.group.batch, path, cursor)
     }
 }
 
@@ -276,5 +453,57 @@ mod tests {
         }
         assert!(record_body(&db, b"i", &[9, 1, 2]).is_err());
         assert!(record_body(&db, b"i", &[keys::ITEM_RECORD_DEFLATED, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn cursor_records_round_trip_and_others_are_unreadable() {
+        let cursor = OutputCursor {
+            dev: 1 << 40,
+            ino: 7,
+            bytes: u64::MAX,
+            next: 12,
+        };
+        let value = cursor.encode();
+        assert_eq!(value.len(), 33);
+        assert_eq!(OutputCursor::decode(&value), Some(cursor));
+        assert_eq!(OutputCursor::decode(&value[1..]), None, "no version byte");
+        assert_eq!(OutputCursor::decode(&value[..32]), None, "cut short");
+        let mut other = value.clone();
+        other[0] = 9;
+        assert_eq!(OutputCursor::decode(&other), None, "another version");
+    }
+
+    #[test]
+    fn a_handed_cursor_rides_the_open_group_or_is_written_at_once() {
+        use crate::request::Request;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = Path::new("/out/items.jsonl");
+        let at = |bytes, next| OutputCursor {
+            dev: 3,
+            ino: 4,
+            bytes,
+            next,
+        };
+        let mut state = crate::store::tests::open(dir.path());
+        assert_eq!(state.output_cursor(path).expect("read"), None);
+        state.record_output(path, &at(0, 0)).expect("record");
+        assert_eq!(state.output_cursor(path).expect("read"), Some(at(0, 0)));
+        // The open group holds a request: the cursor waits for its seal.
+        let request = Request::get("http://a.test/".to_owned());
+        assert!(state.enqueue(&request, &[]).expect("enqueue"));
+        state.advance_output(path, &at(10, 2)).expect("advance");
+        assert_eq!(state.output_cursor(path).expect("read"), Some(at(0, 0)));
+        state.commit().expect("commit");
+        assert_eq!(state.output_cursor(path).expect("read"), Some(at(10, 2)));
+        // An empty open group: written at once, durable by the close.
+        state.advance_output(path, &at(20, 3)).expect("advance");
+        assert_eq!(state.output_cursor(path).expect("read"), Some(at(20, 3)));
+        drop(state);
+        let state = crate::store::tests::open(dir.path());
+        assert_eq!(state.output_cursor(path).expect("read"), Some(at(20, 3)));
+        assert_eq!(
+            state.output_cursor(Path::new("/out/other")).expect("read"),
+            None
+        );
     }
 }

@@ -59,6 +59,13 @@ pub(crate) const SEED: u8 = b'd';
 /// Output-file watermarks: `o` · path → [`SMALL_VERSION`], then the first item
 /// sequence written to it (u64, big-endian).
 pub(crate) const OUTPUT: u8 = b'o';
+/// Output cursors: `O` · path of an `--output` file (its directory made
+/// canonical, then its name: the key names the path even when no file is
+/// there) → [`SMALL_VERSION`], then the device and inode of the file written
+/// there, the bytes written to it (the end of the last complete line) and the
+/// next item sequence number (four u64, big-endian; see `items`). A path with
+/// a cursor no longer reads its [`OUTPUT`] watermark.
+pub(crate) const OUTPUT_CURSOR: u8 = b'O';
 
 /// WARC marks: `w` · canonical path of a WARC file → [`SMALL_VERSION`], then
 /// its valid length (u64, big-endian): the bytes covered by durable

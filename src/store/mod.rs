@@ -70,6 +70,7 @@ mod due;
 mod exact;
 mod frontier;
 mod items;
+mod jobs;
 pub(crate) mod keys;
 mod ops;
 mod pageblock;
@@ -97,6 +98,7 @@ pub use commit::{CommitOutcome, Flush, Receipt};
 pub use dir::holds_nothing;
 pub use frontier::Lease;
 pub(crate) use frontier::host_of;
+pub use items::OutputCursor;
 pub use ops::Completion;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub(crate) use pages::{decode_page, encode_page};
@@ -439,7 +441,7 @@ impl State {
             close: repair::CloseRecord::new(dir),
         };
         if options.begin_run {
-            state.runs.begin(&state.db, state.items.len())?;
+            state.begin_run(None)?;
         }
         state.close.arm();
         Ok(state)
@@ -455,6 +457,12 @@ impl State {
         self.seen.dedup
     }
 
+    /// The Bloom filter's shape fixed at creation: log2 of its bits, and its
+    /// hash count.
+    pub fn bloom_shape(&self) -> (u8, u8) {
+        (self.meta.bloom_bits, self.meta.bloom_hashes)
+    }
+
     /// Requests in flight (leased and not yet committed).
     pub fn in_flight(&self) -> usize {
         self.frontier.leased()
@@ -468,5 +476,51 @@ impl State {
     /// Items stored.
     pub fn items_len(&self) -> u64 {
         self.items.len()
+    }
+
+    /// Begins a run under the job `job` (a crawl file, see [`crate::job`]):
+    /// a job that differs from the newest stored version becomes the next
+    /// version, written in the same batch as the run's begin record (crash
+    /// points `run.job`, then `run.begin`), so a job version never exists
+    /// without the run that first used it. `None` records a run without a
+    /// job. Returns the job version the run runs under.
+    pub fn begin_run(&mut self, job: Option<&str>) -> Result<Option<u64>, StoreError> {
+        let mut batch = sled::Batch::default();
+        let version = match job {
+            None => None,
+            Some(text) => match jobs::latest(&self.db)? {
+                Some(latest) if latest.text == text => Some(latest.version),
+                latest => {
+                    let record = records::JobRecord {
+                        version: latest.map_or(1, |j| j.version + 1),
+                        created_at: records::unix_now(),
+                        first_run: self.runs.next_id(&self.db)?,
+                        text: text.to_owned(),
+                    };
+                    crash::point("run.job");
+                    jobs::put(&mut batch, &record);
+                    Some(record.version)
+                }
+            },
+        };
+        self.runs
+            .begin(&self.db, self.items.len(), version, batch)?;
+        Ok(version)
+    }
+
+    /// Adds `by` to the counter `name`, globally and for this run (written
+    /// with the open group).
+    pub fn count(&mut self, name: &str, by: u64) {
+        self.runs.count(name, by);
+    }
+
+    /// The newest version of the crawl's job, if one is stored.
+    pub fn latest_job(&self) -> Result<Option<records::JobRecord>, StoreError> {
+        jobs::latest(&self.db)
+    }
+
+    /// Job version `version`, if stored.
+    pub fn job(&self, version: u64) -> Result<Option<records::JobRecord>, StoreError> {
+        jobs::get(&self.db, version)
     }
 }

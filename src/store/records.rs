@@ -124,6 +124,26 @@ pub struct RunRecord {
     /// `None` in runs recorded before this field existed.
     #[serde(default)]
     pub first_item: Option<u64>,
+    /// The version of the job this run ran under (see [`JobRecord`]); `None`
+    /// in runs recorded before jobs were stored, and in runs begun without one
+    /// (the library's tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u64>,
+}
+
+/// One version of a crawl's job: the crawl file that defines it (see
+/// [`crate::job`]). A version is written in the same commit as the begin
+/// record of the first run that uses it, and never changed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobRecord {
+    /// Version number, from 1.
+    pub version: u64,
+    /// Unix seconds when it was stored.
+    pub created_at: u64,
+    /// The run that first used it.
+    pub first_run: u64,
+    /// The job as a crawl file.
+    pub text: String,
 }
 
 /// Seconds since the Unix epoch, 0 if the clock is before it.
@@ -211,6 +231,7 @@ mod tests {
             pid: 42,
             counters: BTreeMap::from([("a".to_owned(), 1)]),
             first_item: Some(9),
+            job: Some(2),
         };
         let bytes = encode(&run);
         assert_eq!(decode::<RunRecord>(&bytes).unwrap(), run);

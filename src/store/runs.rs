@@ -1,5 +1,6 @@
 //! The runs table: run records (`r`), the global counters (`c`) and the current
-//! run's, the seed list (`d`) and the start of the current cycle (`y`).
+//! run's, the seed list (`d`) and the start of the current cycle (`y`). A run
+//! record names the job version it ran under (see `jobs`).
 //!
 //! Counters are kept in memory and the changed ones written into each group's
 //! batch when it is sealed, with the current run record. A run record is
@@ -120,9 +121,17 @@ impl Runs {
         Ok(runs)
     }
 
-    /// Begins a run whose first item will be `first_item`: written and synced.
-    pub(super) fn begin(&mut self, db: &Db, first_item: u64) -> Result<(), StoreError> {
-        let id = db.last_u64_key(keys::RUN)?.map_or(1, |n| n + 1);
+    /// Begins a run whose first item will be `first_item`, under job version
+    /// `job`: its record is put into `batch` (which may hold that job's
+    /// record), and the batch is written and synced. Returns the run number.
+    pub(super) fn begin(
+        &mut self,
+        db: &Db,
+        first_item: u64,
+        job: Option<u64>,
+        mut batch: sled::Batch,
+    ) -> Result<u64, StoreError> {
+        let id = self.next_id(db)?;
         let now = unix_now();
         let run = RunRecord {
             id,
@@ -133,15 +142,19 @@ impl Runs {
             pid: std::process::id(),
             counters: BTreeMap::new(),
             first_item: Some(first_item),
+            job,
         };
-        let key = keys::with_u64(keys::RUN, id);
+        batch.insert(keys::with_u64(keys::RUN, id), records::encode(&run));
         crash::point("run.begin");
-        db.tree()
-            .insert(key, records::encode(&run))
-            .map_err(|e| db.error(e))?;
+        db.tree().apply_batch(batch).map_err(|e| db.error(e))?;
         db.tree().flush().map_err(|e| db.error(e))?;
         self.run = Some(run);
-        Ok(())
+        Ok(id)
+    }
+
+    /// The number the next run will get.
+    pub(super) fn next_id(&self, db: &Db) -> Result<u64, StoreError> {
+        Ok(db.last_u64_key(keys::RUN)?.map_or(1, |n| n + 1))
     }
 
     /// Records how the current run ended (the caller commits first and

@@ -286,11 +286,12 @@ fn bad_revisit_flags_exit_two_with_one_line_and_touch_no_state() {
     }
 }
 
-/// Issue 14, item 2: a state remembers the crawl file it runs with. The resume
-/// hint names the file; a run without `--config` keeps its scope; a run with a
-/// file whose scope or politeness differ says which, in one line.
+/// Issue 14, item 2, as issue 24 made it: a crawl file becomes the state's
+/// stored job. The resume hint needs only the state; a run without `--config`
+/// keeps the file's scope; a run with another file replaces the job and says,
+/// one line each, which settings changed.
 #[test]
-fn a_state_remembers_its_crawl_file() {
+fn a_crawl_file_becomes_the_stored_job() {
     let server = TestServer::start(handler(|req| match req.path() {
         "/" => TestResponse::html(
             "<a href=/library/a>a</a><a href=/library/b>b</a><a href=/other/x>x</a>",
@@ -311,23 +312,26 @@ fn a_state_remembers_its_crawl_file() {
     let out = crawl_with(&data, &file, &["--max-pages", "2", "--concurrency", "1"]);
     assert_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let hint = format!("resume with: legcrawl crawl --config {}", file.display());
+    let hint = format!("resume with: legcrawl crawl --data {}", data.display());
     assert!(stderr.contains(&hint), "{stderr}");
-    let copy = std::fs::read_to_string(data.join("crawl.toml")).unwrap();
-    assert!(copy.contains("allow = [\"/library/\"]"), "{copy}");
+    let job = run(legcrawl(&data, &["dump", "job"]), LIMIT);
+    let job = String::from_utf8_lossy(&job.stdout);
+    assert!(job.contains("allow = [\"/library/\"]"), "{job}");
+    assert!(job.contains("concurrency = 1"), "{job}");
 
-    // Without --config, the remembered file's scope still holds.
+    // Without --config, the stored scope still holds.
     assert_ok(&run(legcrawl(&data, &["crawl"]), LIMIT));
     assert_eq!(server.hits("/other/x") + server.hits("/other/y"), 0);
     assert_eq!(server.hits("/library/c"), 1, "the crawl went on");
     assert_eq!(dump_items(&data).len(), 4, "/, /library/a, b and c");
 
-    // Another file with other politeness: one line says what changed.
+    // Another file with other politeness: one line per setting it changes
+    // (the concurrency given as a flag before is the file's default again).
     let other = dir.path().join("other.toml");
     std::fs::write(
         &other,
         format!(
-            "seeds = [\"{}\"]\n[scope]\nallow = [\"/library/\"]\n[politeness]\ndelay = \"10ms\"\n",
+            "seeds = [\"{}\"]\n[scope]\nallow = [\"/library/\"]\n[politeness]\ndelay = \"10ms\"\n[limits]\nconcurrency = 1\n",
             server.url("/")
         ),
     )
@@ -335,15 +339,19 @@ fn a_state_remembers_its_crawl_file() {
     let out = crawl_with(&data, &other, &[]);
     assert_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("until now")).collect();
-    assert_eq!(notes.len(), 1, "{stderr}");
-    assert!(
-        notes[0].contains("delay") && !notes[0].contains("allow"),
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("legcrawl: job "))
+        .collect();
+    assert_eq!(
+        notes,
+        ["legcrawl: job 1 -> 2: politeness.delay: (default) -> 10ms"],
         "{stderr}"
     );
-    let copy = std::fs::read_to_string(data.join("crawl.toml")).unwrap();
+    let job = run(legcrawl(&data, &["dump", "job"]), LIMIT);
+    let job = String::from_utf8_lossy(&job.stdout);
     assert!(
-        copy.contains("delay = \"10ms\""),
-        "the new file is remembered: {copy}"
+        job.contains("delay = \"10ms\""),
+        "the new file is the job: {job}"
     );
 }

@@ -60,8 +60,8 @@ impl Scenario {
             inner(req).delay(Duration::from_millis(2))
         }));
         let data = tempfile::tempdir().expect("temp dir");
-        // A crawl file, so that the state remembers one (crash point
-        // `state.crawl_file`); the flags below say the same.
+        // A crawl file, which becomes the state's job with the flags below
+        // (crash point `run.job` in the first phase).
         std::fs::write(
             data.path().join("crawl.toml"),
             "[limits]\nconcurrency = 4\n",

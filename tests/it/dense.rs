@@ -170,7 +170,7 @@ fn a_crash_between_parts_of_a_dense_page_loses_no_link() {
     }
 }
 
-/// The binary's jemalloc options are in force (`src/main.rs`; README, *Large
+/// The binary's jemalloc options are in force (`src/main.rs`; docs/performance.md, *Large
 /// frontier*): asked to confirm its options, jemalloc names where each came
 /// from.
 #[cfg(all(target_os = "linux", not(target_env = "musl")))]

@@ -1,7 +1,8 @@
 //! Exports and reports through the real binary: `dump items --format csv|jsonl
-//! --fields`, `--run` / `--since-run`, `dump runs --json`, `crawl --stats`; and the
-//! new-user fixes around them (options after the view, `--config` for `dump` and
-//! `reset`, `--help` examples, the frontier note, one-line messages).
+//! --fields`, `--run` / `--since-run` (a number or `last`), `dump runs --json`,
+//! `crawl --stats`; and the new-user fixes around them (options after the view,
+//! `--config` for `dump` and `reset`, `--help` examples, the frontier note,
+//! one-line messages).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -290,10 +291,99 @@ fn run_and_since_run_select_what_each_run_stored() {
     assert_eq!(items.len() as u64, runs[1]["items"].as_u64().unwrap());
 }
 
+/// `dump runs --json` of `data`, parsed.
+fn runs_json(data: &Path) -> Vec<Value> {
+    parse_lines(dump_ok(data, &["runs", "--json"]).as_bytes())
+}
+
+#[test]
+fn last_names_the_newest_run() {
+    let site = Site::generate(60, 5);
+    let server = TestServer::start(site.handler());
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path();
+    crawl_ok(dir, &server.url("/"), &["--max-pages", "20"]);
+    let more = || {
+        let out = run(legcrawl(dir, &["crawl", "--max-pages", "20"]), LIMIT);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    more();
+    let runs = runs_json(dir);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let all = dump_items(dir);
+    let first_of_2 = runs[1]["first_item"].as_u64().unwrap() as usize;
+    let stored_by_2 = runs[1]["items"].as_u64().unwrap() as usize;
+    assert!(stored_by_2 > 0, "run 2 stored nothing: {runs:?}");
+
+    // --run last is run 2: its items, and only those.
+    let last = dump_ok(dir, &["items", "--run", "last"]);
+    assert_eq!(last, dump_ok(dir, &["items", "--run", "2"]));
+    let last = parse_lines(last.as_bytes());
+    assert_eq!(last.len(), stored_by_2);
+    assert_eq!(last, all[first_of_2..]);
+    // Nothing was stored after the last run; --since-run 1 is what run 2 stored.
+    assert_eq!(dump_ok(dir, &["items", "--since-run", "last"]), "");
+    assert_eq!(
+        parse_lines(dump_ok(dir, &["items", "--since-run", "1"]).as_bytes()),
+        last
+    );
+    // The other options still apply to `last`.
+    let csv = dump_ok(dir, &["items", "--run", "last", "--format", "csv"]);
+    assert_eq!(read_csv(&csv).1.len(), stored_by_2);
+    let limited = dump_ok(dir, &["items", "--run", "last", "--limit", "2"]);
+    assert_eq!(parse_lines(limited.as_bytes()), last[..2]);
+
+    // Another run moves `last` to run 3.
+    more();
+    let runs = runs_json(dir);
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    let all = dump_items(dir);
+    let first_of_3 = runs[2]["first_item"].as_u64().unwrap() as usize;
+    let now_last = parse_lines(dump_ok(dir, &["items", "--run", "last"]).as_bytes());
+    assert_eq!(now_last.len() as u64, runs[2]["items"].as_u64().unwrap());
+    assert_eq!(now_last, all[first_of_3..]);
+    assert_ne!(now_last, last);
+    assert_eq!(dump_ok(dir, &["items", "--since-run", "last"]), "");
+
+    // Neither a number nor `last`: exit 2, naming what is expected.
+    for flag in ["--run", "--since-run"] {
+        let out = run(legcrawl(dir, &["dump", "items", flag, "latest"]), LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("expected a run number or \"last\""),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn last_in_a_state_without_runs_is_one_line() {
+    let data = tempfile::tempdir().unwrap();
+    let options = legcrawl::store::OpenOptions {
+        create: true,
+        bloom_bits: Some(20),
+        ..Default::default()
+    };
+    drop(legcrawl::store::State::open(data.path(), &options).unwrap());
+    assert_eq!(runs_json(data.path()), Vec::<Value>::new());
+    for flag in ["--run", "--since-run"] {
+        let out = run(
+            legcrawl(data.path(), &["dump", "items", flag, "last"]),
+            LIMIT,
+        );
+        let line = one_line_exit_2(&out);
+        assert!(line.contains("no runs yet"), "{line}");
+        assert!(line.contains(&data.path().display().to_string()), "{line}");
+    }
+    // Every item, none of them yet, as before.
+    assert_eq!(dump_ok(data.path(), &["items", "--since-run", "0"]), "");
+}
+
 /// Rewrites run `id`'s record as an older legcrawl wrote it (no `first_item`).
 fn forget_first_item(data: &Path, id: u64) {
     let db = sled::open(data.join("db")).unwrap();
-    // A run record's key, as README's key layout gives it: `r` · run id (u64, big-endian).
+    // A run record's key, as docs/state.md's key layout gives it: `r` · run id (u64, big-endian).
     let key = [&b"r"[..], &id.to_be_bytes()].concat();
     let mut record: RunRecord = records::decode(&db.get(&key).unwrap().unwrap()).unwrap();
     record.first_item = None;

@@ -1,5 +1,6 @@
 //! The fetcher against the in-process test server: statuses, decoding, limits,
-//! timeouts, length checks, URL checks, connection errors and request headers.
+//! timeouts, length checks, URL checks, connection errors and request headers;
+//! and `legcrawl fetch`'s timeout flags on the real binary.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use legcrawl::fetch::{FetchError, FetchSettings, Fetcher};
 use legcrawl::request::Request;
 use tokio::io::AsyncWriteExt;
 
+use crate::support::cli;
 use crate::support::{BodyMode, Site, TestRequest, TestResponse, TestServer, handler};
 
 const MIB: usize = 1024 * 1024;
@@ -268,6 +270,76 @@ async fn slow_headers_hit_the_request_timeout() {
     );
     assert!(error.is_retryable());
     assert_eq!(error.url(), server.url("/slow"));
+}
+
+/// `legcrawl fetch ARGS` on the real binary, at most a minute.
+fn fetch_command(args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(cli::bin());
+    cmd.arg("fetch").args(args).env("RUST_LOG", "error");
+    cli::run(cmd, Duration::from_secs(60))
+}
+
+#[test]
+fn cli_timeouts_take_units_or_seconds_and_refuse_zero() {
+    let server = TestServer::start(handler(|request| match request.path() {
+        "/slow" => TestResponse::ok("late").delay(Duration::from_secs(5)),
+        _ => TestResponse::html("<title>fast</title>"),
+    }));
+    let fast = server.url("/fast");
+    let accepted = [
+        ["--timeout", "500ms"],
+        ["--timeout", "2"],
+        ["--read-timeout", "1m30s"],
+        ["--read-timeout", "0.5"],
+    ];
+    for [flag, value] in accepted {
+        let out = fetch_command(&[flag, value, "--ignore-robots", &fast]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{flag} {value}: {err}");
+        assert_eq!(out.stdout, b"<title>fast</title>", "{flag} {value}");
+    }
+    assert_eq!(server.hits("/fast"), accepted.len() as u64);
+
+    // 500ms is half a second: the slow page's headers (5 s away) are not waited for.
+    let started = Instant::now();
+    let out = fetch_command(&[
+        "--timeout",
+        "500ms",
+        "--ignore-robots",
+        &server.url("/slow"),
+    ]);
+    let elapsed = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "waited {elapsed:?}: {err}"
+    );
+
+    // Zero or not a duration: one line naming the flag, exit 2, nothing fetched.
+    for flag in ["--timeout", "--read-timeout"] {
+        for (value, says) in [
+            ("0", "must be more than 0"),
+            ("0ms", "must be more than 0"),
+            ("0.0", "must be more than 0"),
+            ("soon", "expected a duration such as"),
+            ("5 sec", "expected a duration such as"),
+        ] {
+            let out = fetch_command(&[flag, value, "--ignore-robots", &fast]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{flag} {value}: {err}");
+            assert!(
+                err.starts_with(&format!("legcrawl: {flag}: {says}")),
+                "{flag} {value}: {err}"
+            );
+        }
+    }
+    assert_eq!(
+        server.hits("/fast"),
+        accepted.len() as u64,
+        "refused before fetching"
+    );
 }
 
 #[tokio::test]

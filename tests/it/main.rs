@@ -14,6 +14,8 @@ mod export;
 mod fetch;
 mod hostile;
 mod incremental;
+mod job;
+mod output_cursor;
 mod panics;
 mod polite;
 mod robots;

@@ -1,0 +1,280 @@
+//! A crawl is a stored job: the settings that define it live in its state.
+//!
+//! A *job* is everything that defines a crawl — seeds, scope, politeness,
+//! limits, revisit policy, dedup settings, legs and outputs — written as a
+//! crawl file ([`crate::crawlfile::job_text`]), so that `legcrawl dump job`
+//! prints it and `legcrawl crawl --config` reads it back as the same job. The
+//! state keeps every version (see [`crate::store::records::JobRecord`]); each
+//! run record names the version it ran under.
+//!
+//! [`resolve`] is the rule a run follows: it starts from the crawl file given
+//! (`--config`, which replaces the job), else the stored job, else the
+//! defaults; applies the settings given on the command line; writes the
+//! result as a job text; reads that text back (so a run runs exactly what is
+//! stored); and lists what changed ([`Change`]). Options that bound one run
+//! (`max_pages`, `max_duration`, `until_idle`, the Ctrl-C grace, checkpoint
+//! and cache tuning) and where the state lives are not part of a job: the
+//! caller sets them on the resolved config. Depends on [`crate::config`] and
+//! [`crate::crawlfile`].
+
+use std::fmt;
+
+use toml::{Table, Value};
+
+use crate::config::{CrawlConfig, DedupMode};
+use crate::crawlfile::{self, CrawlFile, CrawlFileError};
+use crate::legs::Stack;
+
+/// One setting that differs between two versions of a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The setting, as a dotted crawl-file key (`politeness.delay`, `legs[0].kind`).
+    pub key: String,
+    /// Its value before; `None` when it was not set (its default applied).
+    pub before: Option<String>,
+    /// Its value now; `None` when it is no longer set.
+    pub after: Option<String>,
+}
+
+impl fmt::Display for Change {
+    /// `politeness.delay: 1s -> 10ms`; an unset side is `(default)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = |value: &Option<String>| value.clone().unwrap_or_else(|| "(default)".into());
+        write!(
+            f,
+            "{}: {} -> {}",
+            self.key,
+            side(&self.before),
+            side(&self.after)
+        )
+    }
+}
+
+/// The settings of the state a job is resolved against.
+#[derive(Clone, Debug, Default)]
+pub struct StateFacts {
+    /// The seeds the state will hold once this run's seeds are added.
+    pub seeds: Vec<String>,
+    /// Its dedup mode and Bloom filter (fixed when it was created).
+    pub dedup: Option<(DedupMode, u8, u8)>,
+}
+
+/// A job resolved for one run.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The job as stored (a crawl file).
+    pub text: String,
+    /// The job's settings, read back from `text`; per-run options at their
+    /// defaults.
+    pub config: CrawlConfig,
+    /// The job's legs (`None`: the bundled ones).
+    pub legs: Option<Stack>,
+    /// What differs from the stored job (empty when there was none).
+    pub changes: Vec<Change>,
+}
+
+/// Why a job could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The stored job text is not a crawl file this build reads.
+    #[error("the stored job (version {version}) cannot be read: {source}")]
+    Stored {
+        /// Its version.
+        version: u64,
+        /// The parser's message.
+        source: CrawlFileError,
+    },
+    /// The job written from the settings given does not read back (a setting
+    /// this build cannot write as a crawl file).
+    #[error("the job cannot be written as a crawl file: {0}")]
+    Unwritable(CrawlFileError),
+}
+
+/// Resolves the job of a run (see the module doc): `file` (a `--config` crawl
+/// file) replaces `stored` (the latest stored job: version and text), `flags`
+/// then changes what the command line gives. `facts` fills the seeds and the
+/// dedup settings from the state.
+pub fn resolve(
+    stored: Option<(u64, &str)>,
+    file: Option<&CrawlFile>,
+    flags: impl FnOnce(&mut CrawlConfig),
+    facts: &StateFacts,
+) -> Result<Resolved, JobError> {
+    let (mut config, legs) = match (file, stored) {
+        (Some(file), _) => (file.config.clone(), file.legs_toml.clone()),
+        (None, Some((version, text))) => {
+            let parsed = crawlfile::parse(text, "job".as_ref())
+                .map_err(|source| JobError::Stored { version, source })?;
+            (parsed.config, parsed.legs_toml)
+        }
+        (None, None) => (CrawlConfig::default(), None),
+    };
+    flags(&mut config);
+    if let Some((mode, bits, hashes)) = facts.dedup {
+        config.dedup = Some(mode);
+        config.bloom_bits = Some(bits);
+        config.bloom_hashes = Some(hashes);
+    }
+    let text = crawlfile::job_text(&config, legs.as_ref(), &facts.seeds);
+    let read = crawlfile::parse(&text, "job".as_ref()).map_err(JobError::Unwritable)?;
+    let changes = match stored {
+        Some((_, before)) => changes(before, &text),
+        None => Vec::new(),
+    };
+    Ok(Resolved {
+        text,
+        config: read.config,
+        legs: read.legs,
+        changes,
+    })
+}
+
+/// The settings that differ between two job texts, in the order of `after`
+/// (then those only `before` has).
+pub fn changes(before: &str, after: &str) -> Vec<Change> {
+    let before = flatten_text(before);
+    let after = flatten_text(after);
+    let mut changes: Vec<Change> = after
+        .iter()
+        .filter(|(key, value)| lookup(&before, key) != Some(value))
+        .map(|(key, value)| Change {
+            key: key.clone(),
+            before: lookup(&before, key).cloned(),
+            after: Some(value.clone()),
+        })
+        .collect();
+    changes.extend(
+        before
+            .iter()
+            .filter(|(key, _)| lookup(&after, key).is_none())
+            .map(|(key, value)| Change {
+                key: key.clone(),
+                before: Some(value.clone()),
+                after: None,
+            }),
+    );
+    changes
+}
+
+fn lookup<'a>(flat: &'a [(String, String)], key: &str) -> Option<&'a String> {
+    flat.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// A job text as (dotted key, value) pairs; an unreadable text has none.
+fn flatten_text(text: &str) -> Vec<(String, String)> {
+    let mut flat = Vec::new();
+    if let Ok(table) = text.parse::<Table>() {
+        flatten(&table, "", &mut flat);
+    }
+    flat
+}
+
+fn flatten(table: &Table, prefix: &str, flat: &mut Vec<(String, String)>) {
+    for (key, value) in table {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            Value::Table(inner) => flatten(inner, &path, flat),
+            Value::Array(items)
+                if !items.is_empty() && items.iter().all(|item| item.is_table()) =>
+            {
+                for (i, item) in items.iter().enumerate() {
+                    if let Value::Table(inner) = item {
+                        flatten(inner, &format!("{path}[{i}]"), flat);
+                    }
+                }
+            }
+            Value::String(text) => flat.push((path, text.clone())),
+            other => flat.push((path, other.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn file(text: &str) -> CrawlFile {
+        crawlfile::parse(text, "test.toml".as_ref()).expect("a crawl file")
+    }
+
+    #[test]
+    fn a_job_reads_back_as_the_same_job() {
+        let crawl = file(
+            "seeds = [\"https://a.example/\"]\n\
+             [scope]\nallow = [\"/a/\"]\nmax_depth = 2\n\
+             [politeness]\ndelay = \"10ms\"\nper_host = 4\n\
+             [headers]\n\"Accept-Language\" = \"fr\"\n\
+             [revisit]\nafter = \"12h\"\nhubs = [\"/index\"]\n\
+             [[legs]]\nkind = \"links\"\nallow = [\"/b/\"]\n[[legs]]\nkind = \"page_item\"\n",
+        );
+        let facts = StateFacts {
+            seeds: vec!["https://a.example/".into()],
+            dedup: Some((DedupMode::Exact, 20, 6)),
+        };
+        let first = resolve(None, Some(&crawl), |_| {}, &facts).expect("resolves");
+        assert_eq!(first.config.delay, Some(Duration::from_millis(10)));
+        assert_eq!(first.config.allow, ["/a/"]);
+        assert_eq!(first.config.max_depth, Some(2));
+        assert_eq!(first.config.bloom_bits, Some(20));
+        assert!(first.legs.is_some());
+        // The stored text, resolved with nothing given, is the same job.
+        let again = resolve(Some((1, &first.text)), None, |_| {}, &facts).expect("resolves");
+        assert_eq!(again.text, first.text);
+        assert!(again.changes.is_empty(), "{:?}", again.changes);
+        // And read as a crawl file (what `dump job` prints), too.
+        let dumped = file(&first.text);
+        let replaced = resolve(Some((1, &first.text)), Some(&dumped), |_| {}, &facts).unwrap();
+        assert_eq!(replaced.text, first.text);
+    }
+
+    #[test]
+    fn flags_change_the_stored_job_one_line_each() {
+        let facts = StateFacts::default();
+        let stored = resolve(
+            None,
+            None,
+            |c| c.delay = Some(Duration::from_secs(1)),
+            &facts,
+        )
+        .expect("resolves");
+        let next = resolve(
+            Some((1, &stored.text)),
+            None,
+            |c| {
+                c.delay = Some(Duration::from_millis(10));
+                c.allow = vec!["/a/".into()];
+            },
+            &facts,
+        )
+        .expect("resolves");
+        let lines: Vec<String> = next.changes.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "scope.allow: [] -> [\"/a/\"]",
+                "politeness.delay: 1s -> 10ms"
+            ]
+        );
+        let unset = changes(&next.text, &stored.text.replace("delay = \"1s\"\n", ""));
+        assert!(
+            unset
+                .iter()
+                .any(|c| c.to_string() == "politeness.delay: 10ms -> (default)"),
+            "{unset:?}"
+        );
+    }
+
+    #[test]
+    fn per_run_options_are_not_part_of_a_job() {
+        let crawl = file("[limits]\nmax_pages = 5\nuntil_idle = true\nmax_duration = \"1m\"\n");
+        let resolved = resolve(None, Some(&crawl), |_| {}, &StateFacts::default()).unwrap();
+        assert_eq!(resolved.config.max_pages, None);
+        assert!(!resolved.config.until_idle);
+        assert!(!resolved.text.contains("max_pages"), "{}", resolved.text);
+    }
+}

@@ -1,0 +1,376 @@
+//! Issue 24: a crawl is a stored job. A resume runs the stored job exactly
+//! (scope, delay, output), settings given change it one line each, `dump job`
+//! round-trips through `crawl --config`, a crash between the job and the run's
+//! begin stores neither, a state without a job gets one made once, and the
+//! exit codes of `crawl`.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use crate::support::cli::{dump_items, item_path, legcrawl, parse_lines, run};
+use crate::support::politeness::judge;
+use crate::support::{TestResponse, TestServer, handler};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_ok(out: &Output) {
+    assert!(out.status.success(), "{}", stderr(out));
+}
+
+/// The lines a run prints for changes of its job.
+fn change_lines(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("legcrawl: job "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A site of two sections: `/a/N` links to `/a/N+1` and to `/b/N`, for N up
+/// to 30; every page has a title.
+fn two_sections() -> TestServer {
+    TestServer::start(handler(|req| {
+        let path = req.path().to_owned();
+        let n: u32 = path
+            .rsplit('/')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        match path.as_str() {
+            "/" => TestResponse::html("<title>home</title><a href=/a/1>a</a><a href=/b/1>b</a>"),
+            p if p.starts_with("/a/") && n < 30 => TestResponse::html(format!(
+                "<title>a{n}</title><a href=/a/{}>next</a><a href=/b/{n}>b</a>",
+                n + 1
+            )),
+            _ => TestResponse::html(format!("<title>{path}</title>")),
+        }
+    }))
+}
+
+/// The run records, as `dump runs --json` prints them.
+fn runs(data: &Path) -> Vec<serde_json::Value> {
+    let out = run(legcrawl(data, &["dump", "runs", "--json"]), LIMIT);
+    assert_ok(&out);
+    parse_lines(&out.stdout)
+}
+
+/// Ctrl-C is a run stopped half-way; `--max-pages` stops one as surely and
+/// without a race, and a resume treats both alike (the cycle goes on).
+#[test]
+fn a_resume_keeps_scope_delay_and_output() {
+    let server = two_sections();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let output = dir.path().join("out.jsonl");
+    let seed = server.url("/");
+    let out = run(
+        legcrawl(
+            &data,
+            &[
+                "crawl",
+                &seed,
+                "--allow",
+                "/a/",
+                "--max-depth",
+                "4",
+                "--per-host",
+                "1",
+                "--delay",
+                "60ms",
+                "--output",
+                output.to_str().unwrap(),
+                "--max-pages",
+                "3",
+            ],
+        ),
+        LIMIT,
+    );
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains(&format!(
+            "resume with: legcrawl crawl --data {}",
+            data.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // The resume gives nothing but the state.
+    let out = run(legcrawl(&data, &["crawl"]), LIMIT);
+    assert_ok(&out);
+    assert_eq!(change_lines(&out), Vec::<String>::new());
+    let hits = server.all_hits();
+    let outside: Vec<_> = hits
+        .iter()
+        .filter(|(path, _)| path.starts_with("/b/") || path.starts_with("/a/5"))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "fetched outside /a/ or deeper than 4: {outside:?}"
+    );
+    assert_eq!(server.hits("/a/4"), 1, "the crawl went on to depth 4");
+    // The delay held over both runs, as the server saw the requests.
+    let log: Vec<_> = server
+        .log()
+        .into_iter()
+        .filter(|l| l.target != "/robots.txt")
+        .collect();
+    let judged = judge(&log, 1, Duration::from_millis(60));
+    assert_eq!(judged.failure(Duration::from_millis(60)), None);
+    // The output kept growing: every item is in it, once.
+    let items = dump_items(&data);
+    assert_eq!(items.len(), 5, "/, /a/1 to /a/4");
+    let written = parse_lines(&std::fs::read(&output).unwrap());
+    let mut paths: Vec<String> = written.iter().map(item_path).collect();
+    paths.sort();
+    assert_eq!(paths, ["/", "/a/1", "/a/2", "/a/3", "/a/4"]);
+    // Both runs ran job version 1.
+    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
+    assert_eq!(jobs, [serde_json::json!(1), serde_json::json!(1)]);
+}
+
+#[test]
+fn a_setting_given_changes_the_job_from_that_run_on_one_line_each() {
+    let server = two_sections();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let seed = server.url("/");
+    let first = ["crawl", &seed, "--allow", "/a/", "--delay", "30ms"];
+    assert_ok(&run(legcrawl(&data, &first), LIMIT));
+    let out = run(
+        legcrawl(&data, &["crawl", "--delay", "10ms", "--deny", "/a/2"]),
+        LIMIT,
+    );
+    assert_ok(&out);
+    assert_eq!(
+        change_lines(&out),
+        [
+            "legcrawl: job 1 -> 2: scope.deny: [] -> [\"/a/2\"]",
+            "legcrawl: job 1 -> 2: politeness.delay: 30ms -> 10ms",
+        ]
+    );
+    // The same flags again change nothing; a run without them keeps them.
+    let out = run(
+        legcrawl(&data, &["crawl", "--delay", "10ms", "--deny", "/a/2"]),
+        LIMIT,
+    );
+    assert_eq!(change_lines(&out), Vec::<String>::new());
+    assert_ok(&run(legcrawl(&data, &["crawl"]), LIMIT));
+    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
+    assert_eq!(jobs, [1, 2, 2, 2].map(|v| serde_json::json!(v)));
+    // Each version is kept: run 1's says 30ms, the newest 10ms.
+    let out = run(legcrawl(&data, &["dump", "job", "--run", "1"]), LIMIT);
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("delay = \"30ms\""), "{text}");
+    let out = run(legcrawl(&data, &["dump", "job"]), LIMIT);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("delay = \"10ms\""), "{text}");
+    assert!(text.contains("deny = [\"/a/2\"]"), "{text}");
+    let out = run(legcrawl(&data, &["dump", "job", "--run", "9"]), LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+}
+
+#[test]
+fn dump_job_is_a_crawl_file_that_gives_the_same_job_back() {
+    let server = two_sections();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let seed = server.url("/");
+    let output = dir.path().join("items.jsonl");
+    let out = run(
+        legcrawl(
+            &data,
+            &[
+                "crawl",
+                &seed,
+                "--bloom-bits",
+                "16",
+                "--allow",
+                "/a/",
+                "--max-depth",
+                "2",
+                "--delay",
+                "5ms",
+                "--per-host",
+                "3",
+                "--timeout",
+                "4500ms",
+                "--max-body",
+                "5MB",
+                "--user-agent",
+                "jobtest/1",
+                "--revisit-after",
+                "12h",
+                "--revisit",
+                "/a/1$",
+                "--output",
+                output.to_str().unwrap(),
+            ],
+        ),
+        LIMIT,
+    );
+    assert_ok(&out);
+    let dumped = run(legcrawl(&data, &["dump", "job"]), LIMIT);
+    assert_ok(&dumped);
+    let file = dir.path().join("job.toml");
+    std::fs::write(&file, &dumped.stdout).unwrap();
+    let text = String::from_utf8_lossy(&dumped.stdout).into_owned();
+    for expected in [
+        "max_body = \"5MB\"",
+        "timeout = \"4s500ms\"",
+        "user_agent = \"jobtest/1\"",
+        "bloom_bits = 16",
+        "after = \"12h\"",
+    ] {
+        assert!(text.contains(expected), "{expected} in {text}");
+    }
+    // The file as the job: nothing changes.
+    let out = run(
+        legcrawl(&data, &["crawl", "--config", file.to_str().unwrap()]),
+        LIMIT,
+    );
+    assert_ok(&out);
+    assert_eq!(change_lines(&out), Vec::<String>::new());
+    // A new state from the file has the same job.
+    let other = dir.path().join("other");
+    assert_ok(&run(
+        legcrawl(&other, &["crawl", "--config", file.to_str().unwrap()]),
+        LIMIT,
+    ));
+    let again = run(legcrawl(&other, &["dump", "job", "--json"]), LIMIT);
+    let before = run(legcrawl(&data, &["dump", "job", "--json"]), LIMIT);
+    let text = |out: &Output| {
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        value["text"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(text(&again), text(&before));
+}
+
+/// Crash point `run.job`: a run that changes the job and dies before its
+/// begin is written stores neither; the next run without the flag runs the
+/// job as it was.
+#[test]
+fn a_crash_between_the_job_and_the_run_begin_stores_neither() {
+    let server = two_sections();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let seed = server.url("/");
+    assert_ok(&run(
+        legcrawl(&data, &["crawl", &seed, "--allow", "/a/1$"]),
+        LIMIT,
+    ));
+    let mut crash = legcrawl(&data, &["crawl", "--allow", "/b/"]);
+    crash.env("LEGCRAWL_CRASH_AT", "run.job:1");
+    let out = run(crash, LIMIT);
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert_eq!(change_lines(&out).len(), 1, "{}", stderr(&out));
+    assert_eq!(runs(&data).len(), 1, "no run 2 was begun");
+    let out = run(legcrawl(&data, &["crawl"]), LIMIT);
+    assert_ok(&out);
+    assert_eq!(change_lines(&out), Vec::<String>::new());
+    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
+    assert_eq!(jobs, [serde_json::json!(1), serde_json::json!(1)]);
+    assert_eq!(server.hits("/b/1"), 0);
+}
+
+/// A state an earlier build wrote has runs and no job: its first open by
+/// this build makes one from the crawl file it remembers, and says so once.
+#[test]
+fn a_state_without_a_job_gets_one_from_its_remembered_crawl_file() {
+    let server = two_sections();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    {
+        // What an earlier build left: a run without a job, a seed, and the
+        // copy of its crawl file.
+        let options = legcrawl::store::OpenOptions {
+            create: true,
+            begin_run: true,
+            bloom_bits: Some(16),
+            ..Default::default()
+        };
+        let mut state = legcrawl::store::State::open(&data, &options).unwrap();
+        state.add_seeds(&[server.url("/")], &[]).unwrap();
+        state
+            .end_run(legcrawl::store::records::RunOutcome::Limit)
+            .unwrap();
+    }
+    let original = dir.path().join("site.toml");
+    std::fs::write(
+        data.join("crawl.toml"),
+        format!(
+            "# legcrawl: the crawl file this state runs with, copied from {}\n[scope]\nallow = [\"/a/1$\"]\n",
+            original.display()
+        ),
+    )
+    .unwrap();
+    let out = run(legcrawl(&data, &["crawl"]), LIMIT);
+    assert_ok(&out);
+    let notes: Vec<_> = stderr(&out)
+        .lines()
+        .filter(|l| l.contains("has no stored job"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(notes.len(), 1, "{}", stderr(&out));
+    assert!(notes[0].contains("site.toml"), "{}", notes[0]);
+    assert_eq!(server.hits("/a/1"), 1);
+    assert_eq!(server.hits("/b/1"), 0, "the remembered scope holds");
+    let out = run(legcrawl(&data, &["crawl"]), LIMIT);
+    assert!(
+        !stderr(&out).contains("has no stored job"),
+        "{}",
+        stderr(&out)
+    );
+    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
+    assert_eq!(jobs[1..], [serde_json::json!(1), serde_json::json!(1)]);
+}
+
+#[test]
+fn crawl_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nobody listens on: every request is refused.
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        format!("http://127.0.0.1:{port}/")
+    };
+    let out = run(
+        legcrawl(&dir.path().join("refused"), &["crawl", &refused]),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("failed on the network"),
+        "{}",
+        stderr(&out)
+    );
+    // https:// to a plain-HTTP port: every TLS handshake fails.
+    let server = two_sections();
+    let tls = server.url("/").replace("http://", "https://");
+    let out = run(legcrawl(&dir.path().join("tls"), &["crawl", &tls]), LIMIT);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    // --timeout 0 is refused at once, before a state is made.
+    let zero = dir.path().join("zero");
+    let out = run(
+        legcrawl(&zero, &["crawl", &server.url("/"), "--timeout", "0"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!zero.exists());
+    // Pages fetched: 0, and the nothing-due run after it too.
+    let ok = dir.path().join("ok");
+    let seed = server.url("/a/29");
+    assert_eq!(
+        run(legcrawl(&ok, &["crawl", &seed]), LIMIT).status.code(),
+        Some(0)
+    );
+    let out = run(legcrawl(&ok, &["crawl", "--revisit-after", "never"]), LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
