@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use legcrawl::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
 use legcrawl::crawlfile::{self, CrawlFile, units};
+use legcrawl::engine::scope::{Scope, leg_config};
 use legcrawl::engine::{self, RunReport};
 use legcrawl::job;
 use legcrawl::legs::{Leg, Stack};
@@ -36,7 +37,7 @@ pub struct CrawlArgs {
     /// Replace the stored job with this TOML crawl file's (see data/examples/;
     /// `legcrawl dump job` prints one); every flag given on the command line
     /// overrides the file. Its per-run options apply to this run.
-    #[arg(long, value_name = "FILE", help_heading = RUN)]
+    #[arg(long, value_name = "FILE", help_heading = JOB)]
     config: Option<PathBuf>,
     /// Stop after this many pages in this run (it resumes in the next).
     #[arg(long, value_name = "N", help_heading = RUN)]
@@ -474,7 +475,8 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     let config = with_run_options(resolved.config, &draft);
     check_outputs(&config)?;
-    let legs = bundled_legs(&config, resolved.legs)?;
+    let hosts = Scope::crawl_hosts(&config.allowed_hosts, &facts.seeds, &config.seeds);
+    let legs = bundled_legs(&leg_config(&config, &hosts), resolved.legs)?;
     let (runtime, stop) = runtime_and_stop()?;
     let result = runtime
         .block_on(engine::run_job(
@@ -524,7 +526,12 @@ fn check_outputs(config: &CrawlConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One worker of a shared crawl (`--shared`).
+/// One worker of a shared crawl (`--shared`): the crawl's job lives in Redis.
+/// The worker resolves it with the crawl file and the flags given (see
+/// [`legcrawl::shared::job`]), prints one line per change it stores, and runs
+/// it; its per-run options and `--output` file (from `config`, the flags over
+/// the file) are its own. `run` hands on only the file's legs: the file is
+/// read again here for its job settings.
 fn run_shared(
     args: &CrawlArgs,
     config: &CrawlConfig,
@@ -547,21 +554,60 @@ fn run_shared(
         ))
         .into());
     }
-    let legs = bundled_legs(config, file_legs)?;
+    // Bad settings are refused before Redis is touched, as in `run`: the job
+    // the flags and file make over the defaults must resolve and configure.
+    let file = args.crawl_file()?;
+    let facts = job::StateFacts::default();
+    let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
+        .map_err(|e| BadInput(e.to_string()))?;
+    bundled_legs(&with_run_options(trial.config, config), file_legs)?;
     let (runtime, stop) = runtime_and_stop()?;
-    let report = runtime.block_on(legcrawl::shared::run(
-        config,
-        target,
-        config.lease_ttl,
-        legs,
-        async move { stop.notified().await },
-    ))?;
+    let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
+    let plan = legcrawl::shared::JobPlan {
+        file: file.as_ref(),
+        flags: &flags,
+        run: config,
+    };
+    let report = runtime.block_on(async {
+        let joined = legcrawl::shared::join(target, plan)
+            .await
+            .map_err(join_error)?;
+        if joined.made {
+            let from = match &file {
+                Some(file) => format!("the crawl file {}", file.path.display()),
+                None => "the defaults".into(),
+            };
+            say!(
+                "legcrawl: the shared crawl {:?} has no stored job (an earlier legcrawl started it): its job is made from {from}, its stored seeds and the flags given (`legcrawl dump --shared URL --name {} job` prints it)",
+                target.name,
+                target.name
+            );
+        }
+        if let Some(previous) = joined.previous {
+            for change in &joined.changes {
+                say!("legcrawl: job {previous} -> {}: {change}", joined.version);
+            }
+        }
+        joined
+            .run(async move { stop.notified().await })
+            .await
+            .map_err(anyhow::Error::from)
+    })?;
     let resume = format!(
         "legcrawl crawl --shared {} --name {}",
         target.redis, target.name
     );
     print_report(config, &report, &resume);
     Ok(exit_status(&report))
+}
+
+/// A worker's failure to take part in the crawl's job, with the exit status
+/// of its cause (an engine error keeps its own: bad seeds and legs exit 2).
+fn join_error(error: legcrawl::shared::JoinError) -> anyhow::Error {
+    match error {
+        legcrawl::shared::JoinError::Engine(error) => error.into(),
+        other => other.into(),
+    }
 }
 
 /// Writes the `--stats` report; a failure is one line on stderr, not a failed crawl.

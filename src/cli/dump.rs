@@ -130,7 +130,7 @@ pub(super) fn print_summary(
     if let Some(note) = note {
         writeln!(out, "{note}")?;
     }
-    let rows: [(&str, String); 15] = [
+    let rows: [(&str, String); 16] = [
         ("frontier", s.frontier.to_string()),
         ("in flight", s.in_flight.to_string()),
         ("seen", s.seen.to_string()),
@@ -140,6 +140,11 @@ pub(super) fn print_summary(
         ("robots disallowed", s.robots_disallowed.to_string()),
         ("hosts", s.hosts.to_string()),
         ("runs", s.runs.to_string()),
+        (
+            "job",
+            s.job
+                .map_or_else(|| "none yet".into(), |v| format!("version {v} (dump job)")),
+        ),
         ("dedup", s.dedup.clone()),
         (
             "bloom",
@@ -366,8 +371,9 @@ fn print_runs(
     if !json {
         writeln!(
             out,
-            "{:>4}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}",
+            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}",
             "run",
+            "job",
             "started",
             "ended",
             "outcome",
@@ -393,8 +399,9 @@ fn print_runs(
         let ended = run.ended_at.map(rfc3339_secs).unwrap_or_else(|| "-".into());
         writeln!(
             out,
-            "{:>4}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}",
+            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}",
             run.id,
+            run.job.map_or_else(|| "-".to_owned(), |v| v.to_string()),
             rfc3339_secs(run.started_at),
             ended,
             run.outcome.as_str(),

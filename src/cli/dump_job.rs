@@ -9,37 +9,15 @@ use legcrawl::store::State;
 use legcrawl::store::records::JobRecord;
 
 use super::BadInput;
+use super::export::RunRef;
 
 /// Arguments of `dump job`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct JobArgs {
     /// The job version run N ran under ("last": the newest run's) instead of
     /// the newest version.
-    #[arg(long, value_name = "N|last")]
-    run: Option<RunPick>,
-}
-
-/// A run named on the command line: a number, or the newest run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunPick {
-    /// Run N.
-    Number(u64),
-    /// The newest run of the state.
-    Last,
-}
-
-impl std::str::FromStr for RunPick {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<RunPick, String> {
-        match text {
-            "last" => Ok(RunPick::Last),
-            _ => text
-                .parse()
-                .map(RunPick::Number)
-                .map_err(|_| format!("expected a run number or \"last\", got {text:?}")),
-        }
-    }
+    #[arg(long, value_name = "N|last", value_parser = RunRef::parse)]
+    pub(super) run: Option<RunRef>,
 }
 
 /// Prints the job `args` asks for: its text after a comment line naming the
@@ -70,7 +48,7 @@ pub fn print_job(
 
 /// The job version `run` names (the newest without one), or one line saying
 /// why there is none.
-fn pick(state: &State, run: Option<RunPick>) -> anyhow::Result<JobRecord> {
+fn pick(state: &State, run: Option<RunRef>) -> anyhow::Result<JobRecord> {
     let dir = state.dir().display();
     let Some(run) = run else {
         return state.latest_job()?.ok_or_else(|| {
@@ -81,20 +59,7 @@ fn pick(state: &State, run: Option<RunPick>) -> anyhow::Result<JobRecord> {
         });
     };
     let runs = state.runs()?;
-    let record = match run {
-        RunPick::Last => runs.last(),
-        RunPick::Number(n) => runs.iter().find(|r| r.id == n),
-    };
-    let Some(record) = record else {
-        return Err(BadInput(match run {
-            RunPick::Last => format!("{dir}: no runs yet"),
-            RunPick::Number(n) => match runs.last() {
-                Some(last) => format!("{dir}: no run {n} (the last run is {})", last.id),
-                None => format!("{dir}: no run {n} (no runs yet)"),
-            },
-        })
-        .into());
-    };
+    let record = &runs[super::export::run_index(state, &runs, run)?];
     let Some(version) = record.job else {
         return Err(BadInput(format!(
             "{dir}: run {} was recorded before jobs were stored",

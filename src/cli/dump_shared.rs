@@ -1,15 +1,17 @@
 //! `legcrawl dump --shared URL --name NAME`: the views of a crawl shared
 //! through Redis, in the same shapes as a local state's where they mean the
-//! same (items, pages), read while workers run.
+//! same (items, pages, job), read while workers run.
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
+use legcrawl::clock::rfc3339_secs;
 use legcrawl::fingerprint;
 use legcrawl::shared::views::SharedSummary;
-use legcrawl::shared::{Shared, SharedTarget};
+use legcrawl::shared::{Shared, SharedTarget, StoredJob};
 
 use super::dump::{View, check_seen_url, print_page_rows, print_queued};
+use super::export::RunRef;
 use super::stderr::say;
 use super::{BadInput, finish};
 
@@ -62,10 +64,7 @@ pub(super) fn run(
                 print_page_rows(&mut out, pages, json)
             }
             View::Runs => print_runs(&mut out, &shared, limit).await,
-            View::Job(_) => Err(BadInput(
-                "dump job is not available for a shared crawl yet".into(),
-            )
-            .into()),
+            View::Job(job) => print_job(&mut out, &shared, job.run, json).await,
             View::Blocked => Err(BadInput(
                 "dump blocked is not kept for a shared crawl (see the robots/disallowed counter in the summary)".into(),
             )
@@ -201,4 +200,94 @@ async fn print_runs(
         writeln!(out, "{run}")?;
     }
     Ok(())
+}
+
+/// `dump --shared ... job [--run N|last]`: the crawl's newest job, or the
+/// version worker run `run` began under, as a crawl file that `crawl --config`
+/// accepts (after a comment line naming it); with `--json` the stored record
+/// (`version`, `created_at`, `worker`, `text`).
+async fn print_job(
+    out: &mut impl Write,
+    shared: &Shared,
+    run: Option<RunRef>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let name = &shared.target().name;
+    let (job, note) = match run {
+        None => {
+            let job = shared.current_job().await?.ok_or_else(|| {
+                BadInput(format!(
+                    "the shared crawl {name:?} has no job stored yet (a worker stores one when it starts)"
+                ))
+            })?;
+            (job, String::new())
+        }
+        Some(pick) => run_job(shared, pick).await?,
+    };
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&job)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "# legcrawl job version {} of the shared crawl {name:?}, stored {} by worker {}{note}",
+        job.version,
+        rfc3339_secs(job.created_at),
+        job.worker
+    )?;
+    out.write_all(job.text.as_bytes())?;
+    if !job.text.ends_with('\n') {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The job version worker run `pick` began under, and a note naming the
+/// later versions it took up; or one line saying why there is none.
+async fn run_job(shared: &Shared, pick: RunRef) -> anyhow::Result<(StoredJob, String)> {
+    let name = &shared.target().name;
+    let number = match pick {
+        RunRef::Last => None,
+        RunRef::Number(n) => Some(n),
+    };
+    let Some((number, record)) = shared.run_record(number).await? else {
+        let runs = shared.runs().await?.len();
+        return Err(BadInput(match (pick, runs) {
+            (RunRef::Last, _) | (_, 0) => {
+                format!("the shared crawl {name:?} has no worker runs recorded yet")
+            }
+            (RunRef::Number(n), last) => {
+                format!("the shared crawl {name:?} has no run {n} (the last run is {last})")
+            }
+        })
+        .into());
+    };
+    let Some(version) = record.get("job").and_then(serde_json::Value::as_u64) else {
+        return Err(BadInput(format!(
+            "run {number} of the shared crawl {name:?} was recorded before jobs were stored"
+        ))
+        .into());
+    };
+    let job = shared.job(version).await?.ok_or_else(|| {
+        anyhow::anyhow!("run {number} names job version {version}, which is not stored")
+    })?;
+    let later: Vec<String> = record
+        .get("jobs")
+        .and_then(serde_json::Value::as_array)
+        .map(|all| {
+            all.iter()
+                .filter_map(serde_json::Value::as_u64)
+                .filter(|&v| v != version)
+                .map(|v| v.to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let note = match later.as_slice() {
+        [] => format!(", which run {number} began under"),
+        _ => format!(
+            ", which run {number} began under (it then took up version {})",
+            later.join(", ")
+        ),
+    };
+    Ok((job, note))
 }

@@ -171,7 +171,11 @@ fn item_range(state: &State, args: &ItemsArgs) -> anyhow::Result<Range<u64>> {
 
 /// Where `wanted` is in `runs` (oldest first), or one line saying which runs there
 /// are.
-fn run_index(state: &State, runs: &[RunRecord], wanted: RunRef) -> anyhow::Result<usize> {
+pub(super) fn run_index(
+    state: &State,
+    runs: &[RunRecord],
+    wanted: RunRef,
+) -> anyhow::Result<usize> {
     let at = match wanted {
         RunRef::Last => runs.len().checked_sub(1),
         RunRef::Number(n) => runs.iter().position(|r| r.id == n),

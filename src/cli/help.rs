@@ -3,20 +3,30 @@
 
 /// `legcrawl crawl --help`.
 pub const CRAWL: &str = "\
+A crawl is a stored job: the settings under \"Job settings\" are kept in the
+state, so `legcrawl crawl --data D` alone runs the stored job exactly; a setting
+given changes it from that run on (one line per change), and `--config FILE`
+replaces it. `legcrawl dump job` prints it as a crawl file.
+
 Examples:
   legcrawl crawl https://example.org/ --data data/example --max-pages 100
   legcrawl crawl --data data/example                  # resume, or start the next cycle
+  legcrawl crawl --data data/example --delay 2s       # change the stored job
   legcrawl crawl --config data/examples/docs.toml --stats run.json
   legcrawl crawl https://example.org/ --output items.jsonl --until-idle
   legcrawl crawl https://example.org/ --warc warc/ --warc-max-size 1GB   # WARC 1.1 files
   legcrawl crawl https://example.org/ --shared redis://10.0.0.5:6379/0 --name docs  # one worker
 
 Exit codes:
-  0    the frontier was drained, a limit was reached, or the run went idle
-  1    a runtime failure (disk, database, a Redis server that cannot be reached at start)
-  2    bad input (a URL, a flag, the crawl file, a directory that is not a state, a busy state),
-       or a damaged state that cannot be repaired (left as it is; see `legcrawl repair --help`)
-  130  interrupted by Ctrl-C or SIGTERM (state saved; run the same command to resume)";
+  0    the run fetched pages, or nothing was due (drained, a limit reached, idle)
+  1    an error in the state or the program (disk, database, a Redis server that
+       cannot be reached at start)
+  2    bad input, one line (a URL, a flag such as --timeout 0, the crawl file, a
+       directory that is not a state, a busy state), or a damaged state that
+       cannot be repaired (left as it is; see `legcrawl repair --help`)
+  4    requests were made and every one failed on the network (refused, DNS, TLS,
+       timeout), as wget
+  130  interrupted by Ctrl-C or SIGTERM (state saved; `legcrawl crawl --data D` resumes)";
 
 /// `legcrawl dump --help`.
 pub const DUMP: &str = "\
@@ -27,6 +37,7 @@ Examples:
   legcrawl dump items --data data/example --run last      # what the newest run stored
   legcrawl dump items --data data/example --since-run 4   # what runs after 4 stored
   legcrawl dump runs --config crawl.toml --json
+  legcrawl dump job --data data/example > job.toml        # the stored job, a crawl file
   legcrawl dump --shared redis://10.0.0.5:6379/0 --name docs   # a shared crawl, its workers
 
 Exit codes:

@@ -381,12 +381,7 @@ impl<'a> Crawl<'a> {
                 dir: state.dir().display().to_string(),
             });
         }
-        let mut hosts = if config.allowed_hosts.is_empty() {
-            Scope::hosts_of(&stored)
-        } else {
-            config.allowed_hosts.clone()
-        };
-        hosts.extend(Scope::hosts_of(&seeds));
+        let hosts = Scope::crawl_hosts(&config.allowed_hosts, &stored, &seeds);
         let scope = Scope::new(hosts, config.max_depth);
         let sink = match &config.output {
             Some(path) => Some(Sink::open(path, state)?),

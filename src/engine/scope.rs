@@ -2,13 +2,26 @@
 //!
 //! Legs propose requests; this decides which may enter the frontier (as Scrapy's
 //! offsite middleware does), so a custom leg cannot lead a crawl off its sites.
-//! Depends on [`crate::request`], and on [`crate::canon::split`] to read most URLs
+//! Depends on [`crate::config`], [`crate::request`], and on [`crate::canon::split`] to read most URLs
 //! without parsing them.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 
+use crate::config::CrawlConfig;
 use crate::request::Request;
+
+/// `config` as a crawl's legs are configured with it: without allowed hosts
+/// of its own, a `links` leg follows links to `hosts` (see
+/// [`Scope::crawl_hosts`]), so a link from one seed's host to another seed's
+/// is followed, as the scope allows it.
+pub fn leg_config(config: &CrawlConfig, hosts: &[String]) -> CrawlConfig {
+    let mut config = config.clone();
+    if config.allowed_hosts.is_empty() {
+        config.allowed_hosts = hosts.to_vec();
+    }
+    config
+}
 
 /// Drops `user:pass@` from a link or redirect target, which is then queued
 /// without it (no stored URL holds credentials), and counts it.
@@ -63,6 +76,20 @@ impl Scope {
             .filter_map(|u| url::Url::parse(u).ok())
             .filter_map(|u| u.host_str().map(str::to_owned))
             .collect()
+    }
+
+    /// The hosts a crawl may visit: `allowed` (its allowed hosts), or else the
+    /// hosts of `seeds` (all the crawl's); the hosts of `given` (this run's
+    /// seeds) always. Sorted, without repeats.
+    pub fn crawl_hosts(allowed: &[String], seeds: &[String], given: &[String]) -> Vec<String> {
+        let mut hosts = match allowed.is_empty() {
+            true => Scope::hosts_of(seeds),
+            false => allowed.to_vec(),
+        };
+        hosts.extend(Scope::hosts_of(given));
+        hosts.sort();
+        hosts.dedup();
+        hosts
     }
 
     /// Accepts or rejects a proposed request.

@@ -112,12 +112,7 @@ impl Sink {
             path: path.to_owned(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io_err)?;
+        let mut file = open_append(path).map_err(io_err)?;
         let key = cursor_path(path).map_err(io_err)?;
         let meta = file.metadata().map_err(io_err)?;
         let (len, items) = (meta.len(), state.items_len());
@@ -250,6 +245,15 @@ pub fn cursor_path(path: &Path) -> io::Result<PathBuf> {
     Ok(dir.canonicalize()?.join(name))
 }
 
+/// Opens (or creates) `path` to read it and append to it.
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+}
+
 /// Opens (or creates) a JSON-lines file for appending and counts its complete
 /// lines; a torn last line (a crash cut it short) is cut off, to be written
 /// again by the caller's catch-up.
@@ -258,12 +262,7 @@ pub fn open_lines(path: &Path) -> Result<(File, u64), SinkError> {
         path: path.to_owned(),
         source,
     };
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(io_err)?;
+    let mut file = open_append(path).map_err(io_err)?;
     let (lines, good_len) = count_complete_lines(&mut file, 0).map_err(io_err)?;
     let len = file.metadata().map_err(io_err)?.len();
     cut_to(&file, len, good_len).map_err(io_err)?;

@@ -6,7 +6,9 @@
 //! connection manager reconnects underneath, and a script the restarted server
 //! no longer caches is sent again whole. Only the first connection is not
 //! retried: a wrong address is the user's mistake, one line and exit 1.
-//! Depends on [`super::keys`] and the request and robots records it carries.
+//! Completing pages is in `pages`, the cycle and due index calls in `cycles`.
+//! Depends on the crawl's key names (`super::keys`) and the request and robots
+//! records it carries.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,6 +24,12 @@ use crate::request::Request;
 use crate::robots::RobotsRecord;
 use crate::store::PageRecord;
 use crate::store::records::unix_now;
+
+mod cycles;
+mod pages;
+
+pub use cycles::{CrawlState, CycleKind};
+pub use pages::{Completed, DueChange, NewRequest, PageCompletion};
 
 /// How a shared crawl failed.
 #[derive(Debug, thiserror::Error)]
@@ -68,42 +76,6 @@ pub struct SharedLease {
     pub prior: Option<PageRecord>,
 }
 
-/// The crawl's cycle and whether it is drained.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CrawlState {
-    /// Some worker stored seeds for this crawl.
-    pub exists: bool,
-    /// The crawl's cycle (1 for a new crawl).
-    pub cycle: u64,
-    /// When that cycle started (unix seconds).
-    pub cycle_started: u64,
-    /// Requests queued.
-    pub frontier: u64,
-    /// Live leases.
-    pub live: u64,
-}
-
-/// How a cycle request joins the frontier (see `lua/cycle.lua`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CycleKind {
-    /// A seed: queued again every cycle.
-    Seed,
-    /// A page due again: queued only if still in the due index.
-    Due,
-}
-
-/// What a completion does to the page's place in the due index.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DueChange {
-    /// Leave it as it is.
-    #[default]
-    Leave,
-    /// The page is not due again (never, or gone).
-    Clear,
-    /// Due again at this unix time.
-    At(u64),
-}
-
 /// What one call of the lease script found.
 #[derive(Debug, Default)]
 pub struct LeaseBatch {
@@ -117,63 +89,6 @@ pub struct LeaseBatch {
     pub live: u64,
     /// How long until some host may start a request (`None`: nothing queued).
     pub wait: Option<Duration>,
-}
-
-/// A finished page, as the completion script takes it.
-#[derive(Debug, Default)]
-pub struct PageCompletion {
-    /// The lease's token.
-    pub token: u64,
-    /// Push the host's next start this far past now (`Retry-After`, backoff).
-    pub backoff: Option<Duration>,
-    /// The host's robots.txt `Crawl-delay`, when it was consulted.
-    pub crawl_delay: Option<Duration>,
-    /// The page's fingerprint.
-    pub fingerprint: [u8; 20],
-    /// The page's next record ([`crate::store`]'s encoding), if any.
-    pub record: Option<Vec<u8>>,
-    /// The page's due time.
-    pub due: DueChange,
-    /// The id of the worker's output file its items are written to.
-    pub output: Option<String>,
-    /// What the host's robots.txt said: `Some(true)` answered, `Some(false)`
-    /// failed (5xx, unreachable: three in a row park the host), `None` not asked.
-    pub robots_answered: Option<bool>,
-    /// Counter increments.
-    pub counters: Vec<(&'static str, u64)>,
-    /// Items, as JSON text.
-    pub items: Vec<String>,
-    /// New requests: host, fingerprint, the request, the host's delay.
-    pub requests: Vec<NewRequest>,
-}
-
-/// A request found by a page, ready for the seen set and the frontier.
-#[derive(Debug)]
-pub struct NewRequest {
-    /// Its host (`host[:port]`).
-    pub host: String,
-    /// Its fingerprint.
-    pub fingerprint: [u8; 20],
-    /// The request.
-    pub request: Request,
-    /// The crawl's delay for its host.
-    pub delay: Duration,
-}
-
-/// What the completion script did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Completed {
-    /// Committed: requests queued, duplicates filtered.
-    Done {
-        /// New requests queued.
-        queued: u64,
-        /// Requests dropped as already seen.
-        filtered: u64,
-    },
-    /// This lease was completed already (a retry after a lost reply).
-    Already,
-    /// The lease had expired and was reclaimed: nothing was written.
-    Stale,
 }
 
 /// The crawl's scripts, hashed once.
@@ -221,24 +136,6 @@ pub struct Shared {
     per_host: usize,
     /// Set when the worker stops: calls are no longer retried.
     stopping: Arc<AtomicBool>,
-}
-
-/// Appends `requests` as the scripts take them: a count, then per request its
-/// host, priority, dont_filter (0/1), fingerprint, JSON and host delay (ms).
-fn push_requests(args: &mut Vec<Vec<u8>>, requests: &[NewRequest]) {
-    args.push(requests.len().to_string().into_bytes());
-    for r in requests {
-        args.push(r.host.as_bytes().to_vec());
-        args.push(r.request.priority.to_string().into_bytes());
-        args.push(if r.request.dont_filter {
-            b"1".to_vec()
-        } else {
-            b"0".to_vec()
-        });
-        args.push(r.fingerprint.to_vec());
-        args.push(encode_request(&r.request));
-        args.push(millis(r.delay).into_bytes());
-    }
 }
 
 /// True for errors that a later attempt may not see: the connection dropped
@@ -365,6 +262,28 @@ impl Shared {
         .await
     }
 
+    /// Runs `script` (not prefixed by `lua/common.lua`) on its declared
+    /// `keys` with `args`, retrying as every call does.
+    pub(super) async fn eval(
+        &self,
+        what: &'static str,
+        script: &Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Value, SharedError> {
+        self.retrying(what, |mut conn| async move {
+            let mut call = script.prepare_invoke();
+            for key in keys {
+                call.key(key);
+            }
+            for arg in args {
+                call.arg(arg);
+            }
+            call.invoke_async::<Value>(&mut conn).await
+        })
+        .await
+    }
+
     /// Runs a plain command (reads, and writes outside the scripts).
     pub(crate) async fn query<T: redis::FromRedisValue>(
         &self,
@@ -407,6 +326,8 @@ impl Shared {
             args.push(encode_request(&seed.request));
             args.push(millis(seed.delay).into_bytes());
         }
+        // When a new crawl's first cycle starts.
+        args.push(unix_now().to_string().into_bytes());
         let value = self
             .script("storing the seeds", |s| &s.seeds, &args)
             .await?;
@@ -531,148 +452,6 @@ impl Shared {
             .ok_or_else(|| self.corrupt("the release script's answer"))
     }
 
-    /// Completes a lease of `worker` (see `lua/complete.lua`).
-    pub async fn complete(
-        &self,
-        worker: &str,
-        page: &PageCompletion,
-    ) -> Result<Completed, SharedError> {
-        let mut args = vec![
-            worker.as_bytes().to_vec(),
-            page.token.to_string().into_bytes(),
-            page.backoff
-                .map_or_else(|| "0".to_owned(), millis)
-                .into_bytes(),
-            page.crawl_delay
-                .map_or_else(|| "-1".to_owned(), millis)
-                .into_bytes(),
-        ];
-        args.push(page.fingerprint.to_vec());
-        args.push(page.record.clone().unwrap_or_default());
-        args.push(match page.due {
-            DueChange::Leave => b"-".to_vec(),
-            DueChange::Clear => Vec::new(),
-            DueChange::At(at) => at.to_string().into_bytes(),
-        });
-        args.push(page.output.clone().unwrap_or_default().into_bytes());
-        args.push(match page.robots_answered {
-            Some(true) => b"ok".to_vec(),
-            Some(false) => b"failed".to_vec(),
-            None => Vec::new(),
-        });
-        args.push(page.counters.len().to_string().into_bytes());
-        for (name, by) in &page.counters {
-            args.push(name.as_bytes().to_vec());
-            args.push(by.to_string().into_bytes());
-        }
-        args.push(page.items.len().to_string().into_bytes());
-        args.extend(page.items.iter().map(|i| i.as_bytes().to_vec()));
-        push_requests(&mut args, &page.requests);
-        let value = self
-            .script("completing a page", |s| &s.complete, &args)
-            .await?;
-        let parts = array(&value).ok_or_else(|| self.corrupt("the completion script's answer"))?;
-        match parts.first().and_then(int) {
-            Some(0) => Ok(Completed::Stale),
-            Some(1) => Ok(Completed::Already),
-            Some(2) => {
-                let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
-                let (Some(queued), Some(filtered)) = (number(1), number(2)) else {
-                    return Err(self.corrupt("the completion script's answer"));
-                };
-                Ok(Completed::Done { queued, filtered })
-            }
-            _ => Err(self.corrupt("the completion script's answer")),
-        }
-    }
-
-    /// Queues a part of the links of a page `worker` holds leased as `token`,
-    /// ahead of its completion (see `lua/links.lua`): `Some((queued,
-    /// filtered))`, or `None` when the lease is no longer this worker's and
-    /// nothing was written.
-    pub async fn queue_links(
-        &self,
-        worker: &str,
-        token: u64,
-        requests: &[NewRequest],
-    ) -> Result<Option<(u64, u64)>, SharedError> {
-        let mut args = vec![worker.as_bytes().to_vec(), token.to_string().into_bytes()];
-        push_requests(&mut args, requests);
-        let value = self
-            .script("queuing a part of a page's links", |s| &s.links, &args)
-            .await?;
-        let corrupt = || self.corrupt("the links script's answer");
-        let parts = array(&value).ok_or_else(corrupt)?;
-        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
-        match number(0) {
-            Some(0) => Ok(None),
-            Some(2) => match (number(1), number(2)) {
-                (Some(queued), Some(filtered)) => Ok(Some((queued, filtered))),
-                _ => Err(corrupt()),
-            },
-            _ => Err(corrupt()),
-        }
-    }
-
-    /// The crawl's cycle, and whether it is drained.
-    pub async fn state(&self) -> Result<CrawlState, SharedError> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("HMGET")
-            .arg(self.keys.key("meta"))
-            .arg("created")
-            .arg("cycle")
-            .arg("cycle_started")
-            .arg("frontier");
-        pipe.cmd("ZCARD").arg(self.keys.key("leases"));
-        let v = self.pipeline("reading the crawl's state", &pipe).await?;
-        let meta = v.first().and_then(array).unwrap_or(&[]);
-        let field = |i: usize| meta.get(i).and_then(int).map(|n| n.max(0) as u64);
-        Ok(CrawlState {
-            exists: field(0).is_some(),
-            cycle: field(1).unwrap_or(1),
-            cycle_started: field(2).unwrap_or(0),
-            frontier: field(3).unwrap_or(0),
-            live: v.get(1).and_then(int).map_or(0, |n| n.max(0) as u64),
-        })
-    }
-
-    /// The fingerprints of the pages due by `until` (unix seconds), soonest
-    /// first, at most `limit`.
-    pub async fn due(&self, until: u64, limit: usize) -> Result<Vec<[u8; 20]>, SharedError> {
-        let fps: Vec<Vec<u8>> = self
-            .query(
-                "reading the due index",
-                redis::cmd("ZRANGE")
-                    .arg(self.keys.key("due"))
-                    .arg("-inf")
-                    .arg(until)
-                    .arg("BYSCORE")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(limit),
-            )
-            .await?;
-        Ok(fps
-            .iter()
-            .filter_map(|fp| <[u8; 20]>::try_from(fp.as_slice()).ok())
-            .collect())
-    }
-
-    /// Takes `fps` out of the due index.
-    pub async fn forget_due(&self, fps: &[[u8; 20]]) -> Result<(), SharedError> {
-        if fps.is_empty() {
-            return Ok(());
-        }
-        let mut cmd = redis::cmd("ZREM");
-        cmd.arg(self.keys.key("due"));
-        for fp in fps {
-            cmd.arg(fp.as_slice());
-        }
-        self.query::<i64>("updating the due index", &cmd)
-            .await
-            .map(drop)
-    }
-
     /// The page records of `fps`, in order (`None` where there is none).
     pub async fn page_records(
         &self,
@@ -691,43 +470,6 @@ impl Shared {
             .iter()
             .map(|r| r.as_deref().map(|b| self.page_record(b)).transpose())
             .collect()
-    }
-
-    /// Queues seeds and due pages for a cycle (see `lua/cycle.lua`): with
-    /// `start`, starts cycle `cycle + 1` if the crawl is still drained on
-    /// `cycle`; else queues more of cycle `cycle`. `None` when the guard
-    /// failed (another worker started the cycle, or it moved on).
-    pub async fn queue_cycle(
-        &self,
-        cycle: u64,
-        start: bool,
-        requests: &[(CycleKind, NewRequest)],
-    ) -> Result<Option<u64>, SharedError> {
-        let mut args = vec![
-            cycle.to_string().into_bytes(),
-            if start {
-                b"start".to_vec()
-            } else {
-                b"more".to_vec()
-            },
-            unix_now().to_string().into_bytes(),
-            requests.len().to_string().into_bytes(),
-        ];
-        for (kind, r) in requests {
-            args.push(match kind {
-                CycleKind::Seed => b"s".to_vec(),
-                CycleKind::Due => b"d".to_vec(),
-            });
-            args.push(r.request.url.clone().into_bytes());
-            args.push(r.host.clone().into_bytes());
-            args.push(r.fingerprint.to_vec());
-            args.push(encode_request(&r.request));
-            args.push(millis(r.delay).into_bytes());
-            args.push(r.request.priority.to_string().into_bytes());
-        }
-        let value = self.script("queueing a cycle", |s| &s.cycle, &args).await?;
-        let n = int(&value).ok_or_else(|| self.corrupt("the cycle script's answer"))?;
-        Ok(u64::try_from(n).ok())
     }
 
     pub(crate) fn page_record(&self, bytes: &[u8]) -> Result<PageRecord, SharedError> {

@@ -6,10 +6,12 @@
 //! | key | type | holds |
 //! | --- | --- | --- |
 //! | `meta` | hash | `frontier` (queued count), `seq`, `token`, `created`, `schema`, `cycle`, `cycle_started` |
+//! | `job` | hash | the newest job: `version`, and the politeness every script enforces, `per_host` and `delay` (ms; absent: each host's default) |
+//! | `jobs` | hash | job version → its record (JSON: `version`, `created_at`, `worker`, `text`, a crawl file) |
 //! | `seeds` | set | seed URLs |
 //! | `q:HOST` | sorted set | the host's queue: score −priority, member 16 hex digits of sequence, 40 of fingerprint, request JSON |
 //! | `ready` | sorted set | hosts with queued requests under their in-flight limit, by earliest next start (ms) |
-//! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the crawl's delay, robots.txt Crawl-delay (ms) |
+//! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the host's default delay (0 on loopback, else 1 s; the job's `delay` overrides it), robots.txt Crawl-delay (ms) |
 //! | `leases` | sorted set | lease token by expiry (ms) |
 //! | `lease:TOKEN` | hash | `worker`, `host`, `score`, `member`, `at` |
 //! | `done` | sorted set | tokens completed in the last hour (a retried completion is answered, not redone) |
@@ -22,7 +24,7 @@
 //! | `parked:HOST` | sorted set | a parked host's queue, set aside until a worker starts |
 //! | `counters` | hash | counter name → count |
 //! | `workers`, `alive` | hashes | worker id → its record (JSON), last renewal (ms) |
-//! | `runs` | list | one JSON record per worker run |
+//! | `runs` | list | one JSON record per worker run (`job`: the job version it began under, `jobs`: every version it ran under) |
 
 /// The key names of one crawl.
 #[derive(Clone, Debug)]

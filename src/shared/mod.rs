@@ -1,24 +1,36 @@
 //! A crawl shared by several workers through one Redis server (`crawl --shared
-//! redis://HOST:PORT/DB --name CRAWL`): the frontier, the seen set, leases,
-//! politeness, page records, robots.txt answers, counters and items of the crawl
-//! live in Redis, under one key prefix per crawl.
+//! redis://HOST:PORT/DB --name CRAWL`): the job, the frontier, the seen set,
+//! leases, politeness, page records, robots.txt answers, counters and items of
+//! the crawl live in Redis, under one key prefix per crawl.
 //!
 //! Every change a worker makes is one Lua script, run atomically by the server
-//! (`lua/`): storing seeds, leasing, renewing, completing and returning leases.
-//! A lease carries a fencing token (a number the server never hands out twice)
-//! and an expiry; a worker that dies loses nothing, because its leases expire
-//! and their requests go back to the frontier, and a completion whose lease
-//! expired writes nothing. Politeness is the crawl's, not the worker's: the
-//! lease script enforces each host's in-flight limit and the gap between two
-//! starts, on the server's clock.
+//! (`lua/`): storing seeds, leasing, renewing, completing and returning leases,
+//! storing a job version. A lease carries a fencing token (a number the server
+//! never hands out twice) and an expiry; a worker that dies loses nothing,
+//! because its leases expire and their requests go back to the frontier, and a
+//! completion whose lease expired writes nothing. Politeness is the crawl's,
+//! not the worker's: the lease script enforces each host's in-flight limit and
+//! the gap between two starts, on the server's clock, both taken from the
+//! crawl's job.
 //!
-//! [`client`] speaks to Redis (retrying while the server is away), [`worker`]
-//! is the crawl loop of one worker, [`output`] its `--output` file, [`views`]
-//! reads a shared crawl for `legcrawl dump`. Depends on [`crate::engine`] (the page task, scope and page
-//! records), [`crate::fingerprint`] and [`crate::store`]'s record encodings;
-//! the embedded state does not depend on it.
+//! The crawl is a stored job ([`job`]): a worker started with only `--shared`
+//! and `--name` runs it; one given settings changes it for every worker (a new
+//! version, compare-and-set), and running workers take up a new version within
+//! [`job::JOB_POLL`]. A worker's per-run options and its `--output` file are
+//! its own.
+//!
+//! [`client`] speaks to Redis (retrying while the server is away), [`job`]
+//! keeps the crawl's job and resolves a starting worker's, [`worker`] is the
+//! crawl loop of one worker (with `cycle`, which starts a new cycle of a
+//! drained crawl), [`output`] its `--output` file, [`views`] reads a shared
+//! crawl for `legcrawl dump`. Depends on [`crate::engine`] (the page task,
+//! scope and page records), [`crate::job`], [`crate::fingerprint`] and
+//! [`crate::store`]'s record encodings; the embedded state does not depend on
+//! it.
 
 pub mod client;
+mod cycle;
+pub mod job;
 mod keys;
 pub mod output;
 pub mod views;
@@ -27,8 +39,8 @@ pub mod worker;
 use std::time::Duration;
 
 pub use client::{Shared, SharedError};
+pub use job::{JobPlan, JoinError, Joined, StoredJob, join};
 pub use keys::Keys;
-pub use worker::run;
 
 /// Where a shared crawl lives.
 #[derive(Clone, Debug, PartialEq, Eq)]

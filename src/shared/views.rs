@@ -333,6 +333,40 @@ impl Shared {
         }
     }
 
+    /// Worker run `number` (1 is the first recorded; `None`: the newest) and
+    /// its record, if there is one: `Ok(None)` when there is no such run.
+    pub async fn run_record(
+        &self,
+        number: Option<u64>,
+    ) -> Result<Option<(u64, serde_json::Value)>, SharedError> {
+        let key = self.keys().key("runs");
+        let number = match number {
+            Some(0) => return Ok(None),
+            Some(n) => n,
+            None => {
+                let runs: u64 = self
+                    .query("counting the runs", redis::cmd("LLEN").arg(&key))
+                    .await?;
+                if runs == 0 {
+                    return Ok(None);
+                }
+                runs
+            }
+        };
+        let index = i64::try_from(number - 1).unwrap_or(i64::MAX);
+        let record: Option<String> = self
+            .query("reading a run", redis::cmd("LINDEX").arg(&key).arg(index))
+            .await?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let value = serde_json::from_str(&record).map_err(|e| SharedError::Corrupt {
+            name: self.target().name.clone(),
+            what: format!("the record of run {number}: {e}"),
+        })?;
+        Ok(Some((number, value)))
+    }
+
     /// Every worker run recorded, oldest first (JSON records).
     pub async fn runs(&self) -> Result<Vec<serde_json::Value>, SharedError> {
         let all: Vec<String> = self

@@ -14,8 +14,15 @@
 //! A worker ends when the crawl is drained (nothing queued and no live lease in
 //! Redis, of any worker: nothing can add requests any more), at `--max-pages`
 //! or `--max-duration`, or at Ctrl-C (fetches under way get `--grace`, the
-//! other leases are returned at once). Depends
-//! on [`super::client`], and on the engine's page task, scope and page records.
+//! other leases are returned at once).
+//!
+//! The worker runs the crawl's job ([`super::job`]): every [`JOB_POLL`] it
+//! reads the job's version and, when another worker stored a newer one, takes
+//! it up at once (scope, legs, fetcher, robots.txt settings, revisit policy,
+//! retries, concurrency); the per-host limit and the delay are the scripts'
+//! and hold crawl-wide from the moment a version is stored. Completing a page
+//! is in `pages`. Depends on [`super::client`], [`super::job`], and on the
+//! engine's page task, scope and page records.
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -25,59 +32,47 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::SharedTarget;
-use super::client::{
-    Completed, CycleKind, DueChange, NewRequest, PageCompletion, Shared, SharedLease,
-};
+use super::client::{NewRequest, Shared, SharedLease};
+use super::cycle::begin_cycle;
+use super::job::{Active, JOB_POLL, Joined};
 use super::output::WorkerOutput;
 use crate::config::{CrawlConfig, DEFAULT_DELAY};
-use crate::engine::page::{PageResult, RetryPolicy};
+use crate::engine::page::PageResult;
 use crate::engine::parts::{Part, Parts};
 use crate::engine::politeness::is_loopback;
-use crate::engine::revisits::{PageEnd, PageWrite, page_write};
-use crate::engine::scope::Scope;
-use crate::engine::task::{self, Job};
+use crate::engine::task::Job;
 use crate::engine::{EngineError, PageTotals, RunReport};
-use crate::fetch::Fetcher;
 use crate::fingerprint::fingerprint;
-use crate::legs::Leg;
 use crate::request::Request;
-use crate::revisit::Schedule;
-use crate::robots::{RobotsCache, RobotsSettings};
 use crate::store::records::{RunOutcome, unix_now};
+
+mod pages;
 
 /// The longest a worker waits before asking for leases again when nothing was
 /// ready: another worker's completion may queue requests at any moment.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Runs one worker of the shared crawl `target` until the crawl is drained, a
-/// limit is reached, or `shutdown` resolves.
-pub async fn run(
-    config: &CrawlConfig,
-    target: &SharedTarget,
-    lease_ttl: Duration,
-    legs: Arc<dyn Leg>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<RunReport, EngineError> {
-    crate::engine::check_seeds(&config.seeds)?;
-    let schedule = Schedule::new(config)?;
-    let fetcher = Fetcher::new(crate::fetch::FetchSettings::from_config(config))?;
-    let started = Instant::now();
-    let shared = Shared::connect(target, config.per_host).await?;
-    let mut worker = Worker::new(config, shared, lease_ttl, fetcher, legs, schedule).await?;
-    let result = worker.run(shutdown).await;
-    let outcome = match &result {
-        Ok(outcome) => *outcome,
-        Err(_) => RunOutcome::Failed,
-    };
-    let run = worker.record_run(outcome, started.elapsed()).await;
-    result?;
-    Ok(worker.report(run.unwrap_or(0), outcome, started.elapsed()))
+impl Joined {
+    /// Runs this worker on the crawl's job until the crawl is drained, a
+    /// limit of this run is reached, or `shutdown` resolves; the run's record
+    /// names the job versions it ran under.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<RunReport, EngineError> {
+        let started = Instant::now();
+        let mut worker = Worker::new(self).await?;
+        let result = worker.run(shutdown).await;
+        let outcome = match &result {
+            Ok(outcome) => *outcome,
+            Err(_) => RunOutcome::Failed,
+        };
+        let run = worker.record_run(outcome, started.elapsed()).await;
+        result?;
+        Ok(worker.report(run.unwrap_or(0), outcome, started.elapsed()))
+    }
 }
 
 /// A worker's id: the machine's name and the process id, unique among the
 /// workers alive at one time.
-fn worker_id() -> String {
+pub(super) fn worker_id() -> String {
     format!("{}:{}", machine_name(), std::process::id())
 }
 
@@ -91,17 +86,19 @@ fn machine_name() -> String {
 }
 
 /// The loop's working set.
-struct Worker<'a> {
-    config: &'a CrawlConfig,
+struct Worker {
+    /// The job version being run, and what is built from it.
+    active: Active,
+    /// This worker's seeds, per-run options and output file (its job
+    /// settings are not read: `active`'s are).
+    run: CrawlConfig,
+    /// Every job version this run ran under, oldest first.
+    versions: Vec<u64>,
+    /// A newer version this worker could not take up (not tried again).
+    refused: Option<u64>,
     shared: Shared,
     id: String,
     ttl: Duration,
-    fetcher: Fetcher,
-    legs: Arc<dyn Leg>,
-    scope: Scope,
-    schedule: Schedule,
-    retry: RetryPolicy,
-    robots: Option<RobotsCache>,
     /// `--output`: the items this worker commits.
     output: Option<WorkerOutput>,
     tasks: JoinSet<()>,
@@ -121,15 +118,16 @@ struct Worker<'a> {
     started_at: u64,
 }
 
-impl<'a> Worker<'a> {
-    async fn new(
-        config: &'a CrawlConfig,
-        shared: Shared,
-        ttl: Duration,
-        fetcher: Fetcher,
-        legs: Arc<dyn Leg>,
-        schedule: Schedule,
-    ) -> Result<Worker<'a>, EngineError> {
+impl Worker {
+    async fn new(joined: Joined) -> Result<Worker, EngineError> {
+        let Joined {
+            shared,
+            active,
+            run,
+            version,
+            ..
+        } = joined;
+        let config = &active.config;
         // Credentials in a seed are never stored or sent.
         let seeds: Vec<String> = config
             .seeds
@@ -161,39 +159,22 @@ impl<'a> Worker<'a> {
                 dir: format!("Redis crawl {:?}", shared.target().name),
             });
         }
-        let mut hosts = if config.allowed_hosts.is_empty() {
-            Scope::hosts_of(&stored)
-        } else {
-            config.allowed_hosts.clone()
-        };
-        hosts.extend(Scope::hosts_of(&seeds));
-        let robots = if config.obey_robots {
-            let cache = RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(config));
-            cache.preload(shared.robots().await?);
-            Some(cache)
-        } else {
-            None
-        };
-        let output = match &config.output {
+        active.load_robots(&shared).await?;
+        let output = match &run.output {
             Some(path) => Some(WorkerOutput::open(path, &machine_name(), &shared).await?),
             None => None,
         };
         let (results_tx, results) = mpsc::unbounded_channel();
         let (parts_tx, parts) = mpsc::unbounded_channel();
         Ok(Worker {
-            config,
+            deadline: run.max_duration.map(|d| Instant::now() + d),
+            ttl: run.lease_ttl,
+            active,
+            run,
+            versions: vec![version],
+            refused: None,
             shared,
             id: worker_id(),
-            ttl,
-            fetcher,
-            legs,
-            scope: Scope::new(hosts, config.max_depth),
-            schedule,
-            retry: RetryPolicy {
-                max_retries: config.max_retries,
-                backoff: config.retry_backoff,
-            },
-            robots,
             output,
             tasks: JoinSet::new(),
             results,
@@ -204,7 +185,6 @@ impl<'a> Worker<'a> {
             leased: 0,
             frontier: 0,
             counters: HashMap::new(),
-            deadline: config.max_duration.map(|d| Instant::now() + d),
             started_at: unix_now(),
         })
     }
@@ -213,9 +193,15 @@ impl<'a> Worker<'a> {
         tokio::pin!(shutdown);
         let mut renew = tokio::time::interval((self.ttl / 3).max(Duration::from_millis(100)));
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut job_poll = tokio::time::interval(JOB_POLL);
+        job_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut next_lease = Instant::now();
         loop {
-            let room = self.config.concurrency.saturating_sub(self.held.len());
+            let room = self
+                .active
+                .config
+                .concurrency
+                .saturating_sub(self.held.len());
             let leasing = room > 0 && !self.limit_reached();
             if leasing && Instant::now() >= next_lease {
                 // Err on Ctrl-C, with the answer of a call that was under way:
@@ -270,6 +256,13 @@ impl<'a> Worker<'a> {
                         return self.stop().await;
                     }
                 }
+                _ = job_poll.tick() => {
+                    if unless_stopped(shutdown.as_mut(), self.follow_job()).await.transpose()?.is_none() {
+                        return self.stop().await;
+                    }
+                    // A new concurrency may leave room.
+                    next_lease = next_lease.min(Instant::now() + POLL);
+                }
                 Some(part) = self.parts.recv() => {
                     let call = self.queue_part(part);
                     if unless_stopped(shutdown.as_mut(), call).await.transpose()?.is_none() {
@@ -293,8 +286,46 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Takes up a newer job version when another worker stored one.
+    async fn follow_job(&mut self) -> Result<(), EngineError> {
+        let newest = self.shared.job_version().await?;
+        if newest <= self.active.version || self.refused == Some(newest) {
+            return Ok(());
+        }
+        let Some(stored) = self.shared.current_job().await? else {
+            return Ok(());
+        };
+        let seeds = self.shared.seeds().await?;
+        match Active::from_stored(&stored, &self.run, &seeds) {
+            Ok(active) => {
+                active.load_robots(&self.shared).await?;
+                tracing::info!(
+                    from = self.active.version,
+                    to = active.version,
+                    "taking up the crawl's new job version"
+                );
+                if let Some(robots) = &self.active.robots {
+                    // What this version's cache learned, before it goes.
+                    self.shared.put_robots(&robots.take_new_records()).await?;
+                }
+                self.versions.push(active.version);
+                self.active = active;
+            }
+            Err(error) => {
+                tracing::warn!(
+                    version = stored.version,
+                    %error,
+                    "cannot take up the crawl's new job version; going on with version {}",
+                    self.active.version
+                );
+                self.refused = Some(newest.max(stored.version));
+            }
+        }
+        Ok(())
+    }
+
     fn limit_reached(&self) -> bool {
-        self.config.max_pages.is_some_and(|max| self.leased >= max)
+        self.run.max_pages.is_some_and(|max| self.leased >= max)
             || self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
@@ -302,10 +333,10 @@ impl<'a> Worker<'a> {
         self.leased += 1;
         self.held.insert(lease.token);
         let job = Job {
-            fetcher: self.fetcher.clone(),
-            legs: Arc::clone(&self.legs),
-            retry: self.retry,
-            robots: self.robots.clone(),
+            fetcher: self.active.fetcher.clone(),
+            legs: Arc::clone(&self.active.legs),
+            retry: self.active.retry,
+            robots: self.active.robots.clone(),
             // Only a request that bypasses the seen set (seed, revisit, retry)
             // is fetched against its page record: a filtered one is new.
             prior: lease.prior.clone().filter(|_| lease.request.dont_filter),
@@ -326,7 +357,8 @@ impl<'a> Worker<'a> {
             "id": self.id,
             "pid": std::process::id(),
             "started_at": self.started_at,
-            "concurrency": self.config.concurrency,
+            "concurrency": self.active.config.concurrency,
+            "job": self.active.version,
             "leased": self.leased,
         })
         .to_string();
@@ -344,150 +376,6 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Completes one finished page with the completion script.
-    async fn complete(
-        &mut self,
-        lease: SharedLease,
-        result: PageResult,
-    ) -> Result<(), EngineError> {
-        self.held.remove(&lease.token);
-        task::reap(&mut self.tasks);
-        let robots_answered = self.robots.is_some().then_some(!result.robots_unavailable);
-        let PageResult {
-            requests,
-            mut items,
-            mut counters,
-            seen,
-            prior,
-            failed,
-            requeued,
-            backoff,
-            crawl_delay,
-            ..
-        } = result;
-        if requeued {
-            counters.push(("pages/requeued", 1));
-        }
-        let end = PageEnd {
-            seen,
-            prior,
-            failed,
-            requeued,
-        };
-        let (record, due) = match page_write(
-            &self.schedule,
-            &lease.request,
-            end,
-            &mut items,
-            &mut counters,
-        ) {
-            PageWrite::Put { record, .. } => {
-                let due = match record.next_due {
-                    Some(at) if !record.gone => DueChange::At(at),
-                    _ => DueChange::Clear,
-                };
-                (Some(crate::store::encode_page(&record)), due)
-            }
-            PageWrite::KeepDue(at) => (None, DueChange::At(at)),
-            PageWrite::Nothing => (None, DueChange::Leave),
-        };
-        let accepted = self.accept(requests, &mut counters);
-        let items: Vec<String> = items
-            .iter()
-            .map(|item| serde_json::Value::Object(item.clone()).to_string())
-            .collect();
-        let completion = PageCompletion {
-            token: lease.token,
-            backoff,
-            crawl_delay,
-            fingerprint: fingerprint(&lease.request, &self.config.fingerprint_headers),
-            record,
-            due,
-            output: self.output.as_ref().map(|o| o.id().to_owned()),
-            robots_answered,
-            counters,
-            items,
-            requests: accepted,
-        };
-        match self.shared.complete(&self.id, &completion).await? {
-            Completed::Done { queued, filtered } => {
-                self.tally(&completion, queued, filtered);
-                if let Some(output) = &mut self.output {
-                    output.append(&completion.items)?;
-                }
-            }
-            // Committed by the earlier attempt whose answer was lost.
-            Completed::Already => {
-                self.tally(&completion, 0, 0);
-                if let Some(output) = &mut self.output {
-                    output.catch_up(&self.shared).await?;
-                }
-            }
-            Completed::Stale => {
-                tracing::warn!(
-                    url = %lease.request.url,
-                    "the lease expired before the page was completed; another worker fetches it again"
-                );
-                *self.counters.entry("leases/lost").or_default() += 1;
-            }
-        }
-        if let Some(robots) = &self.robots {
-            let records = robots.take_new_records();
-            self.shared.put_robots(&records).await?;
-        }
-        Ok(())
-    }
-
-    /// Queues a part of a page's links that its task sent while its legs run
-    /// (scope checked here, deduplicated by the script), and answers with the
-    /// counters of what was dropped, which come with the page's completion.
-    async fn queue_part(&mut self, part: Part) -> Result<(), EngineError> {
-        let Part {
-            lease,
-            requests,
-            ack,
-        } = part;
-        let mut counters = Vec::new();
-        let accepted = self.accept(requests, &mut counters);
-        if let Some((queued, filtered)) =
-            self.shared.queue_links(&self.id, lease, &accepted).await?
-        {
-            *self.counters.entry("frontier/enqueued").or_default() += queued;
-            *self.counters.entry("dupefilter/filtered").or_default() += filtered;
-        }
-        // The task is gone only if it was aborted; its page then goes back.
-        let _ = ack.send(counters);
-        Ok(())
-    }
-
-    /// The requests the crawl may queue, credentials stripped and scope
-    /// checked; counts what it drops.
-    fn accept(
-        &self,
-        requests: Vec<Request>,
-        counters: &mut Vec<(&'static str, u64)>,
-    ) -> Vec<NewRequest> {
-        let mut accepted = Vec::with_capacity(requests.len());
-        for mut request in requests {
-            crate::engine::scope::strip_credentials(&mut request, counters);
-            match self.scope.check(&request) {
-                Ok(()) => accepted.push(new_request(self.config, request)),
-                Err(rejected) => counters.push((rejected.counter(), 1)),
-            }
-        }
-        accepted
-    }
-
-    fn tally(&mut self, completion: &PageCompletion, queued: u64, filtered: u64) {
-        for (name, by) in &completion.counters {
-            *self.counters.entry(name).or_default() += by;
-        }
-        *self.counters.entry("items/stored").or_default() += completion.items.len() as u64;
-        *self.counters.entry("pages/completed").or_default() += 1;
-        *self.counters.entry("frontier/enqueued").or_default() += queued;
-        *self.counters.entry("dupefilter/filtered").or_default() += filtered;
-    }
-
     /// Ctrl-C: no more leases. As in the embedded crawl, fetches under way get
     /// `--grace` to finish and are completed, so that a clean stop fetches
     /// nothing twice; the leases of those that have not finished by then are
@@ -495,7 +383,7 @@ impl<'a> Worker<'a> {
     /// nothing is waited for: the leases then expire after their TTL instead.
     async fn stop(&mut self) -> Result<RunOutcome, EngineError> {
         self.shared.stop_retrying();
-        let deadline = Instant::now() + self.config.shutdown_grace;
+        let deadline = Instant::now() + self.run.shutdown_grace;
         let mut failed = false;
         while !self.held.is_empty() && !failed {
             tokio::select! {
@@ -543,6 +431,9 @@ impl<'a> Worker<'a> {
             "ended_at": unix_now(),
             "seconds": elapsed.as_secs_f64(),
             "outcome": outcome.as_str(),
+            // The job version the run began under, and every one it ran under.
+            "job": self.versions.first(),
+            "jobs": self.versions,
             "counters": counters,
         });
         match self.shared.push_run(&record.to_string()).await {
@@ -574,89 +465,6 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// Due pages are queued in calls of this many.
-const CYCLE_CHUNK: usize = 1000;
-
-/// A drained crawl starts a new cycle: its seeds (and `given`) and every page
-/// due by now are queued again — by exactly one of the workers starting
-/// together (the cycle script's guard). A worker joining a running cycle
-/// queues what of it is still due (a worker that started it may have died
-/// between chunks); the due index makes that idempotent.
-async fn begin_cycle(
-    shared: &Shared,
-    config: &CrawlConfig,
-    given: &[NewRequest],
-) -> Result<(), EngineError> {
-    let state = shared.state().await?;
-    if !state.exists {
-        return Ok(());
-    }
-    let drained = state.frontier == 0 && state.live == 0;
-    let mut requests = Vec::new();
-    let until = if drained {
-        let mut urls: Vec<String> = shared.seeds().await?;
-        urls.extend(given.iter().map(|g| g.request.url.clone()));
-        urls.sort();
-        urls.dedup();
-        for url in urls {
-            let mut request = Request::get(url);
-            request.dont_filter = true;
-            requests.push((CycleKind::Seed, new_request(config, request)));
-        }
-        unix_now()
-    } else {
-        state.cycle_started
-    };
-    let seeds: std::collections::HashSet<[u8; 20]> =
-        requests.iter().map(|(_, r)| r.fingerprint).collect();
-    let mut start = drained;
-    let mut cycle = state.cycle;
-    let mut queued = 0;
-    loop {
-        let fps = shared.due(until, CYCLE_CHUNK).await?;
-        let fps: Vec<[u8; 20]> = fps.into_iter().filter(|fp| !seeds.contains(fp)).collect();
-        let done = fps.is_empty();
-        let mut stale = Vec::new();
-        for (fp, record) in fps.iter().zip(shared.page_records(&fps).await?) {
-            match record {
-                Some(record) if !record.gone => {
-                    requests.push((
-                        CycleKind::Due,
-                        new_request(config, record.revisit_request()),
-                    ));
-                }
-                // Not due at all: a gone page, or a record that went away.
-                _ => stale.push(*fp),
-            }
-        }
-        shared.forget_due(&stale).await?;
-        if requests.is_empty() && !start {
-            break;
-        }
-        match shared.queue_cycle(cycle, start, &requests).await? {
-            Some(n) => queued += n,
-            // Another worker started the cycle, or it moved on: join it.
-            None => break,
-        }
-        if start {
-            tracing::info!(
-                cycle = cycle + 1,
-                "new cycle: seeds and due pages queued again"
-            );
-            cycle += 1;
-            start = false;
-        }
-        requests.clear();
-        if done {
-            break;
-        }
-    }
-    if queued > 0 {
-        tracing::info!(queued, "queued for this cycle");
-    }
-    Ok(())
-}
-
 /// `call`'s output, or `None` when `shutdown` resolves first: Ctrl-C is heard
 /// even while Redis is away and a call waits for it.
 /// How long a stopping worker waits for the answer to a lease call that was
@@ -675,14 +483,21 @@ async fn unless_stopped<T>(
     }
 }
 
-/// `request` as the scripts take it: its host, fingerprint and host delay.
-fn new_request(config: &CrawlConfig, request: Request) -> NewRequest {
-    let host = crate::store::host_of(&request.url);
-    let delay = config.delay.unwrap_or(if is_loopback(&host) {
+/// A host's delay while the crawl's job sets none: 0 on loopback, else
+/// [`DEFAULT_DELAY`]. The job's delay, when set, is the scripts' (the `job`
+/// hash) and applies to every host alike.
+pub(super) fn default_delay(host: &str) -> Duration {
+    if is_loopback(host) {
         Duration::ZERO
     } else {
         DEFAULT_DELAY
-    });
+    }
+}
+
+/// `request` as the scripts take it: its host, fingerprint and default delay.
+pub(super) fn new_request(config: &CrawlConfig, request: Request) -> NewRequest {
+    let host = crate::store::host_of(&request.url);
+    let delay = default_delay(&host);
     NewRequest {
         fingerprint: fingerprint(&request, &config.fingerprint_headers),
         host,

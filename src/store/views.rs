@@ -54,6 +54,10 @@ pub struct Summary {
     /// includes the touched pages of the mapped Bloom file), when it recorded one.
     #[serde(default)]
     pub last_run_peak_rss_kib: Option<u64>,
+    /// The newest version of the crawl's job (`dump job` prints it); `None`
+    /// before a crawl stored one.
+    #[serde(default)]
+    pub job: Option<u64>,
 }
 
 /// Bytes the files under `dir` take on disk (allocated blocks); what cannot be
@@ -132,6 +136,7 @@ impl State {
                 .runs
                 .previous(&self.db)?
                 .and_then(|run| run.counters.get(PEAK_RSS).copied()),
+            job: self.latest_job()?.map(|job| job.version),
         })
     }
 

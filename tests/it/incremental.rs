@@ -160,7 +160,9 @@ fn unchanged_second_run_fetches_only_the_seed() {
 /// Issue 14, item 3: the policy in force at a cycle's start decides what is due.
 /// A crawl under the default (adaptive, one day) policy, then `--revisit-after 0`:
 /// every recorded page is asked again in that run, not only the seed; then the
-/// default again: nothing but the seed, as the day is not over.
+/// default again (`--revisit-after adaptive`: a policy given is stored with the
+/// job, so a run without the flag keeps it): nothing but the seed, as the day is
+/// not over.
 #[test]
 fn a_new_revisit_policy_decides_what_the_next_cycle_asks() {
     let site = ChangingSite::new(30);
@@ -196,7 +198,7 @@ fn a_new_revisit_policy_decides_what_the_next_cycle_asks() {
 
     // Back to the default: the pages are due a day after their last fetch.
     let requests = server.requests();
-    crawl(data.path(), &[]);
+    crawl(data.path(), &["--revisit-after", "adaptive"]);
     let fourth = last_run(data.path());
     assert_eq!(server.requests(), requests + 1, "only the seed: {fourth}");
     assert_eq!(count(&fourth, "revisit/rescheduled"), 31, "{fourth}");

@@ -22,6 +22,7 @@ mod robots;
 mod seeds;
 mod shared;
 mod shared_faults;
+mod shared_job;
 mod shared_scripts;
 mod state_dir;
 mod support;

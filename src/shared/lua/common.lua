@@ -1,10 +1,13 @@
 -- Shared by every legcrawl script (prepended to each). ARGV[1] is the crawl's
--- key prefix ("legcrawl:{NAME}:"), ARGV[2] the per-host in-flight limit. Every
--- key a script touches starts with the prefix, whose {hash tag} puts them all
--- in one Redis Cluster slot. Times are the server's (TIME), in milliseconds, so
--- that workers on machines whose clocks differ agree on leases and delays.
+-- key prefix ("legcrawl:{NAME}:"), ARGV[2] the caller's per-host in-flight
+-- limit, used only while the crawl has no stored job: the job's `per_host`
+-- (field of the `job` hash, written with each job version by job.lua) is the
+-- crawl's, whoever calls. Every key a script touches starts with the prefix,
+-- whose {hash tag} puts them all in one Redis Cluster slot. Times are the
+-- server's (TIME), in milliseconds, so that workers on machines whose clocks
+-- differ agree on leases and delays.
 local P = ARGV[1]
-local PER_HOST = tonumber(ARGV[2])
+local PER_HOST = tonumber(redis.call('HGET', P .. 'job', 'per_host') or ARGV[2])
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -33,13 +36,24 @@ end
 -- Queues a request at the end of its priority in its host's queue. The member
 -- is 16 hex digits of sequence number, the request's fingerprint (40 hex
 -- digits) and the request (JSON); Redis orders equal scores by member, so
--- equal priorities come out first in, first out.
+-- equal priorities come out first in, first out. `delay_ms` is the host's
+-- default delay (0 on loopback, else 1 s; the same whoever writes it first),
+-- which applies while the crawl's job sets none (see host_delay).
 local function push(host, priority, fp, body, delay_ms)
   local seq = redis.call('HINCRBY', P .. 'meta', 'seq', 1)
   local hex = string.gsub(fp, '.', function(c) return string.format('%02x', string.byte(c)) end)
   redis.call('ZADD', P .. 'q:' .. host, -tonumber(priority), string.format('%016x', seq) .. hex .. body)
   redis.call('HINCRBY', P .. 'meta', 'frontier', 1)
   redis.call('HSETNX', P .. 'delay', host, delay_ms)
+end
+
+-- The gap between two starts on `host`: the job's delay when it sets one
+-- (field `delay` of the `job` hash, the same for every host and rewritten with
+-- each job version, so a new delay holds at once for every worker), else the
+-- host's default; and at least its robots.txt Crawl-delay.
+local function host_delay(host)
+  local delay = redis.call('HGET', P .. 'job', 'delay') or redis.call('HGET', P .. 'delay', host) or '0'
+  return math.max(tonumber(delay), tonumber(redis.call('HGET', P .. 'crawldelay', host) or '0'))
 end
 
 -- Ends a lease without completing it: its request goes back to its place in

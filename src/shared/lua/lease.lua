@@ -1,7 +1,9 @@
 -- Leases up to ARGV[4] requests for worker ARGV[3], for ARGV[5] ms each, from
 -- the hosts whose politeness allows a start now: below the per-host in-flight
--- limit and past their next allowed start, which each lease pushes back by the
--- host's delay (the larger of the crawl's and its robots.txt Crawl-delay).
+-- limit (checked again here: a job version may have lowered it since the host
+-- became ready) and past their next allowed start, which each lease pushes
+-- back by the host's delay (host_delay: the job's, else the host's default,
+-- and at least its robots.txt Crawl-delay).
 -- Expired leases are reclaimed first.
 -- Returns {now, expired, frontier, live leases, ms until a host is ready (-1:
 -- none queued), then token, host, request, page record ('' : none) for each
@@ -17,7 +19,10 @@ while got < want do
     break
   end
   for _, host in ipairs(hosts) do
-    local popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
+    local popped = {}
+    if tonumber(redis.call('HGET', P .. 'inflight', host) or '0') < PER_HOST then
+      popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
+    end
     if popped[1] then
       local member, score = popped[1], popped[2]
       local token = redis.call('HINCRBY', P .. 'meta', 'token', 1)
@@ -26,9 +31,7 @@ while got < want do
         'score', score, 'member', member, 'at', now)
       redis.call('HINCRBY', P .. 'meta', 'frontier', -1)
       redis.call('HINCRBY', P .. 'inflight', host, 1)
-      local delay = math.max(tonumber(redis.call('HGET', P .. 'delay', host) or '0'),
-        tonumber(redis.call('HGET', P .. 'crawldelay', host) or '0'))
-      redis.call('HSET', P .. 'next', host, now + delay)
+      redis.call('HSET', P .. 'next', host, now + host_delay(host))
       got = got + 1
       local hex = string.sub(member, 17, 56)
       local fp = string.gsub(hex, '..', function(h) return string.char(tonumber(h, 16)) end)

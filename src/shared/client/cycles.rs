@@ -1,0 +1,128 @@
+//! The crawl's cycle and its due index: the calls a worker makes when it
+//! starts (`lua/cycle.lua`, see `super::super::cycle`).
+
+use super::pages::NewRequest;
+use super::{Shared, SharedError, array, encode_request, int, millis};
+use crate::store::records::unix_now;
+
+/// The crawl's cycle and whether it is drained.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CrawlState {
+    /// Some worker stored seeds for this crawl.
+    pub exists: bool,
+    /// The crawl's cycle (1 for a new crawl).
+    pub cycle: u64,
+    /// When that cycle started (unix seconds).
+    pub cycle_started: u64,
+    /// Requests queued.
+    pub frontier: u64,
+    /// Live leases.
+    pub live: u64,
+}
+
+/// How a cycle request joins the frontier (see `lua/cycle.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CycleKind {
+    /// A seed: queued again every cycle.
+    Seed,
+    /// A page due again: queued only if still in the due index.
+    Due,
+}
+
+impl Shared {
+    /// The crawl's cycle, and whether it is drained.
+    pub async fn state(&self) -> Result<CrawlState, SharedError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HMGET")
+            .arg(self.keys.key("meta"))
+            .arg("created")
+            .arg("cycle")
+            .arg("cycle_started")
+            .arg("frontier");
+        pipe.cmd("ZCARD").arg(self.keys.key("leases"));
+        let v = self.pipeline("reading the crawl's state", &pipe).await?;
+        let meta = v.first().and_then(array).unwrap_or(&[]);
+        let field = |i: usize| meta.get(i).and_then(int).map(|n| n.max(0) as u64);
+        Ok(CrawlState {
+            exists: field(0).is_some(),
+            cycle: field(1).unwrap_or(1),
+            cycle_started: field(2).unwrap_or(0),
+            frontier: field(3).unwrap_or(0),
+            live: v.get(1).and_then(int).map_or(0, |n| n.max(0) as u64),
+        })
+    }
+
+    /// The fingerprints of the pages due by `until` (unix seconds), soonest
+    /// first, at most `limit`.
+    pub async fn due(&self, until: u64, limit: usize) -> Result<Vec<[u8; 20]>, SharedError> {
+        let fps: Vec<Vec<u8>> = self
+            .query(
+                "reading the due index",
+                redis::cmd("ZRANGE")
+                    .arg(self.keys.key("due"))
+                    .arg("-inf")
+                    .arg(until)
+                    .arg("BYSCORE")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit),
+            )
+            .await?;
+        Ok(fps
+            .iter()
+            .filter_map(|fp| <[u8; 20]>::try_from(fp.as_slice()).ok())
+            .collect())
+    }
+
+    /// Takes `fps` out of the due index.
+    pub async fn forget_due(&self, fps: &[[u8; 20]]) -> Result<(), SharedError> {
+        if fps.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("ZREM");
+        cmd.arg(self.keys.key("due"));
+        for fp in fps {
+            cmd.arg(fp.as_slice());
+        }
+        self.query::<i64>("updating the due index", &cmd)
+            .await
+            .map(drop)
+    }
+
+    /// Queues seeds and due pages for a cycle (see `lua/cycle.lua`): with
+    /// `start`, starts cycle `cycle + 1` if the crawl is still drained on
+    /// `cycle`; else queues more of cycle `cycle`. `None` when the guard
+    /// failed (another worker started the cycle, or it moved on).
+    pub async fn queue_cycle(
+        &self,
+        cycle: u64,
+        start: bool,
+        requests: &[(CycleKind, NewRequest)],
+    ) -> Result<Option<u64>, SharedError> {
+        let mut args = vec![
+            cycle.to_string().into_bytes(),
+            if start {
+                b"start".to_vec()
+            } else {
+                b"more".to_vec()
+            },
+            unix_now().to_string().into_bytes(),
+            requests.len().to_string().into_bytes(),
+        ];
+        for (kind, r) in requests {
+            args.push(match kind {
+                CycleKind::Seed => b"s".to_vec(),
+                CycleKind::Due => b"d".to_vec(),
+            });
+            args.push(r.request.url.clone().into_bytes());
+            args.push(r.host.clone().into_bytes());
+            args.push(r.fingerprint.to_vec());
+            args.push(encode_request(&r.request));
+            args.push(millis(r.delay).into_bytes());
+            args.push(r.request.priority.to_string().into_bytes());
+        }
+        let value = self.script("queueing a cycle", |s| &s.cycle, &args).await?;
+        let n = int(&value).ok_or_else(|| self.corrupt("the cycle script's answer"))?;
+        Ok(u64::try_from(n).ok())
+    }
+}

@@ -1,0 +1,179 @@
+//! Completing a page, and queuing a part of its links ahead of that: the
+//! calls of `lua/complete.lua` and `lua/links.lua`, and what they carry.
+
+use std::time::Duration;
+
+use super::{Shared, SharedError, array, encode_request, int, millis};
+use crate::request::Request;
+
+/// What a completion does to the page's place in the due index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DueChange {
+    /// Leave it as it is.
+    #[default]
+    Leave,
+    /// The page is not due again (never, or gone).
+    Clear,
+    /// Due again at this unix time.
+    At(u64),
+}
+
+/// A finished page, as the completion script takes it.
+#[derive(Debug, Default)]
+pub struct PageCompletion {
+    /// The lease's token.
+    pub token: u64,
+    /// Push the host's next start this far past now (`Retry-After`, backoff).
+    pub backoff: Option<Duration>,
+    /// The host's robots.txt `Crawl-delay`, when it was consulted.
+    pub crawl_delay: Option<Duration>,
+    /// The page's fingerprint.
+    pub fingerprint: [u8; 20],
+    /// The page's next record ([`crate::store`]'s encoding), if any.
+    pub record: Option<Vec<u8>>,
+    /// The page's due time.
+    pub due: DueChange,
+    /// The id of the worker's output file its items are written to.
+    pub output: Option<String>,
+    /// What the host's robots.txt said: `Some(true)` answered, `Some(false)`
+    /// failed (5xx, unreachable: three in a row park the host), `None` not asked.
+    pub robots_answered: Option<bool>,
+    /// Counter increments.
+    pub counters: Vec<(&'static str, u64)>,
+    /// Items, as JSON text.
+    pub items: Vec<String>,
+    /// New requests: host, fingerprint, the request, the host's delay.
+    pub requests: Vec<NewRequest>,
+}
+
+/// A request found by a page, ready for the seen set and the frontier.
+#[derive(Debug)]
+pub struct NewRequest {
+    /// Its host (`host[:port]`).
+    pub host: String,
+    /// Its fingerprint.
+    pub fingerprint: [u8; 20],
+    /// The request.
+    pub request: Request,
+    /// The crawl's delay for its host.
+    pub delay: Duration,
+}
+
+/// What the completion script did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Completed {
+    /// Committed: requests queued, duplicates filtered.
+    Done {
+        /// New requests queued.
+        queued: u64,
+        /// Requests dropped as already seen.
+        filtered: u64,
+    },
+    /// This lease was completed already (a retry after a lost reply).
+    Already,
+    /// The lease had expired and was reclaimed: nothing was written.
+    Stale,
+}
+
+/// Appends `requests` as the scripts take them: a count, then per request its
+/// host, priority, dont_filter (0/1), fingerprint, JSON and host delay (ms).
+fn push_requests(args: &mut Vec<Vec<u8>>, requests: &[NewRequest]) {
+    args.push(requests.len().to_string().into_bytes());
+    for r in requests {
+        args.push(r.host.as_bytes().to_vec());
+        args.push(r.request.priority.to_string().into_bytes());
+        args.push(if r.request.dont_filter {
+            b"1".to_vec()
+        } else {
+            b"0".to_vec()
+        });
+        args.push(r.fingerprint.to_vec());
+        args.push(encode_request(&r.request));
+        args.push(millis(r.delay).into_bytes());
+    }
+}
+
+impl Shared {
+    /// Completes a lease of `worker` (see `lua/complete.lua`).
+    pub async fn complete(
+        &self,
+        worker: &str,
+        page: &PageCompletion,
+    ) -> Result<Completed, SharedError> {
+        let mut args = vec![
+            worker.as_bytes().to_vec(),
+            page.token.to_string().into_bytes(),
+            page.backoff
+                .map_or_else(|| "0".to_owned(), millis)
+                .into_bytes(),
+            page.crawl_delay
+                .map_or_else(|| "-1".to_owned(), millis)
+                .into_bytes(),
+        ];
+        args.push(page.fingerprint.to_vec());
+        args.push(page.record.clone().unwrap_or_default());
+        args.push(match page.due {
+            DueChange::Leave => b"-".to_vec(),
+            DueChange::Clear => Vec::new(),
+            DueChange::At(at) => at.to_string().into_bytes(),
+        });
+        args.push(page.output.clone().unwrap_or_default().into_bytes());
+        args.push(match page.robots_answered {
+            Some(true) => b"ok".to_vec(),
+            Some(false) => b"failed".to_vec(),
+            None => Vec::new(),
+        });
+        args.push(page.counters.len().to_string().into_bytes());
+        for (name, by) in &page.counters {
+            args.push(name.as_bytes().to_vec());
+            args.push(by.to_string().into_bytes());
+        }
+        args.push(page.items.len().to_string().into_bytes());
+        args.extend(page.items.iter().map(|i| i.as_bytes().to_vec()));
+        push_requests(&mut args, &page.requests);
+        let value = self
+            .script("completing a page", |s| &s.complete, &args)
+            .await?;
+        let parts = array(&value).ok_or_else(|| self.corrupt("the completion script's answer"))?;
+        match parts.first().and_then(int) {
+            Some(0) => Ok(Completed::Stale),
+            Some(1) => Ok(Completed::Already),
+            Some(2) => {
+                let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+                let (Some(queued), Some(filtered)) = (number(1), number(2)) else {
+                    return Err(self.corrupt("the completion script's answer"));
+                };
+                Ok(Completed::Done { queued, filtered })
+            }
+            _ => Err(self.corrupt("the completion script's answer")),
+        }
+    }
+
+    /// Queues a part of the links of a page `worker` holds leased as `token`,
+    /// ahead of its completion (see `lua/links.lua`): `Some((queued,
+    /// filtered))`, or `None` when the lease is no longer this worker's and
+    /// nothing was written.
+    pub async fn queue_links(
+        &self,
+        worker: &str,
+        token: u64,
+        requests: &[NewRequest],
+    ) -> Result<Option<(u64, u64)>, SharedError> {
+        let mut args = vec![worker.as_bytes().to_vec(), token.to_string().into_bytes()];
+        push_requests(&mut args, requests);
+        let value = self
+            .script("queuing a part of a page's links", |s| &s.links, &args)
+            .await?;
+        let corrupt = || self.corrupt("the links script's answer");
+        let parts = array(&value).ok_or_else(corrupt)?;
+        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+        match number(0) {
+            Some(0) => Ok(None),
+            Some(2) => match (number(1), number(2)) {
+                (Some(queued), Some(filtered)) => Ok(Some((queued, filtered))),
+                _ => Err(corrupt()),
+            },
+            _ => Err(corrupt()),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! A new cycle of a shared crawl: when a worker starts on a drained crawl,
+//! its seeds and every page due by now are queued again, by exactly one of
+//! the workers starting together. Depends on [`super::client`] (the cycle
+//! script and the due index).
+
+use super::client::{CycleKind, NewRequest, Shared};
+use super::worker::new_request;
+use crate::config::CrawlConfig;
+use crate::engine::EngineError;
+use crate::request::Request;
+use crate::store::records::unix_now;
+
+/// Due pages are queued in calls of this many.
+const CYCLE_CHUNK: usize = 1000;
+
+/// A drained crawl starts a new cycle: its seeds (and `given`) and every page
+/// due by now are queued again — by exactly one of the workers starting
+/// together (the cycle script's guard). A worker joining a running cycle
+/// queues what of it is still due (a worker that started it may have died
+/// between chunks); the due index makes that idempotent.
+pub(super) async fn begin_cycle(
+    shared: &Shared,
+    config: &CrawlConfig,
+    given: &[NewRequest],
+) -> Result<(), EngineError> {
+    let state = shared.state().await?;
+    if !state.exists {
+        return Ok(());
+    }
+    let drained = state.frontier == 0 && state.live == 0;
+    let mut requests = Vec::new();
+    let until = if drained {
+        let mut urls: Vec<String> = shared.seeds().await?;
+        urls.extend(given.iter().map(|g| g.request.url.clone()));
+        urls.sort();
+        urls.dedup();
+        for url in urls {
+            let mut request = Request::get(url);
+            request.dont_filter = true;
+            requests.push((CycleKind::Seed, new_request(config, request)));
+        }
+        unix_now()
+    } else {
+        state.cycle_started
+    };
+    let seeds: std::collections::HashSet<[u8; 20]> =
+        requests.iter().map(|(_, r)| r.fingerprint).collect();
+    let mut start = drained;
+    let mut cycle = state.cycle;
+    let mut queued = 0;
+    loop {
+        let fps = shared.due(until, CYCLE_CHUNK).await?;
+        let fps: Vec<[u8; 20]> = fps.into_iter().filter(|fp| !seeds.contains(fp)).collect();
+        let done = fps.is_empty();
+        let mut stale = Vec::new();
+        for (fp, record) in fps.iter().zip(shared.page_records(&fps).await?) {
+            match record {
+                Some(record) if !record.gone => {
+                    requests.push((
+                        CycleKind::Due,
+                        new_request(config, record.revisit_request()),
+                    ));
+                }
+                // Not due at all: a gone page, or a record that went away.
+                _ => stale.push(*fp),
+            }
+        }
+        shared.forget_due(&stale).await?;
+        if requests.is_empty() && !start {
+            break;
+        }
+        match shared.queue_cycle(cycle, start, &requests).await? {
+            Some(n) => queued += n,
+            // Another worker started the cycle, or it moved on: join it.
+            None => break,
+        }
+        if start {
+            tracing::info!(
+                cycle = cycle + 1,
+                "new cycle: seeds and due pages queued again"
+            );
+            cycle += 1;
+            start = false;
+        }
+        requests.clear();
+        if done {
+            break;
+        }
+    }
+    if queued > 0 {
+        tracing::info!(queued, "queued for this cycle");
+    }
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! The job of a shared crawl: the settings that define it (seeds, scope,
+//! politeness, limits, revisit policy, dedup settings, legs; see
+//! [`crate::job`]) live in Redis under the crawl's keys, and every worker runs
+//! them.
+//!
+//! The `jobs` hash keeps every version (version → [`StoredJob`], JSON); the
+//! `job` hash names the newest (`version`) and holds the politeness the
+//! scripts enforce for the whole crawl: `per_host` and `delay` (absent when
+//! the job sets none: each host's default applies). A new version is written
+//! by `lua/job.lua`, a compare-and-set on the version the worker resolved
+//! against, together with that politeness, so a new per-host limit or delay
+//! holds for every worker from that moment.
+//!
+//! A worker starting ([`join`]) reads the newest job, resolves it with the
+//! crawl file and the flags it was given ([`crate::job::resolve`]: a file
+//! replaces the job, flags change it) and with the crawl's seeds plus its own,
+//! and stores the result as the next version when it differs; when another
+//! worker stored one meanwhile it reads and resolves again. Nothing is
+//! printed here: [`Joined`] lists the changes. A worker's `--output` file and
+//! its per-run options (max pages, max duration, until idle, grace, lease TTL,
+//! cache) are its own and not part of the job.
+//!
+//! While it runs, a worker looks at the job's version every
+//! [`JOB_POLL`] and takes up a newer one at once (`Active::from_stored`):
+//! scope (allowed hosts, or the hosts of the crawl's current seeds; max
+//! depth), legs (allow, deny, nofollow, custom legs), fetch settings (user
+//! agent, From, headers, timeouts, body size), robots.txt settings, revisit
+//! policy, retries and concurrency. Requests already being fetched finish
+//! under the version they started with. Depends on [`super::client`],
+//! [`crate::job`], [`crate::crawlfile`] and the engine's scope and page task.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+use serde::{Deserialize, Serialize};
+
+use super::SharedTarget;
+use super::client::{Shared, SharedError, array, int};
+use crate::config::CrawlConfig;
+use crate::crawlfile::{self, CrawlFile};
+use crate::engine::EngineError;
+use crate::engine::page::RetryPolicy;
+use crate::engine::scope::Scope;
+use crate::fetch::{FetchSettings, Fetcher};
+use crate::job::{self, Change, JobError, StateFacts};
+use crate::legs::{Leg, Stack};
+use crate::revisit::Schedule;
+use crate::robots::{RobotsCache, RobotsSettings};
+use crate::store::records::unix_now;
+
+/// How often a running worker looks for a new job version (one `HGET`).
+pub const JOB_POLL: Duration = Duration::from_secs(2);
+
+/// Attempts at storing a changed job while other workers store theirs.
+const STORE_TRIES: usize = 10;
+
+/// `lua/job.lua`, hashed once.
+static STORE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/job.lua")));
+
+/// One version of a shared crawl's job, as the `jobs` hash keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredJob {
+    /// Its version: 1 for the crawl's first job, one more for each change.
+    pub version: u64,
+    /// When it was stored (unix seconds).
+    pub created_at: u64,
+    /// The worker that stored it (`HOST:PID`).
+    pub worker: String,
+    /// The job, as a crawl file (`legcrawl dump --shared ... job` prints it).
+    pub text: String,
+}
+
+impl Shared {
+    /// The newest job version of the crawl (0: none stored yet); one `HGET`.
+    pub async fn job_version(&self) -> Result<u64, SharedError> {
+        let version: Option<u64> = self
+            .query(
+                "reading the job's version",
+                redis::cmd("HGET")
+                    .arg(self.keys().key("job"))
+                    .arg("version"),
+            )
+            .await?;
+        Ok(version.unwrap_or(0))
+    }
+
+    /// The newest job, if any was stored.
+    pub async fn current_job(&self) -> Result<Option<StoredJob>, SharedError> {
+        match self.job_version().await? {
+            0 => Ok(None),
+            version => self.job(version).await,
+        }
+    }
+
+    /// Job version `version`, if stored.
+    pub async fn job(&self, version: u64) -> Result<Option<StoredJob>, SharedError> {
+        let record: Option<String> = self
+            .query(
+                "reading a job version",
+                redis::cmd("HGET").arg(self.keys().key("jobs")).arg(version),
+            )
+            .await?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let job: StoredJob = serde_json::from_str(&record).map_err(|e| SharedError::Corrupt {
+            name: self.target().name.clone(),
+            what: format!("job version {version}: {e}"),
+        })?;
+        Ok(Some(job))
+    }
+
+    /// Stores `job` as version `expected + 1` with the politeness of
+    /// `config`, if the newest stored version is still `expected`:
+    /// `Ok(version)`, or `Err(newest)` when another worker stored one first.
+    async fn store_job(
+        &self,
+        expected: u64,
+        job: &StoredJob,
+        config: &CrawlConfig,
+    ) -> Result<Result<u64, u64>, SharedError> {
+        let corrupt = |what: &str| SharedError::Corrupt {
+            name: self.target().name.clone(),
+            what: what.to_owned(),
+        };
+        let record =
+            serde_json::to_string(job).map_err(|e| corrupt(&format!("a job record: {e}")))?;
+        let keys = [self.keys().key("job"), self.keys().key("jobs")];
+        let args = [
+            expected.to_string().into_bytes(),
+            record.into_bytes(),
+            config.per_host.max(1).to_string().into_bytes(),
+            config
+                .delay
+                .map(|d| d.as_millis().to_string())
+                .unwrap_or_default()
+                .into_bytes(),
+        ];
+        let value = self
+            .eval("storing the job", &STORE_SCRIPT, &keys, &args)
+            .await?;
+        let answer = array(&value).ok_or_else(|| corrupt("the job script's answer"))?;
+        let number = |i: usize| answer.get(i).and_then(int).map(|n| n.max(0) as u64);
+        match (number(0), number(1)) {
+            (Some(1), Some(version)) => Ok(Ok(version)),
+            (Some(0), Some(newest)) => Ok(Err(newest)),
+            _ => Err(corrupt("the job script's answer")),
+        }
+    }
+
+    /// Sets every known host's delay to its default (0 on loopback, else
+    /// 1 s): a crawl begun by an earlier legcrawl kept there the `--delay` of
+    /// whichever worker queued the host first.
+    async fn reset_host_delays(&self) -> Result<(), SharedError> {
+        let key = self.keys().key("delay");
+        let hosts: Vec<String> = self
+            .query("reading the hosts", redis::cmd("HKEYS").arg(&key))
+            .await?;
+        for chunk in hosts.chunks(1000) {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(&key);
+            for host in chunk {
+                cmd.arg(host)
+                    .arg(super::worker::default_delay(host).as_millis().to_string());
+            }
+            self.query::<i64>("resetting the hosts' delays", &cmd)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a worker could not take part in a shared crawl's job.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// Redis, the seeds, the legs or the fetcher refused (see
+    /// [`EngineError`]).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The stored job cannot be read, or the settings given cannot be written
+    /// as a job.
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// Other workers stored new versions each time this one tried.
+    #[error(
+        "the job of the shared crawl {name:?} changed {tries} times while this worker stored its own; start it again"
+    )]
+    Contended {
+        /// The crawl's name.
+        name: String,
+        /// Attempts made.
+        tries: usize,
+    },
+}
+
+impl From<SharedError> for JoinError {
+    fn from(error: SharedError) -> JoinError {
+        JoinError::Engine(EngineError::Shared(error))
+    }
+}
+
+/// What a worker brings to the crawl's job when it starts.
+#[derive(Clone, Copy)]
+pub struct JobPlan<'a> {
+    /// The crawl file given (`--config`): it replaces the job.
+    pub file: Option<&'a CrawlFile>,
+    /// Applies the job settings given on the command line (each changes the
+    /// job); called once per attempt.
+    pub flags: &'a (dyn Fn(&mut CrawlConfig) + Sync),
+    /// This worker's seeds (added to the crawl's), its per-run options and
+    /// its own `--output` file; its job settings are not read.
+    pub run: &'a CrawlConfig,
+}
+
+/// A worker that took part in a shared crawl's job, ready to run it
+/// ([`Joined::run`]).
+pub struct Joined {
+    pub(super) shared: Shared,
+    pub(super) active: Active,
+    pub(super) run: CrawlConfig,
+    /// The job version this worker runs.
+    pub version: u64,
+    /// The version the changes are against (`None`: the crawl had no job).
+    pub previous: Option<u64>,
+    /// What this worker changed in the job (empty when it runs it as stored).
+    pub changes: Vec<Change>,
+    /// The crawl existed but had no job (an earlier legcrawl started it): its
+    /// job was made from the crawl file or defaults, its seeds and the flags.
+    pub made: bool,
+}
+
+/// Connects to the crawl and resolves its job with what this worker brings
+/// (see the module doc), storing the next version when it changed. Bad
+/// settings are refused before anything is stored.
+pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, JoinError> {
+    crate::engine::check_seeds(&plan.run.seeds)?;
+    let shared = Shared::connect(target, plan.run.per_host).await?;
+    let given: Vec<String> = plan
+        .run
+        .seeds
+        .iter()
+        .map(|seed| crate::canon::strip_credentials(seed).into_owned())
+        .collect();
+    let worker = super::worker::worker_id();
+    for _ in 0..STORE_TRIES {
+        let stored = shared.current_job().await?;
+        let crawl_seeds = shared.seeds().await?;
+        let mut seeds: BTreeSet<String> = crawl_seeds.iter().cloned().collect();
+        seeds.extend(given.iter().cloned());
+        if let Some(stored) = &stored {
+            seeds.extend(job_file(stored)?.config.seeds);
+        }
+        if seeds.is_empty() {
+            return Err(EngineError::NoSeeds {
+                dir: format!("Redis crawl {:?}", target.name),
+            }
+            .into());
+        }
+        let facts = StateFacts {
+            seeds: seeds.into_iter().collect(),
+            dedup: None,
+        };
+        let resolved = job::resolve(
+            stored.as_ref().map(|j| (j.version, j.text.as_str())),
+            plan.file,
+            |config| {
+                (plan.flags)(config);
+                // A worker's output file is its own; WARC and stats files
+                // are not written by a shared crawl.
+                config.output = None;
+                config.warc = None;
+                config.stats = None;
+            },
+            &facts,
+        )?;
+        let previous = stored.as_ref().map(|j| j.version);
+        let mut active = Active::build(resolved.config, resolved.legs, plan.run, &crawl_seeds)?;
+        if let Some(stored) = &stored
+            && resolved.changes.is_empty()
+        {
+            active.version = stored.version;
+            return Ok(joined(
+                shared,
+                active,
+                plan.run,
+                previous,
+                Vec::new(),
+                false,
+            ));
+        }
+        let expected = previous.unwrap_or(0);
+        let existed = stored.is_none() && shared.exists().await?;
+        let record = StoredJob {
+            version: expected + 1,
+            created_at: unix_now(),
+            worker: worker.clone(),
+            text: resolved.text,
+        };
+        if let Ok(version) = shared.store_job(expected, &record, &active.config).await? {
+            if existed {
+                shared.reset_host_delays().await?;
+            }
+            active.version = version;
+            return Ok(joined(
+                shared,
+                active,
+                plan.run,
+                previous,
+                resolved.changes,
+                existed,
+            ));
+        }
+        // Another worker stored a version first: resolve against it.
+    }
+    Err(JoinError::Contended {
+        name: target.name.clone(),
+        tries: STORE_TRIES,
+    })
+}
+
+fn joined(
+    shared: Shared,
+    active: Active,
+    run: &CrawlConfig,
+    previous: Option<u64>,
+    changes: Vec<Change>,
+    made: bool,
+) -> Joined {
+    Joined {
+        shared,
+        version: active.version,
+        active,
+        run: run.clone(),
+        previous,
+        changes,
+        made,
+    }
+}
+
+/// The stored job read as a crawl file.
+fn job_file(stored: &StoredJob) -> Result<CrawlFile, JobError> {
+    crawlfile::parse(&stored.text, "job".as_ref()).map_err(|source| JobError::Stored {
+        version: stored.version,
+        source,
+    })
+}
+
+/// A job's settings with `run`'s seeds, per-run options and output file:
+/// what one worker runs.
+fn worker_config(job: CrawlConfig, run: &CrawlConfig) -> CrawlConfig {
+    CrawlConfig {
+        data_dir: run.data_dir.clone(),
+        seeds: run.seeds.clone(),
+        max_pages: run.max_pages,
+        max_duration: run.max_duration,
+        until_idle: run.until_idle,
+        shutdown_grace: run.shutdown_grace,
+        checkpoint_every: run.checkpoint_every,
+        cache_bytes: run.cache_bytes,
+        shared: run.shared.clone(),
+        lease_ttl: run.lease_ttl,
+        output: run.output.clone(),
+        warc: None,
+        stats: None,
+        ..job
+    }
+}
+
+/// One job version as a worker runs it: its settings (with the worker's run
+/// options) and everything built from them.
+pub(super) struct Active {
+    /// The version (0 until it is stored).
+    pub(super) version: u64,
+    pub(super) config: CrawlConfig,
+    pub(super) scope: Scope,
+    pub(super) legs: Arc<dyn Leg>,
+    pub(super) fetcher: Fetcher,
+    pub(super) robots: Option<RobotsCache>,
+    pub(super) schedule: Schedule,
+    pub(super) retry: RetryPolicy,
+}
+
+impl Active {
+    /// Builds the job `job` (settings and legs, `None`: the bundled ones) for
+    /// a worker with the options of `run`, with `crawl_seeds` the crawl's
+    /// stored seeds. The scope's hosts are the job's allowed hosts, or else
+    /// the hosts of every seed (the job's, the crawl's and this worker's); the
+    /// links legs follow links to the same hosts.
+    fn build(
+        job: CrawlConfig,
+        legs: Option<Stack>,
+        run: &CrawlConfig,
+        crawl_seeds: &[String],
+    ) -> Result<Active, EngineError> {
+        let job_seeds = job.seeds.clone();
+        let config = worker_config(job, run);
+        let seeds: Vec<String> = crawl_seeds.iter().chain(&job_seeds).cloned().collect();
+        let hosts = Scope::crawl_hosts(&config.allowed_hosts, &seeds, &config.seeds);
+        let mut stack = legs.unwrap_or_else(crawlfile::default_legs);
+        stack.configure(&crate::engine::scope::leg_config(&config, &hosts))?;
+        let fetcher = Fetcher::new(FetchSettings::from_config(&config))?;
+        let robots = config
+            .obey_robots
+            .then(|| RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(&config)));
+        Ok(Active {
+            version: 0,
+            scope: Scope::new(hosts, config.max_depth),
+            legs: Arc::new(stack),
+            schedule: Schedule::new(&config)?,
+            retry: RetryPolicy {
+                max_retries: config.max_retries,
+                backoff: config.retry_backoff,
+            },
+            fetcher,
+            robots,
+            config,
+        })
+    }
+
+    /// The stored job `stored` as a worker with the options of `run` runs it,
+    /// with `crawl_seeds` the crawl's current seeds.
+    pub(super) fn from_stored(
+        stored: &StoredJob,
+        run: &CrawlConfig,
+        crawl_seeds: &[String],
+    ) -> Result<Active, JoinError> {
+        let file = job_file(stored)?;
+        let mut active = Active::build(file.config, file.legs, run, crawl_seeds)?;
+        active.version = stored.version;
+        Ok(active)
+    }
+
+    /// Fills the robots.txt cache with the answers the crawl's workers stored.
+    pub(super) async fn load_robots(&self, shared: &Shared) -> Result<(), SharedError> {
+        if let Some(cache) = &self.robots {
+            cache.preload(shared.robots().await?);
+        }
+        Ok(())
+    }
+}
