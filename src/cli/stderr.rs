@@ -67,8 +67,12 @@ mod tests {
     const SOURCES: &[(&str, &str)] = &[
         ("main.rs", include_str!("../main.rs")),
         ("cli/mod.rs", include_str!("mod.rs")),
-        ("cli/crawl.rs", include_str!("crawl.rs")),
+        ("cli/crawl/mod.rs", include_str!("crawl/mod.rs")),
+        ("cli/crawl/report.rs", include_str!("crawl/report.rs")),
+        ("cli/crawl/runtime.rs", include_str!("crawl/runtime.rs")),
+        ("cli/crawl/shared.rs", include_str!("crawl/shared.rs")),
         ("cli/dump.rs", include_str!("dump.rs")),
+        ("cli/dump_job.rs", include_str!("dump_job.rs")),
         ("cli/dump_shared.rs", include_str!("dump_shared.rs")),
         ("cli/export.rs", include_str!("export.rs")),
         ("cli/fetch.rs", include_str!("fetch.rs")),
@@ -93,14 +97,22 @@ mod tests {
                 }
             }
         }
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
-        for entry in std::fs::read_dir(dir).expect("src/cli") {
-            let name = entry.expect("entry").file_name();
-            let name = format!("cli/{}", name.to_string_lossy());
-            assert!(
-                name == "cli/stderr.rs" || SOURCES.iter().any(|(f, _)| *f == name),
-                "{name} is not in the print check's SOURCES"
-            );
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![src.join("cli")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a folder of src/cli") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                let relative = path.strip_prefix(&src).expect("under src");
+                let name = relative.to_string_lossy().replace('\\', "/");
+                assert!(
+                    name == "cli/stderr.rs" || SOURCES.iter().any(|(f, _)| *f == name),
+                    "{name} is not in the print check's SOURCES"
+                );
+            }
         }
     }
 

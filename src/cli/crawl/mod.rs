@@ -4,19 +4,23 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
 use legcrawl::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
 use legcrawl::crawlfile::{self, CrawlFile, units};
+use legcrawl::engine;
 use legcrawl::engine::scope::{Scope, leg_config};
-use legcrawl::engine::{self, RunReport};
 use legcrawl::job;
 use legcrawl::legs::{Leg, Stack};
 use legcrawl::shared::SharedTarget;
 use legcrawl::store::State;
-use legcrawl::store::records::RunOutcome;
+
+mod report;
+mod runtime;
+mod shared;
+
+use report::{exit_status, print_report, write_stats};
+use runtime::runtime_and_stop;
 
 use super::stderr::say;
 use super::{BadInput, DataArg};
@@ -392,16 +396,6 @@ fn legacy_file(state: &State, given: Option<&CrawlFile>) -> anyhow::Result<Optio
     Ok(file)
 }
 
-/// `1.2 MB`-style byte counts for the summary line.
-fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        0..1_000 => format!("{bytes} B"),
-        1_000..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.1} MB", bytes as f64 / 1e6),
-        _ => format!("{:.2} GB", bytes as f64 / 1e9),
-    }
-}
-
 /// Sets `slot` when the flag was given.
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(value) = value {
@@ -423,8 +417,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let file = args.crawl_file()?;
     let draft = args.draft(file.as_ref())?;
     if let Some(target) = draft.shared.clone() {
-        let legs = file.and_then(|f| f.legs);
-        return run_shared(&args, &draft, legs, &target);
+        return shared::run_shared(&args, &draft, file, &target);
     }
     check_outputs(&draft)?;
     // Bad settings are refused before the state is touched: the job the
@@ -497,21 +490,6 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_status(&report))
 }
 
-/// The exit status of a run that ended: 130 interrupted, 4 when every request
-/// failed on the network (wget's code), else 0.
-fn exit_status(report: &RunReport) -> ExitCode {
-    match report.outcome {
-        RunOutcome::Interrupted => ExitCode::from(130),
-        _ if report.network_failed => {
-            say!(
-                "legcrawl: no request was answered: every one failed on the network (refused, DNS, TLS or timeout; see the lines above)"
-            );
-            ExitCode::from(4)
-        }
-        _ => ExitCode::SUCCESS,
-    }
-}
-
 /// The files and directory a run writes must be writable where they are.
 fn check_outputs(config: &CrawlConfig) -> anyhow::Result<()> {
     if let Some(path) = &config.stats {
@@ -524,174 +502,4 @@ fn check_outputs(config: &CrawlConfig) -> anyhow::Result<()> {
         super::stats::check_dir("--warc", dir)?;
     }
     Ok(())
-}
-
-/// One worker of a shared crawl (`--shared`): the crawl's job lives in Redis.
-/// The worker resolves it with the crawl file and the flags given (see
-/// [`legcrawl::shared::job`]), prints one line per change it stores, and runs
-/// it; its per-run options and `--output` file (from `config`, the flags over
-/// the file) are its own. `run` hands on only the file's legs: the file is
-/// read again here for its job settings.
-fn run_shared(
-    args: &CrawlArgs,
-    config: &CrawlConfig,
-    file_legs: Option<Stack>,
-    target: &SharedTarget,
-) -> anyhow::Result<ExitCode> {
-    // Not yet exact for a shared crawl: refused rather than done approximately.
-    if let Some(path) = &config.output {
-        super::stats::check_path("--output", path)?;
-    }
-    let unsupported = [
-        ("--warc", config.warc.is_some()),
-        ("--stats", config.stats.is_some()),
-        ("--fresh", args.fresh),
-    ];
-    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
-        return Err(BadInput(format!(
-            "{flag} is not available with --shared yet (read the crawl's items with: legcrawl dump --shared {} --name {} items)",
-            target.redis, target.name
-        ))
-        .into());
-    }
-    // Bad settings are refused before Redis is touched, as in `run`: the job
-    // the flags and file make over the defaults must resolve and configure.
-    let file = args.crawl_file()?;
-    let facts = job::StateFacts::default();
-    let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
-        .map_err(|e| BadInput(e.to_string()))?;
-    bundled_legs(&with_run_options(trial.config, config), file_legs)?;
-    let (runtime, stop) = runtime_and_stop()?;
-    let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
-    let plan = legcrawl::shared::JobPlan {
-        file: file.as_ref(),
-        flags: &flags,
-        run: config,
-    };
-    let report = runtime.block_on(async {
-        let joined = legcrawl::shared::join(target, plan)
-            .await
-            .map_err(join_error)?;
-        if joined.made {
-            let from = match &file {
-                Some(file) => format!("the crawl file {}", file.path.display()),
-                None => "the defaults".into(),
-            };
-            say!(
-                "legcrawl: the shared crawl {:?} has no stored job (an earlier legcrawl started it): its job is made from {from}, its stored seeds and the flags given (`legcrawl dump --shared URL --name {} job` prints it)",
-                target.name,
-                target.name
-            );
-        }
-        if let Some(previous) = joined.previous {
-            for change in &joined.changes {
-                say!("legcrawl: job {previous} -> {}: {change}", joined.version);
-            }
-        }
-        joined
-            .run(async move { stop.notified().await })
-            .await
-            .map_err(anyhow::Error::from)
-    })?;
-    let resume = format!(
-        "legcrawl crawl --shared {} --name {}",
-        target.redis, target.name
-    );
-    print_report(config, &report, &resume);
-    Ok(exit_status(&report))
-}
-
-/// A worker's failure to take part in the crawl's job, with the exit status
-/// of its cause (an engine error keeps its own: bad seeds and legs exit 2).
-fn join_error(error: legcrawl::shared::JoinError) -> anyhow::Error {
-    match error {
-        legcrawl::shared::JoinError::Engine(error) => error.into(),
-        other => other.into(),
-    }
-}
-
-/// Writes the `--stats` report; a failure is one line on stderr, not a failed crawl.
-fn write_stats(
-    path: &std::path::Path,
-    config: &CrawlConfig,
-    result: Result<&RunReport, &anyhow::Error>,
-) {
-    if let Err(error) = super::stats::write(path, &config.data_dir, result) {
-        say!(
-            "legcrawl: could not write the run report to {}: {error:#}",
-            path.display()
-        );
-    }
-}
-
-/// The crawl's runtime, and what the first Ctrl-C notifies.
-fn runtime_and_stop() -> anyhow::Result<(tokio::runtime::Runtime, Arc<tokio::sync::Notify>)> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    install_signal_handler(Arc::clone(&stop))?;
-    Ok((runtime, stop))
-}
-
-/// First SIGINT/SIGTERM: graceful stop. Second: exit at once (the state is
-/// consistent at every instant; only uncommitted work is redone).
-fn install_signal_handler(stop: Arc<tokio::sync::Notify>) -> anyhow::Result<()> {
-    let signals = AtomicUsize::new(0);
-    ctrlc::set_handler(move || {
-        if signals.fetch_add(1, Ordering::SeqCst) == 0 {
-            say!("legcrawl: stopping (in-flight requests get a moment to finish; Ctrl-C again to quit now)");
-            stop.notify_one();
-        } else {
-            say!("legcrawl: quitting now; the state is consistent, uncommitted pages will be fetched again");
-            std::process::exit(130);
-        }
-    })
-    .context("installing the Ctrl-C handler")
-}
-
-fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
-    let t = &r.totals;
-    let rate = t.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
-    let unreachable = match r.unreachable {
-        0 => String::new(),
-        1 => ", 1 host unreachable".to_owned(),
-        n => format!(", {n} hosts unreachable"),
-    };
-    say!(
-        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked; {} items, {} queued, {} duplicates filtered, {} left in the frontier{unreachable} ({:.1} s)",
-        r.run,
-        match (&config.shared, r.new_cycle) {
-            (Some(_), _) => "shared",
-            (None, true) => "new cycle",
-            (None, false) => "resumed",
-        },
-        r.outcome.as_str(),
-        t.pages,
-        human_bytes(r.bytes),
-        t.new,
-        t.changed,
-        t.unchanged,
-        t.not_modified,
-        t.gone,
-        t.failed,
-        t.blocked,
-        r.items,
-        r.enqueued,
-        r.filtered,
-        r.frontier,
-        r.elapsed.as_secs_f64()
-    );
-    if matches!(
-        r.outcome,
-        RunOutcome::Interrupted | RunOutcome::Limit | RunOutcome::Idle
-    ) && r.frontier > 0
-    {
-        let place = match &config.shared {
-            Some(target) => format!("the shared crawl {:?} in Redis", target.name),
-            None => config.data_dir.display().to_string(),
-        };
-        say!("state saved in {place}; resume with: {resume}");
-    }
 }

@@ -1,0 +1,95 @@
+//! The end of a run: its one-line report, the resume hint, the `--stats`
+//! file and the exit status.
+
+use std::process::ExitCode;
+
+use legcrawl::config::CrawlConfig;
+use legcrawl::engine::RunReport;
+use legcrawl::store::records::RunOutcome;
+
+use crate::cli::stderr::say;
+
+/// The exit status of a run that ended: 130 interrupted, 4 when every request
+/// failed on the network (wget's code), else 0.
+pub(super) fn exit_status(report: &RunReport) -> ExitCode {
+    match report.outcome {
+        RunOutcome::Interrupted => ExitCode::from(130),
+        _ if report.network_failed => {
+            say!(
+                "legcrawl: no request was answered: every one failed on the network (refused, DNS, TLS or timeout; see the lines above)"
+            );
+            ExitCode::from(4)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+/// Writes the `--stats` report; a failure is one line on stderr, not a failed crawl.
+pub(super) fn write_stats(
+    path: &std::path::Path,
+    config: &CrawlConfig,
+    result: Result<&RunReport, &anyhow::Error>,
+) {
+    if let Err(error) = crate::cli::stats::write(path, &config.data_dir, result) {
+        say!(
+            "legcrawl: could not write the run report to {}: {error:#}",
+            path.display()
+        );
+    }
+}
+
+/// The end-of-run line, and the resume hint when requests are left.
+pub(super) fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
+    let t = &r.totals;
+    let rate = t.pages as f64 / r.elapsed.as_secs_f64().max(0.001);
+    let unreachable = match r.unreachable {
+        0 => String::new(),
+        1 => ", 1 host unreachable".to_owned(),
+        n => format!(", {n} hosts unreachable"),
+    };
+    say!(
+        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked; {} items, {} queued, {} duplicates filtered, {} left in the frontier{unreachable} ({:.1} s)",
+        r.run,
+        match (&config.shared, r.new_cycle) {
+            (Some(_), _) => "shared",
+            (None, true) => "new cycle",
+            (None, false) => "resumed",
+        },
+        r.outcome.as_str(),
+        t.pages,
+        human_bytes(r.bytes),
+        t.new,
+        t.changed,
+        t.unchanged,
+        t.not_modified,
+        t.gone,
+        t.failed,
+        t.blocked,
+        r.items,
+        r.enqueued,
+        r.filtered,
+        r.frontier,
+        r.elapsed.as_secs_f64()
+    );
+    if matches!(
+        r.outcome,
+        RunOutcome::Interrupted | RunOutcome::Limit | RunOutcome::Idle
+    ) && r.frontier > 0
+    {
+        let place = match &config.shared {
+            Some(target) => format!("the shared crawl {:?} in Redis", target.name),
+            None => config.data_dir.display().to_string(),
+        };
+        say!("state saved in {place}; resume with: {resume}");
+    }
+}
+
+/// `1.2 MB`-style byte counts for the summary line.
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", bytes as f64 / 1e6),
+        _ => format!("{:.2} GB", bytes as f64 / 1e9),
+    }
+}

@@ -1,0 +1,97 @@
+//! `crawl --shared`: one worker of a crawl shared through Redis, whose job
+//! lives in Redis too (see [`legcrawl::shared::job`]).
+
+use std::process::ExitCode;
+
+use legcrawl::config::CrawlConfig;
+use legcrawl::crawlfile::CrawlFile;
+use legcrawl::job;
+use legcrawl::shared::SharedTarget;
+
+use super::report::{exit_status, print_report};
+use super::runtime::runtime_and_stop;
+use super::{CrawlArgs, bundled_legs, with_run_options};
+use crate::cli::BadInput;
+use crate::cli::stderr::say;
+
+/// One worker of a shared crawl (`--shared`): the crawl's job lives in Redis.
+/// The worker resolves it with the crawl file and the flags given (see
+/// [`legcrawl::shared::job`]), prints one line per change it stores, and runs
+/// it; its per-run options and `--output` file (from `config`, the flags over
+/// the file) are its own.
+pub(super) fn run_shared(
+    args: &CrawlArgs,
+    config: &CrawlConfig,
+    file: Option<CrawlFile>,
+    target: &SharedTarget,
+) -> anyhow::Result<ExitCode> {
+    // Not yet exact for a shared crawl: refused rather than done approximately.
+    if let Some(path) = &config.output {
+        crate::cli::stats::check_path("--output", path)?;
+    }
+    let unsupported = [
+        ("--warc", config.warc.is_some()),
+        ("--stats", config.stats.is_some()),
+        ("--fresh", args.fresh),
+    ];
+    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+        return Err(BadInput(format!(
+            "{flag} is not available with --shared yet (read the crawl's items with: legcrawl dump --shared {} --name {} items)",
+            target.redis, target.name
+        ))
+        .into());
+    }
+    // Bad settings are refused before Redis is touched, as in `run`: the job
+    // the flags and file make over the defaults must resolve and configure.
+    let facts = job::StateFacts::default();
+    let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
+        .map_err(|e| BadInput(e.to_string()))?;
+    bundled_legs(&with_run_options(trial.config, config), trial.legs)?;
+    let (runtime, stop) = runtime_and_stop()?;
+    let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
+    let plan = legcrawl::shared::JobPlan {
+        file: file.as_ref(),
+        flags: &flags,
+        run: config,
+    };
+    let report = runtime.block_on(async {
+        let joined = legcrawl::shared::join(target, plan)
+            .await
+            .map_err(join_error)?;
+        if joined.made {
+            let from = match &file {
+                Some(file) => format!("the crawl file {}", file.path.display()),
+                None => "the defaults".into(),
+            };
+            say!(
+                "legcrawl: the shared crawl {:?} has no stored job (an earlier legcrawl started it): its job is made from {from}, its stored seeds and the flags given (`legcrawl dump --shared URL --name {} job` prints it)",
+                target.name,
+                target.name
+            );
+        }
+        if let Some(previous) = joined.previous {
+            for change in &joined.changes {
+                say!("legcrawl: job {previous} -> {}: {change}", joined.version);
+            }
+        }
+        joined
+            .run(async move { stop.notified().await })
+            .await
+            .map_err(anyhow::Error::from)
+    })?;
+    let resume = format!(
+        "legcrawl crawl --shared {} --name {}",
+        target.redis, target.name
+    );
+    print_report(config, &report, &resume);
+    Ok(exit_status(&report))
+}
+
+/// A worker's failure to take part in the crawl's job, with the exit status
+/// of its cause (an engine error keeps its own: bad seeds and legs exit 2).
+fn join_error(error: legcrawl::shared::JoinError) -> anyhow::Error {
+    match error {
+        legcrawl::shared::JoinError::Engine(error) => error.into(),
+        other => other.into(),
+    }
+}
