@@ -270,10 +270,16 @@ fn a_delay_given_to_a_later_worker_slows_every_worker() {
         .find(|r| versions(r).first() == Some(&1))
         .unwrap_or_else(|| panic!("a run that began under version 1: {runs:?}"));
     assert_eq!(versions(first_run), [1, 2], "worker 1 took up version 2");
+    // Which worker leases a request is the lease race's choice: worker 2 may
+    // get none (worker 1 polls as often, with four slots). The servers' logs
+    // after the change are judged whoever made each request, so the delay
+    // held for worker 1, which never gave it, in either case.
     assert!(
-        runs.iter()
-            .all(|r| r["counters"]["pages/completed"].as_u64().unwrap_or(0) > 0),
-        "both workers crawled: {runs:?}\n{}",
+        first_run["counters"]["pages/completed"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "worker 1 crawled: {runs:?}\n{}",
         crawl.log(first)
     );
 }
