@@ -94,6 +94,11 @@ pub struct CrawlConfig {
     pub cache_bytes: u64,
     /// Follow links marked `rel=nofollow`.
     pub follow_nofollow: bool,
+    /// wget's `--no-parent`: on a seed's host, a link is followed only when
+    /// its path is within the directory of one of the host's seeds (the path
+    /// up to its last `/`). Seeds, redirect targets and sitemap files are
+    /// exempt; hosts without a seed are not limited.
+    pub no_parent: bool,
     /// Link URLs must match one of these regexes to be followed (empty: all).
     pub allow: Vec<String>,
     /// Link URLs matching any of these regexes are not followed.
@@ -226,6 +231,7 @@ impl Default for CrawlConfig {
             checkpoint_every: crate::store::CHECKPOINT_EVERY,
             cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             follow_nofollow: true,
+            no_parent: false,
             allow: Vec::new(),
             deny: Vec::new(),
             shutdown_grace: Duration::from_secs(2),

@@ -19,7 +19,7 @@
 //!                # warc_max_size = "1GB" (like --warc-max-size)
 //!
 //! [scope]        # allowed_hosts = [..], max_depth = 5, allow = [regex..],
-//!                # deny = [regex..], follow_nofollow = true
+//!                # deny = [regex..], follow_nofollow = true, no_parent = false
 //! [limits]       # max_pages, concurrency, timeout = "30s", read_timeout = "10s",
 //!                # max_body = "10MiB", max_url_len = 8192, max_retries = 2,
 //!                # retry_backoff = "1s", grace = "2s" (Ctrl-C grace),

@@ -47,6 +47,7 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
         "follow_nofollow".into(),
         Value::Boolean(config.follow_nofollow),
     );
+    scope.insert("no_parent".into(), Value::Boolean(config.no_parent));
     root.insert("scope".into(), Value::Table(scope));
 
     let mut limits = Table::new();

@@ -229,6 +229,7 @@ struct Scope {
     allow: Option<Vec<Pattern>>,
     deny: Option<Vec<Pattern>>,
     follow_nofollow: Option<bool>,
+    no_parent: Option<bool>,
 }
 
 /// `[limits]`: how much and how fast.
@@ -312,6 +313,7 @@ impl FileSettings {
         set(&mut config.allow, s.allow.map(strings));
         set(&mut config.deny, s.deny.map(strings));
         set(&mut config.follow_nofollow, s.follow_nofollow);
+        set(&mut config.no_parent, s.no_parent);
         let l = self.limits;
         config.max_pages = l.max_pages.or(config.max_pages);
         set(

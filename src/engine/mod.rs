@@ -382,7 +382,10 @@ impl<'a> Crawl<'a> {
             });
         }
         let hosts = Scope::crawl_hosts(&config.allowed_hosts, &stored, &seeds);
-        let scope = Scope::new(hosts, config.max_depth);
+        let mut scope = Scope::new(hosts, config.max_depth);
+        if config.no_parent {
+            scope = scope.no_parent(&stored);
+        }
         let sink = match &config.output {
             Some(path) => Some(Sink::open(path, state)?),
             None => None,

@@ -2,11 +2,12 @@
 //!
 //! Legs propose requests; this decides which may enter the frontier (as Scrapy's
 //! offsite middleware does), so a custom leg cannot lead a crawl off its sites.
-//! Depends on [`crate::config`], [`crate::request`], and on [`crate::canon::split`] to read most URLs
+//! Depends on [`crate::config`], [`crate::request`], [`crate::legs`] (the
+//! sitemap mark), and on [`crate::canon::split`] to read most URLs
 //! without parsing them.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::config::CrawlConfig;
 use crate::request::Request;
@@ -39,6 +40,8 @@ pub enum Rejected {
     Offsite,
     /// Deeper than `--max-depth`.
     TooDeep,
+    /// Outside the directories of its host's seeds (`--no-parent`).
+    Parent,
     /// Not an absolute http(s) URL.
     BadUrl,
 }
@@ -49,16 +52,19 @@ impl Rejected {
         match self {
             Rejected::Offsite => "scope/offsite",
             Rejected::TooDeep => "scope/too_deep",
+            Rejected::Parent => "scope/parent",
             Rejected::BadUrl => "scope/bad_url",
         }
     }
 }
 
-/// Hosts and depth a crawl stays within.
+/// Hosts, depth and (with `--no-parent`) directories a crawl stays within.
 #[derive(Clone, Debug)]
 pub struct Scope {
     hosts: HashSet<String>,
     max_depth: Option<u32>,
+    /// With `--no-parent`: per host of a seed, the directories of its seeds.
+    parents: Option<HashMap<String, Vec<String>>>,
 }
 
 impl Scope {
@@ -67,7 +73,32 @@ impl Scope {
         Scope {
             hosts: hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
             max_depth,
+            parents: None,
         }
+    }
+
+    /// wget's `--no-parent` over `seeds`: on a seed's host, a request is in
+    /// scope only when its path starts with the directory (the path up to its
+    /// last `/`) of one of that host's seeds. Seeds (depth 0), redirect
+    /// targets and sitemap files are exempt; other hosts are not limited.
+    pub fn no_parent(mut self, seeds: &[String]) -> Scope {
+        let mut parents: HashMap<String, Vec<String>> = HashMap::new();
+        for seed in seeds {
+            let Ok(url) = url::Url::parse(seed) else {
+                continue;
+            };
+            let Some(host) = url.host_str() else {
+                continue;
+            };
+            let path = url.path();
+            let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+            parents
+                .entry(host.to_ascii_lowercase())
+                .or_default()
+                .push(dir.to_owned());
+        }
+        self.parents = Some(parents);
+        self
     }
 
     /// The host of each seed URL (those that parse).
@@ -99,13 +130,33 @@ impl Scope {
         }
         if let Some(parts) = crate::canon::split::split(&request.url) {
             // An http(s) URL with a host, as the parser would read it.
-            return self.host_check(Some(parts.host));
+            self.host_check(Some(parts.host))?;
+            return self.parent_check(request, parts.host, parts.path);
         }
         let url = url::Url::parse(&request.url).map_err(|_| Rejected::BadUrl)?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Rejected::BadUrl);
         }
-        self.host_check(url.host_str())
+        self.host_check(url.host_str())?;
+        self.parent_check(request, url.host_str().unwrap_or_default(), url.path())
+    }
+
+    /// `--no-parent` (see [`Scope::no_parent`]).
+    fn parent_check(&self, request: &Request, host: &str, path: &str) -> Result<(), Rejected> {
+        let Some(parents) = &self.parents else {
+            return Ok(());
+        };
+        let exempt = request.depth == 0
+            || !request.redirects.is_empty()
+            || request.meta.contains_key(crate::legs::SITEMAP_META);
+        let within = |dirs: &Vec<String>| {
+            let path = if path.is_empty() { "/" } else { path };
+            dirs.iter().any(|dir| path.starts_with(dir.as_str()))
+        };
+        match parents.get(host) {
+            Some(dirs) if !exempt && !within(dirs) => Err(Rejected::Parent),
+            _ => Ok(()),
+        }
     }
 
     fn host_check(&self, host: Option<&str>) -> Result<(), Rejected> {
@@ -119,6 +170,53 @@ impl Scope {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_parent_keeps_requests_below_their_hosts_seed_directories() {
+        let seeds = [
+            "http://a.test/book/".to_owned(),
+            "http://a.test/guide/index.html".to_owned(),
+        ];
+        let hosts = ["a.test".to_owned(), "b.test".to_owned()];
+        let scope = Scope::new(hosts, None).no_parent(&seeds);
+        let link = |url: &str| {
+            let mut request = Request::get(url);
+            request.depth = 1;
+            request
+        };
+        for inside in [
+            "http://a.test/book/",
+            "http://a.test/book/ch1.html",
+            "http://a.test/guide/x/y",
+            "http://b.test/anywhere",
+        ] {
+            assert_eq!(scope.check(&link(inside)), Ok(()), "{inside}");
+        }
+        for outside in [
+            "http://a.test/",
+            "http://a.test/bookish",
+            "http://a.test/guide",
+        ] {
+            assert_eq!(
+                scope.check(&link(outside)),
+                Err(Rejected::Parent),
+                "{outside}"
+            );
+        }
+        let mut redirected = link("http://a.test/elsewhere");
+        redirected.redirects.push("http://a.test/book/old".into());
+        assert_eq!(scope.check(&redirected), Ok(()));
+        let mut sitemap = link("http://a.test/sitemap.xml");
+        sitemap
+            .meta
+            .insert(crate::legs::SITEMAP_META.into(), "1".into());
+        assert_eq!(scope.check(&sitemap), Ok(()));
+        assert_eq!(
+            scope.check(&Request::get("http://a.test/")),
+            Ok(()),
+            "a seed"
+        );
+    }
 
     #[test]
     fn hosts_depth_and_schemes() {

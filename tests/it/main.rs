@@ -9,6 +9,7 @@ mod crash_store;
 mod crawl;
 mod damage;
 mod dense;
+mod deployments;
 mod examples;
 mod export;
 mod fetch;

@@ -104,6 +104,15 @@ pub struct CrawlArgs {
     /// Skip links marked rel=nofollow.
     #[arg(long, help_heading = JOB)]
     obey_nofollow: bool,
+    /// Stay below the seeds' directories, as wget -np: on a seed's host, only
+    /// links within the directory of one of its seeds are followed (seeds,
+    /// redirects and sitemap files are exempt).
+    #[arg(long, help_heading = JOB)]
+    no_parent: bool,
+    /// Send this header with every request, "Name: value" (repeatable;
+    /// replaces the stored headers).
+    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header, help_heading = JOB)]
+    headers: Vec<(String, String)>,
     /// Time allowed per request, headers and body ("30s", "500ms", seconds)
     /// [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = units::positive_duration_arg, help_heading = JOB)]
@@ -214,6 +223,21 @@ fn parse_revisit(value: &str) -> Result<Revisit, String> {
     }
 }
 
+/// `--header "Name: value"`: a valid header name and value.
+fn parse_header(value: &str) -> Result<(String, String), String> {
+    let (name, text) = value
+        .split_once(':')
+        .ok_or_else(|| format!("expected \"Name: value\", got {value:?}"))?;
+    let (name, text) = (name.trim(), text.trim());
+    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(format!("{name:?} is not a header name"));
+    }
+    if http::HeaderValue::from_str(text).is_err() {
+        return Err(format!("the value of {name} is not a header value"));
+    }
+    Ok((name.to_owned(), text.to_owned()))
+}
+
 fn parse_dedup(value: &str) -> Result<DedupMode, String> {
     DedupMode::parse(value).ok_or_else(|| format!("unknown dedup mode {value:?} (exact or bloom)"))
 }
@@ -314,6 +338,12 @@ impl CrawlArgs {
         config.bloom_hashes = self.bloom_hashes.or(config.bloom_hashes);
         if self.obey_nofollow {
             config.follow_nofollow = false;
+        }
+        if self.no_parent {
+            config.no_parent = true;
+        }
+        if !self.headers.is_empty() {
+            config.extra_headers = self.headers.clone();
         }
         set(&mut config.allow, given(&self.allow));
         set(&mut config.deny, given(&self.deny));

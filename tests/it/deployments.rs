@@ -1,0 +1,140 @@
+//! Issue 27, first part: what real deployments need — `--no-parent` (a docs
+//! subtree, not the whole host) and `--header` (a header on every request),
+//! both stored with the job.
+
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::cli::{dump_items, item_path, legcrawl, run};
+use crate::support::{TestResponse, TestServer, handler};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Each request's path and its `X-Crawl-Team` header, as the server saw them.
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// A host with a book under `/book/` that links up and out of it, and a page
+/// that redirects out of it; every request's `X-Crawl-Team` goes to `seen`.
+fn book_site(seen: Seen) -> TestServer {
+    TestServer::start(handler(move |req| {
+        if let Ok(mut seen) = seen.lock() {
+            let team = req.header("x-crawl-team").map(str::to_owned);
+            seen.push((req.path().to_owned(), team));
+        }
+        book_page(req.path())
+    }))
+}
+
+fn book_page(path: &str) -> TestResponse {
+    match path {
+        "/robots.txt" => TestResponse::ok("User-agent: *\nAllow: /\n"),
+        "/" => TestResponse::html("<title>home</title><a href=/book/>book</a>"),
+        "/book/" => TestResponse::html(
+            "<title>book</title><a href=ch1.html>1</a><a href=/book/part/ch2.html>2</a>\
+             <a href=../>up</a><a href=/blog/post>blog</a><a href=/bookish>bookish</a>\
+             <a href=moved>moved</a>",
+        ),
+        "/book/ch1.html" => TestResponse::html("<title>ch1</title><a href=/book/>book</a>"),
+        "/book/part/ch2.html" => TestResponse::html("<title>ch2</title><a href=/>home</a>"),
+        "/book/moved" => TestResponse::redirect(301, "/archive/book.html"),
+        "/archive/book.html" => TestResponse::html("<title>archived</title>"),
+        _ => TestResponse::html("<title>outside</title>"),
+    }
+}
+
+#[test]
+fn no_parent_keeps_a_crawl_below_its_seed_and_is_stored() {
+    let server = book_site(Seen::default());
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let seed = server.url("/book/");
+    let out = run(
+        legcrawl(&data, &["crawl", &seed, "--no-parent", "--max-pages", "2"]),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The resume gives nothing: the stored job keeps --no-parent.
+    let out = run(legcrawl(&data, &["crawl"]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut paths: Vec<String> = dump_items(&data).iter().map(item_path).collect();
+    paths.sort();
+    // The redirect out of the book is followed (as wget follows it).
+    assert_eq!(
+        paths,
+        [
+            "/archive/book.html",
+            "/book/",
+            "/book/ch1.html",
+            "/book/part/ch2.html"
+        ]
+    );
+    for outside in ["/", "/blog/post", "/bookish"] {
+        assert_eq!(server.hits(outside), 0, "{outside} is outside /book/");
+    }
+    let job = run(legcrawl(&data, &["dump", "job"]), LIMIT);
+    assert!(
+        String::from_utf8_lossy(&job.stdout).contains("no_parent = true"),
+        "{}",
+        String::from_utf8_lossy(&job.stdout)
+    );
+}
+
+#[test]
+fn a_header_given_is_sent_with_every_request_and_stored() {
+    let seen = Seen::default();
+    let server = book_site(Arc::clone(&seen));
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let seed = server.url("/book/");
+    let out = run(
+        legcrawl(
+            &data,
+            &[
+                "crawl",
+                &seed,
+                "--header",
+                "X-Crawl-Team: archive",
+                "--no-parent",
+            ],
+        ),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let job = run(legcrawl(&data, &["dump", "job"]), LIMIT);
+    let text = String::from_utf8_lossy(&job.stdout).into_owned();
+    assert!(
+        text.contains("[headers]\nX-Crawl-Team = \"archive\""),
+        "{text}"
+    );
+    // Checked by the server on the next run's requests, which give no flag.
+    let before = seen.lock().unwrap().len();
+    let out = run(legcrawl(&data, &["crawl", "--revisit-after", "0"]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.len() > before + 3,
+        "the second run asked again: {seen:?}"
+    );
+    let missing: Vec<&String> = seen
+        .iter()
+        .filter(|(_, team)| team.as_deref() != Some("archive"))
+        .map(|(path, _)| path)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "requests without the header: {missing:?}"
+    );
+    // A malformed header is one line, exit 2, before any state is made.
+    let other = dir.path().join("other");
+    for bad in ["no colon", "Bad Name: x", "X: a\u{7f}b"] {
+        let out = run(legcrawl(&other, &["crawl", &seed, "--header", bad]), LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+        assert!(!other.exists());
+    }
+}
