@@ -99,6 +99,10 @@ pub struct CrawlConfig {
     /// up to its last `/`). Seeds, redirect targets and sitemap files are
     /// exempt; hosts without a seed are not limited.
     pub no_parent: bool,
+    /// Queue the `Sitemap:` lines of every robots.txt fetched, and read
+    /// sitemap files whatever legs are configured (default true;
+    /// `--no-sitemaps`).
+    pub sitemaps: bool,
     /// Link URLs must match one of these regexes to be followed (empty: all).
     pub allow: Vec<String>,
     /// Link URLs matching any of these regexes are not followed.
@@ -232,6 +236,7 @@ impl Default for CrawlConfig {
             cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             follow_nofollow: true,
             no_parent: false,
+            sitemaps: true,
             allow: Vec::new(),
             deny: Vec::new(),
             shutdown_grace: Duration::from_secs(2),

@@ -69,6 +69,9 @@ pub struct Resolved {
     pub config: CrawlConfig,
     /// The job's legs (`None`: the bundled ones).
     pub legs: Option<Stack>,
+    /// True when the job's legs hold a `sitemap` leg (see
+    /// [`crate::config::CrawlConfig::sitemaps`]).
+    pub sitemap_leg: bool,
     /// What differs from the stored job (empty when there was none).
     pub changes: Vec<Change>,
 }
@@ -121,10 +124,15 @@ pub fn resolve(
         Some((_, before)) => changes(before, &text),
         None => Vec::new(),
     };
+    let sitemap_leg = read
+        .legs_toml
+        .as_ref()
+        .is_some_and(|legs| crawlfile::names_kind(legs, "sitemap"));
     Ok(Resolved {
         text,
         config: read.config,
         legs: read.legs,
+        sitemap_leg,
         changes,
     })
 }

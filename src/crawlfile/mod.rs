@@ -19,7 +19,8 @@
 //!                # warc_max_size = "1GB" (like --warc-max-size)
 //!
 //! [scope]        # allowed_hosts = [..], max_depth = 5, allow = [regex..],
-//!                # deny = [regex..], follow_nofollow = true, no_parent = false
+//!                # deny = [regex..], follow_nofollow = true, no_parent = false,
+//!                # sitemaps = true (robots.txt `Sitemap:` lines, sitemap files)
 //! [limits]       # max_pages, concurrency, timeout = "30s", read_timeout = "10s",
 //!                # max_body = "10MiB", max_url_len = 8192, max_retries = 2,
 //!                # retry_backoff = "1s", grace = "2s" (Ctrl-C grace),
@@ -150,6 +151,19 @@ pub fn default_legs() -> Stack {
         .push(legs::LinkExtractor::new())
         .push(legs::Canonicalize::default())
         .push(legs::PageItem::new())
+}
+
+/// True when `legs` (a crawl file's `legs` array) holds a leg of `kind`,
+/// nested ones (`stack`, `callback_rules`) included.
+pub fn names_kind(legs: &toml::Value, kind: &str) -> bool {
+    match legs {
+        toml::Value::Table(table) => {
+            table.get("kind").and_then(toml::Value::as_str) == Some(kind)
+                || table.values().any(|value| names_kind(value, kind))
+        }
+        toml::Value::Array(items) => items.iter().any(|item| names_kind(item, kind)),
+        _ => false,
+    }
 }
 
 /// Reads and parses the crawl file at `path`.

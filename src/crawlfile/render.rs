@@ -48,6 +48,7 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
         Value::Boolean(config.follow_nofollow),
     );
     scope.insert("no_parent".into(), Value::Boolean(config.no_parent));
+    scope.insert("sitemaps".into(), Value::Boolean(config.sitemaps));
     root.insert("scope".into(), Value::Table(scope));
 
     let mut limits = Table::new();

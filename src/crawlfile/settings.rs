@@ -230,6 +230,7 @@ struct Scope {
     deny: Option<Vec<Pattern>>,
     follow_nofollow: Option<bool>,
     no_parent: Option<bool>,
+    sitemaps: Option<bool>,
 }
 
 /// `[limits]`: how much and how fast.
@@ -314,6 +315,7 @@ impl FileSettings {
         set(&mut config.deny, s.deny.map(strings));
         set(&mut config.follow_nofollow, s.follow_nofollow);
         set(&mut config.no_parent, s.no_parent);
+        set(&mut config.sitemaps, s.sitemaps);
         let l = self.limits;
         config.max_pages = l.max_pages.or(config.max_pages);
         set(

@@ -114,6 +114,9 @@ impl Crawl<'_> {
                     _ => "robots/answered",
                 };
                 self.state.count(answer, 1);
+                if self.config.sitemaps {
+                    self.queue_sitemaps(&record)?;
+                }
                 self.state.put_robots(&record.origin, &record);
             }
             self.archive_robots(exchanges)?;
@@ -134,6 +137,25 @@ impl Crawl<'_> {
             }
             None => Ok(false),
         }
+    }
+
+    /// Queues the sitemaps a fetched robots.txt lists (see `sitemaps`), in
+    /// the open group.
+    fn queue_sitemaps(&mut self, record: &crate::robots::RobotsRecord) -> Result<(), EngineError> {
+        let mut counters = Vec::new();
+        let agent = &self.config.user_agent;
+        for request in super::sitemaps::from_robots(record, agent, &self.scope, &mut counters) {
+            if self
+                .state
+                .enqueue(&request, &self.config.fingerprint_headers)?
+            {
+                counters.push(("sitemap/robots_queued", 1));
+            }
+        }
+        for (name, by) in counters {
+            self.state.count(name, by);
+        }
+        Ok(())
     }
 
     /// Waits for the running flush (if any) and acts on it; returns pages made durable.

@@ -38,6 +38,7 @@ mod progress;
 pub(crate) mod revisits;
 pub mod scope;
 pub mod sink;
+mod sitemaps;
 pub(crate) mod task;
 mod totals;
 

@@ -138,3 +138,62 @@ fn a_header_given_is_sent_with_every_request_and_stored() {
         assert!(!other.exists());
     }
 }
+
+/// A site whose pages are only reachable through the sitemap its robots.txt
+/// names (a sitemap index, then a urlset).
+fn sitemap_site() -> TestServer {
+    TestServer::start(handler(|req| {
+        match req.path() {
+        "/robots.txt" => TestResponse::ok("User-agent: *\nAllow: /\nSitemap: /sitemap-index.xml\n")
+            .header("content-type", "text/plain"),
+        "/" => TestResponse::html("<title>home</title>no links here"),
+        "/sitemap-index.xml" => TestResponse::ok(
+            "<?xml version=\"1.0\"?><sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+             <sitemap><loc>/pages.xml</loc></sitemap></sitemapindex>",
+        )
+        .header("content-type", "application/xml"),
+        "/pages.xml" => TestResponse::ok(
+            "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+             <url><loc>/docs/a</loc></url><url><loc>/docs/b</loc></url></urlset>",
+        )
+        .header("content-type", "application/xml"),
+        path => TestResponse::html(format!("<title>{path}</title>")),
+    }
+    }))
+}
+
+#[test]
+fn sitemaps_named_by_robots_txt_are_read_by_default() {
+    let server = sitemap_site();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let seed = server.url("/");
+    let out = run(legcrawl(&data, &["crawl", &seed]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for path in ["/sitemap-index.xml", "/pages.xml", "/docs/a", "/docs/b"] {
+        assert_eq!(server.hits(path), 1, "{path}");
+    }
+    // Off: only the seed.
+    let off = dir.path().join("off");
+    let out = run(legcrawl(&off, &["crawl", &seed, "--no-sitemaps"]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(server.hits("/docs/a"), 1, "not fetched again");
+    assert_eq!(server.hits("/sitemap-index.xml"), 1);
+    let job = run(legcrawl(&off, &["dump", "job"]), LIMIT);
+    assert!(String::from_utf8_lossy(&job.stdout).contains("sitemaps = false"));
+    // A sitemap given as the seed is read whatever the legs.
+    let direct = dir.path().join("direct");
+    let map = server.url("/pages.xml");
+    let out = run(legcrawl(&direct, &["crawl", &map, "--no-sitemaps"]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        server.hits("/docs/a"),
+        1,
+        "with --no-sitemaps a seed sitemap is not read either"
+    );
+    let again = dir.path().join("again");
+    let out = run(legcrawl(&again, &["crawl", &map]), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(server.hits("/docs/a"), 2, "the seed sitemap was read");
+    assert_eq!(server.hits("/docs/b"), 2);
+}

@@ -11,7 +11,7 @@ use legcrawl::crawlfile::{self, CrawlFile, units};
 use legcrawl::engine;
 use legcrawl::engine::scope::{Scope, leg_config};
 use legcrawl::job;
-use legcrawl::legs::{Leg, Stack};
+use legcrawl::legs::{Leg, Sitemap, SitemapSettings};
 use legcrawl::shared::SharedTarget;
 use legcrawl::store::State;
 
@@ -109,6 +109,10 @@ pub struct CrawlArgs {
     /// redirects and sitemap files are exempt).
     #[arg(long, help_heading = JOB)]
     no_parent: bool,
+    /// Do not queue the Sitemap: lines of robots.txt files, nor read sitemap
+    /// files unless a sitemap leg is configured.
+    #[arg(long, help_heading = JOB)]
+    no_sitemaps: bool,
     /// Send this header with every request, "Name: value" (repeatable;
     /// replaces the stored headers).
     #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header, help_heading = JOB)]
@@ -342,6 +346,9 @@ impl CrawlArgs {
         if self.no_parent {
             config.no_parent = true;
         }
+        if self.no_sitemaps {
+            config.sitemaps = false;
+        }
         if !self.headers.is_empty() {
             config.extra_headers = self.headers.clone();
         }
@@ -433,10 +440,22 @@ fn set<T>(slot: &mut T, value: Option<T>) {
     }
 }
 
-/// The legs the CLI crawls with: the crawl file's, else the bundled ones (links,
-/// canonical URLs, a page item), configured with `config`.
-fn bundled_legs(config: &CrawlConfig, file_legs: Option<Stack>) -> anyhow::Result<Arc<dyn Leg>> {
-    let mut stack = file_legs.unwrap_or_else(crawlfile::default_legs);
+/// The legs the CLI crawls with: the job's `legs`, else the bundled ones
+/// (links, canonical URLs, a page item), configured with `config`; with
+/// `config.sitemaps`, a sitemap leg is added unless `sitemap_leg` says the
+/// job's legs have one, so
+/// sitemap files are read whatever legs are configured.
+fn bundled_legs(
+    config: &CrawlConfig,
+    legs: Option<legcrawl::legs::Stack>,
+    sitemap_leg: bool,
+) -> anyhow::Result<Arc<dyn Leg>> {
+    let mut stack = legs.unwrap_or_else(crawlfile::default_legs);
+    if config.sitemaps && !sitemap_leg {
+        let sitemap =
+            Sitemap::new(SitemapSettings::default()).map_err(|e| BadInput(e.to_string()))?;
+        stack = stack.push(sitemap);
+    }
     stack
         .configure(config)
         .map_err(|e| BadInput(e.to_string()))?;
@@ -455,7 +474,11 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let facts = legcrawl::job::StateFacts::default();
     let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
         .map_err(|e| BadInput(e.to_string()))?;
-    bundled_legs(&with_run_options(trial.config, &draft), trial.legs)?;
+    bundled_legs(
+        &with_run_options(trial.config, &draft),
+        trial.legs,
+        trial.sitemap_leg,
+    )?;
     if args.fresh {
         // Nothing is deleted unless the crawl can start again right away.
         if draft.seeds.is_empty() {
@@ -499,7 +522,11 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let config = with_run_options(resolved.config, &draft);
     check_outputs(&config)?;
     let hosts = Scope::crawl_hosts(&config.allowed_hosts, &facts.seeds, &config.seeds);
-    let legs = bundled_legs(&leg_config(&config, &hosts), resolved.legs)?;
+    let legs = bundled_legs(
+        &leg_config(&config, &hosts),
+        resolved.legs,
+        resolved.sitemap_leg,
+    )?;
     let (runtime, stop) = runtime_and_stop()?;
     let result = runtime
         .block_on(engine::run_job(

@@ -46,7 +46,11 @@ pub(super) fn run_shared(
     let facts = job::StateFacts::default();
     let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
         .map_err(|e| BadInput(e.to_string()))?;
-    bundled_legs(&with_run_options(trial.config, config), trial.legs)?;
+    bundled_legs(
+        &with_run_options(trial.config, config),
+        trial.legs,
+        trial.sitemap_leg,
+    )?;
     let (runtime, stop) = runtime_and_stop()?;
     let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
     let plan = legcrawl::shared::JobPlan {
