@@ -58,7 +58,10 @@ const TARGET_OVERHEAD: f64 = 0.30;
 
 /// The legs `legcrawl crawl` runs with when the crawl file names none.
 fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
-    let mut stack = legcrawl::crawlfile::default_legs();
+    // As `legcrawl crawl` builds them: with sitemaps on (the default), a
+    // sitemap leg follows the bundled ones.
+    let sitemap = legcrawl::legs::Sitemap::new(legcrawl::legs::SitemapSettings::default())?;
+    let mut stack = legcrawl::crawlfile::default_legs().push(sitemap);
     stack.configure(config)?;
     Ok(Arc::new(stack))
 }

@@ -31,7 +31,8 @@ pub(super) fn run(
         if !shared.exists().await? {
             return Err(BadInput(format!(
                 "no shared crawl named {:?} in Redis at {}",
-                target.name, target.redis
+                target.name,
+                target.shown()
             ))
             .into());
         }

@@ -5,7 +5,8 @@
 //! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
 //! connection manager reconnects underneath, and a script the restarted server
 //! no longer caches is sent again whole. Only the first connection is not
-//! retried: a wrong address is the user's mistake, one line and exit 1.
+//! retried: a wrong address, or a password the server turns down (or does not
+//! get), is the user's mistake, one line and exit 1.
 //! Completing pages is in `pages`, the cycle and due index calls in `cycles`.
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
 //! records it carries.
@@ -37,7 +38,7 @@ pub enum SharedError {
     /// The server could not be reached when the worker started.
     #[error("cannot reach Redis at {url}: {reason}")]
     Unreachable {
-        /// The Redis URL.
+        /// The Redis URL, its password redacted ([`SharedTarget::shown`]).
         url: String,
         /// What the client said.
         reason: String,
@@ -45,7 +46,7 @@ pub enum SharedError {
     /// The server answered a call with an error that retrying will not cure.
     #[error("Redis at {url} refused {what}: {reason}")]
     Redis {
-        /// The Redis URL.
+        /// The Redis URL, its password redacted ([`SharedTarget::shown`]).
         url: String,
         /// The call.
         what: &'static str,
@@ -153,11 +154,34 @@ impl Shared {
     /// script that can make a host ready again applies.
     pub async fn connect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
         let unreachable = |reason: String| SharedError::Unreachable {
-            url: target.redis.clone(),
-            reason,
+            url: target.shown(),
+            reason: target.scrub(&reason),
         };
-        let client =
-            redis::Client::open(target.redis.as_str()).map_err(|e| unreachable(e.to_string()))?;
+        // A server that turns the password (or its absence) down is not
+        // unreachable: say what it refused.
+        let refused = |error: RedisError| {
+            let what = match error.code() {
+                Some("NOAUTH") => {
+                    Some("a connection without a password (give it in the URL or REDISCLI_AUTH)")
+                }
+                _ if error.kind() == redis::ErrorKind::AuthenticationFailed
+                    || error.code() == Some("WRONGPASS") =>
+                {
+                    Some("the password (or user) given")
+                }
+                _ => None,
+            };
+            match what {
+                Some(what) => SharedError::Redis {
+                    url: target.shown(),
+                    what,
+                    reason: target.scrub(&error.to_string()),
+                },
+                None => unreachable(error.to_string()),
+            }
+        };
+        let client = redis::Client::open(target.connection_info().map_err(unreachable)?)
+            .map_err(|e| unreachable(e.to_string()))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(3)))
             .set_response_timeout(Some(Duration::from_secs(10)))
@@ -167,11 +191,11 @@ impl Shared {
         let mut conn = tokio::time::timeout(Duration::from_secs(10), connect)
             .await
             .map_err(|_| unreachable("no answer within 10 s".into()))?
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(refused)?;
         let _: String = redis::cmd("PING")
             .query_async(&mut conn)
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(refused)?;
         Ok(Shared {
             keys: Keys::new(&target.name),
             target: target.clone(),
@@ -211,13 +235,14 @@ impl Shared {
             match op(self.conn.clone()).await {
                 Ok(value) => {
                     if warned {
-                        tracing::warn!(url = %self.target.redis, "Redis answers again; going on");
+                        tracing::warn!(url = %self.target.shown(), "Redis answers again; going on");
                     }
                     return Ok(value);
                 }
                 Err(error) if transient(&error) && !self.stopping.load(Ordering::SeqCst) => {
                     if !warned {
-                        tracing::warn!(url = %self.target.redis, %error, "lost Redis; retrying until it answers");
+                        let error = self.target.scrub(&error.to_string());
+                        tracing::warn!(url = %self.target.shown(), %error, "lost Redis; retrying until it answers");
                         warned = true;
                     }
                     tokio::time::sleep(wait).await;
@@ -225,9 +250,9 @@ impl Shared {
                 }
                 Err(error) => {
                     return Err(SharedError::Redis {
-                        url: self.target.redis.clone(),
+                        url: self.target.shown(),
                         what,
-                        reason: error.to_string(),
+                        reason: self.target.scrub(&error.to_string()),
                     });
                 }
             }

@@ -43,15 +43,20 @@ pub(super) async fn begin_cycle(
     } else {
         state.cycle_started
     };
-    let seeds: std::collections::HashSet<[u8; 20]> =
+    // The seeds are queued by the first call, which also takes them out of
+    // the due index; until then, due entries of seeds are skipped here (the
+    // seed request stands for them). Whether the due index is exhausted is
+    // judged on the chunk as read, before that filter: a chunk of nothing but
+    // seeds is not the end of it.
+    let mut seeds: std::collections::HashSet<[u8; 20]> =
         requests.iter().map(|(_, r)| r.fingerprint).collect();
     let mut start = drained;
     let mut cycle = state.cycle;
     let mut queued = 0;
     loop {
-        let fps = shared.due(until, CYCLE_CHUNK).await?;
-        let fps: Vec<[u8; 20]> = fps.into_iter().filter(|fp| !seeds.contains(fp)).collect();
-        let done = fps.is_empty();
+        let read = shared.due(until, CYCLE_CHUNK).await?;
+        let done = read.len() < CYCLE_CHUNK;
+        let fps: Vec<[u8; 20]> = read.into_iter().filter(|fp| !seeds.contains(fp)).collect();
         let mut stale = Vec::new();
         for (fp, record) in fps.iter().zip(shared.page_records(&fps).await?) {
             match record {
@@ -66,23 +71,26 @@ pub(super) async fn begin_cycle(
             }
         }
         shared.forget_due(&stale).await?;
-        if requests.is_empty() && !start {
-            break;
+        // Every entry read leaves the due index (queued, or forgotten as
+        // stale, or already taken by another worker), so each pass makes
+        // progress and the loop ends.
+        if !requests.is_empty() || start {
+            match shared.queue_cycle(cycle, start, &requests).await? {
+                Some(n) => queued += n,
+                // Another worker started the cycle, or it moved on: join it.
+                None => break,
+            }
+            if start {
+                tracing::info!(
+                    cycle = cycle + 1,
+                    "new cycle: seeds and due pages queued again"
+                );
+                cycle += 1;
+                start = false;
+                seeds.clear();
+            }
+            requests.clear();
         }
-        match shared.queue_cycle(cycle, start, &requests).await? {
-            Some(n) => queued += n,
-            // Another worker started the cycle, or it moved on: join it.
-            None => break,
-        }
-        if start {
-            tracing::info!(
-                cycle = cycle + 1,
-                "new cycle: seeds and due pages queued again"
-            );
-            cycle += 1;
-            start = false;
-        }
-        requests.clear();
         if done {
             break;
         }

@@ -406,7 +406,11 @@ impl Active {
             .then(|| RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(&config)));
         Ok(Active {
             version: 0,
-            scope: Scope::new(hosts, config.max_depth),
+            scope: if config.no_parent {
+                Scope::new(hosts, config.max_depth).no_parent(&seeds)
+            } else {
+                Scope::new(hosts, config.max_depth)
+            },
             legs: Arc::new(stack),
             schedule: Schedule::new(&config)?,
             retry: RetryPolicy {

@@ -19,6 +19,14 @@
 //! [`job::JOB_POLL`]. A worker's per-run options and its `--output` file are
 //! its own.
 //!
+//! The password: in the URL (`redis://:PASSWORD@HOST:PORT/DB`, or
+//! `redis://USER:PASSWORD@…` for an ACL user), or, when the URL has none, in
+//! the environment variable `REDISCLI_AUTH` ([`PASSWORD_VAR`], redis-cli's
+//! convention), which keeps it out of the command line and the process list.
+//! It is never shown: every message, log line, hint and `dump` line shows the
+//! URL through [`SharedTarget::shown`] (`redis://USER:***@HOST:PORT/DB`), and
+//! what the server or client says is passed through [`SharedTarget::scrub`].
+//!
 //! [`client`] speaks to Redis (retrying while the server is away), [`job`]
 //! keeps the crawl's job and resolves a starting worker's, [`worker`] is the
 //! crawl loop of one worker (with `cycle`, which starts a new cycle of a
@@ -42,10 +50,15 @@ pub use client::{Shared, SharedError};
 pub use job::{JobPlan, JoinError, Joined, StoredJob, join};
 pub use keys::Keys;
 
-/// Where a shared crawl lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The environment variable the password comes from when the URL has none
+/// (as for `redis-cli`).
+pub const PASSWORD_VAR: &str = "REDISCLI_AUTH";
+
+/// Where a shared crawl lives. Its `Debug` form shows the URL redacted.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SharedTarget {
-    /// The Redis URL (`redis://HOST:PORT/DB`).
+    /// The Redis URL (`redis://HOST:PORT/DB`) as given: it may hold the
+    /// password, so it is never shown; show [`SharedTarget::shown`] instead.
     pub redis: String,
     /// The crawl's name: its keys start with `legcrawl:{NAME}:`.
     pub name: String,
@@ -60,12 +73,13 @@ impl SharedTarget {
     /// `.`, `_`, `-`; at most 64), so that every key of the crawl carries one
     /// hash tag and nothing in the name can break the key layout.
     pub fn new(redis: &str, name: &str) -> Result<SharedTarget, String> {
+        let shown = redact(redis);
         let url = url::Url::parse(redis).map_err(|e| {
-            format!("--shared {redis:?} is not a URL ({e}); expected redis://HOST:PORT/DB")
+            format!("--shared {shown:?} is not a URL ({e}); expected redis://HOST:PORT/DB")
         })?;
         if !matches!(url.scheme(), "redis" | "rediss" | "redis+unix" | "unix") {
             return Err(format!(
-                "--shared {redis:?} is not a Redis URL; expected redis://HOST:PORT/DB"
+                "--shared {shown:?} is not a Redis URL; expected redis://HOST:PORT/DB"
             ));
         }
         let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
@@ -79,6 +93,118 @@ impl SharedTarget {
             name: name.to_owned(),
         })
     }
+}
+
+impl SharedTarget {
+    /// The URL as it may be shown: any password replaced by `***`
+    /// (`redis://USER:***@HOST:PORT/DB`).
+    pub fn shown(&self) -> String {
+        redact(&self.redis)
+    }
+
+    /// The password from [`PASSWORD_VAR`], if it is set, not empty, and the
+    /// URL has none of its own.
+    fn env_password(&self) -> Option<String> {
+        if url_password(&self.redis).is_some() {
+            return None;
+        }
+        std::env::var(PASSWORD_VAR).ok().filter(|p| !p.is_empty())
+    }
+
+    /// How to connect: the URL's settings, with the password from
+    /// [`PASSWORD_VAR`] when the URL has none. The error is the client's
+    /// reason, scrubbed.
+    pub(crate) fn connection_info(&self) -> Result<redis::ConnectionInfo, String> {
+        use redis::IntoConnectionInfo;
+        let info = self
+            .redis
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| self.scrub(&e.to_string()))?;
+        Ok(match self.env_password() {
+            Some(password) => {
+                let settings = info.redis_settings().clone().set_password(password);
+                info.set_redis_settings(settings)
+            }
+            None => info,
+        })
+    }
+
+    /// `text` (an error the server or client gave) with the URL shown
+    /// redacted and every form of the password replaced by `***`.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.replace(&self.redis, &self.shown());
+        let mut secrets: Vec<String> = Vec::new();
+        if let Some(raw) = url_password(&self.redis) {
+            // The password as the client decodes it from the URL.
+            use redis::IntoConnectionInfo;
+            if let Ok(info) = self.redis.as_str().into_connection_info() {
+                secrets.extend(info.redis_settings().password().map(str::to_owned));
+            }
+            secrets.push(raw);
+        }
+        secrets.extend(self.env_password());
+        for secret in secrets.iter().filter(|s| !s.is_empty()) {
+            out = out.replace(secret.as_str(), "***");
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for SharedTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedTarget")
+            .field("redis", &self.shown())
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// The password written in a Redis URL (still percent-encoded): the userinfo
+/// after its `:`, or a `pass`/`password` query argument (unix sockets).
+fn url_password(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    if let Some(password) = parsed.password().filter(|p| !p.is_empty()) {
+        return Some(password.to_owned());
+    }
+    parsed
+        .query_pairs()
+        .find(|(k, v)| matches!(k.as_ref(), "pass" | "password") && !v.is_empty())
+        .map(|(_, v)| v.into_owned())
+}
+
+/// `url` with its password replaced by `***`: the userinfo's part after `:`
+/// and `pass`/`password` query arguments. Text that is not a URL but holds an
+/// `@` shows nothing before its last `@`.
+fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return match url.rfind('@') {
+            Some(at) => format!("***{}", &url[at..]),
+            None => url.to_owned(),
+        };
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let mut out = match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split(':').next().unwrap_or("");
+            let colon = if rest[..at].contains(':') { ":***" } else { "" };
+            format!("{}{user}{colon}{}", &url[..scheme_end], &rest[at..])
+        }
+        None => url.to_owned(),
+    };
+    if let Some(query_start) = out.find('?') {
+        let (head, query) = out.split_at(query_start + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if matches!(k, "pass" | "password") => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", query.join("&"));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -96,5 +222,30 @@ mod tests {
             let error = SharedTarget::new("redis://127.0.0.1/", name).unwrap_err();
             assert!(error.contains("--name"), "{error}");
         }
+    }
+
+    #[test]
+    fn passwords_are_never_shown() {
+        for (url, shown) in [
+            ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+            ("redis://:s3cret@h:1/0", "redis://:***@h:1/0"),
+            ("redis://user:s3cret@h:1/2", "redis://user:***@h:1/2"),
+            ("redis://user@h:1/2", "redis://user@h:1/2"),
+            ("redis://u:p%40ss@h/0", "redis://u:***@h/0"),
+            (
+                "redis+unix:///tmp/r.sock?db=1&pass=s3cret",
+                "redis+unix:///tmp/r.sock?db=1&pass=***",
+            ),
+            ("x:s3cret@h", "***@h"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+        }
+        let target = SharedTarget::new("redis://user:p%40ss@h:1/0", "n").unwrap();
+        let debug = format!("{target:?}");
+        assert!(!debug.contains("p%40ss"), "{debug}");
+        let said = target.scrub("failed on redis://user:p%40ss@h:1/0 with p@ss");
+        assert!(!said.contains("p%40ss") && !said.contains("p@ss"), "{said}");
+        let bad = SharedTarget::new("redis//:s3cret@h", "n").unwrap_err();
+        assert!(!bad.contains("s3cret"), "{bad}");
     }
 }

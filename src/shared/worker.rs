@@ -55,10 +55,21 @@ const POLL: Duration = Duration::from_millis(100);
 impl Joined {
     /// Runs this worker on the crawl's job until the crawl is drained, a
     /// limit of this run is reached, or `shutdown` resolves; the run's record
-    /// names the job versions it ran under.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<RunReport, EngineError> {
+    /// names the job versions it ran under. `None` when `shutdown` resolved
+    /// while the worker was still starting (queueing its seeds and the
+    /// cycle's due pages, loading robots.txt answers): it fetched nothing and
+    /// recorded no run. What it had stored by then is kept, as after a kill.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<Option<RunReport>, EngineError> {
         let started = Instant::now();
-        let mut worker = Worker::new(self).await?;
+        tokio::pin!(shutdown);
+        let mut worker = tokio::select! {
+            biased;
+            () = &mut shutdown => return Ok(None),
+            worker = Worker::new(self) => worker?,
+        };
         let result = worker.run(shutdown).await;
         let outcome = match &result {
             Ok(outcome) => *outcome,
@@ -66,7 +77,11 @@ impl Joined {
         };
         let run = worker.record_run(outcome, started.elapsed()).await;
         result?;
-        Ok(worker.report(run.unwrap_or(0), outcome, started.elapsed()))
+        Ok(Some(worker.report(
+            run.unwrap_or(0),
+            outcome,
+            started.elapsed(),
+        )))
     }
 }
 

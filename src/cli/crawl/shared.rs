@@ -37,7 +37,7 @@ pub(super) fn run_shared(
     if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
         return Err(BadInput(format!(
             "{flag} is not available with --shared yet (read the crawl's items with: legcrawl dump --shared {} --name {} items)",
-            target.redis, target.name
+            target.shown(), target.name
         ))
         .into());
     }
@@ -58,10 +58,22 @@ pub(super) fn run_shared(
         flags: &flags,
         run: config,
     };
+    // The first SIGINT/SIGTERM is heard while the worker connects and joins
+    // too (a slow or unreachable Redis can hold that up for seconds): it
+    // stops the worker there, before it fetched anything.
+    let stopped_early = || -> anyhow::Result<Option<legcrawl::engine::RunReport>> {
+        say!(
+            "legcrawl: stopped while joining the shared crawl {:?}, before fetching anything",
+            target.name
+        );
+        Ok(None)
+    };
     let report = runtime.block_on(async {
-        let joined = legcrawl::shared::join(target, plan)
-            .await
-            .map_err(join_error)?;
+        let joined = tokio::select! {
+            biased;
+            () = stop.notified() => return stopped_early(),
+            joined = legcrawl::shared::join(target, plan) => joined.map_err(join_error)?,
+        };
         if joined.made {
             let from = match &file {
                 Some(file) => format!("the crawl file {}", file.path.display()),
@@ -78,14 +90,22 @@ pub(super) fn run_shared(
                 say!("legcrawl: job {previous} -> {}: {change}", joined.version);
             }
         }
-        joined
+        match joined
             .run(async move { stop.notified().await })
             .await
-            .map_err(anyhow::Error::from)
+            .map_err(anyhow::Error::from)?
+        {
+            Some(report) => Ok(Some(report)),
+            None => stopped_early(),
+        }
     })?;
+    let Some(report) = report else {
+        return Ok(ExitCode::from(130));
+    };
     let resume = format!(
         "legcrawl crawl --shared {} --name {}",
-        target.redis, target.name
+        target.shown(),
+        target.name
     );
     print_report(config, &report, &resume);
     Ok(exit_status(&report))

@@ -6,6 +6,7 @@
 //! answers `PING`; [`RedisServer::start_aof`] turns the append-only file on with
 //! `appendfsync always`, so a write acknowledged before [`RedisServer::kill`]
 //! is there after [`RedisServer::start_again`] (same port, same directory).
+//! [`RedisServer::start_with_password`] adds `--requirepass`.
 //! Dropping the handle kills the server. [`RedisServer::command`] speaks raw
 //! RESP over a `TcpStream`, enough for a test to look at keys.
 //!
@@ -85,6 +86,8 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     persistence: Persistence,
+    /// `--requirepass`, when the server asks for one.
+    password: Option<String>,
     /// Working directory (AOF files) and `redis.log`.
     dir: tempfile::TempDir,
 }
@@ -132,7 +135,21 @@ impl RedisServer {
         RedisServer::start_with(test, Persistence::Aof)
     }
 
+    /// As [`RedisServer::start`], with `--requirepass password`: a client
+    /// must `AUTH` first ([`RedisServer::command`] does).
+    pub fn start_with_password(test: &str, password: &str) -> Option<RedisServer> {
+        RedisServer::start_as(test, Persistence::None, Some(password.to_owned()))
+    }
+
     fn start_with(test: &str, persistence: Persistence) -> Option<RedisServer> {
+        RedisServer::start_as(test, persistence, None)
+    }
+
+    fn start_as(
+        test: &str,
+        persistence: Persistence,
+        password: Option<String>,
+    ) -> Option<RedisServer> {
         let exe = server_or_skip(test)?;
         let dir = tempfile::Builder::new()
             .prefix("legcrawl-redis-")
@@ -143,6 +160,7 @@ impl RedisServer {
             child: None,
             port: 0,
             persistence,
+            password,
             dir,
         };
         let mut last = String::new();
@@ -170,8 +188,11 @@ impl RedisServer {
             .arg("--dir")
             .arg(self.dir.path())
             .arg("--logfile")
-            .arg(self.log_path())
-            .stdin(Stdio::null())
+            .arg(self.log_path());
+        if let Some(password) = &self.password {
+            cmd.args(["--requirepass", password]);
+        }
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let mut child = cmd
@@ -186,7 +207,7 @@ impl RedisServer {
                     self.log_tail()
                 ));
             }
-            if ping(self.port) {
+            if ping(self.port, self.password.as_deref()) {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -236,7 +257,7 @@ impl RedisServer {
 
     /// True while it answers `PING`.
     pub fn is_up(&self) -> bool {
-        ping(self.port)
+        ping(self.port, self.password.as_deref())
     }
 
     /// Runs one command (on DB 0) and returns its reply.
@@ -244,8 +265,13 @@ impl RedisServer {
         let stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(COMMAND_TIMEOUT))?;
         stream.set_write_timeout(Some(COMMAND_TIMEOUT))?;
+        let mut reader = BufReader::new(&stream);
+        if let Some(password) = &self.password {
+            (&stream).write_all(&encode(&["AUTH", password]))?;
+            read_reply(&mut reader)?;
+        }
         (&stream).write_all(&encode(args))?;
-        read_reply(&mut BufReader::new(&stream))
+        read_reply(&mut reader)
     }
 
     /// Every key matching `pattern` (`SCAN`, so safe on a busy server), sorted.
@@ -317,8 +343,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// True when a server on `port` answers `PING` with `PONG`.
-fn ping(port: u16) -> bool {
+/// True when a server on `port` answers `PING` with `PONG` (after `AUTH
+/// password` when there is one).
+fn ping(port: u16, password: Option<&str>) -> bool {
     let Ok(stream) = TcpStream::connect_timeout(
         &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         Duration::from_millis(200),
@@ -326,10 +353,18 @@ fn ping(port: u16) -> bool {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reader = BufReader::new(&stream);
+    if let Some(password) = password {
+        let authed = (&stream).write_all(&encode(&["AUTH", password])).is_ok()
+            && matches!(read_reply(&mut reader), Ok(Resp::Simple(_)));
+        if !authed {
+            return false;
+        }
+    }
     if (&stream).write_all(&encode(&["PING"])).is_err() {
         return false;
     }
-    matches!(read_reply(&mut BufReader::new(&stream)), Ok(Resp::Simple(s)) if s == "PONG")
+    matches!(read_reply(&mut reader), Ok(Resp::Simple(s)) if s == "PONG")
 }
 
 /// A command as a RESP array of bulk strings.

@@ -62,7 +62,8 @@ impl Crawl {
             .arg("--name")
             .arg(&self.name)
             .current_dir(self.dir.path())
-            .env("RUST_LOG", "warn");
+            .env("RUST_LOG", "warn")
+            .env_remove("REDISCLI_AUTH");
         cmd
     }
 
@@ -195,7 +196,8 @@ impl Crawl {
             .arg(&self.name)
             .args(args)
             .current_dir(self.dir.path())
-            .env("RUST_LOG", "error");
+            .env("RUST_LOG", "error")
+            .env_remove("REDISCLI_AUTH");
         cli::run(cmd, DUMP_LIMIT)
     }
 
