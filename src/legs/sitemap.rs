@@ -238,6 +238,12 @@ impl Leg for Sitemap {
             self.sitemap(response, out);
         }
     }
+
+    /// Requests pass through unchanged: a crawl's requests need not be moved
+    /// through this leg (it sits in every crawl's legs by default).
+    fn rewrites_requests(&self) -> bool {
+        false
+    }
 }
 
 fn is_gzip(body: &[u8]) -> bool {
