@@ -382,11 +382,7 @@ impl<'a> Crawl<'a> {
                 dir: state.dir().display().to_string(),
             });
         }
-        let hosts = Scope::crawl_hosts(&config.allowed_hosts, &stored, &seeds);
-        let mut scope = Scope::new(hosts, config.max_depth);
-        if config.no_parent {
-            scope = scope.no_parent(&stored);
-        }
+        let scope = Scope::of_crawl(config, &stored, &seeds);
         let sink = match &config.output {
             Some(path) => Some(Sink::open(path, state)?),
             None => None,

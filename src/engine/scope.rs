@@ -13,13 +13,15 @@ use crate::config::CrawlConfig;
 use crate::request::Request;
 
 /// `config` as a crawl's legs are configured with it: without allowed hosts
-/// of its own, a `links` leg follows links to `hosts` (see
-/// [`Scope::crawl_hosts`]), so a link from one seed's host to another seed's
-/// is followed, as the scope allows it.
-pub fn leg_config(config: &CrawlConfig, hosts: &[String]) -> CrawlConfig {
+/// of its own, a `links` leg follows links to the hosts `scope` allows (see
+/// [`Scope::of_crawl`]), so a link from one seed's host to another seed's is
+/// followed, as the scope allows it.
+pub fn leg_config(config: &CrawlConfig, scope: &Scope) -> CrawlConfig {
     let mut config = config.clone();
     if config.allowed_hosts.is_empty() {
-        config.allowed_hosts = hosts.to_vec();
+        let mut hosts: Vec<String> = scope.hosts.iter().cloned().collect();
+        hosts.sort();
+        config.allowed_hosts = hosts;
     }
     config
 }
@@ -109,18 +111,22 @@ impl Scope {
             .collect()
     }
 
-    /// The hosts a crawl may visit: `allowed` (its allowed hosts), or else the
-    /// hosts of `seeds` (all the crawl's); the hosts of `given` (this run's
-    /// seeds) always. Sorted, without repeats.
-    pub fn crawl_hosts(allowed: &[String], seeds: &[String], given: &[String]) -> Vec<String> {
-        let mut hosts = match allowed.is_empty() {
+    /// The scope of a crawl with `config` whose seeds are `seeds` (all of
+    /// them, `given` included): its hosts are its allowed hosts, or else the
+    /// hosts of `seeds`, and the hosts of `given` (this run's seeds) always;
+    /// its depth limit; and, with `no_parent`, the directories of `seeds`.
+    /// The one rule of the embedded crawl, the shared worker and the legs.
+    pub fn of_crawl(config: &CrawlConfig, seeds: &[String], given: &[String]) -> Scope {
+        let mut hosts = match config.allowed_hosts.is_empty() {
             true => Scope::hosts_of(seeds),
-            false => allowed.to_vec(),
+            false => config.allowed_hosts.clone(),
         };
         hosts.extend(Scope::hosts_of(given));
-        hosts.sort();
-        hosts.dedup();
-        hosts
+        let scope = Scope::new(hosts, config.max_depth);
+        match config.no_parent {
+            true => scope.no_parent(seeds),
+            false => scope,
+        }
     }
 
     /// Accepts or rejects a proposed request.

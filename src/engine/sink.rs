@@ -131,16 +131,7 @@ impl Sink {
                     && cursor.bytes <= len
                     && ends_a_line(&file, cursor.bytes).map_err(io_err)? =>
             {
-                let (lines, end) = count_complete_lines(&mut file, cursor.bytes).map_err(io_err)?;
-                let next = cursor.next.saturating_add(lines);
-                if next > items {
-                    return Err(SinkError::Foreign {
-                        path: path.to_owned(),
-                        lines,
-                        items: items.saturating_sub(cursor.next),
-                    });
-                }
-                (end, next)
+                continued(&mut file, path, cursor.bytes, cursor.next, items)?
             }
             Some(cursor) => (last_line_end(&file, len).map_err(io_err)?, cursor.next),
             None => {
@@ -148,18 +139,7 @@ impl Sink {
                 // when the file was first used, under the file's canonical path.
                 let canonical = path.canonicalize().map_err(io_err)?;
                 match state.output_watermark(&canonical.to_string_lossy())? {
-                    Some(start) => {
-                        let (lines, end) = count_complete_lines(&mut file, 0).map_err(io_err)?;
-                        let next = start.saturating_add(lines);
-                        if next > items {
-                            return Err(SinkError::Foreign {
-                                path: path.to_owned(),
-                                lines,
-                                items: items.saturating_sub(start),
-                            });
-                        }
-                        (end, next)
-                    }
+                    Some(start) => continued(&mut file, path, 0, start, items)?,
                     None => (last_line_end(&file, len).map_err(io_err)?, items),
                 }
             }
@@ -224,6 +204,31 @@ impl Sink {
             source,
         }
     }
+}
+
+/// Where a file stands whose complete lines from byte `from` are the items
+/// from `start` on: the end of those lines and the next item. More lines than
+/// the state has `items` for is [`SinkError::Foreign`].
+fn continued(
+    file: &mut File,
+    path: &Path,
+    from: u64,
+    start: u64,
+    items: u64,
+) -> Result<(u64, u64), SinkError> {
+    let (lines, end) = count_complete_lines(file, from).map_err(|source| SinkError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let next = start.saturating_add(lines);
+    if next > items {
+        return Err(SinkError::Foreign {
+            path: path.to_owned(),
+            lines,
+            items: items.saturating_sub(start),
+        });
+    }
+    Ok((end, next))
 }
 
 /// The path the cursor of the output `path` is kept under: its directory

@@ -397,20 +397,16 @@ impl Active {
         let job_seeds = job.seeds.clone();
         let config = worker_config(job, run);
         let seeds: Vec<String> = crawl_seeds.iter().chain(&job_seeds).cloned().collect();
-        let hosts = Scope::crawl_hosts(&config.allowed_hosts, &seeds, &config.seeds);
+        let scope = Scope::of_crawl(&config, &seeds, &config.seeds);
         let mut stack = legs.unwrap_or_else(crawlfile::default_legs);
-        stack.configure(&crate::engine::scope::leg_config(&config, &hosts))?;
+        stack.configure(&crate::engine::scope::leg_config(&config, &scope))?;
         let fetcher = Fetcher::new(FetchSettings::from_config(&config))?;
         let robots = config
             .obey_robots
             .then(|| RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(&config)));
         Ok(Active {
             version: 0,
-            scope: if config.no_parent {
-                Scope::new(hosts, config.max_depth).no_parent(&seeds)
-            } else {
-                Scope::new(hosts, config.max_depth)
-            },
+            scope,
             legs: Arc::new(stack),
             schedule: Schedule::new(&config)?,
             retry: RetryPolicy {

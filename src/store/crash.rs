@@ -79,7 +79,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "output.watermark",
-        before: "an --output path without a cursor gets its first (for a path new to this state, the current end of the item store), written and synced before a line is written; `State::output_start` records an older state's watermark here too",
+        before: "an --output path without a cursor gets its first (for a path new to this state, the current end of the item store), written and synced before a line is written",
     },
     Point {
         name: "output.cursor",

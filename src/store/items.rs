@@ -23,7 +23,7 @@
 //! database (the next group's, the end of the run's, sled's periodic flush
 //! or its close) makes it durable. So a durable cursor lags the file by at
 //! most the lines of the last group streamed. A watermark (`o`, written by
-//! builds before cursors, and by [`State::output_start`]) is only the item
+//! builds before cursors) is only the item
 //! that was next when the file was first used: it is read for a path
 //! without a cursor, once. Depends on `table`, `keys` and [`crate::item`].
 
@@ -261,16 +261,17 @@ impl Items {
         Ok(())
     }
 
-    /// The first item sequence number written to the output file `path`
-    /// (canonical path string), recording the current end of the item store if
-    /// it is new.
+    /// The watermark of the output file `path` (canonical path string),
+    /// recorded as builds before cursors recorded it (the current end of the
+    /// item store) when it has none. Only tests write watermarks now: a state
+    /// of such a build is made with it.
+    #[cfg(test)]
     pub(super) fn output_start(&self, db: &Db, path: &str) -> Result<u64, StoreError> {
         if let Some(start) = watermark(db, path)? {
             return Ok(start);
         }
         let key = keys::with_prefix(keys::OUTPUT, path.as_bytes());
         let start = self.next;
-        crash::point("output.watermark");
         db.tree()
             .insert(&key, keys::versioned(&start.to_be_bytes()))
             .map_err(|e| db.error(e))?;
@@ -336,7 +337,7 @@ impl State {
 
     /// The watermark a build before output cursors recorded for the output
     /// file `path` (its canonical path string): the first item written
-    /// there. Only read; see [`State::output_start`].
+    /// there. Only read: this build writes cursors.
     pub fn output_watermark(&self, path: &str) -> Result<Option<u64>, StoreError> {
         watermark(&self.db, path)
     }

@@ -123,14 +123,14 @@ impl Runs {
 
     /// Begins a run whose first item will be `first_item`, under job version
     /// `job`: its record is put into `batch` (which may hold that job's
-    /// record), and the batch is written and synced. Returns the run number.
+    /// record), and the batch is written and synced.
     pub(super) fn begin(
         &mut self,
         db: &Db,
         first_item: u64,
         job: Option<u64>,
         mut batch: sled::Batch,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(), StoreError> {
         let id = self.next_id(db)?;
         let now = unix_now();
         let run = RunRecord {
@@ -149,7 +149,7 @@ impl Runs {
         db.tree().apply_batch(batch).map_err(|e| db.error(e))?;
         db.tree().flush().map_err(|e| db.error(e))?;
         self.run = Some(run);
-        Ok(id)
+        Ok(())
     }
 
     /// The number the next run will get.

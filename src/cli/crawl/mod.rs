@@ -469,16 +469,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         return shared::run_shared(&args, &draft, file, &target);
     }
     check_outputs(&draft)?;
-    // Bad settings are refused before the state is touched: the job the
-    // flags and file make over the defaults must resolve and configure.
-    let facts = legcrawl::job::StateFacts::default();
-    let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
-        .map_err(|e| BadInput(e.to_string()))?;
-    bundled_legs(
-        &with_run_options(trial.config, &draft),
-        trial.legs,
-        trial.sitemap_leg,
-    )?;
+    check_settings(&args, file.as_ref(), &draft)?;
     if args.fresh {
         // Nothing is deleted unless the crawl can start again right away.
         if draft.seeds.is_empty() {
@@ -499,7 +490,8 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     // The job: the crawl file given, else the stored job (made once from what
     // an earlier build left), then the flags.
     let stored = state.latest_job()?;
-    let legacy = match (&stored, state.runs()?.is_empty()) {
+    // No run is begun yet: the previous run is the last one recorded.
+    let legacy = match (&stored, state.previous_run()?.is_none()) {
         (None, false) => legacy_file(&state, file.as_ref())?,
         _ => None,
     };
@@ -521,9 +513,9 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     let config = with_run_options(resolved.config, &draft);
     check_outputs(&config)?;
-    let hosts = Scope::crawl_hosts(&config.allowed_hosts, &facts.seeds, &config.seeds);
+    let scope = Scope::of_crawl(&config, &facts.seeds, &config.seeds);
     let legs = bundled_legs(
-        &leg_config(&config, &hosts),
+        &leg_config(&config, &scope),
         resolved.legs,
         resolved.sitemap_leg,
     )?;
@@ -545,6 +537,25 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let resume = format!("legcrawl crawl --data {}", config.data_dir.display());
     print_report(&config, &report, &resume);
     Ok(exit_status(&report))
+}
+
+/// Bad settings are refused before the state (or Redis) is touched: the job
+/// the flags and `file` make over the defaults must resolve, and its legs
+/// configure, with the run options of `draft`.
+fn check_settings(
+    args: &CrawlArgs,
+    file: Option<&CrawlFile>,
+    draft: &CrawlConfig,
+) -> anyhow::Result<()> {
+    let facts = job::StateFacts::default();
+    let trial = job::resolve(None, file, |c| args.apply_job_flags(c), &facts)
+        .map_err(|e| BadInput(e.to_string()))?;
+    bundled_legs(
+        &with_run_options(trial.config, draft),
+        trial.legs,
+        trial.sitemap_leg,
+    )?;
+    Ok(())
 }
 
 /// The files and directory a run writes must be writable where they are.

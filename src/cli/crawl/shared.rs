@@ -5,12 +5,11 @@ use std::process::ExitCode;
 
 use legcrawl::config::CrawlConfig;
 use legcrawl::crawlfile::CrawlFile;
-use legcrawl::job;
 use legcrawl::shared::SharedTarget;
 
 use super::report::{exit_status, print_report};
 use super::runtime::runtime_and_stop;
-use super::{CrawlArgs, bundled_legs, with_run_options};
+use super::{CrawlArgs, check_settings};
 use crate::cli::BadInput;
 use crate::cli::stderr::say;
 
@@ -41,16 +40,7 @@ pub(super) fn run_shared(
         ))
         .into());
     }
-    // Bad settings are refused before Redis is touched, as in `run`: the job
-    // the flags and file make over the defaults must resolve and configure.
-    let facts = job::StateFacts::default();
-    let trial = job::resolve(None, file.as_ref(), |c| args.apply_job_flags(c), &facts)
-        .map_err(|e| BadInput(e.to_string()))?;
-    bundled_legs(
-        &with_run_options(trial.config, config),
-        trial.legs,
-        trial.sitemap_leg,
-    )?;
+    check_settings(args, file.as_ref(), config)?;
     let (runtime, stop) = runtime_and_stop()?;
     let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
     let plan = legcrawl::shared::JobPlan {
