@@ -147,8 +147,8 @@ pub fn changes(before: &str, after: &str) -> Vec<Change> {
         .filter(|(key, value)| lookup(&before, key) != Some(value))
         .map(|(key, value)| Change {
             key: key.clone(),
-            before: lookup(&before, key).cloned(),
-            after: Some(value.clone()),
+            before: lookup(&before, key).map(|v| shown(key, v)),
+            after: Some(shown(key, value)),
         })
         .collect();
     changes.extend(
@@ -157,11 +157,25 @@ pub fn changes(before: &str, after: &str) -> Vec<Change> {
             .filter(|(key, _)| lookup(&after, key).is_none())
             .map(|(key, value)| Change {
                 key: key.clone(),
-                before: Some(value.clone()),
+                before: Some(shown(key, value)),
                 after: None,
             }),
     );
     changes
+}
+
+/// Headers whose values are credentials: a change to one is printed as `***`.
+const SECRET_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
+
+/// `value` as a change line shows it: a credential header's as `***`.
+fn shown(key: &str, value: &str) -> String {
+    let secret = key
+        .strip_prefix("headers.")
+        .is_some_and(|name| SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()));
+    match secret {
+        true => "***".into(),
+        false => value.to_owned(),
+    }
 }
 
 fn lookup<'a>(flat: &'a [(String, String)], key: &str) -> Option<&'a String> {
@@ -275,6 +289,25 @@ mod tests {
                 .any(|c| c.to_string() == "politeness.delay: 10ms -> (default)"),
             "{unset:?}"
         );
+    }
+
+    #[test]
+    fn a_credential_header_changes_without_its_value_shown() {
+        let facts = StateFacts::default();
+        let header = |value: &str| {
+            let value = value.to_owned();
+            move |c: &mut CrawlConfig| c.extra_headers = vec![("Authorization".into(), value)]
+        };
+        let stored = resolve(None, None, header("Bearer old-token"), &facts).unwrap();
+        let next = resolve(
+            Some((1, &stored.text)),
+            None,
+            header("Bearer new-token"),
+            &facts,
+        )
+        .unwrap();
+        let lines: Vec<String> = next.changes.iter().map(ToString::to_string).collect();
+        assert_eq!(lines, ["headers.Authorization: *** -> ***"]);
     }
 
     #[test]
