@@ -107,6 +107,7 @@ fn response_at(body: String, url: &str) -> Response {
         body: body.into(),
         truncated: false,
         fetched_at: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        kept: false,
     }
 }
 

@@ -65,6 +65,9 @@ use tokio::sync::oneshot;
 #[path = "../tests/it/support/redis.rs"]
 #[allow(dead_code)]
 mod redis;
+// The loud SKIPPED line `redis` writes when redis-server is missing.
+#[path = "../tests/it/support/skip.rs"]
+mod skip;
 
 /// Hosts of the politeness-bound site.
 const POLITE_HOSTS: usize = 32;

@@ -118,6 +118,10 @@ pub struct CrawlConfig {
     /// A WARC file is closed, and the next one begun, at the first group
     /// boundary past this many bytes (default [`DEFAULT_WARC_MAX_SIZE`]).
     pub warc_max_size: u64,
+    /// Error statuses (non-2xx answers) whose pages still make items and run
+    /// the item legs, like 2xx answers (`--keep-status`; default none, as
+    /// Scrapy's HttpError handling). Every answer is counted and recorded.
+    pub keep_status: Vec<u16>,
     /// Where `legcrawl crawl` writes its end-of-run report (one JSON object: run,
     /// outcome, times, totals, counters) after the run ends. The engine does not
     /// read it.
@@ -172,6 +176,31 @@ pub struct CrawlConfig {
 /// With [`CrawlConfig::until_idle`], a run ends when no request can start within
 /// this long (longer than the largest `Crawl-delay` honoured by default).
 pub const IDLE_WAIT: Duration = Duration::from_secs(60);
+
+/// Answers with these statuses are retried (with the request's retry count),
+/// then fail; they cannot be kept (`--keep-status`).
+pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
+
+/// Checks one `--keep-status` code: an error status (400 to 599) that is not
+/// retried; `Err` says why not.
+pub fn check_keep_status(code: u16) -> Result<u16, String> {
+    if RETRY_STATUSES.contains(&code) {
+        Err(format!("{code} is retried, then fails; it cannot be kept"))
+    } else if (400..=599).contains(&code) {
+        Ok(code)
+    } else {
+        Err(format!(
+            "{code} is not an error status (400 to 599); 2xx answers always make items"
+        ))
+    }
+}
+
+/// `codes` sorted, each once (the order a job stores them in).
+pub fn status_set(mut codes: Vec<u16>) -> Vec<u16> {
+    codes.sort_unstable();
+    codes.dedup();
+    codes
+}
 
 /// When a page fetched in one run is due again in a later one.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -237,6 +266,7 @@ impl Default for CrawlConfig {
             follow_nofollow: true,
             no_parent: false,
             sitemaps: true,
+            keep_status: Vec::new(),
             allow: Vec::new(),
             deny: Vec::new(),
             shutdown_grace: Duration::from_secs(2),

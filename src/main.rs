@@ -58,7 +58,7 @@ fn main() -> ExitCode {
     match result {
         Ok(Ok(code)) => code,
         Ok(Err(error)) => {
-            cli::stderr::say!("legcrawl: {error:#}");
+            cli::stderr::say!("legcrawl: {}", cli::one_line(&error));
             ExitCode::from(cli::exit_code(&error))
         }
         Err(payload) => match legcrawl::store::repair::sled_panic_report() {

@@ -28,6 +28,9 @@ pub struct Response {
     pub truncated: bool,
     /// When the response headers arrived.
     pub fetched_at: SystemTime,
+    /// The status is an error status the crawl keeps (`--keep-status`): the
+    /// legs take the answer as they take a 2xx ([`Response::is_content`]).
+    pub kept: bool,
 }
 
 impl Response {
@@ -58,6 +61,12 @@ impl Response {
     /// True for a 2xx status.
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// True when the answer is the page's content, which the legs read: a 2xx,
+    /// or an error status the crawl keeps.
+    pub fn is_content(&self) -> bool {
+        self.is_success() || self.kept
     }
 
     /// The body as text, decoded by [`crate::charset::decode`] (BOM, then the

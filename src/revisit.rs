@@ -56,6 +56,9 @@ pub struct Observation {
     /// When the response arrived, Unix seconds: the record's fetch times (and
     /// so the date a WARC revisit record refers to) are this.
     pub fetched_at: u64,
+    /// An error answer (not 2xx, and not a kept status): recorded, but not
+    /// the page's content (see [`Schedule::record`]).
+    pub error: bool,
 }
 
 /// What a fetch found, compared with the page record.
@@ -69,6 +72,11 @@ pub enum Change {
     Unchanged,
     /// The server answered 304 Not Modified.
     NotModified,
+    /// A 404 or 410 answer: the page is not there (deleted, or a broken link).
+    Gone,
+    /// Another error answer that makes no items (401, 403, 501...): the page
+    /// failed, its stored content stays as it was.
+    Error,
 }
 
 impl Change {
@@ -96,6 +104,8 @@ impl Change {
             Change::Changed => "pages/changed",
             Change::Unchanged => "pages/unchanged",
             Change::NotModified => "pages/not_modified",
+            Change::Gone => "pages/gone",
+            Change::Error => "fetch/failed",
         }
     }
 }
@@ -203,10 +213,11 @@ impl Schedule {
     /// When `record`'s page is due under this schedule: its last fetch plus the
     /// interval the policy for its URL gives (an adaptive interval keeps what the
     /// page's history made of it, within the policy's bounds), a little early as
-    /// [`Schedule::record`] sets it; `None` for "never again" and for a gone page.
+    /// [`Schedule::record`] sets it; `None` for "never again". A gone page is
+    /// due again after its policy's longest interval ([`Schedule::gone_due`]).
     pub fn due(&self, record: &PageRecord) -> Option<u64> {
         if record.gone {
-            return None;
+            return self.gone_due(&record.url, record.last_fetched);
         }
         if record.fetches == 0 {
             // Failures only: due at once, whatever the policy.
@@ -230,6 +241,59 @@ impl Schedule {
         )
     }
 
+    /// When a page found gone at `at` is asked again, as Nutch does: after the
+    /// longest interval its policy allows (an adaptive policy's maximum, a
+    /// fixed interval, every run), so that a restored page comes back without
+    /// being made a seed; `None` under "never".
+    pub fn gone_due(&self, url: &str, at: u64) -> Option<u64> {
+        let longest = match self.policy(url) {
+            Revisit::EveryRun => Duration::ZERO,
+            Revisit::After(d) => d,
+            Revisit::Never => return None,
+            Revisit::Adaptive { min, max, .. } => max.max(min),
+        };
+        Some(
+            at.saturating_add(longest.as_secs())
+                .saturating_sub(early(longest)),
+        )
+    }
+
+    /// The record after an error answer (`seen.error`), and what it found
+    /// ([`Change::Gone`] for 404 and 410, else [`Change::Error`]). The page's
+    /// content, validators, version and fetch count stay those of its last good
+    /// answer (a page with none keeps `fetches` 0, so that its first good answer
+    /// is new); its status, time, and 404/410 streak are the answer's. It is
+    /// due again at once (the next cycle), or when gone by [`Schedule::gone_due`].
+    fn error_record(
+        &self,
+        prior: Option<&PageRecord>,
+        request: &Request,
+        seen: &Observation,
+        now: u64,
+    ) -> (PageRecord, Change) {
+        let mut record = match prior {
+            Some(prior) => prior.clone(),
+            None => Schedule::failed(request, seen.status, now),
+        };
+        let missing = matches!(seen.status, 404 | 410);
+        record.status = seen.status;
+        record.final_url.clone_from(&seen.final_url);
+        record.last_fetched = now;
+        record.missing = if missing {
+            record.missing.saturating_add(1)
+        } else {
+            0
+        };
+        record.gone = seen.status == 410 || record.missing >= GONE_AFTER_404S;
+        record.next_due = if record.gone {
+            self.gone_due(&request.url, now)
+        } else {
+            Some(now)
+        };
+        let change = if missing { Change::Gone } else { Change::Error };
+        (record, change)
+    }
+
     /// The record after `seen`, and what it found. `now` is unix seconds.
     pub fn record(
         &self,
@@ -238,6 +302,9 @@ impl Schedule {
         seen: &Observation,
         now: u64,
     ) -> (PageRecord, Change) {
+        if seen.error {
+            return self.error_record(prior, request, seen, now);
+        }
         let change = Change::of(prior, seen.status, &seen.content_hash);
         // A record of failures only is no history.
         let prior = prior.filter(|p| p.fetches > 0);
@@ -288,7 +355,7 @@ impl Schedule {
         record.gone = seen.status == 410 || record.missing >= GONE_AFTER_404S;
         record.interval = interval.map_or(0, |d| d.as_secs());
         record.next_due = match interval {
-            _ if record.gone => None,
+            _ if record.gone => self.gone_due(&request.url, now),
             None => None,
             Some(d) => Some(now.saturating_add(d.as_secs()).saturating_sub(early(d))),
         };

@@ -100,10 +100,10 @@ fn live_summary(dir: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     })?;
     let mut out = io::stdout().lock();
     let note = format!(
-        "live: run {} (pid {}), {} pages this run, status written {}",
+        "live: run {} (pid {}), {} this run, status written {}",
         live.run,
         live.pid,
-        live.run_pages,
+        super::counted(live.run_pages, "page", "pages"),
         rfc3339_secs(live.updated_at)
     );
     if json {
@@ -193,11 +193,20 @@ fn print_frontier(
             head.len()
         );
     }
+    if head.is_empty() {
+        say_empty_frontier();
+    }
     for entry in head {
         let line = json.then(|| serde_json::to_string(&entry)).transpose()?;
         print_queued(out, line, entry.seq, &entry.request)?;
     }
     Ok(())
+}
+
+/// Says on stderr that the frontier holds nothing (stdout stays a list of
+/// requests, empty here), so that an empty answer is not taken for a failure.
+pub(super) fn say_empty_frontier() {
+    say!("the frontier is empty: no request is queued");
 }
 
 /// One queued request: `json` when given, else a line of the table.

@@ -115,6 +115,9 @@ async fn print_frontier(
     json: bool,
 ) -> anyhow::Result<()> {
     let head = shared.frontier_head(limit).await?;
+    if head.is_empty() {
+        super::dump::say_empty_frontier();
+    }
     for entry in head {
         let line = json.then(|| serde_json::to_string(&entry)).transpose()?;
         print_queued(out, line, entry.seq, &entry.request)?;

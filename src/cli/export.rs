@@ -273,14 +273,20 @@ fn write_object(
 }
 
 /// The text of one CSV cell: strings as they are, `null` and missing as empty,
-/// anything else as compact JSON.
+/// anything else as compact JSON. A string that a spreadsheet would run as a
+/// formula (it begins with `=`, `+`, `-`, `@`, a tab or a CR: OWASP's CSV
+/// injection advice) gets a `'` in front, so that it is shown as text.
 fn cell(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) if s.starts_with(FORMULA_STARTS) => format!("'{s}"),
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     }
 }
+
+/// First characters that make a spreadsheet read a cell as a formula.
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 
 /// One RFC 4180 record, CRLF-terminated.
 fn write_row<'a>(out: &mut impl Write, cells: impl Iterator<Item = &'a str>) -> anyhow::Result<()> {
@@ -315,6 +321,24 @@ mod tests {
         let mut line = String::new();
         push_csv_field(&mut line, text);
         line
+    }
+
+    #[test]
+    fn a_cell_a_spreadsheet_would_run_as_a_formula_is_text() {
+        let text = |s: &str| cell(Some(&Value::String(s.into())));
+        assert_eq!(
+            text("=HYPERLINK(\"http://x\")"),
+            "'=HYPERLINK(\"http://x\")"
+        );
+        for start in ["+1", "-1", "@SUM(A1)", "\tx", "\rx"] {
+            assert_eq!(text(start), format!("'{start}"));
+        }
+        assert_eq!(text("a=b"), "a=b");
+        assert_eq!(
+            cell(Some(&Value::from(-3))),
+            "-3",
+            "numbers are not formulas"
+        );
     }
 
     #[test]

@@ -180,6 +180,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             | StoreError::Missing { .. }
             | StoreError::Format { .. }
             | StoreError::Busy { .. }
+            | StoreError::NotWritable { .. }
             | StoreError::Mismatch { .. }
             | StoreError::Damaged { .. }
             | StoreError::RolledBack { .. }
@@ -218,4 +219,27 @@ pub fn init_tracing(verbose: u8) {
         // closed stderr.
         .log_internal_errors(false)
         .init();
+}
+
+/// `n` and the noun that goes with it: "1 page", "2 pages".
+pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
+    match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    }
+}
+
+/// `error` and its causes on one line, as `{:#}` writes them, but without a
+/// cause that a message already shows: an error that names its source in its
+/// own message ("PATH: Permission denied") is not followed by it again.
+pub fn one_line(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }

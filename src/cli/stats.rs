@@ -136,7 +136,31 @@ pub fn check_path(flag: &str, path: &Path) -> anyhow::Result<()> {
         ))
         .into());
     }
-    Ok(())
+    writable(
+        flag,
+        path,
+        if path.exists() {
+            path
+        } else {
+            parent.unwrap_or(Path::new("."))
+        },
+    )
+}
+
+/// Refuses `place` (the file or directory itself, or the directory it would be
+/// made in) when this user cannot write it: found before the crawl, not after.
+fn writable(flag: &str, path: &Path, place: &Path) -> anyhow::Result<()> {
+    use rustix::fs::{Access, access};
+    match access(place, Access::WRITE_OK) {
+        Err(errno) if errno != rustix::io::Errno::NOENT => Err(BadInput(format!(
+            "{flag} {}: cannot write {}: {}",
+            path.display(),
+            place.display(),
+            std::io::Error::from(errno)
+        ))
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// Checks a directory given as `flag` before anything is created: it is a
@@ -161,7 +185,15 @@ pub fn check_dir(flag: &str, dir: &Path) -> anyhow::Result<()> {
         ))
         .into());
     }
-    Ok(())
+    writable(
+        flag,
+        dir,
+        if dir.exists() {
+            dir
+        } else {
+            parent.unwrap_or(Path::new("."))
+        },
+    )
 }
 
 /// Writes the report of the run that just ended in `data`: the one `report`
@@ -206,7 +238,7 @@ pub fn write(
         ended: run.ended_at.map(rfc3339_secs),
         elapsed_seconds: elapsed,
         totals: report.ok().map(Totals::of),
-        error: report.err().map(|e| format!("{e:#}")),
+        error: report.err().map(super::one_line),
         counters: &run.counters,
     };
     let mut text = serde_json::to_string_pretty(&stats)?;

@@ -35,6 +35,11 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
         root.insert("stats".into(), path_value(path));
     }
     root.insert("output".into(), Value::Table(output));
+    let kept = config
+        .keep_status
+        .iter()
+        .map(|&code| Value::Integer(code.into()));
+    root.insert("keep_status".into(), Value::Array(kept.collect()));
 
     let mut scope = Table::new();
     scope.insert("allowed_hosts".into(), strings(&config.allowed_hosts));

@@ -15,7 +15,7 @@ use super::Pattern;
 use super::kinds::Located;
 use super::span::Entry;
 use super::units::{FileDuration, FileSize};
-use crate::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
+use crate::config::{CrawlConfig, DedupMode, Revisit, RevisitRule, status_set};
 
 /// The top level of a crawl file, `legs` excepted.
 #[derive(Debug, Default, Deserialize)]
@@ -25,6 +25,7 @@ pub(super) struct FileSettings {
     data: Option<PathBuf>,
     output: Option<Output>,
     stats: Option<PathBuf>,
+    keep_status: Option<Vec<u16>>,
     scope: Scope,
     limits: Limits,
     politeness: Politeness,
@@ -308,6 +309,7 @@ impl FileSettings {
             None => {}
         }
         config.stats = self.stats.or(config.stats.take());
+        set(&mut config.keep_status, self.keep_status.map(status_set));
         let s = self.scope;
         set(&mut config.allowed_hosts, s.allowed_hosts);
         config.max_depth = s.max_depth.or(config.max_depth);
@@ -387,6 +389,14 @@ impl FileSettings {
         ];
         if let Some((key, _)) = zero.iter().find(|(_, zero)| *zero == Some(true)) {
             return at(key, "must be more than 0".into());
+        }
+        if let Some(Err(message)) = self.keep_status.as_ref().and_then(|codes| {
+            codes
+                .iter()
+                .map(|&code| crate::config::check_keep_status(code))
+                .find(Result::is_err)
+        }) {
+            return at("keep_status", message);
         }
         if let Some(shared) = &self.shared {
             if let Err(message) = crate::shared::SharedTarget::new(&shared.redis, &shared.name) {

@@ -338,7 +338,10 @@ struct Crawl<'a> {
     /// Requests being fetched or processed right now (≤ concurrency). Leases
     /// completed into the open group are no longer counted here.
     fetching: usize,
-    leased_this_run: u64,
+    /// Leases started this run that have not come back put back in the
+    /// frontier: the pages `--max-pages` counts (a retry, or a request of a
+    /// host parked as unreachable, does not count twice).
+    pages_this_run: u64,
     politeness: Politeness,
     retry: RetryPolicy,
     /// robots.txt answers per host (None with `obey_robots` off).
@@ -415,13 +418,10 @@ impl<'a> Crawl<'a> {
             parts,
             parts_tx,
             fetching: 0,
-            leased_this_run: 0,
+            pages_this_run: 0,
             politeness: Politeness::new(config),
             robots,
-            retry: RetryPolicy {
-                max_retries: config.max_retries,
-                backoff: config.retry_backoff,
-            },
+            retry: RetryPolicy::of(config),
             turn: 0,
             progress,
             schedule,
@@ -595,7 +595,7 @@ impl<'a> Crawl<'a> {
         } else {
             None
         };
-        self.leased_this_run += 1;
+        self.pages_this_run += 1;
         self.fetching += 1;
         let job = task::Job {
             fetcher: self.fetcher.clone(),
@@ -619,7 +619,7 @@ impl<'a> Crawl<'a> {
     fn limit_reached(&self) -> bool {
         self.config
             .max_pages
-            .is_some_and(|max| self.leased_this_run >= max)
+            .is_some_and(|max| self.pages_this_run >= max)
             || self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
@@ -677,6 +677,7 @@ impl<'a> Crawl<'a> {
         }
         if requeued {
             counters.push(("pages/requeued", 1));
+            self.pages_this_run = self.pages_this_run.saturating_sub(1);
         }
         let redirect = seen
             .as_ref()

@@ -23,24 +23,60 @@ use crate::robots::{RobotsCache, Verdict};
 use crate::store::{PageRecord, pages};
 use crate::warc::{Capture, Profile, RevisitOf};
 
-/// Responses with these statuses are retried (with the request's retry count).
-pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
+pub use crate::config::RETRY_STATUSES;
 /// Redirect hops followed from one request before giving up.
 pub const MAX_REDIRECTS: usize = 10;
 
 /// Longest `Retry-After` honoured; longer values are capped.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
-/// How failures are retried.
+/// How failing answers are treated: which are retried, and which error
+/// statuses still make items.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
     /// Retries before a request is recorded as failed.
     pub max_retries: u32,
     /// Backoff before the first retry; doubles with each further retry.
     pub backoff: Duration,
+    /// The error statuses kept like 2xx answers (`--keep-status`).
+    pub keep: StatusSet,
+}
+
+/// A set of HTTP status codes (100 to 639), copied into every page's task.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusSet([u64; 10]);
+
+impl StatusSet {
+    /// The set of `codes` (codes of 640 and above are left out).
+    pub fn of(codes: &[u16]) -> StatusSet {
+        let mut set = StatusSet::default();
+        for &code in codes.iter().filter(|&&c| c < 640) {
+            set.0[usize::from(code / 64)] |= 1 << (code % 64);
+        }
+        set
+    }
+
+    /// True when `code` is in the set.
+    pub fn contains(&self, code: u16) -> bool {
+        code < 640 && self.0[usize::from(code / 64)] & (1 << (code % 64)) != 0
+    }
 }
 
 impl RetryPolicy {
+    /// The policy `config` sets.
+    pub fn of(config: &crate::config::CrawlConfig) -> RetryPolicy {
+        RetryPolicy {
+            max_retries: config.max_retries,
+            backoff: config.retry_backoff,
+            keep: StatusSet::of(&config.keep_status),
+        }
+    }
+
+    /// True when an answer with `status` makes items: a 2xx, or a kept error status.
+    pub fn keeps(&self, status: u16) -> bool {
+        (200..300).contains(&status) || self.keep.contains(status)
+    }
+
     /// The wait before retry number `retries + 1`.
     pub fn wait(&self, retries: u32) -> Duration {
         self.backoff.saturating_mul(1u32 << retries.min(16))
@@ -113,7 +149,7 @@ pub(crate) async fn process(
         Some(prior) => fetcher.fetch_captured(&conditional(request, prior)).await,
         None => fetcher.fetch_captured(request).await,
     };
-    let response = match fetched {
+    let mut response = match fetched {
         Ok((response, exchange)) => {
             result.captures.extend(exchange.map(|exchange| Capture {
                 exchange,
@@ -169,6 +205,16 @@ pub(crate) async fn process(
         return result;
     }
     let hash = revisit::content_hash(&response.body);
+    if !retry.keeps(response.status) {
+        // An error answer (Scrapy's HttpError): recorded and archived, but it
+        // is not the page's content, so no legs run on it.
+        result.seen = Some(Observation {
+            error: true,
+            ..observe(&response, hash)
+        });
+        return result;
+    }
+    response.kept = !response.is_success();
     // The engine applies the same rule when it writes the record.
     let change = Change::of(result.prior.as_ref(), response.status, &hash);
     result.seen = Some(observe(&response, hash));
@@ -230,6 +276,7 @@ fn observe(response: &Response, content_hash: String) -> Observation {
         last_modified: header(http::header::LAST_MODIFIED),
         content_hash,
         fetched_at: crate::warc::unix_secs(response.fetched_at),
+        error: false,
     }
 }
 

@@ -111,11 +111,12 @@ pub(crate) fn page_write(
                 at => at,
             };
             let (record, change) = schedule.record(prior.as_ref(), request, &seen, now);
-            // Each finished page counts under one outcome: gone wins over the change.
-            let newly_gone = record.gone && !prior.as_ref().is_some_and(|p| p.gone);
+            // Each finished page counts under one outcome: a 404 or 410 is
+            // gone, even when its status is kept (and makes items).
+            let gone = matches!(seen.status, 404 | 410);
             counters.push((
-                if newly_gone {
-                    "pages/gone"
+                if gone {
+                    Change::Gone.counter()
                 } else {
                     change.counter()
                 },

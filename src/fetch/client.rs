@@ -254,6 +254,7 @@ impl Fetcher {
             body,
             truncated,
             fetched_at,
+            kept: false,
         };
         Ok((response, exchange))
     }

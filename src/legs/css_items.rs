@@ -34,6 +34,7 @@
 //! #         site. </div></div>"#),
 //! #     truncated: false,
 //! #     fetched_at: std::time::UNIX_EPOCH,
+//! #     kept: false,
 //! # };
 //! let field = |name: &str, selector: &str, attr: Option<&str>| FieldSettings {
 //!     name: name.into(),
@@ -227,7 +228,7 @@ struct Context {
 
 impl Leg for CssItems {
     fn process_response(&self, response: &Response, out: &mut Output) {
-        if !response.is_success() || !response.is_html() {
+        if !response.is_content() || !response.is_html() {
             return;
         }
         let text = response.text();

@@ -34,6 +34,7 @@
 //! #     </channel></rss>"#),
 //! #     truncated: false,
 //! #     fetched_at: std::time::UNIX_EPOCH,
+//! #     kept: false,
 //! # };
 //! let settings = FeedSettings { deny: vec!["/drafts/".into()], ..FeedSettings::default() };
 //! let leg = FeedLinks::new(settings)?;
@@ -115,7 +116,7 @@ impl FeedLinks {
 
     /// True when the response should be parsed as a feed.
     fn wants(&self, response: &Response) -> bool {
-        if !response.is_success() {
+        if !response.is_content() {
             return false;
         }
         let media = response.media_type();

@@ -175,7 +175,7 @@ impl Leg for LinkExtractor {
     }
 
     fn process_response(&self, response: &Response, out: &mut Output) {
-        if !response.is_success() || !response.is_html() {
+        if !response.is_content() || !response.is_html() {
             return;
         }
         if self

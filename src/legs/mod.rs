@@ -268,6 +268,7 @@ pub(crate) fn test_response(
         body: body.into(),
         truncated: false,
         fetched_at: std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_609_459_200),
+        kept: false,
     }
 }
 

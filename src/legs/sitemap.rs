@@ -39,6 +39,7 @@
 //! #     body: bytes::Bytes::from_static(body.as_bytes()),
 //! #     truncated: false,
 //! #     fetched_at: std::time::UNIX_EPOCH,
+//! #     kept: false,
 //! # };
 //! let leg = Sitemap::new(SitemapSettings::default())?;
 //! let robots = response("http://e.com/robots.txt", "User-agent: *\nSitemap: /sitemap.xml\n");
@@ -227,7 +228,7 @@ impl Sitemap {
 
 impl Leg for Sitemap {
     fn process_response(&self, response: &Response, out: &mut Output) {
-        if !response.is_success() {
+        if !response.is_content() {
             return;
         }
         if response.url.path() == "/robots.txt" {

@@ -28,6 +28,16 @@ fn seen(status: u16, body: &str) -> Observation {
         last_modified: None,
         content_hash: content_hash(body.as_bytes()),
         fetched_at: 0,
+        // As the fetcher sees it by default: 4xx and 5xx are error answers.
+        error: status >= 400,
+    }
+}
+
+/// An error answer whose status the crawl keeps (`--keep-status`).
+fn kept(status: u16, body: &str) -> Observation {
+    Observation {
+        error: false,
+        ..seen(status, body)
     }
 }
 
@@ -116,22 +126,74 @@ fn rules_pick_the_first_match_and_every_run_and_never_work() {
 }
 
 #[test]
-fn gone_after_a_410_or_two_404s_in_a_row_and_never_due_again() {
+fn gone_after_a_410_or_two_404s_in_a_row_keeping_the_last_good_content() {
     let s = schedule(Revisit::EveryRun, &[]);
     let (r1, _) = s.record(None, &request(), &seen(200, "a"), 0);
     let (r2, c2) = s.record(Some(&r1), &request(), &seen(404, "nope"), 1);
-    assert_eq!(c2, Change::Changed);
+    assert_eq!(c2, Change::Gone);
+    assert_eq!(c2.counter(), "pages/gone");
+    assert!(!c2.stores_items());
     assert!(!r2.gone);
+    assert_eq!((r2.status, r2.missing), (404, 1));
+    // An error answer is not the page's content.
+    assert_eq!((&r2.content_hash, r2.version), (&r1.content_hash, 1));
     assert_eq!(r2.next_due, Some(1));
     let (r3, c3) = s.record(Some(&r2), &request(), &seen(404, "nope"), 2);
-    assert_eq!(c3, Change::Unchanged);
+    assert_eq!(c3, Change::Gone);
     assert!(r3.gone);
-    assert_eq!(r3.next_due, None);
+    // Every run is this policy's longest interval: asked again next run.
+    assert_eq!(r3.next_due, Some(2));
+    assert_eq!(s.due(&r3), Some(2));
     let (g, _) = s.record(Some(&r1), &request(), &seen(410, ""), 1);
     assert!(g.gone);
-    // Back after one 404: the count starts again.
-    let (back, _) = s.record(Some(&r2), &request(), &seen(200, "a"), 3);
-    assert_eq!((back.missing, back.gone), (0, false));
+    // Restored with the same content: unchanged, and no longer missing.
+    let (back, change) = s.record(Some(&r3), &request(), &seen(200, "a"), 3);
+    assert_eq!(change, Change::Unchanged);
+    assert_eq!((back.missing, back.gone, back.version), (0, false, 1));
+}
+
+#[test]
+fn a_gone_page_is_asked_again_after_the_longest_interval_of_its_policy() {
+    let day = 86_400;
+    let adaptive = Revisit::Adaptive {
+        initial: Duration::from_secs(day),
+        min: Duration::from_secs(3600),
+        max: Duration::from_secs(30 * day),
+    };
+    let s = schedule(adaptive, &[("/never", Revisit::Never)]);
+    let (r1, _) = s.record(None, &request(), &seen(200, "a"), 0);
+    let (g, _) = s.record(Some(&r1), &request(), &seen(410, ""), 100);
+    let due = 100 + 30 * day - MAX_EARLY.as_secs();
+    assert_eq!((g.next_due, s.due(&g)), (Some(due), Some(due)));
+    let never = Request::get("http://a.test/never");
+    let (n1, _) = s.record(None, &never, &seen(200, "a"), 0);
+    let (ng, _) = s.record(Some(&n1), &never, &seen(410, ""), 100);
+    assert_eq!((ng.next_due, s.due(&ng)), (None, None));
+}
+
+#[test]
+fn an_error_answer_to_a_new_page_leaves_it_new_for_its_first_good_answer() {
+    let s = schedule(Revisit::default(), &[]);
+    let (r, c) = s.record(None, &request(), &seen(403, "forbidden"), 5);
+    assert_eq!(c, Change::Error);
+    assert_eq!(c.counter(), "fetch/failed");
+    assert_eq!((r.status, r.fetches, r.version, r.missing), (403, 0, 0, 0));
+    assert_eq!(r.next_due, Some(5));
+    let (good, change) = s.record(Some(&r), &request(), &seen(200, "a"), 6);
+    assert_eq!(change, Change::New);
+    assert_eq!((good.fetches, good.version), (1, 1));
+}
+
+#[test]
+fn a_kept_error_status_is_content_like_a_2xx() {
+    let s = schedule(Revisit::EveryRun, &[]);
+    let (r1, _) = s.record(None, &request(), &seen(200, "a"), 0);
+    let (r2, c2) = s.record(Some(&r1), &request(), &kept(404, "nope"), 1);
+    assert_eq!(c2, Change::Changed);
+    assert_eq!((r2.version, r2.missing, r2.gone), (2, 1, false));
+    let (r3, c3) = s.record(Some(&r2), &request(), &kept(404, "nope"), 2);
+    assert_eq!(c3, Change::Unchanged);
+    assert!(r3.gone);
 }
 
 #[test]

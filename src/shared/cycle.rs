@@ -60,14 +60,15 @@ pub(super) async fn begin_cycle(
         let mut stale = Vec::new();
         for (fp, record) in fps.iter().zip(shared.page_records(&fps).await?) {
             match record {
-                Some(record) if !record.gone => {
+                // A gone page too, when its due time has come (`Schedule::gone_due`).
+                Some(record) => {
                     requests.push((
                         CycleKind::Due,
                         new_request(config, record.revisit_request()),
                     ));
                 }
-                // Not due at all: a gone page, or a record that went away.
-                _ => stale.push(*fp),
+                // A record that went away.
+                None => stale.push(*fp),
             }
         }
         shared.forget_due(&stale).await?;

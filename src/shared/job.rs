@@ -409,10 +409,7 @@ impl Active {
             scope,
             legs: Arc::new(stack),
             schedule: Schedule::new(&config)?,
-            retry: RetryPolicy {
-                max_retries: config.max_retries,
-                backoff: config.retry_backoff,
-            },
+            retry: RetryPolicy::of(&config),
             fetcher,
             robots,
             config,

@@ -72,6 +72,28 @@ fn is_creating(text: &str) -> bool {
 
 /// Locks `dir` and says whether it holds a state or a state must be created
 /// (only with `create`; the directory is made then). Reads never delete.
+/// Refuses a state directory whose files this user cannot write: the
+/// database writes as it opens, so even reading one needs write access, and
+/// the plain "Permission denied" of the first file that fails says neither.
+fn writable(dir: &Path) -> Result<(), StoreError> {
+    use rustix::fs::{Access, access};
+    let files = [dir.to_owned(), dir.join("db"), dir.join("bloom.bin")];
+    for path in files.iter().filter(|path| path.exists()) {
+        if let Err(errno) = access(path.as_path(), Access::WRITE_OK)
+            && matches!(
+                errno,
+                rustix::io::Errno::ACCESS | rustix::io::Errno::PERM | rustix::io::Errno::ROFS
+            )
+        {
+            return Err(StoreError::NotWritable {
+                path: dir.to_owned(),
+                file: path.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), StoreError> {
     let io_err = |source| StoreError::Io {
         path: dir.to_owned(),
@@ -94,6 +116,7 @@ pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), Stor
         }
         Err(e) => return Err(io_err(e)),
     }
+    writable(dir)?;
     let lock = lock(dir)?;
     let marker = dir.join(MARKER_FILE);
     let found = match fs::read_to_string(&marker) {

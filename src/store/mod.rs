@@ -203,6 +203,16 @@ pub enum StoreError {
         /// What the marker or metadata says.
         found: String,
     },
+    /// This user cannot write the state's files (reading needs write access too).
+    #[error(
+        "{path}: this user cannot write {file} (reading a state needs write access too: its database writes as it opens); run as the state's owner, or read a copy (cp -r)"
+    )]
+    NotWritable {
+        /// The directory.
+        path: PathBuf,
+        /// The first file found not writable.
+        file: PathBuf,
+    },
     /// Another process (a running crawl) holds the database.
     #[error("{path}: the state is busy (a crawl is running on it); `dump summary` still works")]
     Busy {

@@ -413,7 +413,8 @@ impl State {
             let next = self
                 .pages
                 .visit_from(&self.db, &from, POLICY_CHUNK, |fp, record| {
-                    let next = if record.gone { None } else { due(record) };
+                    // A gone page too: the schedule says when it is asked again.
+                    let next = due(record);
                     if next != record.next_due {
                         moves.push((fp, record.next_due, next));
                     }
@@ -466,7 +467,8 @@ impl State {
         Ok(queued)
     }
 
-    /// Queues every page due by `until` that is not a seed and not gone, each in
+    /// Queues every page due by `until` that is not a seed (a gone page is due
+    /// only when it is to be asked again, see `Schedule::gone_due`), each in
     /// the batch that removes its due-index entry. Reads one due second at a
     /// time (as many pages as were fetched or failed in one second) and
     /// commits every 1,024 pages, whatever the number due.
@@ -486,7 +488,7 @@ impl State {
                 }
                 let record = self.page(&fp)?;
                 self.pages.unqueue_due(&mut self.group.batch, unit.due, fp);
-                if let Some(record) = record.filter(|r| !r.gone) {
+                if let Some(record) = record {
                     self.enqueue(&record.revisit_request(), fingerprint_headers)?;
                     queued += 1;
                 }

@@ -149,7 +149,7 @@ fn the_due_index_follows_the_record_and_is_read_soonest_first() {
 }
 
 #[test]
-fn a_cycle_queues_seeds_and_due_pages_once_but_not_gone_or_future_ones() {
+fn a_cycle_queues_seeds_and_due_pages_once_but_not_future_ones() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
     state
@@ -178,10 +178,17 @@ fn a_cycle_queues_seeds_and_due_pages_once_but_not_gone_or_future_ones() {
             None,
         )
         .unwrap();
+    // A gone page is due when the schedule says it is asked again
+    // (`Schedule::gone_due`), and never when it says never.
     let mut gone = record("http://a.test/gone", Some(10));
     gone.gone = true;
     state
         .put_page(fp("http://a.test/gone"), gone, None)
+        .unwrap();
+    let mut never = record("http://a.test/never", None);
+    never.gone = true;
+    state
+        .put_page(fp("http://a.test/never"), never, None)
         .unwrap();
     state.commit().unwrap();
     let start = state.start_cycle(50, &[]).unwrap();
@@ -189,13 +196,16 @@ fn a_cycle_queues_seeds_and_due_pages_once_but_not_gone_or_future_ones() {
         start,
         CycleStart {
             seeds: 1,
-            due: 1,
+            due: 2,
             held: 0
         }
     );
     let mut urls = drain(&mut state);
     urls.sort();
-    assert_eq!(urls, vec!["http://a.test/", "http://a.test/due"]);
+    assert_eq!(
+        urls,
+        vec!["http://a.test/", "http://a.test/due", "http://a.test/gone"]
+    );
 }
 
 #[test]

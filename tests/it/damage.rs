@@ -459,7 +459,11 @@ impl SmallFs {
                 .status()
                 .is_ok_and(|s| s.success());
         if !mounted {
-            eprintln!("SKIPPED {test}: needs root and mount(8) to make a small tmpfs");
+            crate::support::skip::skipped(
+                "LEGCRAWL_REQUIRE_TMPFS",
+                test,
+                "needs root and mount(8) to make a small tmpfs",
+            );
             return None;
         }
         Some(SmallFs { dir })

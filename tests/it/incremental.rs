@@ -293,32 +293,27 @@ fn edits_additions_removals_emit_exactly_what_changed() {
 
     crawl(data.path(), &["--revisit-after", "0"]);
     let second = last_run(data.path());
-    // The hub changed (its links), the edited pages changed, and a removed page's
-    // error document is new content too: each stored once more, as version 2.
+    // The hub changed (its links) and the edited pages changed: each stored once
+    // more, as version 2. A removed page's error answer is no content (issue 27):
+    // it makes no item.
     let mut expected = vec![("/".to_owned(), 2)];
     expected.extend(expect_items(&edited, 2));
-    expected.extend(expect_items(&[5, 6, 12], 2));
     expected.extend(expect_items(&[30, 31], 1));
     assert_eq!(new_items(data.path(), stored), sorted(expected));
     let items = dump_items(data.path());
     for item in &items[stored..] {
-        let path = item_path(item);
         if item["version"] == 2 {
             assert!(item["previous_hash"].is_string(), "{item}");
         } else {
             assert!(item.get("previous_hash").is_none(), "{item}");
         }
-        match path.as_str() {
-            "/p/5.html" | "/p/12.html" => assert_eq!(item["status"], 404),
-            "/p/6.html" => assert_eq!(item["status"], 410),
-            _ => assert_eq!(item["status"], 200, "{item}"),
-        }
+        assert_eq!(item["status"], 200, "{item}");
     }
     assert_eq!(count(&second, "pages/fetched"), 33);
     assert_eq!(count(&second, "pages/new"), 2);
-    // Each page counts under one outcome: the 410 page is gone, not changed.
-    assert_eq!(count(&second, "pages/changed"), 1 + 4 + 3);
-    assert_eq!(count(&second, "pages/gone"), 1, "410 is gone at once");
+    // Each page counts under one outcome: a deleted page is gone, not changed.
+    assert_eq!(count(&second, "pages/changed"), 1 + 5);
+    assert_eq!(count(&second, "pages/gone"), 3, "a 404 or a 410 is gone");
     // Issue 14, item 8: the outcomes sum to the pages, which are the finished
     // leases (none was put back here).
     let pages_total = ["new", "changed", "unchanged", "gone", "failed", "blocked"]
@@ -327,7 +322,7 @@ fn edits_additions_removals_emit_exactly_what_changed() {
         .sum::<u64>();
     assert_eq!(second["pages"].as_u64(), Some(pages_total), "{second}");
     assert_eq!(pages_total, count(&second, "pages/completed"), "{second}");
-    assert_eq!(count(&second, "items/stored"), 11);
+    assert_eq!(count(&second, "items/stored"), 8);
     // The hub links to 27 known pages and two new ones.
     assert_eq!(count(&second, "dupefilter/filtered"), 27);
     let unchanged = count(&second, "pages/unchanged") + count(&second, "pages/not_modified");
@@ -341,36 +336,74 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     assert_eq!(records["/p/5.html"]["status"], 404);
     assert_eq!(records["/p/5.html"]["missing"], 1);
     assert_eq!(records["/p/5.html"]["gone"], false);
+    // The record keeps the last good content.
+    assert_eq!(records["/p/5.html"]["version"], 1);
 
     // Third run, no further change: the 404s are asked once more and become
-    // gone; the 410 is not asked again; nothing is stored.
+    // gone; under "every run" (the longest interval of that policy) the 410 is
+    // asked again too; nothing is stored.
     let stored = versions(data.path()).len();
     crawl(data.path(), &["--revisit-after", "0"]);
     assert_eq!(server.hits("/p/5.html"), 3);
     assert_eq!(server.hits("/p/12.html"), 3);
-    assert_eq!(server.hits("/p/6.html"), 2);
+    assert_eq!(server.hits("/p/6.html"), 3);
     let third = last_run(data.path());
-    assert_eq!(count(&third, "pages/gone"), 2);
+    assert_eq!(count(&third, "pages/gone"), 3);
     assert_eq!(count(&third, "pages/changed"), 0);
     assert_eq!(count(&third, "items/stored"), 0);
-    assert_eq!(count(&third, "pages/fetched"), 1 + 29 + 2);
+    assert_eq!(count(&third, "pages/fetched"), 1 + 29 + 3);
     assert_eq!(versions(data.path()).len(), stored);
     let records = pages(data.path(), false);
     for path in ["/p/5.html", "/p/12.html"] {
         assert_eq!(records[path]["gone"], true, "{}", records[path]);
         assert_eq!(records[path]["missing"], 2);
-        assert!(records[path]["next_due"].is_null());
+        assert!(records[path]["next_due"].is_u64(), "{}", records[path]);
     }
 
-    // Fourth run: gone pages are never asked again.
+    // Fourth run: page 5 is back as it was. It comes back without being made a
+    // seed: unchanged, so its stored item stands, and no longer gone.
+    site.restore(5);
     crawl(data.path(), &["--revisit-after", "0"]);
-    for (path, hits) in [("/p/5.html", 3), ("/p/12.html", 3), ("/p/6.html", 2)] {
-        assert_eq!(server.hits(path), hits, "{path} asked again");
-    }
-    assert_eq!(count(&last_run(data.path()), "pages/fetched"), 30);
-    let due = pages(data.path(), true);
-    assert!(!due.contains_key("/p/5.html") && !due.contains_key("/p/6.html"));
-    assert_eq!(due.len(), 30, "the hub and the 29 live pages");
+    let fourth = last_run(data.path());
+    assert_eq!(server.hits("/p/5.html"), 4);
+    assert_eq!(count(&fourth, "pages/gone"), 2, "12 and 6");
+    assert_eq!(
+        count(&fourth, "items/stored"),
+        1,
+        "the hub, which links 5 again"
+    );
+    let records = pages(data.path(), false);
+    assert_eq!(records["/p/5.html"]["gone"], false);
+    assert_eq!(records["/p/5.html"]["status"], 200);
+    assert_eq!(records["/p/5.html"]["version"], 1);
+}
+
+#[test]
+fn a_gone_page_waits_for_the_longest_interval_of_its_policy() {
+    let site = ChangingSite::new(3);
+    let data = tempfile::tempdir().unwrap();
+    // Adaptive within 1h..30d: the hub is a hub (every run), pages adapt.
+    let args = ["--revisit", "/$", "--revisit-after", "adaptive"];
+    let server = first_crawl(&site, data.path(), &args);
+    site.remove(1, Removal::Gone);
+    // Pages are due after a day: pretend by making them every-run for one run.
+    crawl(data.path(), &["--revisit-after", "0"]);
+    assert_eq!(server.hits("/p/1.html"), 2);
+    let records = pages(data.path(), false);
+    assert_eq!(records["/p/1.html"]["gone"], true);
+    // Back under the adaptive policy, the gone page is due after its maximum,
+    // 30 days: not asked by the next runs.
+    crawl(data.path(), &["--revisit-after", "adaptive"]);
+    crawl(data.path(), &["--revisit-after", "adaptive"]);
+    assert_eq!(server.hits("/p/1.html"), 2);
+    let records = pages(data.path(), false);
+    let record = &records["/p/1.html"];
+    let (last, due) = (
+        record["last_fetched"].as_u64().unwrap(),
+        record["next_due"].as_u64().unwrap(),
+    );
+    let thirty_days = 30 * 86_400;
+    assert_eq!(due, last + thirty_days - 3600, "{record}");
 }
 
 /// Checks the guarantees after an interrupted revisit cycle: every (page,
@@ -446,11 +479,14 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     eprintln!("outcomes {outcomes:?}");
     assert_eq!(outcomes.last().unwrap(), "drained");
     assert_each_version_once(&site, data.path());
-    // The removed pages were seen missing (one 404 item each, as version 2).
+    // The removed pages were seen missing: their 404 made no item (issue 27),
+    // and their record says so.
     let items = versions(data.path());
+    let records = pages(data.path(), false);
     for i in [3, 33, 63, 93, 123] {
         let of_page: Vec<_> = items.iter().filter(|(p, _)| *p == page_path(i)).collect();
-        assert_eq!(of_page.len(), 2, "page {i}: {of_page:?}");
+        assert_eq!(of_page.len(), 1, "page {i}: {of_page:?}");
+        assert_eq!(records[&page_path(i)]["status"], 404, "page {i}");
     }
     // A further run finds nothing new.
     let stored = items.len();

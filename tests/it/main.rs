@@ -2,6 +2,7 @@
 //!
 //! Run with `cargo test --release --test it`.
 
+mod answers;
 mod closed_pipe;
 mod config;
 mod crash_points;

@@ -117,6 +117,11 @@ pub struct CrawlArgs {
     /// replaces the stored headers).
     #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header, help_heading = JOB)]
     headers: Vec<(String, String)>,
+    /// Make items from answers with this error status too, as from 2xx ones
+    /// (repeatable, e.g. 404; replaces the stored list). By default an error
+    /// answer is counted and recorded but makes no items and runs no item legs.
+    #[arg(long = "keep-status", value_name = "CODE", value_parser = parse_keep_status, help_heading = JOB)]
+    keep_status: Vec<u16>,
     /// Time allowed per request, headers and body ("30s", "500ms", seconds)
     /// [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = units::positive_duration_arg, help_heading = JOB)]
@@ -242,6 +247,13 @@ fn parse_header(value: &str) -> Result<(String, String), String> {
     Ok((name.to_owned(), text.to_owned()))
 }
 
+fn parse_keep_status(value: &str) -> Result<u16, String> {
+    let code = value
+        .parse::<u16>()
+        .map_err(|_| format!("expected an HTTP status code, got {value:?}"))?;
+    legcrawl::config::check_keep_status(code)
+}
+
 fn parse_dedup(value: &str) -> Result<DedupMode, String> {
     DedupMode::parse(value).ok_or_else(|| format!("unknown dedup mode {value:?} (exact or bloom)"))
 }
@@ -351,6 +363,9 @@ impl CrawlArgs {
         }
         if !self.headers.is_empty() {
             config.extra_headers = self.headers.clone();
+        }
+        if !self.keep_status.is_empty() {
+            config.keep_status = legcrawl::config::status_set(self.keep_status.clone());
         }
         set(&mut config.allow, given(&self.allow));
         set(&mut config.deny, given(&self.deny));

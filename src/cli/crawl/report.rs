@@ -7,6 +7,7 @@ use legcrawl::config::CrawlConfig;
 use legcrawl::engine::RunReport;
 use legcrawl::store::records::RunOutcome;
 
+use crate::cli::counted;
 use crate::cli::stderr::say;
 
 /// The exit status of a run that ended: 130 interrupted, 4 when every request
@@ -32,8 +33,9 @@ pub(super) fn write_stats(
 ) {
     if let Err(error) = crate::cli::stats::write(path, &config.data_dir, result) {
         say!(
-            "legcrawl: could not write the run report to {}: {error:#}",
-            path.display()
+            "legcrawl: could not write the run report to {}: {}",
+            path.display(),
+            crate::cli::one_line(&error)
         );
     }
 }
@@ -48,7 +50,7 @@ pub(super) fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
         n => format!(", {n} hosts unreachable"),
     };
     say!(
-        "run {} ({}): {} — {} pages ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked; {} items, {} queued, {} duplicates filtered, {} left in the frontier{unreachable} ({:.1} s)",
+        "run {} ({}): {} — {} ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked; {}, {} queued, {} filtered, {} left in the frontier{unreachable} ({:.1} s)",
         r.run,
         match (&config.shared, r.new_cycle) {
             (Some(_), _) => "shared",
@@ -56,7 +58,7 @@ pub(super) fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
             (None, false) => "resumed",
         },
         r.outcome.as_str(),
-        t.pages,
+        counted(t.pages, "page", "pages"),
         human_bytes(r.bytes),
         t.new,
         t.changed,
@@ -65,9 +67,9 @@ pub(super) fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
         t.gone,
         t.failed,
         t.blocked,
-        r.items,
+        counted(r.items, "item", "items"),
         r.enqueued,
-        r.filtered,
+        counted(r.filtered, "duplicate", "duplicates"),
         r.frontier,
         r.elapsed.as_secs_f64()
     );

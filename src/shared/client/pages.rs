@@ -12,7 +12,7 @@ pub enum DueChange {
     /// Leave it as it is.
     #[default]
     Leave,
-    /// The page is not due again (never, or gone).
+    /// The page is not due again (never again).
     Clear,
     /// Due again at this unix time.
     At(u64),

@@ -55,7 +55,7 @@ impl Worker {
         ) {
             PageWrite::Put { record, .. } => {
                 let due = match record.next_due {
-                    Some(at) if !record.gone => DueChange::At(at),
+                    Some(at) => DueChange::At(at),
                     _ => DueChange::Clear,
                 };
                 (Some(crate::store::encode_page(&record)), due)

@@ -173,6 +173,17 @@ impl ChangingSite {
         shared.hub_generation += 1;
     }
 
+    /// Puts removed page `i` back as it was first (revision 1), linked again.
+    pub fn restore(&self, i: usize) {
+        let mut shared = self.lock();
+        let previous = shared.pages.insert(i, Page::Live { revision: 1 });
+        assert!(
+            matches!(previous, Some(Page::Removed(_))),
+            "restore of page {i}, which is {previous:?}"
+        );
+        shared.hub_generation += 1;
+    }
+
     /// The live page numbers.
     pub fn live(&self) -> Vec<usize> {
         self.lock()

@@ -14,6 +14,7 @@
 //! - [`workers`]: the worker processes of one shared crawl, and `dump --shared`.
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
+//! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
 //!
 //! Everything here is hermetic: it only binds and talks to loopback addresses
 //! (127.0.0.x), and every wait is bounded.
@@ -28,6 +29,7 @@ pub mod politeness;
 pub mod redis;
 pub mod server;
 pub mod site;
+pub mod skip;
 pub mod warc;
 pub mod workers;
 

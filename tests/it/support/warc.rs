@@ -186,7 +186,6 @@ pub fn check_digests(record: &Record) {
 /// The warcio executable, or why there is none. Panics when
 /// `LEGCRAWL_REQUIRE_WARCIO=1` and it is missing.
 pub fn warcio() -> Option<PathBuf> {
-    let required = std::env::var("LEGCRAWL_REQUIRE_WARCIO").is_ok_and(|v| v == "1");
     let found = match std::env::var_os("LEGCRAWL_WARCIO") {
         Some(path) => Some(PathBuf::from(path)).filter(|p| p.is_file()),
         None => std::env::var_os("PATH").and_then(|paths| {
@@ -198,8 +197,7 @@ pub fn warcio() -> Option<PathBuf> {
     if found.is_none() {
         let why = "warcio not found (set LEGCRAWL_WARCIO to its path or put it on PATH; \
                    `python3 -m venv .venv && .venv/bin/pip install warcio==1.7.5`)";
-        assert!(!required, "LEGCRAWL_REQUIRE_WARCIO=1 but {why}");
-        eprintln!("\n*** SKIPPED the warcio checks: {why} ***\n");
+        super::skip::skipped("LEGCRAWL_REQUIRE_WARCIO", "the warcio checks", why);
     }
     found
 }
