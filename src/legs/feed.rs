@@ -9,7 +9,9 @@
 //!
 //! Links read, in document order:
 //! - RSS 2.0 / 1.0: the text of `item/link` (unprefixed), and with `guids` on, the text
-//!   of `item/guid` unless it has `isPermaLink="false"`;
+//!   of `item/guid` unless it has `isPermaLink="false"`; an item without a `link`
+//!   gives its permalink `guid` (no `isPermaLink="false"`) whatever `guids` says, as
+//!   RSS 2.0 defines such a guid as the item's URL;
 //! - Atom: `entry/link/@href` whose `rel` is absent or `alternate`.
 //!
 //! Every value is resolved against the nearest `xml:base` (itself resolved against the
@@ -153,6 +155,8 @@ impl Leg for FeedLinks {
             page,
             bases: Vec::new(),
             guid_permalink: true,
+            item_link: false,
+            item_guid: None,
             urls: Vec::new(),
         };
         if let Err(error) = xml::walk(&text, &mut feed) {
@@ -182,6 +186,10 @@ struct Feed<'a> {
     bases: Vec<Url>,
     /// The `isPermaLink` of the `guid` being read.
     guid_permalink: bool,
+    /// The RSS item being read has a `link`.
+    item_link: bool,
+    /// The permalink `guid` of the RSS item being read, if any.
+    item_guid: Option<String>,
     urls: Vec<String>,
 }
 
@@ -239,7 +247,11 @@ impl XmlVisitor for Feed<'_> {
                     self.push(&href);
                 }
             }
-            Kind::Rss if self.leg.guids && Self::at(path, "item", "guid", false) => {
+            Kind::Rss if path.last().is_some_and(|n| n == "item") => {
+                self.item_link = false;
+                self.item_guid = None;
+            }
+            Kind::Rss if Self::at(path, "item", "guid", false) => {
                 self.guid_permalink = xml::attr(tag, "isPermaLink")
                     .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
             }
@@ -250,10 +262,24 @@ impl XmlVisitor for Feed<'_> {
 
     fn close(&mut self, path: &[String], text: &str) -> ControlFlow<()> {
         if self.kind == Kind::Rss {
-            let guid =
-                self.leg.guids && self.guid_permalink && Self::at(path, "item", "guid", false);
-            if guid || Self::at(path, "item", "link", false) {
+            let permalink = self.guid_permalink && Self::at(path, "item", "guid", false);
+            let link = Self::at(path, "item", "link", false);
+            if permalink {
+                self.item_guid = Some(text.to_owned());
+            }
+            if link {
+                self.item_link = true;
+            }
+            if (permalink && self.leg.guids) || link {
                 self.push(text);
+            }
+            if path.last().is_some_and(|n| n == "item")
+                && !self.item_link
+                && !self.leg.guids
+                && let Some(guid) = self.item_guid.take()
+            {
+                // No <link>: the permalink guid is the item's URL.
+                self.push(&guid);
             }
         }
         self.bases.pop();

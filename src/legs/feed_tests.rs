@@ -48,6 +48,26 @@ fn rss_item_links_in_order_with_cdata_and_entities() {
 }
 
 #[test]
+fn an_item_without_a_link_gives_its_permalink_guid() {
+    let feed = r#"<rss version="2.0"><channel>
+      <item><title>only a guid</title><guid isPermaLink="true">http://e.com/g1</guid></item>
+      <item><guid>/g2</guid><description>default isPermaLink is true</description></item>
+      <item><guid isPermaLink="false">http://e.com/not-a-link</guid></item>
+      <item><guid>http://e.com/g3-guid</guid><link>http://e.com/g3</link></item>
+    </channel></rss>"#;
+    let found = urls(
+        &leg(),
+        "http://e.com/feed",
+        Some("application/rss+xml"),
+        feed.as_bytes(),
+    );
+    assert_eq!(
+        found,
+        ["http://e.com/g1", "http://e.com/g2", "http://e.com/g3"]
+    );
+}
+
+#[test]
 fn guids_are_optional_and_respect_is_perma_link() {
     let settings = FeedSettings {
         guids: true,
