@@ -8,8 +8,9 @@
 //!   `sitemapindex/sitemap/loc` values become sitemap requests (when `follow_sitemaps`).
 //!   A response is read as a sitemap when its request carries `meta["sitemap"]`, or its
 //!   body is gzip, or its media type is XML (`application/xml`, `text/xml`) or gzip
-//!   (`application/gzip`, `application/x-gzip`), or it has no media type and its path
-//!   ends in `.xml` or `.xml.gz`; HTML responses are skipped unless marked. Other XML
+//!   (`application/gzip`, `application/x-gzip`), or its first KiB opens a `urlset` or
+//!   `sitemapindex` element (whatever its media type), or it has no media type and its
+//!   path ends in `.xml` or `.xml.gz`; other HTML responses are skipped. Other XML
 //!   roots yield nothing (the pass stops at the root element).
 //! - **gzip sitemaps**: a body starting with the gzip magic bytes `1f 8b` (a `.xml.gz`
 //!   file served without `Content-Encoding`; the fetcher already undid that one) is
@@ -258,12 +259,26 @@ fn looks_like_sitemap(response: &Response) -> bool {
     }
     match response.media_type().as_deref() {
         Some("application/xml" | "text/xml" | "application/gzip" | "application/x-gzip") => true,
-        Some(_) => false,
+        Some(_) => has_sitemap_root(&response.body),
         None => {
             let path = response.url.path();
-            !response.is_html() && (path.ends_with(".xml") || path.ends_with(".xml.gz"))
+            has_sitemap_root(&response.body)
+                || (!response.is_html() && (path.ends_with(".xml") || path.ends_with(".xml.gz")))
         }
     }
+}
+
+/// Bytes of a body looked at for a sitemap's root element.
+const SNIFF_BYTES: usize = 1024;
+
+/// True when the first [`SNIFF_BYTES`] of `body` open a `urlset` or
+/// `sitemapindex` element: a sitemap served as `text/plain`, `text/html` or
+/// `application/octet-stream` is still read (the walk itself reads only those
+/// two roots, so a page that merely mentions them yields nothing).
+fn has_sitemap_root(body: &[u8]) -> bool {
+    let head = &body[..body.len().min(SNIFF_BYTES)];
+    let text = String::from_utf8_lossy(head);
+    text.contains("<urlset") || text.contains("<sitemapindex")
 }
 
 /// `value` trimmed, resolved against `base`, without fragment, if it is a web URL.

@@ -191,7 +191,8 @@ fn allow_and_deny_filter_pages_not_the_cap() {
 #[test]
 fn which_responses_are_read() {
     let xml = urlset(1);
-    // No media type, .xml path: read. HTML: not read, unless marked as a sitemap.
+    // No media type, .xml path: read. An HTML page: not read, unless marked as a
+    // sitemap; a urlset served as text/html is read (its content decides).
     assert_eq!(
         requests(
             &leg(),
@@ -200,9 +201,15 @@ fn which_responses_are_read() {
         .len(),
         1
     );
-    let html = test_response("http://e.com/s.xml", Some("text/html"), xml.clone());
+    let mislabelled = test_response("http://e.com/s.xml", Some("text/html"), xml.clone());
+    assert_eq!(requests(&leg(), &mislabelled).len(), 1);
+    let html = test_response(
+        "http://e.com/s.xml",
+        Some("text/html"),
+        "<html><body><urlset-like>not a sitemap</urlset-like></body></html>",
+    );
     assert!(requests(&leg(), &html).is_empty());
-    let mut marked = html.clone();
+    let mut marked = test_response("http://e.com/s.xml", Some("text/html"), xml.clone());
     marked.request.meta.insert(SITEMAP_META.into(), "1".into());
     assert_eq!(requests(&leg(), &marked).len(), 1);
     let mut failed = test_response("http://e.com/s.xml", Some("text/xml"), xml);
@@ -261,4 +268,25 @@ fn invalid_settings_are_named() {
     assert!(settings.follow_sitemaps && settings.robots_txt && settings.max_urls == 10);
     assert_eq!(settings.max_bytes, DEFAULT_MAX_BYTES);
     assert!(serde_json::from_str::<SitemapSettings>(r#"{"follow": true}"#).is_err());
+}
+
+#[test]
+fn a_sitemap_is_recognised_by_its_root_whatever_its_media_type() {
+    let leg = Sitemap::new(SitemapSettings::default()).unwrap();
+    let body = "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"><url><loc>/a</loc></url></urlset>";
+    for media in ["text/plain", "application/octet-stream", "text/html"] {
+        let response = crate::legs::test_response("http://e.com/map", Some(media), body);
+        let urls: Vec<String> = crate::legs::run(&leg, &response)
+            .requests
+            .into_iter()
+            .map(|r| r.url)
+            .collect();
+        assert_eq!(urls, ["http://e.com/a"], "{media}");
+    }
+    let page = crate::legs::test_response(
+        "http://e.com/page",
+        Some("text/html"),
+        "<html><body><a href=/b>b</a></body></html>",
+    );
+    assert!(crate::legs::run(&leg, &page).requests.is_empty());
 }

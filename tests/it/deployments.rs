@@ -157,6 +157,12 @@ fn sitemap_site() -> TestServer {
              <url><loc>/docs/a</loc></url><url><loc>/docs/b</loc></url></urlset>",
         )
         .header("content-type", "application/xml"),
+        // A sitemap served as plain text: its content says what it is.
+        "/plain-map" => TestResponse::ok(
+            "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+             <url><loc>/docs/plain</loc></url></urlset>",
+        )
+        .header("content-type", "text/plain"),
         path => TestResponse::html(format!("<title>{path}</title>")),
     }
     }))
@@ -196,4 +202,16 @@ fn sitemaps_named_by_robots_txt_are_read_by_default() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(server.hits("/docs/a"), 2, "the seed sitemap was read");
     assert_eq!(server.hits("/docs/b"), 2);
+    // Recognised by its root element, whatever its media type says.
+    let plain = dir.path().join("plain");
+    let out = run(
+        legcrawl(&plain, &["crawl", &server.url("/plain-map")]),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        server.hits("/docs/plain"),
+        1,
+        "the text/plain sitemap was read"
+    );
 }
