@@ -95,6 +95,17 @@ fn push_headers(head: &mut Vec<u8>, headers: &HeaderMap, keep: impl Fn(&http::He
 
 /// The protocol as a status line writes it (`HTTP/2.0` for HTTP/2, as
 /// `http::Version` names it; readers take any `HTTP/x` token).
+/// The HTTP version a request went out in: the request's own (hyper writes
+/// HTTP/1.1 on an HTTP/1 connection whatever the server answers, 1.0 included),
+/// or HTTP/2 when the connection negotiated it (the answer then says so).
+pub(crate) fn sent_version(request: Version, response: Version) -> Version {
+    if response == Version::HTTP_2 {
+        Version::HTTP_2
+    } else {
+        request
+    }
+}
+
 fn version_text(version: Version) -> &'static str {
     match version {
         Version::HTTP_09 => "HTTP/0.9",
@@ -108,6 +119,18 @@ fn version_text(version: Version) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_version_sent_is_the_requests_unless_h2_was_negotiated() {
+        assert_eq!(
+            sent_version(Version::HTTP_11, Version::HTTP_10),
+            Version::HTTP_11
+        );
+        assert_eq!(
+            sent_version(Version::HTTP_11, Version::HTTP_2),
+            Version::HTTP_2
+        );
+    }
 
     #[test]
     fn heads_are_http1_text() {

@@ -196,6 +196,7 @@ impl Fetcher {
         let sent = self.inner.settings.capture.then(|| {
             (
                 http_request.method().clone(),
+                http_request.version(),
                 http_request.headers().clone(),
                 Bytes::copy_from_slice(&request.body),
             )
@@ -217,13 +218,13 @@ impl Fetcher {
         };
         debug!(url = %request.url, status, bytes = body.len(), truncated, "fetched");
         let exchange = match (sent, raw) {
-            (Some((method, headers, request_body)), Some((raw, cut))) => Some(Exchange {
+            (Some((method, version, headers, request_body)), Some((raw, cut))) => Some(Exchange {
                 url: url[..Position::AfterQuery].to_owned(),
                 request_head: capture::request_head(
                     &method,
                     &url[Position::BeforePath..Position::AfterQuery],
                     &url[Position::BeforeHost..Position::AfterPort],
-                    parts.version,
+                    capture::sent_version(version, parts.version),
                     &headers,
                 ),
                 request_body,

@@ -541,3 +541,47 @@ fn warc_settings_come_from_the_output_table_and_bad_ones_are_one_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!state.exists(), "nothing created");
 }
+
+/// Issue 27: the request record carries the HTTP version the request went out
+/// in (HTTP/1.1), not the one the server answered with (HTTP/1.0 here).
+#[test]
+fn the_request_record_says_the_version_sent_not_the_servers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let seed = format!("http://{}/", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        // One connection: the page (robots.txt is not asked for).
+        if let Ok((mut stream, _)) = listener.accept() {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = "<html><head><title>old</title></head></html>";
+            let head = format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(body.as_bytes());
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("state");
+    let warcs = dir.path().join("warc");
+    crawl_ok(
+        &data,
+        &[&seed, "--ignore-robots", "--warc", warcs.to_str().unwrap()],
+    );
+    server.join().unwrap();
+    let records = warc::read_dir(&warcs);
+    let request = records.iter().find(|r| r.kind() == "request").unwrap();
+    let response = records.iter().find(|r| r.kind() == "response").unwrap();
+    let first_line = |record: &Record| {
+        let (head, _) = record.http();
+        String::from_utf8_lossy(head)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(first_line(request), "GET / HTTP/1.1");
+    assert_eq!(first_line(response), "HTTP/1.0 200 OK");
+}
