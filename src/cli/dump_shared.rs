@@ -25,7 +25,7 @@ pub(super) fn run(
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let shared = Shared::connect(target, 1).await?;
+        let shared = Shared::inspect(target, 1).await?;
         // A name no worker ever used is most likely a typo: say so, do not
         // print zeros.
         if !shared.exists().await? {

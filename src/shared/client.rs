@@ -4,20 +4,30 @@
 //! A worker that loses the server retries every call with backoff (50 ms
 //! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
 //! connection manager reconnects underneath, and a script the restarted server
-//! no longer caches is sent again whole. Only the first connection is not
-//! retried: a wrong address, or a password the server turns down (or does not
-//! get), is the user's mistake, one line and exit 1.
-//! Completing pages is in `pages`, the cycle and due index calls in `cycles`.
+//! no longer caches is sent again whole. The server's own refusals are sorted
+//! in `server` ([`server::classify`]): `BUSY`, `LOADING`, `TRYAGAIN` (and a
+//! cluster's `MASTERDOWN`/`CLUSTERDOWN`) are waited out the same way,
+//! `READONLY` (a failover made the server a replica) on a new connection;
+//! `OOM` and a lost state ([`SharedError::Gone`]) stop the worker. Only the
+//! first connection is not retried: a wrong address, or a password the server
+//! turns down (or does not get), is the user's mistake, one line and exit 1.
+//!
+//! A worker joins the crawl's epoch when it connects ([`Shared::connect`],
+//! `lua/epoch.lua`) and passes it to every script, which checks it first
+//! (`lua/common.lua`): state lost from Redis is found by the next call of any
+//! worker. `legcrawl dump` connects with [`Shared::inspect`], which writes
+//! nothing. Completing pages is in `pages`, the cycle and due index calls in
+//! `cycles`, the server's settings and error classes in `server`.
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
 //! records it carries.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, RedisResult, RetryMethod, Script, Value};
+use redis::{RedisError, RedisResult, Script, Value};
 
 use super::SharedTarget;
 use super::keys::Keys;
@@ -28,6 +38,7 @@ use crate::store::records::unix_now;
 
 mod cycles;
 mod pages;
+mod server;
 
 pub use cycles::{CrawlState, CycleKind};
 pub use pages::{Completed, DueChange, NewRequest, PageCompletion};
@@ -52,6 +63,40 @@ pub enum SharedError {
         what: &'static str,
         /// What the server or client said.
         reason: String,
+    },
+    /// The crawl's state is gone from Redis: its epoch or a structure that
+    /// must exist is missing, or the crawl was made anew meanwhile.
+    #[error(
+        "the shared crawl {name:?}'s state is gone from Redis at {url} ({what}: Redis restarted without its data, was flushed, or lost keys); stopped without writing to it"
+    )]
+    Gone {
+        /// The crawl's name.
+        name: String,
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// What was missing.
+        what: String,
+    },
+    /// The server refused a write for want of memory (`maxmemory` reached
+    /// under `noeviction`).
+    #[error(
+        "Redis at {url} is out of memory (OOM: maxmemory reached): the shared crawl {name:?} stopped; raise maxmemory and start the workers again"
+    )]
+    OutOfMemory {
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// The crawl's name.
+        name: String,
+    },
+    /// The server may evict keys, which would lose the crawl's state silently.
+    #[error(
+        "Redis at {url} has maxmemory-policy {policy}, which may evict the shared crawl's keys; set it to noeviction (CONFIG SET maxmemory-policy noeviction)"
+    )]
+    Eviction {
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// The server's policy.
+        policy: String,
     },
     /// A record in Redis is not what this build writes.
     #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
@@ -104,6 +149,10 @@ struct Scripts {
     links: Script,
 }
 
+/// `lua/epoch.lua`, hashed once.
+static EPOCH_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/epoch.lua")));
+
 macro_rules! script {
     ($file:literal) => {
         Script::new(concat!(
@@ -132,27 +181,49 @@ impl Scripts {
 pub struct Shared {
     target: SharedTarget,
     keys: Keys,
-    conn: ConnectionManager,
+    client: redis::Client,
+    /// Replaced by a new connection after `READONLY`.
+    conn: Mutex<ConnectionManager>,
+    /// The crawl's epoch, passed to every script (empty: not joined, no
+    /// script may run).
+    epoch: String,
     scripts: Arc<Scripts>,
     per_host: usize,
     /// Set when the worker stops: calls are no longer retried.
     stopping: Arc<AtomicBool>,
 }
 
-/// True for errors that a later attempt may not see: the connection dropped
-/// or was refused, a timeout, a server still loading its data.
-fn transient(error: &RedisError) -> bool {
-    !matches!(error.retry_method(), RetryMethod::NoRetry)
-        || error.is_timeout()
-        || error.is_connection_refusal()
-        || error.is_connection_dropped()
+/// The connection manager's settings.
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(3)))
+        .set_response_timeout(Some(Duration::from_secs(10)))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_secs(1))
 }
 
 impl Shared {
-    /// Connects to the crawl's server (once, no retry) and checks that it
-    /// answers. `per_host` is the crawl's per-host in-flight limit, which every
+    /// Connects to the crawl's server (once, no retry), checks that it
+    /// answers and joins the crawl's epoch (made with the crawl when there is
+    /// none). `per_host` is the crawl's per-host in-flight limit, which every
     /// script that can make a host ready again applies.
     pub async fn connect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
+        let mut shared = Shared::inspect(target, per_host).await?;
+        shared.enter().await?;
+        Ok(shared)
+    }
+
+    /// Joins the crawl's epoch (made with the crawl when there is none): a
+    /// connection made by [`Shared::inspect`] may run the crawl's scripts
+    /// from now on.
+    pub async fn enter(&mut self) -> Result<(), SharedError> {
+        self.epoch = self.join_epoch().await?;
+        Ok(())
+    }
+
+    /// Connects as [`Shared::connect`] does without joining the crawl: for
+    /// reading it (`legcrawl dump`), which writes nothing.
+    pub async fn inspect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
         let unreachable = |reason: String| SharedError::Unreachable {
             url: target.shown(),
             reason: target.scrub(&reason),
@@ -182,12 +253,7 @@ impl Shared {
         };
         let client = redis::Client::open(target.connection_info().map_err(unreachable)?)
             .map_err(|e| unreachable(e.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(3)))
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_secs(1));
-        let connect = client.get_connection_manager_with_config(config);
+        let connect = client.get_connection_manager_with_config(manager_config());
         let mut conn = tokio::time::timeout(Duration::from_secs(10), connect)
             .await
             .map_err(|_| unreachable("no answer within 10 s".into()))?
@@ -199,7 +265,9 @@ impl Shared {
         Ok(Shared {
             keys: Keys::new(&target.name),
             target: target.clone(),
-            conn,
+            client,
+            conn: Mutex::new(conn),
+            epoch: String::new(),
             scripts: Arc::new(Scripts::new()),
             per_host: per_host.max(1),
             stopping: Arc::new(AtomicBool::new(false)),
@@ -222,8 +290,17 @@ impl Shared {
         self.stopping.store(true, Ordering::SeqCst);
     }
 
+    /// The current connection (a handle: cloning it is cheap).
+    fn conn(&self) -> ConnectionManager {
+        match self.conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
     /// Runs `op` until it succeeds or fails for good, waiting out a server that
-    /// is away (restarting, unreachable) with backoff.
+    /// is away (restarting, unreachable, busy, loading) with backoff, and
+    /// connecting anew after `READONLY`.
     async fn retrying<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, SharedError>
     where
         F: FnMut(ConnectionManager) -> Fut,
@@ -232,29 +309,28 @@ impl Shared {
         let mut wait = Duration::from_millis(50);
         let mut warned = false;
         loop {
-            match op(self.conn.clone()).await {
+            let error = match op(self.conn()).await {
                 Ok(value) => {
                     if warned {
                         tracing::warn!(url = %self.target.shown(), "Redis answers again; going on");
                     }
                     return Ok(value);
                 }
-                Err(error) if transient(&error) && !self.stopping.load(Ordering::SeqCst) => {
-                    if !warned {
-                        let error = self.target.scrub(&error.to_string());
-                        tracing::warn!(url = %self.target.shown(), %error, "lost Redis; retrying until it answers");
-                        warned = true;
-                    }
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(5));
-                }
-                Err(error) => {
-                    return Err(SharedError::Redis {
-                        url: self.target.shown(),
-                        what,
-                        reason: self.target.scrub(&error.to_string()),
-                    });
-                }
+                Err(error) => error,
+            };
+            let class = server::classify(&error);
+            if class == server::Class::Fatal || self.stopping.load(Ordering::SeqCst) {
+                return Err(self.failed(what, &error));
+            }
+            if !warned {
+                let error = self.target.scrub(&error.to_string());
+                tracing::warn!(url = %self.target.shown(), %error, "Redis cannot answer now; retrying until it does");
+                warned = true;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+            if class == server::Class::Reconnect {
+                self.reconnect().await;
             }
         }
     }
@@ -270,6 +346,7 @@ impl Shared {
         let meta = self.keys.key("meta");
         let prefix = self.keys.prefix().as_bytes().to_vec();
         let per_host = self.per_host.to_string().into_bytes();
+        let epoch = self.epoch.as_bytes();
         let scripts = Arc::clone(&self.scripts);
         self.retrying(what, |mut conn| {
             let scripts = Arc::clone(&scripts);
@@ -277,7 +354,7 @@ impl Shared {
             async move {
                 let script = pick(&scripts);
                 let mut call = script.key(meta);
-                call.arg(prefix).arg(per_host);
+                call.arg(prefix).arg(per_host).arg(epoch);
                 for arg in args {
                     call.arg(arg);
                 }
@@ -361,12 +438,15 @@ impl Shared {
             .ok_or_else(|| self.corrupt("the seeds script's answer"))
     }
 
-    /// Whether any worker ever stored seeds for this crawl.
+    /// Whether any worker ever stored seeds for this crawl (`meta` also
+    /// holds the epoch of a crawl joined before its seeds were stored).
     pub async fn exists(&self) -> Result<bool, SharedError> {
         let n: i64 = self
             .query(
                 "looking up the crawl",
-                redis::cmd("EXISTS").arg(self.keys.key("meta")),
+                redis::cmd("HEXISTS")
+                    .arg(self.keys.key("meta"))
+                    .arg("created"),
             )
             .await?;
         Ok(n > 0)

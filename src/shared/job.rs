@@ -236,7 +236,10 @@ pub struct Joined {
 /// settings are refused before anything is stored.
 pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, JoinError> {
     crate::engine::check_seeds(&plan.run.seeds)?;
-    let shared = Shared::connect(target, plan.run.per_host).await?;
+    // The server's settings are checked before anything is written.
+    let mut shared = Shared::inspect(target, plan.run.per_host).await?;
+    shared.check_server().await?;
+    shared.enter().await?;
     let given: Vec<String> = plan
         .run
         .seeds

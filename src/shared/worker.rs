@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::client::{NewRequest, Shared, SharedLease};
+use super::client::{NewRequest, Shared, SharedError, SharedLease};
 use super::cycle::begin_cycle;
 use super::job::{Active, JOB_POLL, Joined};
 use super::output::WorkerOutput;
@@ -75,7 +75,14 @@ impl Joined {
             Ok(outcome) => *outcome,
             Err(_) => RunOutcome::Failed,
         };
-        let run = worker.record_run(outcome, started.elapsed()).await;
+        // A state gone from Redis, or a server out of memory, takes no more
+        // writes: nothing is recorded (the leases expire), one line is said.
+        let run = match &result {
+            Err(EngineError::Shared(
+                SharedError::Gone { .. } | SharedError::OutOfMemory { .. },
+            )) => None,
+            _ => worker.record_run(outcome, started.elapsed()).await,
+        };
         result?;
         Ok(Some(worker.report(
             run.unwrap_or(0),

@@ -25,6 +25,7 @@ mod shared;
 mod shared_cycle;
 mod shared_faults;
 mod shared_job;
+mod shared_loss;
 mod shared_scripts;
 mod shared_secrets;
 mod shared_startup;
