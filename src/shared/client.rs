@@ -193,6 +193,11 @@ pub struct Shared {
     stopping: Arc<AtomicBool>,
 }
 
+/// Requests (seeds, due pages, links) per script call: at about 15 µs of
+/// server time each, no call holds Redis for more than a few milliseconds
+/// (`benches/shared.rs` measures the longest call, docs/performance.md).
+pub const SCRIPT_CHUNK: usize = 256;
+
 /// The connection manager's settings.
 fn manager_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
@@ -417,25 +422,31 @@ impl Shared {
         }
     }
 
-    /// Stores seeds (idempotent: a seed already stored is not queued again);
-    /// returns how many were new.
+    /// Stores seeds (idempotent: a seed already stored is not queued again),
+    /// [`SCRIPT_CHUNK`] per call; returns how many were new. A worker killed
+    /// between two calls leaves the first chunks stored; the next worker's
+    /// call brings the rest (the job lists every seed).
     pub async fn add_seeds(&self, seeds: &[NewRequest]) -> Result<u64, SharedError> {
-        let mut args = vec![seeds.len().to_string().into_bytes()];
-        for seed in seeds {
-            args.push(seed.request.url.clone().into_bytes());
-            args.push(seed.host.clone().into_bytes());
-            args.push(seed.fingerprint.to_vec());
-            args.push(encode_request(&seed.request));
-            args.push(millis(seed.delay).into_bytes());
+        let mut added = 0;
+        for chunk in seeds.chunks(SCRIPT_CHUNK) {
+            let mut args = vec![chunk.len().to_string().into_bytes()];
+            for seed in chunk {
+                args.push(seed.request.url.clone().into_bytes());
+                args.push(seed.host.clone().into_bytes());
+                args.push(seed.fingerprint.to_vec());
+                args.push(encode_request(&seed.request));
+                args.push(millis(seed.delay).into_bytes());
+            }
+            // When a new crawl's first cycle starts.
+            args.push(unix_now().to_string().into_bytes());
+            let value = self
+                .script("storing the seeds", |s| &s.seeds, &args)
+                .await?;
+            added += int(&value)
+                .map(|n| n.max(0) as u64)
+                .ok_or_else(|| self.corrupt("the seeds script's answer"))?;
         }
-        // When a new crawl's first cycle starts.
-        args.push(unix_now().to_string().into_bytes());
-        let value = self
-            .script("storing the seeds", |s| &s.seeds, &args)
-            .await?;
-        int(&value)
-            .map(|n| n.max(0) as u64)
-            .ok_or_else(|| self.corrupt("the seeds script's answer"))
+        Ok(added)
     }
 
     /// Whether any worker ever stored seeds for this crawl (`meta` also
@@ -461,13 +472,34 @@ impl Shared {
             .ok_or_else(|| self.corrupt("the unpark script's answer"))
     }
 
-    /// The stored seed URLs.
+    /// The stored seed URLs, sorted, read 1,000 at a time (`SSCAN`: a crawl
+    /// of 200,000 seeds does not hold the server for one long `SMEMBERS`).
     pub async fn seeds(&self) -> Result<Vec<String>, SharedError> {
-        self.query(
-            "reading the seeds",
-            redis::cmd("SMEMBERS").arg(self.keys.key("seeds")),
-        )
-        .await
+        let key = self.keys.key("seeds");
+        let mut cursor = 0u64;
+        let mut seeds = Vec::new();
+        // Bounded: the cursor comes back to 0 after one pass over the set.
+        loop {
+            let (next, page): (u64, Vec<String>) = self
+                .query(
+                    "reading the seeds",
+                    redis::cmd("SSCAN")
+                        .arg(&key)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            seeds.extend(page);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        // A set rehashed during the scan may give a member twice.
+        seeds.sort();
+        seeds.dedup();
+        Ok(seeds)
     }
 
     /// Leases up to `want` requests for `worker`, each for `ttl`.

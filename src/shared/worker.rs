@@ -150,12 +150,19 @@ impl Worker {
             ..
         } = joined;
         let config = &active.config;
-        // Credentials in a seed are never stored or sent.
-        let seeds: Vec<String> = config
+        // This worker's seeds and the job's (a worker killed while storing
+        // seeds in chunks left some unstored: the job names them all), less
+        // those stored. Credentials in a seed are never stored or sent.
+        let stored: std::collections::HashSet<String> = shared.seeds().await?.into_iter().collect();
+        let mut seeds: Vec<String> = config
             .seeds
             .iter()
+            .chain(&active.seeds)
             .map(|seed| crate::canon::strip_credentials(seed).into_owned())
+            .filter(|seed| !stored.contains(seed))
             .collect();
+        seeds.sort();
+        seeds.dedup();
         let new: Vec<NewRequest> = seeds
             .iter()
             .map(|url| {
@@ -175,8 +182,7 @@ impl Worker {
         if !new.is_empty() {
             shared.add_seeds(&new).await?;
         }
-        let stored = shared.seeds().await?;
-        if stored.is_empty() {
+        if stored.is_empty() && new.is_empty() {
             return Err(EngineError::NoSeeds {
                 dir: format!("Redis crawl {:?}", shared.target().name),
             });
