@@ -138,6 +138,9 @@ struct Worker {
     counters: HashMap<&'static str, u64>,
     deadline: Option<Instant>,
     started_at: u64,
+    /// The newest item in the stream when this run began: the run's items
+    /// come after it (`dump --shared ... items --run N`).
+    items_after: String,
 }
 
 impl Worker {
@@ -192,6 +195,7 @@ impl Worker {
             Some(path) => Some(WorkerOutput::open(path, &machine_name(), &shared).await?),
             None => None,
         };
+        let items_after = shared.last_item_id().await?;
         let (results_tx, results) = mpsc::unbounded_channel();
         let (parts_tx, parts) = mpsc::unbounded_channel();
         Ok(Worker {
@@ -214,6 +218,7 @@ impl Worker {
             frontier: 0,
             counters: HashMap::new(),
             started_at: unix_now(),
+            items_after,
         })
     }
 
@@ -388,6 +393,8 @@ impl Worker {
             "concurrency": self.active.config.concurrency,
             "job": self.active.version,
             "leased": self.leased,
+            // Three of these without a renewal and it is taken for dead.
+            "lease_ttl_ms": self.ttl.as_millis() as u64,
         })
         .to_string();
         let tokens: Vec<u64> = self.held.iter().copied().collect();
@@ -453,6 +460,9 @@ impl Worker {
         }
         let counters: std::collections::BTreeMap<&str, u64> =
             self.counters.iter().map(|(k, v)| (*k, *v)).collect();
+        // Every page of this run is completed: its items are at or before
+        // the newest now.
+        let items_until = self.shared.last_item_id().await.ok();
         let record = serde_json::json!({
             "worker": self.id,
             "started_at": self.started_at,
@@ -463,6 +473,9 @@ impl Worker {
             "job": self.versions.first(),
             "jobs": self.versions,
             "counters": counters,
+            // Its items: this worker's, after `items_after`, up to `items_until`.
+            "items_after": self.items_after,
+            "items_until": items_until,
         });
         match self.shared.push_run(&record.to_string()).await {
             Ok(n) => Some(n),

@@ -23,6 +23,7 @@ mod robots;
 mod seeds;
 mod shared;
 mod shared_cycle;
+mod shared_dump;
 mod shared_faults;
 mod shared_job;
 mod shared_loss;
