@@ -196,7 +196,7 @@ pub struct Shared {
 /// Requests (seeds, due pages, links) per script call: at about 15 µs of
 /// server time each, no call holds Redis for more than a few milliseconds
 /// (`benches/shared.rs` measures the longest call, docs/performance.md).
-pub const SCRIPT_CHUNK: usize = 256;
+pub const SCRIPT_CHUNK: usize = 128;
 
 /// The connection manager's settings.
 fn manager_config() -> ConnectionManagerConfig {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use legcrawl::config::CrawlConfig;
 use legcrawl::request::Request;
-use legcrawl::shared::client::{CycleKind, NewRequest};
+use legcrawl::shared::client::{CycleKind, NewRequest, SCRIPT_CHUNK};
 use legcrawl::shared::{Shared, SharedTarget};
 
 use crate::support::redis::{RedisServer, Resp};
@@ -152,8 +152,11 @@ fn seeds_left_unstored_between_chunks_are_stored_by_the_next_worker() {
         let joined = legcrawl::shared::join(&target, plan).await.expect("join");
         assert_eq!(joined.version, 1);
         let shared = Shared::connect(&target, 32).await.expect("connect");
-        let first: Vec<NewRequest> = urls[..256].iter().map(|u| seed_request(u)).collect();
-        assert_eq!(shared.add_seeds(&first).await.unwrap(), 256);
+        let first: Vec<NewRequest> = urls[..SCRIPT_CHUNK]
+            .iter()
+            .map(|u| seed_request(u))
+            .collect();
+        assert_eq!(shared.add_seeds(&first).await.unwrap(), SCRIPT_CHUNK as u64);
     });
     let mut crawl = Crawl::new(&redis.url(), "chunks");
     crawl.spawn(&WORKER_OPTIONS);
@@ -195,12 +198,16 @@ fn a_cycle_start_cut_between_seed_chunks_is_completed_by_the_next_worker() {
     let target = SharedTarget::new(&redis.url(), "cut").expect("target");
     runtime().block_on(async {
         let shared = Shared::connect(&target, 32).await.expect("connect");
-        let first: Vec<(CycleKind, NewRequest)> = urls[..256]
+        let first: Vec<(CycleKind, NewRequest)> = urls[..SCRIPT_CHUNK]
             .iter()
             .map(|u| (CycleKind::Seed, seed_request(u)))
             .collect();
         let queued = shared.queue_cycle(1, true, &first).await.unwrap();
-        assert_eq!(queued, Some(256), "cycle 2 started with one chunk");
+        assert_eq!(
+            queued,
+            Some(SCRIPT_CHUNK as u64),
+            "cycle 2 started with one chunk"
+        );
     });
     crawl.spawn(&[]);
     crawl.wait_all_ok(LIMIT);
@@ -302,7 +309,10 @@ fn no_script_call_carries_more_than_one_chunk() {
         longest_us = longest_us.max(*us);
     }
     eprintln!("{calls} script calls, at most {most_args} arguments, longest {longest_us} µs");
-    // A chunk of 256 requests is at most 7 arguments each, plus a few.
-    assert!(most_args <= 256 * 7 + 20, "a call of {most_args} arguments");
-    assert!(calls >= 3 * N / 256, "{calls} calls");
+    // A chunk of requests is at most 7 arguments each, plus a few.
+    assert!(
+        most_args <= SCRIPT_CHUNK * 7 + 20,
+        "a call of {most_args} arguments"
+    );
+    assert!(calls >= 3 * N / SCRIPT_CHUNK, "{calls} calls");
 }
