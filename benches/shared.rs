@@ -38,10 +38,14 @@
 //! and one item per page in `bench:items`. Without the variable the bench says
 //! the comparison was skipped.
 //!
+//! - `calls` (`shared/calls.rs`): the longest single script call (SLOWLOG) for
+//!   200,000 seeds stored, a page of 200,000 links and a cycle start of 200,000
+//!   seeds (`SHARED_BENCH_CALLS` sets the size).
+//!
 //! Run: `cargo bench --bench shared` (about three minutes, 17 with scrapy-redis). Environment:
 //! `SHARED_BENCH_RUNS` (default 3), `SHARED_BENCH_POLITE_PAGES` (default 1600),
-//! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_ONLY` (`polite` or
-//! `redis`), `SHARED_BENCH_SCRAPY` (see above), `SHARED_BENCH_SCRAPY_SET`
+//! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_ONLY` (`polite`,
+//! `redis` or `calls`), `SHARED_BENCH_SCRAPY` (see above), `SHARED_BENCH_SCRAPY_SET`
 //! (more Scrapy settings for it, `NAME=VALUE` separated by spaces, e.g.
 //! `SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue`).
 
@@ -68,6 +72,9 @@ mod redis;
 // The loud SKIPPED line `redis` writes when redis-server is missing.
 #[path = "../tests/it/support/skip.rs"]
 mod skip;
+
+#[path = "shared/calls.rs"]
+mod calls;
 
 /// Hosts of the politeness-bound site.
 const POLITE_HOSTS: usize = 32;
@@ -578,6 +585,12 @@ fn main() -> anyhow::Result<()> {
             ],
         },
     ];
+    if "calls".contains(&only) {
+        calls::run()?;
+    }
+    if only == "calls" {
+        return Ok(());
+    }
     let Some(redis) = redis::RedisServer::start("benches/shared") else {
         bail!("redis-server not found: `apt-get install redis-server`");
     };

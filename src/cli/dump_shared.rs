@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use legcrawl::clock::rfc3339_secs;
 use legcrawl::fingerprint;
-use legcrawl::shared::views::SharedSummary;
+use legcrawl::shared::views::{SharedSummary, stream_id};
 use legcrawl::shared::{Shared, SharedTarget, StoredJob};
 
 use super::dump::{View, check_seen_url, print_page_rows, print_queued};
@@ -25,7 +25,7 @@ pub(super) fn run(
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let shared = Shared::connect(target, 1).await?;
+        let shared = Shared::inspect(target, 1).await?;
         // A name no worker ever used is most likely a typo: say so, do not
         // print zeros.
         if !shared.exists().await? {
@@ -40,12 +40,10 @@ pub(super) fn run(
         let written = match view {
             View::Summary => print_summary(&mut out, &shared.summary().await?, json),
             View::Frontier => print_frontier(&mut out, &shared, limit.unwrap_or(20), json).await,
-            // Shared runs do not note where their items start: refuse rather than
-            // print every item.
-            View::Items(items) if items.selects_runs() => Err(BadInput(
-                "--run and --since-run are not available for a shared crawl yet".into(),
-            )
-            .into()),
+            View::Items(items) if items.selects_runs() => {
+                let (run, since) = items.runs();
+                print_run_items(&mut out, &shared, run, since, limit).await
+            }
             View::Items(_) => print_items(&mut out, &shared, limit).await,
             View::Seen { url } => print_seen(&mut out, &shared, &url, json).await,
             View::Pages { due } => {
@@ -64,7 +62,7 @@ pub(super) fn run(
                 };
                 print_page_rows(&mut out, pages, json)
             }
-            View::Runs => print_runs(&mut out, &shared, limit).await,
+            View::Runs => print_runs(&mut out, &shared, limit, json).await,
             View::Job(job) => print_job(&mut out, &shared, job.run, json).await,
             View::Blocked => Err(BadInput(
                 "dump blocked is not kept for a shared crawl (see the robots/disallowed counter in the summary)".into(),
@@ -190,18 +188,157 @@ async fn print_seen(
     Ok(())
 }
 
+/// `dump --shared ... items --run N|last` (the items run N's worker
+/// committed during the run) or `--since-run N|last` (the items appended
+/// after run N ended; 0: every item). A run that does not exist is one line,
+/// exit 2.
+async fn print_run_items(
+    out: &mut impl Write,
+    shared: &Shared,
+    run: Option<RunRef>,
+    since: Option<RunRef>,
+    limit: Option<usize>,
+) -> anyhow::Result<()> {
+    let name = &shared.target().name;
+    let pick = match (run, since) {
+        (None, Some(RunRef::Number(0))) | (None, None) => {
+            return print_items(out, shared, limit).await;
+        }
+        (Some(pick), _) | (None, Some(pick)) => pick,
+    };
+    let runs = shared.runs().await?;
+    let index = match pick {
+        RunRef::Last => runs.len().checked_sub(1),
+        RunRef::Number(n) => usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .filter(|&i| i < runs.len()),
+    };
+    let Some(index) = index else {
+        return Err(BadInput(match (pick, runs.len()) {
+            (RunRef::Last, _) | (_, 0) => {
+                format!("the shared crawl {name:?} has no worker runs recorded yet")
+            }
+            (RunRef::Number(n), last) => {
+                format!("the shared crawl {name:?} has no run {n} (the last run is {last})")
+            }
+        })
+        .into());
+    };
+    let record = &runs[index];
+    let mark = |field: &str| record.get(field).and_then(serde_json::Value::as_str);
+    let (Some(after), Some(until)) = (mark("items_after"), mark("items_until")) else {
+        return Err(BadInput(format!(
+            "run {} of the shared crawl {name:?} was recorded before runs noted their items",
+            index + 1
+        ))
+        .into());
+    };
+    let worker = record.get("worker").and_then(serde_json::Value::as_str);
+    let (start, end, only) = match run {
+        Some(_) => (after, stream_id(until), worker),
+        None => (until, None, None),
+    };
+    let mut left = limit.unwrap_or(usize::MAX);
+    let mut failed = None;
+    shared
+        .scan_items_from(&format!("({start}"), |entry| {
+            if end.is_some_and(|end| stream_id(entry.id).is_none_or(|id| id > end)) {
+                return false;
+            }
+            if only.is_some() && entry.worker != only {
+                return true;
+            }
+            if left == 0 {
+                return false;
+            }
+            left -= 1;
+            match writeln!(out, "{}", entry.item) {
+                Ok(()) => true,
+                Err(error) => {
+                    failed = Some(error);
+                    false
+                }
+            }
+        })
+        .await?;
+    match failed {
+        Some(error) => Err(error.into()),
+        None => Ok(()),
+    }
+}
+
+/// `dump --shared ... runs`: one row per worker run, as the embedded `dump
+/// runs` prints them (with the worker's id); `--json`: the records.
 async fn print_runs(
     out: &mut impl Write,
     shared: &Shared,
     limit: Option<usize>,
+    json: bool,
 ) -> anyhow::Result<()> {
     let runs = shared.runs().await?;
     let skip = limit.map_or(0, |l| runs.len().saturating_sub(l));
     if runs.is_empty() {
         say!("no worker run has ended yet");
+        return Ok(());
     }
-    for run in runs.iter().skip(skip) {
-        writeln!(out, "{run}")?;
+    if !json {
+        writeln!(
+            out,
+            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>8}  worker",
+            "run",
+            "job",
+            "started",
+            "ended",
+            "outcome",
+            "pages",
+            "new",
+            "changed",
+            "unchanged",
+            "gone",
+            "failed",
+            "blocked",
+            "items",
+            "filtered"
+        )?;
+    }
+    for (i, run) in runs.iter().enumerate().skip(skip) {
+        if json {
+            writeln!(out, "{run}")?;
+            continue;
+        }
+        let number = |field: &str| run.get(field).and_then(serde_json::Value::as_u64);
+        let counter = |name: &str| {
+            run.get("counters")
+                .and_then(|c| c.get(name))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        };
+        let totals = legcrawl::engine::PageTotals::of(counter);
+        let time = |field: &str| number(field).map_or_else(|| "-".to_owned(), rfc3339_secs);
+        writeln!(
+            out,
+            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>8}  {}",
+            i + 1,
+            number("job").map_or_else(|| "-".to_owned(), |v| v.to_string()),
+            time("started_at"),
+            time("ended_at"),
+            run.get("outcome")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("-"),
+            totals.pages,
+            totals.new,
+            totals.changed,
+            totals.unchanged,
+            totals.gone,
+            totals.failed,
+            totals.blocked,
+            counter("items/stored"),
+            counter("dupefilter/filtered"),
+            run.get("worker")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("-"),
+        )?;
     }
     Ok(())
 }

@@ -57,6 +57,11 @@ impl ItemsArgs {
     pub fn selects_runs(&self) -> bool {
         self.run.is_some() || self.since_run.is_some()
     }
+
+    /// `--run` and `--since-run` (for `dump --shared`).
+    pub fn runs(&self) -> (Option<RunRef>, Option<RunRef>) {
+        (self.run, self.since_run)
+    }
 }
 
 /// A run as `--run` and `--since-run` name it: a number, or `last`.

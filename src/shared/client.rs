@@ -4,30 +4,41 @@
 //! A worker that loses the server retries every call with backoff (50 ms
 //! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
 //! connection manager reconnects underneath, and a script the restarted server
-//! no longer caches is sent again whole. Only the first connection is not
-//! retried: a wrong address, or a password the server turns down (or does not
-//! get), is the user's mistake, one line and exit 1.
-//! Completing pages is in `pages`, the cycle and due index calls in `cycles`.
+//! no longer caches is sent again whole. The server's own refusals are sorted
+//! in `server` ([`server::classify`]): `BUSY`, `LOADING`, `TRYAGAIN` (and a
+//! cluster's `MASTERDOWN`/`CLUSTERDOWN`) are waited out the same way,
+//! `READONLY` (a failover made the server a replica) on a new connection;
+//! `OOM` and a lost state ([`SharedError::Gone`]) stop the worker. Only the
+//! first connection is not retried: a wrong address, or a password the server
+//! turns down (or does not get), is the user's mistake, one line and exit 1.
+//!
+//! A worker joins the crawl's epoch when it connects ([`Shared::connect`],
+//! `lua/epoch.lua`) and passes it to every script, which checks it first
+//! (`lua/common.lua`): state lost from Redis is found by the next call of any
+//! worker. `legcrawl dump` connects with [`Shared::inspect`], which writes
+//! nothing. Completing pages is in `pages`, the cycle and due index calls in
+//! `cycles`, seeds, page records, robots.txt answers and runs in `records`,
+//! the server's settings and error classes in `server`.
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
 //! records it carries.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, RedisResult, RetryMethod, Script, Value};
+use redis::{RedisError, RedisResult, Script, Value};
 
 use super::SharedTarget;
 use super::keys::Keys;
 use crate::request::Request;
-use crate::robots::RobotsRecord;
 use crate::store::PageRecord;
-use crate::store::records::unix_now;
 
 mod cycles;
 mod pages;
+mod records;
+mod server;
 
 pub use cycles::{CrawlState, CycleKind};
 pub use pages::{Completed, DueChange, NewRequest, PageCompletion};
@@ -52,6 +63,40 @@ pub enum SharedError {
         what: &'static str,
         /// What the server or client said.
         reason: String,
+    },
+    /// The crawl's state is gone from Redis: its epoch or a structure that
+    /// must exist is missing, or the crawl was made anew meanwhile.
+    #[error(
+        "the shared crawl {name:?}'s state is gone from Redis at {url} ({what}: Redis restarted without its data, was flushed, or lost keys); stopped without writing to it"
+    )]
+    Gone {
+        /// The crawl's name.
+        name: String,
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// What was missing.
+        what: String,
+    },
+    /// The server refused a write for want of memory (`maxmemory` reached
+    /// under `noeviction`).
+    #[error(
+        "Redis at {url} is out of memory (OOM: maxmemory reached): the shared crawl {name:?} stopped; raise maxmemory and start the workers again"
+    )]
+    OutOfMemory {
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// The crawl's name.
+        name: String,
+    },
+    /// The server may evict keys, which would lose the crawl's state silently.
+    #[error(
+        "Redis at {url} has maxmemory-policy {policy}, which may evict the shared crawl's keys; set it to noeviction (CONFIG SET maxmemory-policy noeviction)"
+    )]
+    Eviction {
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// The server's policy.
+        policy: String,
     },
     /// A record in Redis is not what this build writes.
     #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
@@ -104,6 +149,10 @@ struct Scripts {
     links: Script,
 }
 
+/// `lua/epoch.lua`, hashed once.
+static EPOCH_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/epoch.lua")));
+
 macro_rules! script {
     ($file:literal) => {
         Script::new(concat!(
@@ -132,27 +181,54 @@ impl Scripts {
 pub struct Shared {
     target: SharedTarget,
     keys: Keys,
-    conn: ConnectionManager,
+    client: redis::Client,
+    /// Replaced by a new connection after `READONLY`.
+    conn: Mutex<ConnectionManager>,
+    /// The crawl's epoch, passed to every script (empty: not joined, no
+    /// script may run).
+    epoch: String,
     scripts: Arc<Scripts>,
     per_host: usize,
     /// Set when the worker stops: calls are no longer retried.
     stopping: Arc<AtomicBool>,
 }
 
-/// True for errors that a later attempt may not see: the connection dropped
-/// or was refused, a timeout, a server still loading its data.
-fn transient(error: &RedisError) -> bool {
-    !matches!(error.retry_method(), RetryMethod::NoRetry)
-        || error.is_timeout()
-        || error.is_connection_refusal()
-        || error.is_connection_dropped()
+/// Requests (seeds, due pages, links) per script call: at about 15 µs of
+/// server time each, no call holds Redis for more than a few milliseconds
+/// (`benches/shared.rs` measures the longest call, docs/performance.md).
+pub const SCRIPT_CHUNK: usize = 128;
+
+/// The connection manager's settings.
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(3)))
+        .set_response_timeout(Some(Duration::from_secs(10)))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_secs(1))
 }
 
 impl Shared {
-    /// Connects to the crawl's server (once, no retry) and checks that it
-    /// answers. `per_host` is the crawl's per-host in-flight limit, which every
+    /// Connects to the crawl's server (once, no retry), checks that it
+    /// answers and joins the crawl's epoch (made with the crawl when there is
+    /// none). `per_host` is the crawl's per-host in-flight limit, which every
     /// script that can make a host ready again applies.
     pub async fn connect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
+        let mut shared = Shared::inspect(target, per_host).await?;
+        shared.enter().await?;
+        Ok(shared)
+    }
+
+    /// Joins the crawl's epoch (made with the crawl when there is none): a
+    /// connection made by [`Shared::inspect`] may run the crawl's scripts
+    /// from now on.
+    pub async fn enter(&mut self) -> Result<(), SharedError> {
+        self.epoch = self.join_epoch().await?;
+        Ok(())
+    }
+
+    /// Connects as [`Shared::connect`] does without joining the crawl: for
+    /// reading it (`legcrawl dump`), which writes nothing.
+    pub async fn inspect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
         let unreachable = |reason: String| SharedError::Unreachable {
             url: target.shown(),
             reason: target.scrub(&reason),
@@ -182,12 +258,7 @@ impl Shared {
         };
         let client = redis::Client::open(target.connection_info().map_err(unreachable)?)
             .map_err(|e| unreachable(e.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(3)))
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_secs(1));
-        let connect = client.get_connection_manager_with_config(config);
+        let connect = client.get_connection_manager_with_config(manager_config());
         let mut conn = tokio::time::timeout(Duration::from_secs(10), connect)
             .await
             .map_err(|_| unreachable("no answer within 10 s".into()))?
@@ -199,7 +270,9 @@ impl Shared {
         Ok(Shared {
             keys: Keys::new(&target.name),
             target: target.clone(),
-            conn,
+            client,
+            conn: Mutex::new(conn),
+            epoch: String::new(),
             scripts: Arc::new(Scripts::new()),
             per_host: per_host.max(1),
             stopping: Arc::new(AtomicBool::new(false)),
@@ -222,8 +295,17 @@ impl Shared {
         self.stopping.store(true, Ordering::SeqCst);
     }
 
+    /// The current connection (a handle: cloning it is cheap).
+    fn conn(&self) -> ConnectionManager {
+        match self.conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
     /// Runs `op` until it succeeds or fails for good, waiting out a server that
-    /// is away (restarting, unreachable) with backoff.
+    /// is away (restarting, unreachable, busy, loading) with backoff, and
+    /// connecting anew after `READONLY`.
     async fn retrying<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, SharedError>
     where
         F: FnMut(ConnectionManager) -> Fut,
@@ -232,29 +314,28 @@ impl Shared {
         let mut wait = Duration::from_millis(50);
         let mut warned = false;
         loop {
-            match op(self.conn.clone()).await {
+            let error = match op(self.conn()).await {
                 Ok(value) => {
                     if warned {
                         tracing::warn!(url = %self.target.shown(), "Redis answers again; going on");
                     }
                     return Ok(value);
                 }
-                Err(error) if transient(&error) && !self.stopping.load(Ordering::SeqCst) => {
-                    if !warned {
-                        let error = self.target.scrub(&error.to_string());
-                        tracing::warn!(url = %self.target.shown(), %error, "lost Redis; retrying until it answers");
-                        warned = true;
-                    }
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(5));
-                }
-                Err(error) => {
-                    return Err(SharedError::Redis {
-                        url: self.target.shown(),
-                        what,
-                        reason: self.target.scrub(&error.to_string()),
-                    });
-                }
+                Err(error) => error,
+            };
+            let class = server::classify(&error);
+            if class == server::Class::Fatal || self.stopping.load(Ordering::SeqCst) {
+                return Err(self.failed(what, &error));
+            }
+            if !warned {
+                let error = self.target.scrub(&error.to_string());
+                tracing::warn!(url = %self.target.shown(), %error, "Redis cannot answer now; retrying until it does");
+                warned = true;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+            if class == server::Class::Reconnect {
+                self.reconnect().await;
             }
         }
     }
@@ -270,6 +351,7 @@ impl Shared {
         let meta = self.keys.key("meta");
         let prefix = self.keys.prefix().as_bytes().to_vec();
         let per_host = self.per_host.to_string().into_bytes();
+        let epoch = self.epoch.as_bytes();
         let scripts = Arc::clone(&self.scripts);
         self.retrying(what, |mut conn| {
             let scripts = Arc::clone(&scripts);
@@ -277,7 +359,7 @@ impl Shared {
             async move {
                 let script = pick(&scripts);
                 let mut call = script.key(meta);
-                call.arg(prefix).arg(per_host);
+                call.arg(prefix).arg(per_host).arg(epoch);
                 for arg in args {
                     call.arg(arg);
                 }
@@ -338,56 +420,6 @@ impl Shared {
             name: self.target.name.clone(),
             what: what.into(),
         }
-    }
-
-    /// Stores seeds (idempotent: a seed already stored is not queued again);
-    /// returns how many were new.
-    pub async fn add_seeds(&self, seeds: &[NewRequest]) -> Result<u64, SharedError> {
-        let mut args = vec![seeds.len().to_string().into_bytes()];
-        for seed in seeds {
-            args.push(seed.request.url.clone().into_bytes());
-            args.push(seed.host.clone().into_bytes());
-            args.push(seed.fingerprint.to_vec());
-            args.push(encode_request(&seed.request));
-            args.push(millis(seed.delay).into_bytes());
-        }
-        // When a new crawl's first cycle starts.
-        args.push(unix_now().to_string().into_bytes());
-        let value = self
-            .script("storing the seeds", |s| &s.seeds, &args)
-            .await?;
-        int(&value)
-            .map(|n| n.max(0) as u64)
-            .ok_or_else(|| self.corrupt("the seeds script's answer"))
-    }
-
-    /// Whether any worker ever stored seeds for this crawl.
-    pub async fn exists(&self) -> Result<bool, SharedError> {
-        let n: i64 = self
-            .query(
-                "looking up the crawl",
-                redis::cmd("EXISTS").arg(self.keys.key("meta")),
-            )
-            .await?;
-        Ok(n > 0)
-    }
-
-    /// Hosts parked because their robots.txt kept failing are tried again
-    /// (a worker starts); returns how many requests came back to the frontier.
-    pub async fn unpark(&self) -> Result<u64, SharedError> {
-        let value = self.script("unparking hosts", |s| &s.unpark, &[]).await?;
-        int(&value)
-            .map(|n| n.max(0) as u64)
-            .ok_or_else(|| self.corrupt("the unpark script's answer"))
-    }
-
-    /// The stored seed URLs.
-    pub async fn seeds(&self) -> Result<Vec<String>, SharedError> {
-        self.query(
-            "reading the seeds",
-            redis::cmd("SMEMBERS").arg(self.keys.key("seeds")),
-        )
-        .await
     }
 
     /// Leases up to `want` requests for `worker`, each for `ttl`.
@@ -475,74 +507,6 @@ impl Shared {
         int(&value)
             .map(|n| n.max(0) as u64)
             .ok_or_else(|| self.corrupt("the release script's answer"))
-    }
-
-    /// The page records of `fps`, in order (`None` where there is none).
-    pub async fn page_records(
-        &self,
-        fps: &[[u8; 20]],
-    ) -> Result<Vec<Option<PageRecord>>, SharedError> {
-        if fps.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut cmd = redis::cmd("HMGET");
-        cmd.arg(self.keys.key("pages"));
-        for fp in fps {
-            cmd.arg(fp.as_slice());
-        }
-        let records: Vec<Option<Vec<u8>>> = self.query("reading page records", &cmd).await?;
-        records
-            .iter()
-            .map(|r| r.as_deref().map(|b| self.page_record(b)).transpose())
-            .collect()
-    }
-
-    pub(crate) fn page_record(&self, bytes: &[u8]) -> Result<PageRecord, SharedError> {
-        crate::store::decode_page(bytes).map_err(|e| self.corrupt(format!("a page record: {e}")))
-    }
-
-    /// The robots.txt answers the crawl's workers stored.
-    pub async fn robots(&self) -> Result<Vec<RobotsRecord>, SharedError> {
-        let all: Vec<(String, String)> = self
-            .query(
-                "reading robots.txt answers",
-                redis::cmd("HGETALL").arg(self.keys.key("robots")),
-            )
-            .await?;
-        all.into_iter()
-            .map(|(origin, json)| {
-                serde_json::from_str(&json)
-                    .map_err(|e| self.corrupt(format!("the robots.txt record of {origin}: {e}")))
-            })
-            .collect()
-    }
-
-    /// Stores robots.txt answers for every worker (a later fetch replaces an
-    /// earlier one).
-    pub async fn put_robots(&self, records: &[RobotsRecord]) -> Result<(), SharedError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(self.keys.key("robots"));
-        for record in records {
-            let json = serde_json::to_string(record)
-                .map_err(|e| self.corrupt(format!("a robots.txt record: {e}")))?;
-            cmd.arg(&record.origin).arg(json);
-        }
-        self.query::<i64>("storing robots.txt answers", &cmd)
-            .await
-            .map(drop)
-    }
-
-    /// Appends one worker run's record (JSON) to the crawl's runs; returns
-    /// its number.
-    pub async fn push_run(&self, record: &str) -> Result<u64, SharedError> {
-        self.query::<u64>(
-            "recording the run",
-            redis::cmd("RPUSH").arg(self.keys.key("runs")).arg(record),
-        )
-        .await
     }
 }
 

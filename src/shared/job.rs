@@ -236,7 +236,10 @@ pub struct Joined {
 /// settings are refused before anything is stored.
 pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, JoinError> {
     crate::engine::check_seeds(&plan.run.seeds)?;
-    let shared = Shared::connect(target, plan.run.per_host).await?;
+    // The server's settings are checked before anything is written.
+    let mut shared = Shared::inspect(target, plan.run.per_host).await?;
+    shared.check_server().await?;
+    shared.enter().await?;
     let given: Vec<String> = plan
         .run
         .seeds
@@ -374,6 +377,8 @@ pub(super) struct Active {
     /// The version (0 until it is stored).
     pub(super) version: u64,
     pub(super) config: CrawlConfig,
+    /// The job's seeds (every seed of the crawl when it was stored).
+    pub(super) seeds: Vec<String>,
     pub(super) scope: Scope,
     pub(super) legs: Arc<dyn Leg>,
     pub(super) fetcher: Fetcher,
@@ -398,6 +403,7 @@ impl Active {
         let config = worker_config(job, run);
         let seeds: Vec<String> = crawl_seeds.iter().chain(&job_seeds).cloned().collect();
         let scope = Scope::of_crawl(&config, &seeds, &config.seeds);
+        let seeds = job_seeds;
         let mut stack = legs.unwrap_or_else(crawlfile::default_legs);
         stack.configure(&crate::engine::scope::leg_config(&config, &scope))?;
         let fetcher = Fetcher::new(FetchSettings::from_config(&config))?;
@@ -413,6 +419,7 @@ impl Active {
             fetcher,
             robots,
             config,
+            seeds,
         })
     }
 

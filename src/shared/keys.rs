@@ -5,10 +5,11 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | `frontier` (queued count), `seq`, `token`, `created`, `schema`, `cycle`, `cycle_started` |
+//! | `meta` | hash | `epoch` (random, made when the first worker joins; every script checks it), `frontier` (queued count), `seq`, `token` (the last fencing token: ≥ server ms × 1024), `created`, `schema`, `cycle`, `cycle_started`, `seeding` (1 while a cycle's seeds are being queued) |
 //! | `job` | hash | the newest job: `version`, and the politeness every script enforces, `per_host` and `delay` (ms; absent: each host's default) |
 //! | `jobs` | hash | job version → its record (JSON: `version`, `created_at`, `worker`, `text`, a crawl file) |
 //! | `seeds` | set | seed URLs |
+//! | `seeded` | set | fingerprints of the seeds queued in the cycle being seeded (gone once it is seeded) |
 //! | `q:HOST` | sorted set | the host's queue: score −priority, member 16 hex digits of sequence, 40 of fingerprint, request JSON |
 //! | `ready` | sorted set | hosts with queued requests under their in-flight limit, by earliest next start (ms) |
 //! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the host's default delay (0 on loopback, else 1 s; the job's `delay` overrides it), robots.txt Crawl-delay (ms) |
@@ -23,8 +24,8 @@
 //! | `robotsfail`, `parkedhosts` | hashes | per host: robots.txt failures in a row; hosts parked, with their set-aside count |
 //! | `parked:HOST` | sorted set | a parked host's queue, set aside until a worker starts |
 //! | `counters` | hash | counter name → count |
-//! | `workers`, `alive` | hashes | worker id → its record (JSON), last renewal (ms) |
-//! | `runs` | list | one JSON record per worker run (`job`: the job version it began under, `jobs`: every version it ran under) |
+//! | `workers`, `alive` | hashes | worker id → its record (JSON, with its `lease_ttl_ms`), last renewal (ms); unlisted after three TTLs without one |
+//! | `runs` | list | one JSON record per worker run (`job`: the job version it began under, `jobs`: every version it ran under, `items_after`/`items_until`: the stream ids its items lie between) |
 
 /// The key names of one crawl.
 #[derive(Clone, Debug)]

@@ -58,6 +58,25 @@ pub struct WorkerView {
     pub record: Option<serde_json::Value>,
 }
 
+/// One entry of the items stream.
+#[derive(Debug)]
+pub struct StreamItem<'a> {
+    /// Its stream id (`MS-SEQ`).
+    pub id: &'a str,
+    /// The item (JSON text).
+    pub item: &'a str,
+    /// The id of the output file it was written to, if any.
+    pub out: Option<&'a str>,
+    /// The worker that committed it.
+    pub worker: Option<&'a str>,
+}
+
+/// A stream id (`MS-SEQ`) as a pair that orders like the stream.
+pub fn stream_id(id: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = id.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
 /// One queued request.
 #[derive(Debug, Serialize)]
 pub struct QueuedRequest {
@@ -143,6 +162,18 @@ impl Shared {
                 (id, view)
             })
             .collect();
+        // A worker not heard from for three of its lease TTLs is dead (the
+        // next renewal of a live one unlists it): not shown unless it still
+        // holds leases (they expire within one TTL).
+        workers.retain(|_, w| {
+            let ttl = w
+                .record
+                .as_ref()
+                .and_then(|r| r.get("lease_ttl_ms"))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(60_000);
+            w.last_seen_ms.is_none_or(|ms| ms <= 3 * ttl)
+        });
         for (id, leases) in holders {
             workers
                 .entry(id.clone())
@@ -187,8 +218,41 @@ impl Shared {
         &self,
         mut each: impl FnMut(&str, &str, Option<&str>) -> bool,
     ) -> Result<(), SharedError> {
+        self.scan_items_from("-", |entry| each(entry.id, entry.item, entry.out))
+            .await
+    }
+
+    /// The id of the newest item in the stream (`0-0`: none yet): where a
+    /// worker run's items begin, and end.
+    pub async fn last_item_id(&self) -> Result<String, SharedError> {
+        let newest: Value = self
+            .query(
+                "reading the items",
+                redis::cmd("XREVRANGE")
+                    .arg(self.keys().key("items"))
+                    .arg("+")
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(1),
+            )
+            .await?;
+        Ok(array(&newest)
+            .and_then(|a| a.first())
+            .and_then(array)
+            .and_then(|e| e.first())
+            .and_then(text)
+            .unwrap_or_else(|| "0-0".to_owned()))
+    }
+
+    /// As [`Shared::scan_items`], from stream id `start` on (`-`: the first;
+    /// `(ID`: the one after `ID`), with the worker that committed each item.
+    pub async fn scan_items_from(
+        &self,
+        start: &str,
+        mut each: impl FnMut(&StreamItem<'_>) -> bool,
+    ) -> Result<(), SharedError> {
         let key = self.keys().key("items");
-        let mut start = "-".to_owned();
+        let mut start = start.to_owned();
         loop {
             let page: Value = self
                 .query(
@@ -219,7 +283,14 @@ impl Shared {
                 };
                 let item = field(b"item").unwrap_or_default();
                 let out = field(b"out");
-                if !each(&id, &item, out.as_deref()) {
+                let worker = field(b"worker");
+                let entry = StreamItem {
+                    id: &id,
+                    item: &item,
+                    out: out.as_deref(),
+                    worker: worker.as_deref(),
+                };
+                if !each(&entry) {
                     return Ok(());
                 }
                 last = Some(id);

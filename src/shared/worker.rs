@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::client::{NewRequest, Shared, SharedLease};
+use super::client::{NewRequest, Shared, SharedError, SharedLease};
 use super::cycle::begin_cycle;
 use super::job::{Active, JOB_POLL, Joined};
 use super::output::WorkerOutput;
@@ -75,7 +75,14 @@ impl Joined {
             Ok(outcome) => *outcome,
             Err(_) => RunOutcome::Failed,
         };
-        let run = worker.record_run(outcome, started.elapsed()).await;
+        // A state gone from Redis, or a server out of memory, takes no more
+        // writes: nothing is recorded (the leases expire), one line is said.
+        let run = match &result {
+            Err(EngineError::Shared(
+                SharedError::Gone { .. } | SharedError::OutOfMemory { .. },
+            )) => None,
+            _ => worker.record_run(outcome, started.elapsed()).await,
+        };
         result?;
         Ok(Some(worker.report(
             run.unwrap_or(0),
@@ -131,6 +138,9 @@ struct Worker {
     counters: HashMap<&'static str, u64>,
     deadline: Option<Instant>,
     started_at: u64,
+    /// The newest item in the stream when this run began: the run's items
+    /// come after it (`dump --shared ... items --run N`).
+    items_after: String,
 }
 
 impl Worker {
@@ -143,12 +153,19 @@ impl Worker {
             ..
         } = joined;
         let config = &active.config;
-        // Credentials in a seed are never stored or sent.
-        let seeds: Vec<String> = config
+        // This worker's seeds and the job's (a worker killed while storing
+        // seeds in chunks left some unstored: the job names them all), less
+        // those stored. Credentials in a seed are never stored or sent.
+        let stored: std::collections::HashSet<String> = shared.seeds().await?.into_iter().collect();
+        let mut seeds: Vec<String> = config
             .seeds
             .iter()
+            .chain(&active.seeds)
             .map(|seed| crate::canon::strip_credentials(seed).into_owned())
+            .filter(|seed| !stored.contains(seed))
             .collect();
+        seeds.sort();
+        seeds.dedup();
         let new: Vec<NewRequest> = seeds
             .iter()
             .map(|url| {
@@ -168,8 +185,7 @@ impl Worker {
         if !new.is_empty() {
             shared.add_seeds(&new).await?;
         }
-        let stored = shared.seeds().await?;
-        if stored.is_empty() {
+        if stored.is_empty() && new.is_empty() {
             return Err(EngineError::NoSeeds {
                 dir: format!("Redis crawl {:?}", shared.target().name),
             });
@@ -179,6 +195,7 @@ impl Worker {
             Some(path) => Some(WorkerOutput::open(path, &machine_name(), &shared).await?),
             None => None,
         };
+        let items_after = shared.last_item_id().await?;
         let (results_tx, results) = mpsc::unbounded_channel();
         let (parts_tx, parts) = mpsc::unbounded_channel();
         Ok(Worker {
@@ -201,6 +218,7 @@ impl Worker {
             frontier: 0,
             counters: HashMap::new(),
             started_at: unix_now(),
+            items_after,
         })
     }
 
@@ -375,6 +393,8 @@ impl Worker {
             "concurrency": self.active.config.concurrency,
             "job": self.active.version,
             "leased": self.leased,
+            // Three of these without a renewal and it is taken for dead.
+            "lease_ttl_ms": self.ttl.as_millis() as u64,
         })
         .to_string();
         let tokens: Vec<u64> = self.held.iter().copied().collect();
@@ -440,6 +460,9 @@ impl Worker {
         }
         let counters: std::collections::BTreeMap<&str, u64> =
             self.counters.iter().map(|(k, v)| (*k, *v)).collect();
+        // Every page of this run is completed: its items are at or before
+        // the newest now.
+        let items_until = self.shared.last_item_id().await.ok();
         let record = serde_json::json!({
             "worker": self.id,
             "started_at": self.started_at,
@@ -450,6 +473,9 @@ impl Worker {
             "job": self.versions.first(),
             "jobs": self.versions,
             "counters": counters,
+            // Its items: this worker's, after `items_after`, up to `items_until`.
+            "items_after": self.items_after,
+            "items_until": items_until,
         });
         match self.shared.push_run(&record.to_string()).await {
             Ok(n) => Some(n),

@@ -54,9 +54,9 @@ fn assert_served_once(server: &TestServer, expected: &[String], what: &str) {
     assert_eq!(targets, want, "{what}: the pages fetched");
 }
 
-/// The worker runs `dump --shared runs` lists, oldest first.
+/// The worker runs `dump --shared runs --json` lists, oldest first.
 fn runs(crawl: &Crawl) -> Vec<serde_json::Value> {
-    cli::parse_lines(&crawl.dump(&["runs"]))
+    cli::parse_lines(&crawl.dump(&["runs", "--json"]))
 }
 
 /// The job versions each run ran under (`jobs` of its record).

@@ -104,7 +104,14 @@ pub(super) fn run_shared(
 /// A worker's failure to take part in the crawl's job, with the exit status
 /// of its cause (an engine error keeps its own: bad seeds and legs exit 2).
 fn join_error(error: legcrawl::shared::JoinError) -> anyhow::Error {
+    use legcrawl::engine::EngineError;
+    use legcrawl::shared::SharedError;
     match error {
+        // A server that may evict the crawl's keys is a setting to change:
+        // exit 2, as for any bad setting.
+        legcrawl::shared::JoinError::Engine(EngineError::Shared(
+            error @ SharedError::Eviction { .. },
+        )) => BadInput(error.to_string()).into(),
         legcrawl::shared::JoinError::Engine(error) => error.into(),
         other => other.into(),
     }

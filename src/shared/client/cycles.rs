@@ -2,7 +2,7 @@
 //! starts (`lua/cycle.lua`, see `super::super::cycle`).
 
 use super::pages::NewRequest;
-use super::{Shared, SharedError, array, encode_request, int, millis};
+use super::{SCRIPT_CHUNK, Shared, SharedError, array, encode_request, int, millis};
 use crate::store::records::unix_now;
 
 /// The crawl's cycle and whether it is drained.
@@ -18,6 +18,9 @@ pub struct CrawlState {
     pub frontier: u64,
     /// Live leases.
     pub live: u64,
+    /// The cycle's seeds are being queued (a worker that starts sends them
+    /// all again: the ones already queued are skipped).
+    pub seeding: bool,
 }
 
 /// How a cycle request joins the frontier (see `lua/cycle.lua`).
@@ -38,7 +41,8 @@ impl Shared {
             .arg("created")
             .arg("cycle")
             .arg("cycle_started")
-            .arg("frontier");
+            .arg("frontier")
+            .arg("seeding");
         pipe.cmd("ZCARD").arg(self.keys.key("leases"));
         let v = self.pipeline("reading the crawl's state", &pipe).await?;
         let meta = v.first().and_then(array).unwrap_or(&[]);
@@ -49,6 +53,7 @@ impl Shared {
             cycle_started: field(2).unwrap_or(0),
             frontier: field(3).unwrap_or(0),
             live: v.get(1).and_then(int).map_or(0, |n| n.max(0) as u64),
+            seeding: field(4) == Some(1),
         })
     }
 
@@ -89,23 +94,52 @@ impl Shared {
             .map(drop)
     }
 
-    /// Queues seeds and due pages for a cycle (see `lua/cycle.lua`): with
-    /// `start`, starts cycle `cycle + 1` if the crawl is still drained on
-    /// `cycle`; else queues more of cycle `cycle`. `None` when the guard
-    /// failed (another worker started the cycle, or it moved on).
+    /// Queues seeds and due pages for a cycle (see `lua/cycle.lua`),
+    /// [`SCRIPT_CHUNK`] per call: with `start`, the first call starts cycle
+    /// `cycle + 1` if the crawl is still drained on `cycle`, the others queue
+    /// more of it; else every call queues more of cycle `cycle`. `None` when
+    /// the first call's guard failed (another worker started the cycle, or it
+    /// moved on); a later call's failing guard ends the calls.
     pub async fn queue_cycle(
         &self,
         cycle: u64,
         start: bool,
         requests: &[(CycleKind, NewRequest)],
     ) -> Result<Option<u64>, SharedError> {
+        let (mut cycle, mut start, mut total) = (cycle, start, 0);
+        let mut chunks: Vec<&[(CycleKind, NewRequest)]> = requests.chunks(SCRIPT_CHUNK).collect();
+        if chunks.is_empty() {
+            chunks.push(&[]);
+        }
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let mode: &[u8] = if start { b"start" } else { b"more" };
+            match self.cycle_call(cycle, mode, chunk).await? {
+                Some(n) => total += n,
+                None if i == 0 => return Ok(None),
+                None => break,
+            }
+            if start {
+                (cycle, start) = (cycle + 1, false);
+            }
+        }
+        Ok(Some(total))
+    }
+
+    /// Every seed of cycle `cycle` was sent: the cycle is no longer seeding.
+    pub async fn seeded(&self, cycle: u64) -> Result<(), SharedError> {
+        self.cycle_call(cycle, b"seeded", &[]).await.map(drop)
+    }
+
+    /// One call of `lua/cycle.lua`.
+    async fn cycle_call(
+        &self,
+        cycle: u64,
+        mode: &[u8],
+        requests: &[(CycleKind, NewRequest)],
+    ) -> Result<Option<u64>, SharedError> {
         let mut args = vec![
             cycle.to_string().into_bytes(),
-            if start {
-                b"start".to_vec()
-            } else {
-                b"more".to_vec()
-            },
+            mode.to_vec(),
             unix_now().to_string().into_bytes(),
             requests.len().to_string().into_bytes(),
         ];

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Shared, SharedError, array, encode_request, int, millis};
+use super::{SCRIPT_CHUNK, Shared, SharedError, array, encode_request, int, millis};
 use crate::request::Request;
 
 /// What a completion does to the page's place in the due index.
@@ -94,11 +94,45 @@ fn push_requests(args: &mut Vec<Vec<u8>>, requests: &[NewRequest]) {
 }
 
 impl Shared {
-    /// Completes a lease of `worker` (see `lua/complete.lua`).
+    /// Completes a lease of `worker` (see `lua/complete.lua`). A page with
+    /// more than [`SCRIPT_CHUNK`] new requests hands all but the last chunk
+    /// to `lua/links.lua` first (each chunk under the lease, idempotent
+    /// through the seen set), so that no call holds Redis long; the
+    /// completion carries the last chunk.
     pub async fn complete(
         &self,
         worker: &str,
         page: &PageCompletion,
+    ) -> Result<Completed, SharedError> {
+        let (mut queued, mut filtered) = (0, 0);
+        let last = page.requests.len().saturating_sub(1) / SCRIPT_CHUNK * SCRIPT_CHUNK;
+        let (ahead, rest) = page.requests.split_at(last);
+        for chunk in ahead.chunks(SCRIPT_CHUNK) {
+            match self.links_call(worker, page.token, chunk).await? {
+                Some((q, f)) => (queued, filtered) = (queued + q, filtered + f),
+                // The lease is gone: the completion says why (stale, or
+                // completed already by an attempt whose answer was lost).
+                None => break,
+            }
+        }
+        Ok(match self.complete_call(worker, page, rest).await? {
+            Completed::Done {
+                queued: q,
+                filtered: f,
+            } => Completed::Done {
+                queued: queued + q,
+                filtered: filtered + f,
+            },
+            other => other,
+        })
+    }
+
+    /// One call of `lua/complete.lua` with `requests` as the page's.
+    async fn complete_call(
+        &self,
+        worker: &str,
+        page: &PageCompletion,
+        requests: &[NewRequest],
     ) -> Result<Completed, SharedError> {
         let mut args = vec![
             worker.as_bytes().to_vec(),
@@ -130,7 +164,7 @@ impl Shared {
         }
         args.push(page.items.len().to_string().into_bytes());
         args.extend(page.items.iter().map(|i| i.as_bytes().to_vec()));
-        push_requests(&mut args, &page.requests);
+        push_requests(&mut args, requests);
         let value = self
             .script("completing a page", |s| &s.complete, &args)
             .await?;
@@ -150,10 +184,27 @@ impl Shared {
     }
 
     /// Queues a part of the links of a page `worker` holds leased as `token`,
-    /// ahead of its completion (see `lua/links.lua`): `Some((queued,
-    /// filtered))`, or `None` when the lease is no longer this worker's and
-    /// nothing was written.
+    /// ahead of its completion (see `lua/links.lua`), [`SCRIPT_CHUNK`] per
+    /// call: `Some((queued, filtered))`, or `None` when the lease is no
+    /// longer this worker's (nothing more is written).
     pub async fn queue_links(
+        &self,
+        worker: &str,
+        token: u64,
+        requests: &[NewRequest],
+    ) -> Result<Option<(u64, u64)>, SharedError> {
+        let (mut queued, mut filtered) = (0, 0);
+        for chunk in requests.chunks(SCRIPT_CHUNK) {
+            match self.links_call(worker, token, chunk).await? {
+                Some((q, f)) => (queued, filtered) = (queued + q, filtered + f),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some((queued, filtered)))
+    }
+
+    /// One call of `lua/links.lua`.
+    async fn links_call(
         &self,
         worker: &str,
         token: u64,

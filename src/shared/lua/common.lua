@@ -1,12 +1,36 @@
--- Shared by every legcrawl script (prepended to each). ARGV[1] is the crawl's
--- key prefix ("legcrawl:{NAME}:"), ARGV[2] the caller's per-host in-flight
--- limit, used only while the crawl has no stored job: the job's `per_host`
--- (field of the `job` hash, written with each job version by job.lua) is the
--- crawl's, whoever calls. Every key a script touches starts with the prefix,
+#!lua
+-- Shared by every legcrawl script (prepended to each). The first line (a
+-- Redis 7 script header without flags) makes the server refuse the whole
+-- script while it is out of memory, instead of failing it at its first write
+-- that grows memory -- a script that already wrote (a DEL, a ZPOPMIN) would
+-- otherwise run on past maxmemory. KEYS[1] is the crawl's
+-- `meta` hash; ARGV[1] is the crawl's key prefix ("legcrawl:{NAME}:"), ARGV[2]
+-- the caller's per-host in-flight limit, used only while the crawl has no
+-- stored job: the job's `per_host` (field of the `job` hash, written with each
+-- job version by job.lua) is the crawl's, whoever calls. ARGV[3] is the
+-- crawl's epoch as the caller read it when it joined (epoch.lua); each
+-- script's own arguments start at ARGV[4].
+--
+-- Loss check, before anything is read or written: the epoch in `meta` must be
+-- the caller's, and a crawl that has stored seeds (`created`) must still have
+-- them. Otherwise the crawl's state is gone from Redis (a restart without its
+-- data, FLUSHALL, a deleted or evicted key, or a crawl made anew under the same
+-- name) and the script fails with LEGCRAWL_GONE, writing nothing: the worker
+-- stops rather than crawl on from a wrong state (or report it drained). Every key a script touches starts with the prefix,
 -- whose {hash tag} puts them all in one Redis Cluster slot. Times are the
 -- server's (TIME), in milliseconds, so that workers on machines whose clocks
 -- differ agree on leases and delays.
 local P = ARGV[1]
+do
+  local meta = redis.call('HMGET', KEYS[1], 'epoch', 'created')
+  if not meta[1] then
+    return redis.error_reply('LEGCRAWL_GONE its epoch (meta) is missing')
+  elseif meta[1] ~= ARGV[3] then
+    return redis.error_reply('LEGCRAWL_GONE it was made anew (another epoch)')
+  elseif meta[2] and redis.call('EXISTS', P .. 'seeds') == 0 then
+    return redis.error_reply('LEGCRAWL_GONE its seed set is missing')
+  end
+end
 local PER_HOST = tonumber(redis.call('HGET', P .. 'job', 'per_host') or ARGV[2])
 
 local function now_ms()
@@ -54,6 +78,22 @@ end
 local function host_delay(host)
   local delay = redis.call('HGET', P .. 'job', 'delay') or redis.call('HGET', P .. 'delay', host) or '0'
   return math.max(tonumber(delay), tonumber(redis.call('HGET', P .. 'crawldelay', host) or '0'))
+end
+
+-- The next fencing token: one more than the last, and at least the server's
+-- time in ms times 1024. Time in the high bits keeps tokens unique across a
+-- Redis restart that lost the tail of its data (an older snapshot, an AOF
+-- fsynced every second): the counter may come back lower, but every token
+-- handed out before the restart is below 1024 x (the time of the restart),
+-- and every token after it is above, unless more than 1024 tokens per ms were
+-- handed out for longer than the server was down. 2^53 (exact in Lua's
+-- doubles) is reached in the year 2248. Returned as a decimal string (Lua
+-- would print a large number as 1.7e+15).
+local function next_token(now)
+  local last = tonumber(redis.call('HGET', P .. 'meta', 'token') or '0')
+  local token = string.format('%.0f', math.max(last + 1, now * 1024))
+  redis.call('HSET', P .. 'meta', 'token', token)
+  return token
 end
 
 -- Ends a lease without completing it: its request goes back to its place in

@@ -1,13 +1,13 @@
--- Completes lease ARGV[4] of worker ARGV[3], atomically: the lease ends, the
+-- Completes lease ARGV[5] of worker ARGV[4], atomically: the lease ends, the
 -- host's politeness is updated, the page's items are appended to the items
 -- stream, its new requests pass the seen set and are queued, its page record
 -- is written and the counters move. A lease that expired and was reclaimed
 -- (perhaps leased again to another worker) writes nothing.
 --
--- ARGV[5] backoff ms (0: none), ARGV[6] Crawl-delay ms (-1: none), ARGV[7]
--- page fingerprint, ARGV[8] page record ('' : none), ARGV[9] the page's due
+-- ARGV[6] backoff ms (0: none), ARGV[7] Crawl-delay ms (-1: none), ARGV[8]
+-- page fingerprint, ARGV[9] page record ('' : none), ARGV[10] the page's due
 -- time in unix seconds ('' : not due, '-' : leave the due index as it is),
--- ARGV[10] the id of the worker's output file ('' : none), ARGV[11] what
+-- ARGV[11] the id of the worker's output file ('' : none), ARGV[12] what
 -- robots.txt said ('ok', 'failed': 5xx or unreachable, '' : not asked), then a
 -- count and that
 -- many counter pairs (name, by), a count and that many items (JSON), and a
@@ -16,8 +16,8 @@
 --
 -- Returns {1} when this lease was already completed (a retry after a lost
 -- reply), {0} when it is gone, {2, queued, filtered} when done.
-local worker, token = ARGV[3], ARGV[4]
-local backoff, crawl_delay = tonumber(ARGV[5]), tonumber(ARGV[6])
+local worker, token = ARGV[4], ARGV[5]
+local backoff, crawl_delay = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
 local key = P .. 'lease:' .. token
 local lease = redis.call('HMGET', key, 'worker', 'host')
@@ -44,7 +44,7 @@ if backoff > 0 then
   redis.call('HSET', P .. 'next', host, math.max(next, now + backoff))
 end
 
-local at = 12
+local at = 13
 local counters = tonumber(ARGV[at])
 for i = 0, counters - 1 do
   count(ARGV[at + 1 + i * 2], tonumber(ARGV[at + 2 + i * 2]))
@@ -53,8 +53,8 @@ at = at + 1 + counters * 2
 
 local items = tonumber(ARGV[at])
 for i = 1, items do
-  if ARGV[10] ~= '' then
-    redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker, 'out', ARGV[10])
+  if ARGV[11] ~= '' then
+    redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker, 'out', ARGV[11])
   else
     redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker)
   end
@@ -64,13 +64,13 @@ count('items/stored', items)
 
 local queued, filtered, touched = queue_requests(at)
 
-if ARGV[8] ~= '' then
-  redis.call('HSET', P .. 'pages', ARGV[7], ARGV[8])
+if ARGV[9] ~= '' then
+  redis.call('HSET', P .. 'pages', ARGV[8], ARGV[9])
 end
-if ARGV[9] == '' then
-  redis.call('ZREM', P .. 'due', ARGV[7])
-elseif ARGV[9] ~= '-' then
-  redis.call('ZADD', P .. 'due', tonumber(ARGV[9]), ARGV[7])
+if ARGV[10] == '' then
+  redis.call('ZREM', P .. 'due', ARGV[8])
+elseif ARGV[10] ~= '-' then
+  redis.call('ZADD', P .. 'due', tonumber(ARGV[10]), ARGV[8])
 end
 count('pages/completed', 1)
 
@@ -78,9 +78,9 @@ count('pages/completed', 1)
 -- queue is set aside (out of the frontier count, so the crawl can drain) until
 -- a worker starts again (unpark.lua). Nothing is lost.
 local PARK_AFTER = 3
-if ARGV[11] == 'ok' then
+if ARGV[12] == 'ok' then
   redis.call('HDEL', P .. 'robotsfail', host)
-elseif ARGV[11] == 'failed' then
+elseif ARGV[12] == 'failed' then
   if redis.call('HINCRBY', P .. 'robotsfail', host, 1) >= PARK_AFTER then
     local q, parked = P .. 'q:' .. host, P .. 'parked:' .. host
     local n = redis.call('ZCARD', q)

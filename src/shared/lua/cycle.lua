@@ -1,15 +1,23 @@
 -- Starts a new cycle of a drained crawl, or queues more of the current
--- cycle's due pages. ARGV[3] is the cycle the worker read: with ARGV[4] = 'start'
--- the call starts cycle ARGV[3] + 1 only if the crawl is still on cycle
--- ARGV[3] and drained (nothing queued, no live lease) — so of workers starting
--- together exactly one starts it — and records its start time ARGV[5]; with
--- 'more' it only queues, while the crawl is on cycle ARGV[3].
+-- cycle's seeds and due pages, a chunk per call (no call holds Redis long).
+-- ARGV[4] is the cycle the worker read; ARGV[5] the mode:
+--   'start'  starts cycle ARGV[4] + 1 only if the crawl is still on cycle
+--            ARGV[4] and drained (nothing queued, no live lease) — so of
+--            workers starting together exactly one starts it — records its
+--            start time ARGV[6] and marks it `seeding`;
+--   'more'   only queues, while the crawl is on cycle ARGV[4];
+--   'seeded' says every seed of the cycle was sent: `seeding` ends.
 -- Then a count and, per request: kind ('s' seed, 'd' due page), URL, host,
--- fingerprint, request (JSON), host delay ms, priority. A seed is queued again
--- (and kept in the seed set); a due page is queued only if it is still in the
--- due index, which it leaves, so no page is queued twice however often this
--- runs. Returns -1 when the guard fails, else how many were queued.
-local cycle, mode, started = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- fingerprint, request (JSON), host delay ms, priority.
+--
+-- A seed is queued while the cycle is `seeding`, once per cycle: the
+-- `seeded` set holds the fingerprints of the seeds queued in this cycle (made
+-- empty when a cycle starts). A worker killed between chunks leaves `seeding`
+-- set, and the next worker that starts sends every seed again: only those not
+-- in `seeded` are queued. A due page is queued only if it is still in the due
+-- index, which it leaves, so no page is queued twice however often this runs.
+-- Returns -1 when the guard fails, else how many were queued.
+local cycle, mode, started = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local current = tonumber(redis.call('HGET', P .. 'meta', 'cycle') or '1')
 if mode == 'start' then
   local frontier = tonumber(redis.call('HGET', P .. 'meta', 'frontier') or '0')
@@ -17,24 +25,33 @@ if mode == 'start' then
     return -1
   end
   current = cycle + 1
-  redis.call('HSET', P .. 'meta', 'cycle', current, 'cycle_started', started)
+  redis.call('HSET', P .. 'meta', 'cycle', current, 'cycle_started', started, 'seeding', 1)
+  -- UNLINK frees a large set in the background.
+  redis.call('UNLINK', P .. 'seeded')
   count('cycle/started', 1)
 elseif current ~= cycle then
   return -1
+elseif mode == 'seeded' then
+  redis.call('HDEL', P .. 'meta', 'seeding')
+  redis.call('UNLINK', P .. 'seeded')
+  return 0
 end
+local seeding = redis.call('HGET', P .. 'meta', 'seeding') == '1'
 local queued, seeds, due = 0, 0, 0
-local n = tonumber(ARGV[6])
+local n = tonumber(ARGV[7])
 for i = 0, n - 1 do
-  local at = 7 + i * 7
+  local at = 8 + i * 7
   local kind, url, host, fp, body, delay, priority =
     ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
   local go = false
   if kind == 's' then
-    redis.call('SADD', P .. 'seeds', url)
-    redis.call('SADD', P .. 'seen', fp)
-    redis.call('ZREM', P .. 'due', fp)
-    go = true
-    seeds = seeds + 1
+    if seeding and redis.call('SADD', P .. 'seeded', fp) == 1 then
+      redis.call('SADD', P .. 'seeds', url)
+      redis.call('SADD', P .. 'seen', fp)
+      redis.call('ZREM', P .. 'due', fp)
+      go = true
+      seeds = seeds + 1
+    end
   elseif redis.call('ZREM', P .. 'due', fp) == 1 then
     go = true
     due = due + 1

@@ -1,3 +1,4 @@
+#!lua
 -- Stores the next version of the crawl's job, only if the newest stored one
 -- is still the version the worker resolved against (compare-and-set: of two
 -- workers changing the job at once, the second re-reads and resolves again).

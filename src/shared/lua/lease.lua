@@ -1,4 +1,4 @@
--- Leases up to ARGV[4] requests for worker ARGV[3], for ARGV[5] ms each, from
+-- Leases up to ARGV[5] requests for worker ARGV[4], for ARGV[6] ms each, from
 -- the hosts whose politeness allows a start now: below the per-host in-flight
 -- limit (checked again here: a job version may have lowered it since the host
 -- became ready) and past their next allowed start, which each lease pushes
@@ -8,7 +8,7 @@
 -- Returns {now, expired, frontier, live leases, ms until a host is ready (-1:
 -- none queued), then token, host, request, page record ('' : none) for each
 -- lease}; the page record is what a revisit is fetched against.
-local worker, want, ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local worker, want, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
 local expired = reclaim(now, 1000)
 local out = {}
@@ -25,7 +25,7 @@ while got < want do
     end
     if popped[1] then
       local member, score = popped[1], popped[2]
-      local token = redis.call('HINCRBY', P .. 'meta', 'token', 1)
+      local token = next_token(now)
       redis.call('ZADD', P .. 'leases', now + ttl, token)
       redis.call('HSET', P .. 'lease:' .. token, 'worker', worker, 'host', host,
         'score', score, 'member', member, 'at', now)

@@ -1,9 +1,9 @@
--- Worker ARGV[3] stops: each of its leases named from ARGV[4] on goes back to
+-- Worker ARGV[4] stops: each of its leases named from ARGV[5] on goes back to
 -- the frontier at once, in its place, and the worker is no longer listed.
 -- Returns how many leases were returned.
-local worker = ARGV[3]
+local worker = ARGV[4]
 local n = 0
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local token = ARGV[i]
   if redis.call('HGET', P .. 'lease:' .. token, 'worker') == worker and unlease(token) then
     n = n + 1

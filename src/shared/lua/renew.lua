@@ -1,11 +1,12 @@
--- Worker ARGV[3] is alive: its record (ARGV[5], JSON) is stored with the time,
--- and each of its leases named after ARGV[5] is extended to now + ARGV[4] ms.
+-- Worker ARGV[4] is alive: its record (ARGV[6], JSON) is stored with the time,
+-- and each of its leases named after ARGV[6] is extended to now + ARGV[5] ms.
 -- A lease already reclaimed stays gone (its completion will write nothing).
 -- Returns how many leases were extended.
-local worker, ttl, info = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+-- Dead workers are unlisted, and old completed tokens dropped (below).
+local worker, ttl, info = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local now = now_ms()
 local kept = 0
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   local token = ARGV[i]
   if redis.call('HGET', P .. 'lease:' .. token, 'worker') == worker then
     redis.call('ZADD', P .. 'leases', 'XX', now + ttl, token)
@@ -14,4 +15,23 @@ for i = 6, #ARGV do
 end
 redis.call('HSET', P .. 'workers', worker, info)
 redis.call('HSET', P .. 'alive', worker, now)
+
+-- A worker not heard from for three of its lease TTLs (its record's
+-- lease_ttl_ms, else 60 s) is dead -- killed, or cut off -- and is unlisted;
+-- its leases expire on their own. Tokens completed over an hour ago leave the
+-- `done` set here too, so they expire while nothing completes.
+local alive = redis.call('HGETALL', P .. 'alive')
+for i = 1, #alive, 2 do
+  local id, at = alive[i], tonumber(alive[i + 1]) or 0
+  local wttl = 60000
+  local ok, record = pcall(cjson.decode, redis.call('HGET', P .. 'workers', id) or '')
+  if ok and type(record) == 'table' and tonumber(record.lease_ttl_ms) then
+    wttl = tonumber(record.lease_ttl_ms)
+  end
+  if now - at > 3 * wttl then
+    redis.call('HDEL', P .. 'workers', id)
+    redis.call('HDEL', P .. 'alive', id)
+  end
+end
+redis.call('ZREMRANGEBYSCORE', P .. 'done', '-inf', now - 3600000)
 return kept

@@ -1,15 +1,21 @@
--- Stores seeds: ARGV[3] = count, then per seed: url, host, fingerprint,
+-- Stores seeds: ARGV[4] = count, then per seed: url, host, fingerprint,
 -- request, host delay (ms). A URL new to the seed set is queued (it bypasses
 -- the seen set, like every seed) and its fingerprint recorded as seen; a known
 -- one is not queued again. The last argument is the time (unix seconds) a new
--- crawl's first cycle starts. Returns how many were new.
+-- crawl's first cycle starts. Returns how many were new. Called in chunks:
+-- each seed is stored and queued once, whichever chunk or retry brings it.
 local added = 0
-local n = tonumber(ARGV[3])
+-- A cycle being seeded (cycle.lua) must not queue this seed again.
+local seeding = redis.call('HGET', P .. 'meta', 'seeding') == '1'
+local n = tonumber(ARGV[4])
 for i = 0, n - 1 do
-  local at = 4 + i * 5
+  local at = 5 + i * 5
   local url, host, fp, body, delay = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   if redis.call('SADD', P .. 'seeds', url) == 1 then
     redis.call('SADD', P .. 'seen', fp)
+    if seeding then
+      redis.call('SADD', P .. 'seeded', fp)
+    end
     push(host, 0, fp, body, delay)
     refresh_host(host)
     added = added + 1

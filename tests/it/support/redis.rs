@@ -1,12 +1,17 @@
 //! A real `redis-server` as a child process, for the shared-crawl tests.
 //!
 //! [`RedisServer::start`] picks a free port on 127.0.0.1, starts Debian's
-//! `redis-server` there with persistence off (`--save "" --appendonly no`) and
+//! `redis-server` there with RDB snapshots configured but never due within a
+//! test (`--save "3600 1" --appendonly no`: nothing is written, a killed server
+//! comes back empty, and workers do not warn of a server without persistence)
+//! and
 //! its working directory in a fresh temp dir, and waits (bounded) until it
 //! answers `PING`; [`RedisServer::start_aof`] turns the append-only file on with
 //! `appendfsync always`, so a write acknowledged before [`RedisServer::kill`]
 //! is there after [`RedisServer::start_again`] (same port, same directory).
-//! [`RedisServer::start_with_password`] adds `--requirepass`.
+//! [`RedisServer::start_with_password`] adds `--requirepass`;
+//! [`RedisServer::start_without_persistence`] has `--save ""`;
+//! [`RedisServer::start_with_config`] adds settings (`--NAME VALUE` pairs).
 //! Dropping the handle kills the server. [`RedisServer::command`] speaks raw
 //! RESP over a `TcpStream`, enough for a test to look at keys.
 //!
@@ -75,7 +80,10 @@ impl Resp {
 /// Whether the start functions make an append-only file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Persistence {
+    /// `--save "3600 1"`: configured, never due in a test.
     None,
+    /// `--save ""`: none at all.
+    Off,
     /// `--appendonly yes --appendfsync always`.
     Aof,
 }
@@ -88,6 +96,8 @@ pub struct RedisServer {
     persistence: Persistence,
     /// `--requirepass`, when the server asks for one.
     password: Option<String>,
+    /// More settings, `--NAME VALUE`.
+    extra: Vec<(String, String)>,
     /// Working directory (AOF files) and `redis.log`.
     dir: tempfile::TempDir,
 }
@@ -136,17 +146,38 @@ impl RedisServer {
     /// As [`RedisServer::start`], with `--requirepass password`: a client
     /// must `AUTH` first ([`RedisServer::command`] does).
     pub fn start_with_password(test: &str, password: &str) -> Option<RedisServer> {
-        RedisServer::start_as(test, Persistence::None, Some(password.to_owned()))
+        RedisServer::start_as(
+            test,
+            Persistence::None,
+            Some(password.to_owned()),
+            Vec::new(),
+        )
+    }
+
+    /// As [`RedisServer::start`], with neither RDB snapshots nor AOF.
+    pub fn start_without_persistence(test: &str) -> Option<RedisServer> {
+        RedisServer::start_with(test, Persistence::Off)
+    }
+
+    /// As [`RedisServer::start`], with more settings (`("maxmemory-policy",
+    /// "allkeys-lru")` is `--maxmemory-policy allkeys-lru`).
+    pub fn start_with_config(test: &str, settings: &[(&str, &str)]) -> Option<RedisServer> {
+        let extra = settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        RedisServer::start_as(test, Persistence::None, None, extra)
     }
 
     fn start_with(test: &str, persistence: Persistence) -> Option<RedisServer> {
-        RedisServer::start_as(test, persistence, None)
+        RedisServer::start_as(test, persistence, None, Vec::new())
     }
 
     fn start_as(
         test: &str,
         persistence: Persistence,
         password: Option<String>,
+        extra: Vec<(String, String)>,
     ) -> Option<RedisServer> {
         let exe = server_or_skip(test)?;
         let dir = tempfile::Builder::new()
@@ -159,6 +190,7 @@ impl RedisServer {
             port: 0,
             persistence,
             password,
+            extra,
             dir,
         };
         let mut last = String::new();
@@ -175,13 +207,14 @@ impl RedisServer {
     /// Starts the child on `self.port` and waits for `PING`; on failure the
     /// child is gone and the error says why (with the log's tail).
     fn spawn(&mut self) -> Result<(), String> {
-        let appendonly = match self.persistence {
-            Persistence::None => "no",
-            Persistence::Aof => "yes",
+        let (save, appendonly) = match self.persistence {
+            Persistence::None => ("3600 1", "no"),
+            Persistence::Off => ("", "no"),
+            Persistence::Aof => ("", "yes"),
         };
         let mut cmd = Command::new(&self.exe);
         cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", appendonly])
+            .args(["--save", save, "--appendonly", appendonly])
             .args(["--appendfsync", "always", "--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -189,6 +222,9 @@ impl RedisServer {
             .arg(self.log_path());
         if let Some(password) = &self.password {
             cmd.args(["--requirepass", password]);
+        }
+        for (name, value) in &self.extra {
+            cmd.arg(format!("--{name}")).arg(value);
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())

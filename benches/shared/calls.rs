@@ -1,0 +1,158 @@
+//! The `calls` scenario of `benches/shared.rs` (issue 25, item 4): the
+//! longest single script call, in milliseconds of server time as Redis's
+//! SLOWLOG reports it (every call logged: `slowlog-log-slower-than 0`), for
+//! 200,000 seeds stored, a cycle start of 200,000 seeds, and a page of
+//! 200,000 links completed — each through the library's calls, which send
+//! [`legcrawl::shared::client::SCRIPT_CHUNK`] requests per call.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use legcrawl::request::Request;
+use legcrawl::shared::client::{CycleKind, NewRequest, PageCompletion};
+use legcrawl::shared::{Shared, SharedTarget};
+
+use super::redis::{RedisServer, Resp};
+
+/// Requests per operation (`SHARED_BENCH_CALLS`, default 200,000).
+fn size() -> anyhow::Result<usize> {
+    super::env_usize("SHARED_BENCH_CALLS", 200_000)
+}
+
+fn request(url: String, seed: bool) -> NewRequest {
+    let mut request = Request::get(url);
+    request.dont_filter = seed;
+    NewRequest {
+        host: "a.test".into(),
+        fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
+        request,
+        delay: Duration::ZERO,
+    }
+}
+
+/// The longest command Redis's latency monitor saw (ms, whole: `LATENCY
+/// LATEST`, event `command`, threshold 1 ms), a second reading of the same;
+/// the monitor is reset.
+fn latency_max(redis: &RedisServer) -> anyhow::Result<i64> {
+    let latest = redis.command(&["LATENCY", "LATEST"])?;
+    redis.command(&["LATENCY", "RESET"])?;
+    let Resp::Array(Some(events)) = latest else {
+        return Ok(0);
+    };
+    Ok(events
+        .iter()
+        .filter_map(|e| match e {
+            Resp::Array(Some(f))
+                if f.first().and_then(Resp::text).as_deref() == Some("command") =>
+            {
+                match f.get(3) {
+                    Some(Resp::Int(max)) => Some(*max),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0))
+}
+
+/// The longest EVAL/EVALSHA in the SLOWLOG (µs) and how many entries it
+/// holds; the log is emptied.
+fn longest_call(redis: &RedisServer) -> anyhow::Result<(i64, usize)> {
+    let Resp::Array(Some(entries)) = redis.command(&["SLOWLOG", "GET", "-1"])? else {
+        anyhow::bail!("SLOWLOG GET answered no array");
+    };
+    redis.command(&["SLOWLOG", "RESET"])?;
+    let mut longest = 0;
+    let mut calls = 0;
+    for entry in &entries {
+        let Resp::Array(Some(fields)) = entry else {
+            continue;
+        };
+        let (Some(Resp::Int(us)), Some(Resp::Array(Some(args)))) = (fields.get(2), fields.get(3))
+        else {
+            continue;
+        };
+        let name = args.first().and_then(Resp::text).unwrap_or_default();
+        if name.eq_ignore_ascii_case("evalsha") || name.eq_ignore_ascii_case("eval") {
+            calls += 1;
+            longest = longest.max(*us);
+        }
+    }
+    Ok((longest, calls))
+}
+
+/// Runs the scenario on a fresh server and prints one row per operation.
+pub fn run() -> anyhow::Result<()> {
+    let n = size()?;
+    let redis = RedisServer::start("benches/shared calls").context("redis-server not found")?;
+    for (k, v) in [
+        ("slowlog-log-slower-than", "0"),
+        ("slowlog-max-len", "1000000"),
+        ("latency-monitor-threshold", "1"),
+    ] {
+        redis.command(&["CONFIG", "SET", k, v])?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    println!(
+        "{:<34} {:>9} {:>7} {:>12} {:>11} {:>9}",
+        "calls: operation", "requests", "logged", "longest ms", "latency ms", "total s"
+    );
+    let row = |what: &str, took: Duration| -> anyhow::Result<()> {
+        // The latency monitor first: reading a long SLOWLOG is itself slow.
+        let latency = latency_max(&redis)?;
+        let (longest, logged) = longest_call(&redis)?;
+        println!(
+            "{what:<34} {n:>9} {logged:>7} {:>12.2} {latency:>11} {:>9.2}",
+            longest as f64 / 1000.0,
+            took.as_secs_f64()
+        );
+        Ok(())
+    };
+    runtime.block_on(async {
+        let target = SharedTarget::new(&redis.url(), "calls").map_err(anyhow::Error::msg)?;
+        let shared = Shared::connect(&target, 4).await?;
+        let seeds: Vec<NewRequest> = (0..n)
+            .map(|i| request(format!("http://a.test/s/{i}"), true))
+            .collect();
+        longest_call(&redis)?;
+        latency_max(&redis)?;
+        let started = Instant::now();
+        ensure!(shared.add_seeds(&seeds).await? == n as u64);
+        row("seeds stored", started.elapsed())?;
+
+        let lease = shared.lease("bench", 1, Duration::from_secs(600)).await?;
+        let token = lease.leases.first().context("no lease")?.token;
+        longest_call(&redis)?;
+        latency_max(&redis)?;
+        let page = PageCompletion {
+            token,
+            requests: (0..n)
+                .map(|i| request(format!("http://a.test/l/{i}"), false))
+                .collect(),
+            ..Default::default()
+        };
+        let started = Instant::now();
+        shared.complete("bench", &page).await?;
+        row("a page of links completed", started.elapsed())?;
+
+        // Drained, as at the end of a cycle: the queue emptied (UNLINK frees it
+        // in the background), the counters at zero.
+        for key in ["q:a.test", "ready", "leases"] {
+            redis.command(&["UNLINK", &format!("legcrawl:{{calls}}:{key}")])?;
+        }
+        redis.command(&["HSET", "legcrawl:{calls}:meta", "frontier", "0"])?;
+        longest_call(&redis)?;
+        latency_max(&redis)?;
+        let cycle: Vec<(CycleKind, NewRequest)> =
+            seeds.into_iter().map(|s| (CycleKind::Seed, s)).collect();
+        let started = Instant::now();
+        let queued = shared.queue_cycle(1, true, &cycle).await?;
+        shared.seeded(2).await?;
+        ensure!(queued == Some(n as u64), "cycle queued {queued:?}");
+        row("a cycle's seeds queued", started.elapsed())?;
+        Ok::<_, anyhow::Error>(())
+    })
+}

@@ -1,0 +1,158 @@
+//! What the server says about itself and how its refusals are taken: the
+//! crawl's epoch (`lua/epoch.lua`), the settings a worker checks when it
+//! starts (eviction policy, persistence), and the classes of its errors.
+//! Depends on the connection in `super` only.
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redis::RedisError;
+
+use super::{EPOCH_SCRIPT, Shared, SharedError, array, manager_config, text};
+
+/// How a failed call goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Class {
+    /// Wait and call again: the server is away, busy with a long script
+    /// (`BUSY`), loading its data (`LOADING`), or a cluster is between states
+    /// (`TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`).
+    Retry,
+    /// Call again on a new connection: the server became a replica
+    /// (`READONLY`, after a failover the address may lead to the new primary).
+    Reconnect,
+    /// Stop: `OOM`, a lost state (`LEGCRAWL_GONE`), `MOVED` (a cluster node
+    /// that does not hold the crawl), a denied command, a bug.
+    Fatal,
+}
+
+/// The class of `error` (see [`Class`]).
+pub(super) fn classify(error: &RedisError) -> Class {
+    match error.code() {
+        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN") => Class::Retry,
+        Some("READONLY") => Class::Reconnect,
+        Some(_) => Class::Fatal,
+        None if error.is_timeout()
+            || error.is_connection_refusal()
+            || error.is_connection_dropped()
+            || error.is_io_error() =>
+        {
+            Class::Retry
+        }
+        None => Class::Fatal,
+    }
+}
+
+/// A new random epoch: 16 hex digits from the process's randomly keyed
+/// hasher over the time and the process id (no randomness crate needed: it
+/// only has to differ between crawls made under one name).
+fn new_epoch() -> String {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    format!("{:016x}", hasher.finish())
+}
+
+impl Shared {
+    /// The error a call that failed for good ends with.
+    pub(super) fn failed(&self, what: &'static str, error: &RedisError) -> SharedError {
+        match error.code() {
+            Some("LEGCRAWL_GONE") => SharedError::Gone {
+                name: self.target.name.clone(),
+                url: self.target.shown(),
+                what: error.detail().unwrap_or("a key is missing").to_owned(),
+            },
+            Some("OOM") => SharedError::OutOfMemory {
+                url: self.target.shown(),
+                name: self.target.name.clone(),
+            },
+            _ => SharedError::Redis {
+                url: self.target.shown(),
+                what,
+                reason: self.target.scrub(&error.to_string()),
+            },
+        }
+    }
+
+    /// Replaces the connection with a new one (after `READONLY`); on failure
+    /// the old one stays, and the next attempt tries again.
+    pub(super) async fn reconnect(&self) {
+        let connect = self
+            .client
+            .get_connection_manager_with_config(manager_config());
+        if let Ok(Ok(conn)) = tokio::time::timeout(std::time::Duration::from_secs(5), connect).await
+        {
+            match self.conn.lock() {
+                Ok(mut slot) => *slot = conn,
+                Err(poisoned) => *poisoned.into_inner() = conn,
+            }
+        }
+    }
+
+    /// The crawl's epoch, made now when the crawl has none (see
+    /// `lua/epoch.lua`).
+    pub(super) async fn join_epoch(&self) -> Result<String, SharedError> {
+        let keys = [self.keys.key("meta"), self.keys.key("job")];
+        let value = self
+            .eval(
+                "joining the crawl",
+                &EPOCH_SCRIPT,
+                &keys,
+                &[new_epoch().into_bytes()],
+            )
+            .await?;
+        let epoch = array(&value)
+            .and_then(|a| a.first())
+            .and_then(text)
+            .ok_or_else(|| self.corrupt("the epoch script's answer"))?;
+        if epoch.is_empty() {
+            return Err(SharedError::Gone {
+                name: self.target.name.clone(),
+                url: self.target.shown(),
+                what: "its job is stored but its meta hash is missing".into(),
+            });
+        }
+        Ok(epoch)
+    }
+
+    /// Checks the server's settings before a worker starts: a
+    /// `maxmemory-policy` other than `noeviction` is refused
+    /// ([`SharedError::Eviction`]); no persistence (neither AOF nor RDB
+    /// snapshots) is a warning. Where `CONFIG GET` is not allowed (an ACL user
+    /// without `+config`, a managed Redis), a warning says what could not be
+    /// checked.
+    pub async fn check_server(&self) -> Result<(), SharedError> {
+        let get = |name: &'static str| async move {
+            let pair: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query_async(&mut self.conn())
+                .await?;
+            Ok::<_, RedisError>(pair.get(1).cloned().unwrap_or_default())
+        };
+        let policy = match get("maxmemory-policy").await {
+            Ok(policy) => policy,
+            Err(error) => {
+                let error = self.target.scrub(&error.to_string());
+                tracing::warn!(url = %self.target.shown(), %error, "cannot read Redis's settings (CONFIG GET is not allowed): make sure maxmemory-policy is noeviction and persistence (AOF or RDB) is on, or the crawl's state may be lost");
+                return Ok(());
+            }
+        };
+        if !policy.is_empty() && policy != "noeviction" {
+            return Err(SharedError::Eviction {
+                url: self.target.shown(),
+                policy,
+            });
+        }
+        let (aof, save) = match (get("appendonly").await, get("save").await) {
+            (Ok(aof), Ok(save)) => (aof, save),
+            _ => return Ok(()),
+        };
+        if aof != "yes" && save.trim().is_empty() {
+            tracing::warn!(url = %self.target.shown(), "Redis keeps no copy on disk (appendonly no, save \"\"): a restart loses the shared crawl; turn on the AOF (appendonly yes) or RDB snapshots");
+        }
+        Ok(())
+    }
+}

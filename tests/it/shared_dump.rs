@@ -1,0 +1,118 @@
+//! Issue 25, item 5: `dump --shared ... items --run N|last` and `--since-run
+//! N|last` select the items of worker runs (a run that does not exist is one
+//! line, exit 2); `dump --shared ... runs` is a table like the embedded
+//! `dump runs`, JSON records with `--json`. Real `redis-server`, real workers.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::support::cli;
+use crate::support::hosts::{MultiSite, args, fixed, item_key};
+use crate::support::redis::RedisServer;
+use crate::support::workers::{Crawl, serial};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn keys(crawl: &Crawl, selection: &[&str]) -> Vec<String> {
+    let mut argv = vec!["items"];
+    argv.extend(selection);
+    cli::parse_lines(&crawl.dump(&argv))
+        .iter()
+        .map(item_key)
+        .collect()
+}
+
+#[test]
+fn dump_shared_selects_items_by_run_and_prints_runs_as_a_table() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("dump_shared_selects_items_by_run") else {
+        return;
+    };
+    let first = MultiSite::start(60, 2, 3, fixed(0));
+    let mut crawl = Crawl::new(&redis.url(), "runs");
+    let first_args = first.crawl_args();
+    crawl.spawn(&args(&first_args, &["--concurrency", "4"]));
+    crawl.wait_all_ok(LIMIT);
+    let second = MultiSite::start(40, 2, 5, fixed(0));
+    let second_args = second.crawl_args();
+    crawl.spawn(&args(&second_args, &["--concurrency", "4"]));
+    crawl.wait_all_ok(LIMIT);
+
+    let all = keys(&crawl, &[]);
+    let run1 = keys(&crawl, &["--run", "1"]);
+    let run2 = keys(&crawl, &["--run", "2"]);
+    assert_eq!(
+        run1.iter().cloned().collect::<BTreeSet<_>>(),
+        first.expected(),
+        "run 1's items are the first site's"
+    );
+    assert_eq!(run1.len(), first.expected().len(), "each once");
+    let second_pages: BTreeSet<String> = run2.iter().cloned().collect();
+    assert!(
+        second.expected().is_subset(&second_pages),
+        "run 2 crawled the second site"
+    );
+    assert_eq!(
+        run1.len() + run2.len(),
+        all.len(),
+        "the runs' items are all"
+    );
+    assert_eq!(keys(&crawl, &["--run", "last"]), run2);
+    assert_eq!(keys(&crawl, &["--since-run", "1"]), run2);
+    assert_eq!(keys(&crawl, &["--since-run", "0"]), all);
+    assert_eq!(keys(&crawl, &["--since-run", "last"]), Vec::<String>::new());
+
+    let missing = crawl.dump_output(&["items", "--run", "3"]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no run 3"), "{err}");
+
+    let table = String::from_utf8(crawl.dump(&["runs"])).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two runs: {table}");
+    assert!(lines[0].trim_start().starts_with("run"), "{table}");
+    assert!(
+        lines[1].trim_start().starts_with("1 ") && lines[1].contains("drained"),
+        "{table}"
+    );
+    let json = crawl.dump(&["runs", "--json"]);
+    let records = cli::parse_lines(&json);
+    assert_eq!(records.len(), 2);
+    assert!(records[0]["items_until"].is_string(), "{}", records[0]);
+}
+
+/// Issue 25, item 6: a worker killed with kill -9 leaves `dump summary`
+/// after three of its lease TTLs, and the live worker's renewal unlists it.
+#[test]
+fn a_dead_worker_leaves_the_summary_after_a_few_lease_ttls() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("a_dead_worker_leaves_the_summary") else {
+        return;
+    };
+    let site = MultiSite::start(400, 2, 9, fixed(40));
+    let mut crawl = Crawl::new(&redis.url(), "dead");
+    let site_args = site.crawl_args();
+    let argv = args(&site_args, &["--concurrency", "2", "--lease-ttl", "1"]);
+    let doomed = crawl.spawn(&argv);
+    crawl.spawn(&argv);
+    crate::support::workers::wait_for_requests(&site, 30, &mut crawl);
+    let listed = |crawl: &Crawl| crawl.summary()["workers"].as_array().map_or(0, Vec::len);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while listed(&crawl) < 2 {
+        assert!(std::time::Instant::now() < deadline, "{}", crawl.summary());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crawl.kill_nine(doomed);
+    // Three TTLs of 1 s, a renewal of the live worker (every third of its
+    // TTL), and some slack.
+    std::thread::sleep(Duration::from_millis(4500));
+    let summary = crawl.summary();
+    assert_eq!(listed(&crawl), 1, "{summary}");
+    let hlen = redis.command(&["HLEN", "legcrawl:{dead}:workers"]).unwrap();
+    assert_eq!(
+        hlen,
+        crate::support::redis::Resp::Int(1),
+        "unlisted in Redis"
+    );
+}
