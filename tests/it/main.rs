@@ -21,6 +21,7 @@ mod panics;
 mod polite;
 mod robots;
 mod seeds;
+mod serve;
 mod shared;
 mod shared_cycle;
 mod shared_faults;
