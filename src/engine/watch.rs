@@ -77,6 +77,7 @@ impl Watch {
         } else if self.robots_on && host.robots != "disallows some" {
             host.robots = "ok";
         }
+        let answered = result.seen.as_ref().map_or(0, |seen| seen.status);
         let reason = match (result.failed, &result.unreachable) {
             (_, Some(message)) => Some(message.clone()),
             (Some(0), None) => Some(failure_kind(result).to_owned()),
@@ -84,6 +85,8 @@ impl Watch {
             (None, None) if result.robots_unavailable => {
                 Some("robots.txt unavailable: put back".to_owned())
             }
+            // A 404 or 410 is a page's answer, not a failure, but worth seeing.
+            (None, None) if answered >= 400 => Some(format!("HTTP {answered}")),
             (None, None) => None,
         };
         if let Some(reason) = reason {

@@ -56,7 +56,7 @@ pub fn render(view: &View, dir: &str) -> Markup {
                             }
                         }
                         div.panel {
-                            h2 { "Pages/s over the run" }
+                            h2 { "Pages/s over the run " span.note #rate-note {} }
                             svg #rate-chart viewBox="0 0 800 200" preserveAspectRatio="none" role="img" aria-label="pages per second" {}
                         }
                         div.split {
@@ -75,6 +75,13 @@ pub fn render(view: &View, dir: &str) -> Markup {
                                         @for (kind, n) in &s.errors { tr { th { (kind) } td { (n) } } }
                                     }
                                 } }
+                            }
+                        }
+                        div.panel {
+                            h2 { "Busiest hosts" }
+                            table #top-hosts {
+                                thead { tr { th { "host" } th { "queued" } th { "in flight" } th { "fetched" } th { "errors" } } }
+                                tbody {}
                             }
                         }
                     }

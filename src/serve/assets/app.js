@@ -81,9 +81,7 @@
     clear(c);
     var W = 800, H = 200, pad = 4;
     if (!points.length) {
-      var t = svg("text", { x: 10, y: 100, "class": "empty" });
-      t.textContent = "no samples yet";
-      c.appendChild(t);
+      $("rate-note").textContent = "no samples yet";
       return;
     }
     var t0 = points[0][0], t1 = points[points.length - 1][0];
@@ -95,9 +93,9 @@
     });
     c.appendChild(svg("polyline", { points: pad + "," + (H - pad) + " " + xy.join(" ") + " " + (W - pad) + "," + (H - pad), "class": "area" }));
     c.appendChild(svg("polyline", { points: xy.join(" "), "class": "line" }));
-    var label = svg("text", { x: W - 8, y: 16, "text-anchor": "end", "class": "axis" });
-    label.textContent = "max " + max + " pages/s";
-    c.appendChild(label);
+    var secs = Math.round((t1 - t0) / 1000);
+    $("rate-note").textContent = "peak " + max + " pages/s · last " +
+      (secs >= 120 ? Math.round(secs / 60) + " min" : secs + " s") + " of the run";
   }
 
   function renderHosts() {
@@ -122,6 +120,11 @@
       ? "(the " + d.hosts.length + " busiest of " + fmt(d.hosts_total) + ")"
       : "(" + fmt(d.hosts_total) + ")";
     renderHosts();
+    var top = $("top-hosts").tBodies[0];
+    clear(top);
+    hosts.slice(0, 5).forEach(function (h) {
+      top.appendChild(row([h.host, fmt(h.queued) + (h.more ? "+" : ""), fmt(h.in_flight), fmt(h.fetched), fmt(h.errors)]));
+    });
   }
 
   var OUTCOMES = ["new", "changed", "unchanged", "failed"];
