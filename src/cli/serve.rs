@@ -25,6 +25,13 @@ pub struct ServeArgs {
     /// Address to listen on (a loopback one unless --token is given).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
     listen: String,
+    /// Watch the crawl shared through this Redis server (redis://HOST:PORT/DB)
+    /// instead of a state directory.
+    #[arg(long, value_name = "URL", conflicts_with = "data")]
+    shared: Option<String>,
+    /// The shared crawl's name.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
     /// Require this token on every request (`Authorization: Bearer T` or
     /// `?token=T`); needed to listen on a non-loopback address.
     #[arg(long, value_name = "T")]
@@ -46,6 +53,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    let target = if args.shared.is_some() || args.name.is_some() {
+        Some(super::crawl::shared_target(args.shared, args.name)?)
+    } else {
+        None
+    };
     let dir = args.data.dir();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -57,11 +69,23 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr().unwrap_or(addr);
-        say!(
-            "legcrawl: serving {} on http://{bound}/ (read-only; Ctrl-C stops)",
-            dir.display()
-        );
-        let app = Arc::new(App::new(&dir, token));
+        let app = match &target {
+            None => Arc::new(App::new(&dir, token)),
+            Some(target) => {
+                let shared = legcrawl::shared::Shared::connect(target, 1).await?;
+                let shown = format!("{} {}", target.shown(), target.name);
+                let source =
+                    legcrawl::serve::source::Source::fed(legcrawl::serve::shared::waiting());
+                let app = Arc::new(App::fed(source, shown, token));
+                tokio::spawn(legcrawl::serve::shared::poll(shared, Arc::clone(&app)));
+                app
+            }
+        };
+        let shown = match &target {
+            None => dir.display().to_string(),
+            Some(target) => format!("the shared crawl {:?} at {}", target.name, target.shown()),
+        };
+        say!("legcrawl: serving {shown} on http://{bound}/ (read-only; Ctrl-C stops)");
         legcrawl::serve::run(listener, app, stop_signal())
             .await
             .context("serving")?;

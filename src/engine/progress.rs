@@ -129,7 +129,7 @@ impl Progress {
     fn write_snapshot(&mut self, state: &State, politeness: &Politeness, summary: Summary) {
         let published = self
             .watch
-            .snapshot(state, Some(politeness), summary, watch::unix_ms())
+            .snapshot(state, Some(politeness), summary, snapshot::unix_ms())
             .map(|snapshot| snapshot::write(&self.dir, &snapshot));
         match published {
             Ok(Ok(())) => {}

@@ -8,7 +8,7 @@
 //! about once a second. Depends on the store's views, the engine's politeness
 //! and totals.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use super::PageTotals;
@@ -17,20 +17,10 @@ use super::politeness::Politeness;
 use crate::store::records::{RunRecord, unix_now};
 use crate::store::status::snapshot::{
     self, ErrorRow, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_ERRORS, MAX_HOSTS,
-    MAX_ITEM_BYTES, MAX_ITEMS, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot,
+    MAX_ITEM_BYTES, MAX_ITEMS, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot, errors,
+    unix_ms,
 };
 use crate::store::{Lease, State, StoreError};
-
-/// Run counters that count errors, by the kind `serve` shows.
-pub const ERROR_KINDS: &[(&str, &str)] = &[
-    ("network", "fetch/network_error"),
-    ("http_4xx", "status/4xx"),
-    ("http_5xx", "status/5xx"),
-    ("truncated", "fetch/truncated"),
-    ("undecodable", "fetch/undecodable"),
-    ("panicked", "fetch/panicked"),
-    ("robots_unavailable", "robots/unavailable"),
-];
 
 /// One host's counts this run.
 #[derive(Debug, Default)]
@@ -279,13 +269,6 @@ pub fn final_snapshot(
     Ok(snapshot)
 }
 
-/// Unix milliseconds now.
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 fn outcomes(t: PageTotals) -> Outcomes {
     Outcomes {
         pages: t.pages,
@@ -296,14 +279,6 @@ fn outcomes(t: PageTotals) -> Outcomes {
         failed: t.failed,
         blocked: t.blocked,
     }
-}
-
-fn errors(count: impl Fn(&str) -> u64) -> BTreeMap<String, u64> {
-    ERROR_KINDS
-        .iter()
-        .map(|(kind, counter)| ((*kind).to_owned(), count(counter)))
-        .filter(|(_, n)| *n > 0)
-        .collect()
 }
 
 fn run_row(run: &RunRecord, outcome: Option<&str>) -> RunRow {

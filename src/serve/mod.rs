@@ -8,17 +8,21 @@
 //! - [`metrics`]: `/metrics` in the Prometheus text format;
 //! - [`page`]: the HTML page (a compiled maud template) and its embedded
 //!   script and style sheet;
+//! - [`shared`]: for a crawl shared through Redis, a poller that reads what
+//!   `dump --shared` reads and feeds it to the source as a snapshot;
 //! - this module: the axum router, the token check, response headers, and
 //!   [`run`] with an injected shutdown (as in mini-redis).
 //!
 //! Only GET and HEAD are routed (anything else is 405); nothing served changes
 //! anything. With a token every request but the static assets needs
 //! `Authorization: Bearer T` or `?token=T`, compared in constant time.
-//! Depends on the store's snapshot and status modules only.
+//! Depends on the store's snapshot and status modules, and (for `shared`) on
+//! the public read functions of [`crate::shared`].
 
 pub mod api;
 pub mod metrics;
 pub mod page;
+pub mod shared;
 pub mod source;
 
 use std::future::Future;
@@ -52,6 +56,15 @@ impl App {
             source: Source::new(dir),
             token,
             shown_dir: dir.display().to_string(),
+        }
+    }
+
+    /// The app for a fed source (a shared crawl), shown as `shown`.
+    pub fn fed(source: Source, shown: String, token: Option<String>) -> App {
+        App {
+            source,
+            token,
+            shown_dir: shown,
         }
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! The file is read again whenever its modification time or length changed
 //! (a request never waits for more than one read and parse), and judged
-//! live only while its writer runs. Depends on the store's snapshot and status
+//! live only while its writer runs. A shared crawl has no file: its poller
+//! feeds views in ([`Source::fed`]). Depends on the store's snapshot and status
 //! modules only.
 
 use std::path::{Path, PathBuf};
@@ -44,11 +45,14 @@ pub struct View {
     pub snapshot: Option<Arc<Snapshot>>,
 }
 
-/// The snapshot file of one data directory, cached.
+/// The snapshot file of one data directory (cached), or a view fed by a
+/// poller (a shared crawl, see [`super::shared`]).
 #[derive(Debug)]
 pub struct Source {
     dir: PathBuf,
     cache: Mutex<Cached>,
+    /// Set for a fed source: the latest view the poller made.
+    fed: Option<Mutex<View>>,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +68,23 @@ impl Source {
         Source {
             dir: dir.to_owned(),
             cache: Mutex::new(Cached::default()),
+            fed: None,
+        }
+    }
+
+    /// A source whose views are fed by [`Source::feed`], starting with `first`.
+    pub fn fed(first: View) -> Source {
+        Source {
+            dir: PathBuf::new(),
+            cache: Mutex::new(Cached::default()),
+            fed: Some(Mutex::new(first)),
+        }
+    }
+
+    /// Replaces the view of a fed source (a directory source ignores it).
+    pub fn feed(&self, view: View) {
+        if let Some(fed) = &self.fed {
+            *lock(fed) = view;
         }
     }
 
@@ -74,14 +95,14 @@ impl Source {
 
     /// What to show now (re-reads the file when it changed).
     pub fn view(&self) -> View {
+        if let Some(fed) = &self.fed {
+            return lock(fed).clone();
+        }
         let stamp = std::fs::metadata(self.dir.join(SNAPSHOT_FILE))
             .ok()
             .and_then(|m| Some((m.modified().ok()?, m.len())));
         let read = {
-            let mut cache = match self.cache.lock() {
-                Ok(cache) => cache,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut cache = lock(&self.cache);
             if stamp.is_none() || cache.stamp != stamp || cache.read.is_none() {
                 cache.read = match snapshot::read(&self.dir) {
                     Ok(Some(snapshot)) => Some(Ok(Arc::new(snapshot))),
@@ -105,6 +126,14 @@ impl Source {
             },
             Some(Ok(snapshot)) => judge(snapshot),
         }
+    }
+}
+
+/// A lock, whether or not a holder panicked (the data is replaced whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::cli::{self, legcrawl, wait_status};
+use crate::support::redis::RedisServer;
 use crate::support::{Site, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -31,7 +32,12 @@ impl Serve {
     fn start(data: &Path, extra: &[&str]) -> Serve {
         let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
         args.extend_from_slice(extra);
-        let mut child = legcrawl(data, &args)
+        Serve::spawn(legcrawl(data, &args))
+    }
+
+    /// `cmd` (a `serve` command), once it said where it listens.
+    fn spawn(mut cmd: Command) -> Serve {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -595,4 +601,82 @@ fn chromium_flags(profile: &Path) -> Vec<String> {
     .map(|s| s.to_string())
     .chain([format!("--user-data-dir={}", profile.display())])
     .collect()
+}
+
+#[test]
+fn serve_reads_a_shared_crawl_without_printing_its_password() {
+    let _serial = crate::support::workers::serial();
+    let password = "pw-serve-Zq7x";
+    let Some(redis) = RedisServer::start_with_password("serve_shared", password) else {
+        return;
+    };
+    let url = format!("redis://:{password}@127.0.0.1:{}/0", redis.port());
+    let mut cmd = Command::new(cli::bin());
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--shared",
+        &url,
+        "--name",
+        "watched",
+    ])
+    .env("RUST_LOG", "warn");
+    let serve = Serve::spawn(cmd);
+    wait_for(LIMIT, "the first read of Redis", || {
+        serve.get("/api/overview").json()["message"] != "reading the shared crawl..."
+    });
+    assert_eq!(serve.get("/api/overview").json()["phase"], "none");
+    let site = crate::support::hosts::MultiSite::start(30, 2, 5, crate::support::hosts::no_delay());
+    let crawl_args = site.crawl_args();
+    let mut crawl = crate::support::workers::Crawl::new(&url, "watched");
+    crawl.spawn(&crate::support::hosts::args(
+        &crawl_args,
+        &["--concurrency", "4"],
+    ));
+    crawl.wait_all_ok(LIMIT);
+    wait_for(LIMIT, "the worker's run to show", || {
+        serve.get("/api/runs").json()["runs"]
+            .as_array()
+            .is_some_and(|r| r.len() == 1)
+    });
+    let overview = serve.get("/api/overview").json();
+    assert_eq!(overview["phase"], "ended", "{overview}");
+    let expected = site.expected().len() as u64;
+    assert_eq!(
+        overview["pages"]["new"].as_u64(),
+        Some(expected),
+        "{overview}"
+    );
+    let runs = serve.get("/api/runs").json();
+    assert_eq!(
+        runs["runs"][0]["pages"]["new"].as_u64(),
+        Some(expected),
+        "{runs}"
+    );
+    for path in ENDPOINTS {
+        let answer = serve.get(path);
+        assert_eq!(answer.status, 200, "{path}");
+        assert!(!answer.body.contains(password), "{path} shows the password");
+    }
+    let page = serve.get("/");
+    assert!(
+        page.body.contains("redis://:***@"),
+        "the page names the server redacted"
+    );
+    assert!(!page.body.contains(password));
+    if let Some(metrics) = metrics_of(&serve) {
+        assert_eq!(
+            metrics.value("legcrawl_pages_fetched_total", "outcome", "new"),
+            expected as f64
+        );
+    }
+    let log = std::sync::Arc::clone(&serve.log);
+    assert_eq!(serve.stop(), Some(0));
+    let log = log.lock().unwrap().clone();
+    assert!(log.contains("redis://:***@"), "{log}");
+    assert!(
+        !log.contains(password),
+        "the password is never printed: {log}"
+    );
 }

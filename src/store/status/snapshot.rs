@@ -45,6 +45,33 @@ pub const MAX_SAMPLES: usize = 600;
 /// one far below it).
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Run counters that count errors, by the kind `serve` shows.
+pub const ERROR_KINDS: &[(&str, &str)] = &[
+    ("network", "fetch/network_error"),
+    ("http_4xx", "status/4xx"),
+    ("http_5xx", "status/5xx"),
+    ("truncated", "fetch/truncated"),
+    ("undecodable", "fetch/undecodable"),
+    ("panicked", "fetch/panicked"),
+    ("robots_unavailable", "robots/unavailable"),
+];
+
+/// A run's errors by kind (those that happened), from its counters.
+pub fn errors(count: impl Fn(&str) -> u64) -> BTreeMap<String, u64> {
+    ERROR_KINDS
+        .iter()
+        .map(|(kind, counter)| ((*kind).to_owned(), count(counter)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// Unix milliseconds now.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// What a crawl publishes (see the module doc).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Snapshot {
