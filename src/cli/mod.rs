@@ -65,6 +65,7 @@ enum Command {
     #[command(after_help = help::SEEDS)]
     Seeds(seeds::SeedsArgs),
     /// Serve a read-only live page and Prometheus /metrics of a crawl state.
+    #[command(after_help = help::SERVE)]
     Serve(serve::ServeArgs),
 }
 
