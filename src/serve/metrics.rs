@@ -184,3 +184,55 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: u64) {
 fn clamp(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::status::snapshot::{HostRow, Snapshot};
+
+    #[test]
+    fn the_issue_names_and_labels_are_there_and_hosts_are_bounded() {
+        let snapshot = Snapshot {
+            run: 4,
+            outcome: "running".into(),
+            errors: [("network".to_owned(), 2)].into_iter().collect(),
+            hosts: (0..METRIC_HOSTS + 10)
+                .map(|k| HostRow {
+                    host: format!("h{k}.example"),
+                    ..HostRow::default()
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        let view = View {
+            phase: Phase::Running,
+            message: String::new(),
+            snapshot: Some(Arc::new(snapshot)),
+        };
+        let text = render(&view);
+        for line in [
+            "# TYPE legcrawl_pages_fetched_total counter",
+            "legcrawl_pages_fetched_total{outcome=\"blocked\"} 0",
+            "legcrawl_items_stored_total 0",
+            "legcrawl_frontier_queued 0",
+            "legcrawl_in_flight 0",
+            "legcrawl_errors_total{kind=\"network\"} 2",
+            "legcrawl_bytes_total 0",
+            "legcrawl_run_info{run=\"4\",outcome=\"running\"} 1",
+            "legcrawl_crawl_running 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        for outcome in ["new", "changed", "unchanged", "gone", "failed", "blocked"] {
+            let label = format!("legcrawl_pages_fetched_total{{outcome=\"{outcome}\"}}");
+            assert!(text.contains(&label), "{label}");
+        }
+        let hosts = text
+            .lines()
+            .filter(|l| l.starts_with("legcrawl_host_queued{"))
+            .count();
+        assert_eq!(hosts, METRIC_HOSTS);
+    }
+}

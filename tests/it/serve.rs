@@ -385,3 +385,35 @@ fn serve_reads_a_shared_crawl_without_printing_its_password() {
         "the password is never printed: {log}"
     );
 }
+
+#[test]
+fn a_crawl_killed_with_kill_nine_shows_as_stale() {
+    let site = slow_site(200, 100);
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path(), &[]);
+    let mut crawl = spawn_crawl(dir.path(), &site.url("/"), &["--concurrency", "2"]);
+    wait_for(LIMIT, "the crawl to show as running", || {
+        serve.get("/api/overview").json()["phase"] == "running"
+    });
+    cli::signal(crawl.id(), libc::SIGKILL);
+    let _ = wait_status(&mut crawl, LIMIT);
+    wait_for(
+        Duration::from_secs(10),
+        "the killed crawl to show as stale",
+        || serve.get("/api/overview").json()["phase"] == "stale",
+    );
+    let overview = serve.get("/api/overview").json();
+    assert!(
+        overview["message"]
+            .as_str()
+            .unwrap()
+            .contains("stopped publishing"),
+        "{overview}"
+    );
+    let metrics = serve.get("/metrics");
+    assert!(
+        metrics.body.contains("legcrawl_crawl_running 0"),
+        "{}",
+        metrics.body
+    );
+}
