@@ -278,10 +278,11 @@ fn a_browser_shows_the_hosts_and_counts_beside_a_running_crawl() {
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start(dir.path(), &[]);
     let mut crawl = spawn_crawl(dir.path(), &site.url("/"), &["--concurrency", "2"]);
-    wait_for(LIMIT, "the crawl to publish", || {
-        serve.get("/api/hosts").json()["hosts"]
-            .as_array()
-            .is_some_and(|h| !h.is_empty())
+    // The first snapshot comes before any page: wait for one with pages.
+    wait_for(LIMIT, "the crawl to publish pages", || {
+        serve.get("/api/overview").json()["pages"]["pages"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
     });
     let dom = dump_dom(&chromium, &serve, "#hosts").expect("chromium ran");
     cli::signal(crawl.id(), libc::SIGINT);
