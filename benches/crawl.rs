@@ -16,6 +16,12 @@
 //! - `engine/bloom24+warc`: as `engine/bloom24`, writing WARC files (`--warc`)
 //!   into the iteration's temp dir: the cost of capturing, compressing and
 //!   syncing the archive.
+//! - `engine/bloom24+serve`: as `engine/bloom24`, with `legcrawl serve` on the
+//!   state (in-process, on its own one-thread runtime) scraped every second from
+//!   the start of the run by a client thread: `/metrics` and the six JSON
+//!   endpoints the page polls. Run it paired with `engine/bloom24`
+//!   (`CRAWL_BENCH_VARIANTS=engine/bloom24,engine/bloom24+serve`) and with more
+//!   pages, so that a run spans several scrapes; the pairs' ratios are printed.
 //! - `bare_fetcher`: the same `Fetcher` (fresh per iteration), 16 tasks pulling
 //!   the `PAGES + 1` URLs from a shared index; bodies read, no legs, no store.
 //! - `fetch_plus_legs`: as `bare_fetcher`, plus `legs::run` with the bundled legs.
@@ -26,7 +32,8 @@
 //!
 //! Run: `cargo bench --bench crawl` (about 30 s). Environment:
 //! `CRAWL_BENCH_ITERS` (default 7), `CRAWL_BENCH_PAGES` (default 5000),
-//! `CRAWL_BENCH_ONLY` (a substring of the variant names to run).
+//! `CRAWL_BENCH_ONLY` (a substring of the variant names to run),
+//! `CRAWL_BENCH_VARIANTS` (exact names, comma-separated; wins over `ONLY`).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -42,6 +49,8 @@ use legcrawl::request::Request;
 use legcrawl::store::records::RunOutcome;
 use site::Server;
 
+#[path = "support/scraped.rs"]
+mod scraped;
 #[path = "support/site.rs"]
 mod site;
 
@@ -69,7 +78,11 @@ fn bundled_legs(config: &CrawlConfig) -> anyhow::Result<Arc<dyn Leg>> {
 /// What is being measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {
-    Engine { bloom_bits: u8, warc: bool },
+    Engine {
+        bloom_bits: u8,
+        warc: bool,
+        serve: bool,
+    },
     BareFetcher,
     FetchPlusLegs,
 }
@@ -77,9 +90,14 @@ enum Variant {
 impl Variant {
     fn name(self) -> String {
         match self {
-            Variant::Engine { bloom_bits, warc } => format!(
-                "engine/bloom{bloom_bits}{}",
-                if warc { "+warc" } else { "" }
+            Variant::Engine {
+                bloom_bits,
+                warc,
+                serve,
+            } => format!(
+                "engine/bloom{bloom_bits}{}{}",
+                if warc { "+warc" } else { "" },
+                if serve { "+serve" } else { "" }
             ),
             Variant::BareFetcher => "bare_fetcher".into(),
             Variant::FetchPlusLegs => "fetch_plus_legs".into(),
@@ -156,7 +174,11 @@ impl Bench {
         let served = self.server.totals().0;
         let cpu = process_cpu();
         let (pages, wall) = match variant {
-            Variant::Engine { bloom_bits, warc } => self.engine(bloom_bits, warc)?,
+            Variant::Engine {
+                bloom_bits,
+                warc,
+                serve,
+            } => self.engine(bloom_bits, warc, serve)?,
             Variant::BareFetcher => self.fetch_all(None)?,
             Variant::FetchPlusLegs => {
                 let legs = bundled_legs(&self.config(std::path::Path::new("unused"), 24))?;
@@ -189,7 +211,7 @@ impl Bench {
     }
 
     /// A full engine run in a fresh state directory; checks it crawled everything.
-    fn engine(&self, bloom_bits: u8, warc: bool) -> anyhow::Result<(u64, Duration)> {
+    fn engine(&self, bloom_bits: u8, warc: bool, serve: bool) -> anyhow::Result<(u64, Duration)> {
         let dir = tempfile::Builder::new()
             .prefix("legcrawl-bench-")
             .tempdir()?;
@@ -198,11 +220,18 @@ impl Bench {
             config.warc = Some(dir.path().join("warc"));
         }
         let legs = bundled_legs(&config)?;
+        let watcher = serve
+            .then(|| scraped::Watcher::start(&config.data_dir))
+            .transpose()?;
         let started = Instant::now();
         let report = self
             .runtime
             .block_on(engine::run(&config, legs, std::future::pending()))?;
         let wall = started.elapsed();
+        if let Some(watcher) = watcher {
+            let scrapes = watcher.stop()?;
+            ensure!(scrapes > 0, "serve was never scraped");
+        }
         if report.outcome != RunOutcome::Drained || report.totals.failed != 0 {
             bail!(
                 "engine run ended {:?} with {} failed",
@@ -269,6 +298,14 @@ async fn fetch_worker(
         black_box(&response.body);
         pages += 1;
     }
+}
+
+/// Pages/s of every sample, per variant.
+fn samples_rates(samples: &[Vec<Sample>]) -> Vec<Vec<f64>> {
+    samples
+        .iter()
+        .map(|runs| runs.iter().map(Sample::rate).collect())
+        .collect()
 }
 
 /// Median, min and max of `values` (not empty).
@@ -369,20 +406,32 @@ fn main() -> anyhow::Result<()> {
         Variant::Engine {
             bloom_bits: 24,
             warc: false,
+            serve: false,
         },
         Variant::Engine {
             bloom_bits: 24,
             warc: true,
+            serve: false,
         },
         Variant::Engine {
             bloom_bits: 30,
             warc: false,
+            serve: false,
         },
         Variant::BareFetcher,
         Variant::FetchPlusLegs,
+        Variant::Engine {
+            bloom_bits: 24,
+            warc: false,
+            serve: true,
+        },
     ]
     .into_iter()
-    .filter(|v| v.name().contains(&only))
+    .filter(|v| match std::env::var("CRAWL_BENCH_VARIANTS") {
+        Ok(names) => names.split(',').any(|name| name.trim() == v.name()),
+        // The serve variant only when asked for (it wants longer runs).
+        Err(_) => v.name().contains(&only) && !v.name().ends_with("+serve"),
+    })
     .collect();
     ensure!(
         !variants.is_empty(),
@@ -408,5 +457,9 @@ fn main() -> anyhow::Result<()> {
     }
     let medians = summarize(&variants, &samples);
     verdict(&variants, &medians);
+    scraped::pairs(
+        &variants.iter().map(|v| v.name()).collect::<Vec<_>>(),
+        &samples_rates(&samples),
+    );
     Ok(())
 }

@@ -20,6 +20,8 @@
 //! - [`engine`]: the tokio crawl loop, group commit and shutdown.
 //! - [`warc`]: WARC 1.1 files of every fetch, exact across `kill -9`.
 //! - [`shared`]: one crawl shared by several workers through Redis (`--shared`).
+//! - [`serve`]: `legcrawl serve`, a read-only page and `/metrics` from the
+//!   snapshot a crawl publishes (`store::status::snapshot`).
 //!
 //! # Data flow
 //! frontier → politeness → fetcher → legs → sink + frontier. The engine leases
@@ -31,7 +33,8 @@
 //! one atomic step, with the page's record (validators, content hash, next due
 //! time, from [`revisit`]). With `--warc`, the fetcher also hands over each exchange
 //! as sent and received, and the engine appends it to the [`warc`] files as the
-//! page completes (marked durable with the page's group). Nothing flows the other way.
+//! page completes (marked durable with the page's group). Nothing flows the other way;
+//! `serve` only reads what the engine publishes about once a second.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -51,6 +54,7 @@ pub mod request;
 pub mod response;
 pub mod revisit;
 pub mod robots;
+pub mod serve;
 pub mod shared;
 pub mod store;
 pub mod warc;

@@ -106,3 +106,18 @@ Exit codes:
   0  listed, added or removed
   1  a runtime failure (disk, database)
   2  bad input (not an http(s) URL, not a seed of this state, not a state, a busy state)";
+
+/// `legcrawl serve --help`.
+pub const SERVE: &str = "\
+Examples:
+  legcrawl serve --data data/example          # http://127.0.0.1:9477/ and /metrics
+  legcrawl serve --data data/example --listen 0.0.0.0:9477 --token \"$(cat token)\"
+  legcrawl serve --shared redis://127.0.0.1:6379/0 --name example
+
+Read-only: it never opens the database nor takes its lock, so crawls start and
+end beside it. See docs/serve.md for the page, the JSON endpoints and the metrics.
+
+Exit codes:
+  0  stopped by SIGINT or SIGTERM
+  1  the address cannot be bound, or Redis cannot be reached at start
+  2  bad input (a bad --listen, a non-loopback --listen without --token)";

@@ -21,6 +21,7 @@ mod help;
 mod repair;
 mod reset;
 mod seeds;
+mod serve;
 mod stats;
 pub mod stderr;
 
@@ -63,6 +64,9 @@ enum Command {
     /// List, add or remove the seeds a state starts each cycle from.
     #[command(after_help = help::SEEDS)]
     Seeds(seeds::SeedsArgs),
+    /// Serve a read-only live page and Prometheus /metrics of a crawl state.
+    #[command(after_help = help::SERVE)]
+    Serve(serve::ServeArgs),
 }
 
 /// The `--data` flag shared by every command that opens a state. It is global, so
@@ -125,6 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Repair(a) => repair::run(a),
         Command::Reset(a) => reset::run(a),
         Command::Seeds(a) => seeds::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }
 

@@ -80,6 +80,7 @@ mod tests {
         ("cli/repair.rs", include_str!("repair.rs")),
         ("cli/reset.rs", include_str!("reset.rs")),
         ("cli/seeds.rs", include_str!("seeds.rs")),
+        ("cli/serve.rs", include_str!("serve.rs")),
         ("cli/stats.rs", include_str!("stats.rs")),
     ];
 

@@ -188,7 +188,8 @@ impl Crawl<'_> {
         {
             sink.catch_up(self.state)?;
         }
-        self.progress.committed(self.state, outcome.pages);
+        self.progress
+            .committed(self.state, &self.politeness, outcome.pages);
         Ok(outcome.pages)
     }
 

@@ -41,6 +41,7 @@ pub mod sink;
 mod sitemaps;
 pub(crate) mod task;
 mod totals;
+mod watch;
 
 pub use totals::PageTotals;
 
@@ -271,7 +272,7 @@ pub async fn run_job(
         }
         tracing::warn!(%error, "the failed run could not be recorded as failed");
     }
-    crate::store::status::remove(state.dir());
+    progress::publish_end(&state, outcome);
     result?;
     Ok(report(&state, outcome, started.elapsed()))
 }
@@ -403,7 +404,7 @@ impl<'a> Crawl<'a> {
         };
         let (results_tx, results) = mpsc::unbounded_channel();
         let (parts_tx, parts) = mpsc::unbounded_channel();
-        let progress = progress::Progress::new(state.dir());
+        let progress = progress::Progress::new(state.dir(), config.obey_robots);
         Ok(Crawl {
             config,
             state,
@@ -452,6 +453,7 @@ impl<'a> Crawl<'a> {
         if result.is_ok() {
             finished?;
         }
+        self.progress.publish(self.state, &self.politeness);
         result
     }
 
@@ -526,7 +528,7 @@ impl<'a> Crawl<'a> {
                 Some(part) = self.parts.recv() => self.queue_part_of_page(part).await?,
                 Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
                 () = tokio::time::sleep_until(wake.into()) => {}
-                _ = tick.tick() => self.progress.update(self.state),
+                _ = tick.tick() => self.progress.update(self.state, &self.politeness),
             }
             self.maybe_seal().await?;
         }
@@ -653,6 +655,7 @@ impl<'a> Crawl<'a> {
         if let Some(reason) = result.blocked {
             self.state.record_blocked(&lease.request.url, reason)?;
         }
+        self.progress.observe(&lease, &result);
         let unreachable = self.note_connect(lease.host_id, &result);
         let parked = !unreachable.parked && self.note_robots(lease.host_id, &result);
         // Reap finished tasks so the set does not grow with the crawl.

@@ -31,6 +31,17 @@ pub struct Unreachable {
     pub parked: bool,
 }
 
+/// A host's politeness as the status snapshot shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotView {
+    /// The delay between two starts (robots.txt `Crawl-delay` included).
+    pub delay: Duration,
+    /// Time until its next request may start (backoff and `Retry-After` show here).
+    pub wait: Duration,
+    /// Left alone for the rest of the run.
+    pub parked: bool,
+}
+
 /// One host's politeness state.
 #[derive(Debug)]
 struct Slot {
@@ -186,6 +197,17 @@ impl Politeness {
         self.slots
             .get(&host_id)
             .is_some_and(|slot| slot.parked || slot.robots_failures >= ROBOTS_ATTEMPTS)
+    }
+
+    /// What the host's slot says at `now`, for the status snapshot: `None` for
+    /// a host not started this run.
+    pub fn view(&self, host_id: u32, now: Instant) -> Option<SlotView> {
+        let slot = self.slots.get(&host_id)?;
+        Some(SlotView {
+            delay: slot.delay.max(slot.crawl_delay.unwrap_or(Duration::ZERO)),
+            wait: slot.next_start.saturating_duration_since(now),
+            parked: self.is_parked(host_id),
+        })
     }
 
     /// Sets the host's robots.txt `Crawl-delay` (already capped by the caller).

@@ -142,6 +142,10 @@ pub const POINTS: &[Point] = &[
         before: "status.json is replaced",
     },
     Point {
+        name: "snapshot.write",
+        before: "snapshot.json (what `serve` shows) is replaced, about once a second and at the end of a run",
+    },
+    Point {
         name: "checkpoint.gc",
         before: "exact runs no index references (merged, or orphaned by a crash) are removed: a file, or an older state's chunks in the database",
     },

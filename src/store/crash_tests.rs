@@ -22,6 +22,10 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/table.rs", include_str!("table.rs")),
     ("store/remembered.rs", include_str!("remembered.rs")),
     ("store/status.rs", include_str!("status.rs")),
+    (
+        "store/status/snapshot.rs",
+        include_str!("status/snapshot.rs"),
+    ),
     ("store/views.rs", include_str!("views.rs")),
     ("store/dir.rs", include_str!("dir.rs")),
     ("store/due.rs", include_str!("due.rs")),

@@ -4,6 +4,8 @@
 //! `status.json` in the data directory about once a second (write to a temporary
 //! file, then rename, so a reader never sees half a file). A reader trusts it only
 //! if the process named in it is alive. Depends on the summary of `views` only.
+//!
+//! `serve`'s richer publication, which outlives the run, is [`snapshot`].
 
 use std::fs;
 use std::io::Write;
@@ -12,6 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::views::Summary;
+
+pub mod queues;
+pub mod snapshot;
 
 /// Name of the status file in the data directory.
 pub const STATUS_FILE: &str = "status.json";
@@ -65,6 +70,6 @@ fn status_path(dir: &Path) -> PathBuf {
 }
 
 /// True when a process with this id exists (Linux: /proc).
-fn process_alive(pid: u32) -> bool {
+pub fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -15,7 +15,7 @@ use crate::request::Request;
 pub const PEAK_RSS: &str = "memory/peak_rss_kib";
 
 /// The one-screen summary of a state (`dump summary`).
-#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct Summary {
     /// Queued requests (in flight included).
     pub frontier: u64,

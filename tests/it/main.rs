@@ -22,6 +22,7 @@ mod panics;
 mod polite;
 mod robots;
 mod seeds;
+mod serve;
 mod shared;
 mod shared_cycle;
 mod shared_dump;

@@ -12,6 +12,8 @@
 //!   missing, unless `LEGCRAWL_REQUIRE_REDIS=1`).
 //! - [`hosts`]: a generated site over several loopback hosts (127.0.0.2, ...).
 //! - [`workers`]: the worker processes of one shared crawl, and `dump --shared`.
+//! - [`serve`]: `legcrawl serve` as a child, its HTTP client, the Prometheus
+//!   text parser and headless chromium.
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
 //! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
@@ -27,6 +29,7 @@ pub mod cli;
 pub mod hosts;
 pub mod politeness;
 pub mod redis;
+pub mod serve;
 pub mod server;
 pub mod site;
 pub mod skip;
