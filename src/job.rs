@@ -167,11 +167,20 @@ pub fn changes(before: &str, after: &str) -> Vec<Change> {
 /// Headers whose values are credentials: a change to one is printed as `***`.
 const SECRET_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 
-/// `value` as a change line shows it: a credential header's as `***`.
+/// `value` as a change line shows it: a credential header's as `***` (in
+/// `[headers]` and in a `[hosts."HOST"] headers` table), the proxy URL with
+/// its password as `***`.
 fn shown(key: &str, value: &str) -> String {
-    let secret = key
-        .strip_prefix("headers.")
-        .is_some_and(|name| SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()));
+    if key == "proxy" {
+        return crate::config::redact_password(value);
+    }
+    let header = match key.strip_prefix("headers.") {
+        Some(name) => Some(name),
+        None if key.starts_with("hosts.") => key.rsplit_once(".headers.").map(|(_, name)| name),
+        None => None,
+    };
+    let secret =
+        header.is_some_and(|name| SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()));
     match secret {
         true => "***".into(),
         false => value.to_owned(),

@@ -25,6 +25,8 @@ use super::FetchSettings;
 use super::body::{BodyError, Encoding, read_body};
 use super::capture::{self, Exchange};
 use super::error::{ConnectKind, FetchError};
+use super::hosts::{self, HostHeaders};
+use super::proxy::{self, Proxies, ProxyConnector, ProxyError};
 use crate::request::Request;
 use crate::response::Response;
 
@@ -37,7 +39,7 @@ const DEFAULT_ACCEPT_ENCODING: &str = "gzip, br, deflate";
 /// How much of an over-long URL an error keeps.
 const URL_PREFIX_LEN: usize = 100;
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<HttpsConnector<ProxyConnector>, Full<Bytes>>;
 
 /// Fetches requests, one HTTP exchange each. Cheap to clone (the pool is shared).
 #[derive(Clone)]
@@ -50,6 +52,10 @@ struct Inner {
     settings: FetchSettings,
     /// User agent, `Accept*`, `From` and the extra headers, validated once.
     default_headers: HeaderMap,
+    /// Which proxy each URL goes through (shared with the connector).
+    proxies: Arc<Proxies>,
+    /// Per-host headers and credentials.
+    hosts: Vec<HostHeaders>,
 }
 
 impl fmt::Debug for Fetcher {
@@ -62,12 +68,21 @@ impl fmt::Debug for Fetcher {
 
 impl Fetcher {
     /// A fetcher with `settings`; fails if the user agent, `From` or an extra
-    /// header is not a valid header.
+    /// header is not a valid header, the proxy URL is not one, or a host's
+    /// password variable is not set.
     pub fn new(settings: FetchSettings) -> Result<Fetcher, FetchError> {
         let default_headers = default_headers(&settings)?;
+        let proxies = Arc::new(Proxies::new(&settings.proxy).map_err(|reason| {
+            FetchError::InvalidSetting {
+                name: "proxy".into(),
+                reason,
+            }
+        })?);
+        let hosts = hosts::build(&settings.hosts)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
+        let http = ProxyConnector::new(http, proxies.clone());
         let connector = HttpsConnectorBuilder::new()
             .with_webpki_roots()
             .https_or_http()
@@ -84,6 +99,8 @@ impl Fetcher {
                 client,
                 settings,
                 default_headers,
+                proxies,
+                hosts,
             }),
         })
     }
@@ -172,6 +189,7 @@ impl Fetcher {
         }
         .map_err(|error| invalid(format!("{error}")))?;
         let mut headers = self.inner.default_headers.clone();
+        hosts::apply(&self.inner.hosts, url.host_str(), &mut headers);
         apply_headers(&mut headers, &request.headers).map_err(invalid)?;
         let body = if request.body.is_empty() {
             Bytes::new()
@@ -190,7 +208,7 @@ impl Fetcher {
         &self,
         request: &Request,
         url: Url,
-        http_request: http::Request<Full<Bytes>>,
+        mut http_request: http::Request<Full<Bytes>>,
     ) -> Result<(Response, Option<Exchange>), FetchError> {
         let head_only = http_request.method() == Method::HEAD;
         let sent = self.inner.settings.capture.then(|| {
@@ -200,6 +218,17 @@ impl Fetcher {
                 Bytes::copy_from_slice(&request.body),
             )
         });
+        // Plain http through a proxy: the proxy's credentials go with the
+        // request (https sends them in the CONNECT). Not part of the archive.
+        let proxied = match url.scheme() {
+            "http" => self.inner.proxies.route(http_request.uri()),
+            _ => None,
+        };
+        if let Some(auth) = proxied.as_ref().and_then(|p| p.basic_auth()) {
+            http_request
+                .headers_mut()
+                .insert(http::header::PROXY_AUTHORIZATION, auth.clone());
+        }
         let response = self
             .inner
             .client
@@ -209,6 +238,18 @@ impl Fetcher {
         let fetched_at = SystemTime::now();
         let (parts, incoming) = response.into_parts();
         let status = parts.status.as_u16();
+        if let Some(proxy) = proxied.filter(|_| status == 407) {
+            let error = ProxyError {
+                proxy: proxy::proxy_name(&proxy),
+                what: proxy::AUTH_REQUIRED.into(),
+            };
+            return Err(FetchError::Connect {
+                url: request.url.clone(),
+                kind: ConnectKind::Proxy,
+                detail: error.to_string(),
+                cause: Box::new(error),
+            });
+        }
         let no_body = head_only || status == 204 || status == 304 || (100..200).contains(&status);
         let (body, truncated, raw) = if no_body {
             (Bytes::new(), false, Some((Bytes::new(), false)))
@@ -428,6 +469,9 @@ fn classify_connect(
     https: bool,
 ) -> (ConnectKind, String) {
     let causes = chain(error);
+    if let Some(proxy) = causes.iter().find_map(|c| c.downcast_ref::<ProxyError>()) {
+        return (ConnectKind::Proxy, proxy.to_string());
+    }
     let detail = causes
         .last()
         .map_or_else(|| error.to_string(), |cause| cause.to_string());
