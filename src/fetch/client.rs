@@ -224,10 +224,15 @@ impl Fetcher {
             "http" => self.inner.proxies.route(http_request.uri()),
             _ => None,
         };
-        if let Some(auth) = proxied.as_ref().and_then(|p| p.basic_auth()) {
-            http_request
-                .headers_mut()
-                .insert(http::header::PROXY_AUTHORIZATION, auth.clone());
+        if let Some(proxy) = &proxied {
+            let headers = http_request.headers_mut();
+            if let Some(auth) = proxy.basic_auth() {
+                headers.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
+            }
+            // Proxies such as tinyproxy answer as if keeping the connection
+            // alive and close it: a pooled connection reused then fails the
+            // request. One connection per request to the proxy.
+            headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
         }
         let response = self
             .inner

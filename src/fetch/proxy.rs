@@ -10,7 +10,9 @@
 //!
 //! [`ProxyConnector`] sits under the TLS connector: a plain `http` URL routed to
 //! a proxy is a TCP connection to the proxy marked as proxied, so hyper sends
-//! the absolute-form request URI (the fetcher adds `Proxy-Authorization`); an
+//! the absolute-form request URI (the fetcher adds `Proxy-Authorization`, and
+//! `Connection: close`, since proxies such as tinyproxy close the client
+//! connection after each answer while announcing keep-alive); an
 //! `https` URL gets an HTTP `CONNECT` tunnel (hyper-util's [`Tunnel`], with the
 //! Basic proxy credentials of the proxy URL), and TLS to the origin runs inside
 //! it. A proxy that cannot be reached or refuses the tunnel is a

@@ -19,6 +19,7 @@ mod job;
 mod output_cursor;
 mod panics;
 mod polite;
+mod proxy;
 mod robots;
 mod seeds;
 mod shared;

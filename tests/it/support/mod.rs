@@ -12,6 +12,8 @@
 //!   missing, unless `LEGCRAWL_REQUIRE_REDIS=1`).
 //! - [`hosts`]: a generated site over several loopback hosts (127.0.0.2, ...).
 //! - [`workers`]: the worker processes of one shared crawl, and `dump --shared`.
+//! - [`tinyproxy`]: a real `tinyproxy` child on a free port (skipped loudly
+//!   when missing, unless `LEGCRAWL_REQUIRE_PROXY=1`).
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
 //!
@@ -28,6 +30,7 @@ pub mod politeness;
 pub mod redis;
 pub mod server;
 pub mod site;
+pub mod tinyproxy;
 pub mod warc;
 pub mod workers;
 
