@@ -110,6 +110,11 @@ impl Fetcher {
         &self.inner.settings
     }
 
+    /// The cookie jar, when cookies are on.
+    pub fn cookie_jar(&self) -> Option<&super::cookies::CookieJar> {
+        self.inner.settings.cookies.as_ref()
+    }
+
     /// One HTTP exchange for `request` (no redirect following: a 3xx comes back
     /// as a Response with its Location header).
     pub async fn fetch(&self, request: &Request) -> Result<Response, FetchError> {
@@ -190,6 +195,9 @@ impl Fetcher {
         .map_err(|error| invalid(format!("{error}")))?;
         let mut headers = self.inner.default_headers.clone();
         hosts::apply(&self.inner.hosts, url.host_str(), &mut headers);
+        if let Some(cookie) = self.cookie_jar().and_then(|jar| jar.header_for(url)) {
+            headers.insert(http::header::COOKIE, cookie);
+        }
         apply_headers(&mut headers, &request.headers).map_err(invalid)?;
         let body = if request.body.is_empty() {
             Bytes::new()
@@ -243,6 +251,9 @@ impl Fetcher {
         let fetched_at = SystemTime::now();
         let (parts, incoming) = response.into_parts();
         let status = parts.status.as_u16();
+        if let Some(jar) = self.cookie_jar() {
+            jar.store_from(&url, &parts.headers);
+        }
         if let Some(proxy) = proxied.filter(|_| status == 407) {
             let error = ProxyError {
                 proxy: proxy::proxy_name(&proxy),

@@ -21,6 +21,7 @@
 //! - `body`: reading, decoding and limiting one body.
 //! - `capture`: the [`Exchange`] as sent and received, for the WARC archive.
 //! - `error`: [`FetchError`].
+//! - `cookies`: the cookie jar (RFC 6265, through `cookie_store`).
 //! - `hosts`: per-host headers and Basic credentials.
 //! - `proxy`: which proxy a request goes through, and the connector (CONNECT
 //!   tunnels for https).
@@ -28,6 +29,7 @@
 mod body;
 mod capture;
 mod client;
+pub mod cookies;
 mod error;
 pub mod hosts;
 pub mod proxy;
@@ -71,6 +73,9 @@ pub struct FetchSettings {
     /// Per-host headers and Basic credentials (their passwords are read from
     /// the environment by [`Fetcher::new`]).
     pub hosts: Vec<HostRule>,
+    /// The cookie jar requests send from and answers store into; `None`:
+    /// no cookies.
+    pub cookies: Option<cookies::CookieJar>,
 }
 
 impl FetchSettings {
@@ -90,6 +95,7 @@ impl FetchSettings {
             capture: config.warc.is_some(),
             proxy: config.proxy.clone(),
             hosts: config.hosts.clone(),
+            cookies: config.cookies.then(cookies::CookieJar::new),
         }
     }
 }

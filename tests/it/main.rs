@@ -16,6 +16,7 @@ mod fetch;
 mod hostile;
 mod incremental;
 mod job;
+mod login;
 mod output_cursor;
 mod panics;
 mod polite;
