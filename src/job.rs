@@ -320,6 +320,48 @@ mod tests {
     }
 
     #[test]
+    fn access_settings_round_trip_and_change_without_secrets() {
+        let crawl = file(
+            "proxy = \"http://ann:pr0xy@proxy.example:3128\"\ncookies = false\n\
+             [hosts.\"Intranet.Example\"]\nheaders = { Authorization = \"Bearer t0ken\", \"X-Team\" = \"docs\" }\n\
+             user = \"ann\"\npassword_env = \"INTRANET_PW\"\n",
+        );
+        let facts = StateFacts::default();
+        let first = resolve(None, Some(&crawl), |_| {}, &facts).expect("resolves");
+        let config = &first.config;
+        assert!(!config.cookies);
+        assert_eq!(config.hosts.len(), 1);
+        assert_eq!(config.hosts[0].host, "intranet.example");
+        assert_eq!(config.hosts[0].password_env.as_deref(), Some("INTRANET_PW"));
+        let again = resolve(Some((1, &first.text)), None, |_| {}, &facts).unwrap();
+        assert_eq!(again.text, first.text);
+        assert!(again.changes.is_empty(), "{:?}", again.changes);
+        let next = resolve(
+            Some((1, &first.text)),
+            None,
+            |c| {
+                c.proxy = crate::config::ProxyChoice::Off;
+                c.cookies = true;
+                c.hosts[0].headers[0].1 = "Bearer other".into();
+            },
+            &facts,
+        )
+        .unwrap();
+        let lines: Vec<String> = next.changes.iter().map(ToString::to_string).collect();
+        let text = lines.join("\n");
+        assert!(
+            text.contains("proxy: http://ann:***@proxy.example:3128/ -> none"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hosts.intranet.example.headers.Authorization: *** -> ***"),
+            "{text}"
+        );
+        assert!(text.contains("cookies: false -> (default)"), "{text}");
+        assert!(!text.contains("pr0xy") && !text.contains("t0ken"), "{text}");
+    }
+
+    #[test]
     fn per_run_options_are_not_part_of_a_job() {
         let crawl = file("[limits]\nmax_pages = 5\nuntil_idle = true\nmax_duration = \"1m\"\n");
         let resolved = resolve(None, Some(&crawl), |_| {}, &StateFacts::default()).unwrap();

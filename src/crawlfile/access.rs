@@ -115,8 +115,8 @@ pub(super) fn apply(
     }
 }
 
-/// The top-level keys of a job (`proxy` unless it is the environment's, and
-/// `cookies`).
+/// The top-level keys of a job: `proxy` unless it is the environment's,
+/// `cookies` when off.
 pub(super) fn render_top(config: &CrawlConfig, root: &mut Table) {
     match &config.proxy {
         ProxyChoice::Environment => {}
@@ -127,7 +127,11 @@ pub(super) fn render_top(config: &CrawlConfig, root: &mut Table) {
             root.insert("proxy".into(), Value::String(url.clone()));
         }
     }
-    root.insert("cookies".into(), Value::Boolean(config.cookies));
+    // Written only when off, like `proxy` only when set: a job stored before
+    // these settings existed reads the same, and prints no change line.
+    if !config.cookies {
+        root.insert("cookies".into(), Value::Boolean(false));
+    }
 }
 
 /// The `[hosts]` table of a job, when it has host rules.
@@ -155,4 +159,30 @@ pub(super) fn render_hosts(config: &CrawlConfig, root: &mut Table) {
         hosts.insert(rule.host.clone(), Value::Table(table));
     }
     root.insert("hosts".into(), Value::Table(hosts));
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::crawlfile::{CrawlFileError, parse};
+
+    fn error(text: &str) -> String {
+        match parse(text, "c.toml".as_ref()) {
+            Err(e @ CrawlFileError::Invalid { .. }) => e.to_string(),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_access_settings_name_their_key_and_hide_the_password() {
+        let e = error("proxy = \"socks5://u:hidden@p:1\"\n");
+        assert!(e.contains("proxy:") && !e.contains("hidden"), "{e}");
+        let e = error("[hosts.\"a.example:8080\"]\nuser = \"u\"\n");
+        assert!(e.contains("without a scheme or port"), "{e}");
+        let e = error("[hosts.\"a.example\"]\npassword_env = \"PW\"\n");
+        assert!(e.contains("needs a user"), "{e}");
+        let e = error("[hosts.\"a.example\"]\npassword = \"x\"\n");
+        assert!(e.contains("password"), "{e}");
+        let ok = parse("proxy = \"none\"\n", "c.toml".as_ref()).expect("parses");
+        assert_eq!(ok.config.proxy, crate::config::ProxyChoice::Off);
+    }
 }

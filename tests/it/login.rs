@@ -169,7 +169,7 @@ fn credentials_go_to_their_host_only_and_cookies_survive_the_run() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     said.push_str(&stderr(&out));
-    assert!(said.contains("cookies: true -> false"), "{said}");
+    assert!(said.contains("cookies: (default) -> false"), "{said}");
     // (The seed of run 2 is fetched again with run 3's.)
     let members = requests_of(&seen, "/members");
     assert_eq!(members.len(), 4, "{members:?}");
