@@ -228,10 +228,9 @@ impl Fetcher {
         });
         // Plain http through a proxy: the proxy's credentials go with the
         // request (https sends them in the CONNECT). Not part of the archive.
-        let proxied = match url.scheme() {
-            "http" => self.inner.proxies.route(http_request.uri()),
-            _ => None,
-        };
+        let routed = self.inner.proxies.route(http_request.uri());
+        let through_proxy = routed.is_some();
+        let proxied = routed.filter(|_| url.scheme() == "http");
         if let Some(proxy) = &proxied {
             let headers = http_request.headers_mut();
             if let Some(auth) = proxy.basic_auth() {
@@ -295,9 +294,11 @@ impl Fetcher {
                 ),
                 response_body: raw,
                 truncated: cut,
+                // Through a proxy the peer is the proxy, not the site.
                 ip: parts
                     .extensions
                     .get::<hyper_util::client::legacy::connect::HttpInfo>()
+                    .filter(|_| !through_proxy)
                     .map(|info| info.remote_addr().ip()),
                 date: fetched_at,
             }),
