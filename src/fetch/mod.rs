@@ -19,6 +19,7 @@
 //!
 //! - `client`: the [`Fetcher`], request building and the exchange.
 //! - `body`: reading, decoding and limiting one body.
+//! - `classify`: hyper's errors as [`FetchError`]s (which step failed, why).
 //! - `capture`: the [`Exchange`] as sent and received, for the WARC archive.
 //! - `error`: [`FetchError`].
 //! - `cookies`: the cookie jar (RFC 6265, through `cookie_store`).
@@ -28,6 +29,7 @@
 
 mod body;
 mod capture;
+mod classify;
 mod client;
 pub mod cookies;
 mod error;
