@@ -1,7 +1,8 @@
 //! The one crawl configuration every part reads.
 //!
 //! CLI flags and (later) the TOML file both become a [`CrawlConfig`]. Units are in
-//! the field docs. Depends on nothing else in the crate.
+//! the field docs. Depends on nothing else in the crate (`url` redacts a
+//! proxy password).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -39,6 +40,79 @@ impl DedupMode {
             _ => None,
         }
     }
+}
+
+/// Which proxy the fetcher goes through (`--proxy`, `--no-proxy`, the crawl
+/// file's `proxy`).
+#[derive(Clone, PartialEq, Eq, Default)]
+pub enum ProxyChoice {
+    /// The environment of each run, as curl reads it: `HTTP_PROXY`,
+    /// `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` and their lowercase forms
+    /// (the default; not stored in the job).
+    #[default]
+    Environment,
+    /// No proxy, whatever the environment says (`--no-proxy`, `proxy = "none"`).
+    Off,
+    /// This proxy (`http://[user:password@]host:port`) for http and https
+    /// URLs; the environment's `NO_PROXY` still applies, as with curl's `-x`.
+    Url(String),
+}
+
+impl ProxyChoice {
+    /// The choice as printed anywhere: `environment`, `none`, or the URL with
+    /// its password as `***`.
+    pub fn shown(&self) -> String {
+        match self {
+            ProxyChoice::Environment => "environment".into(),
+            ProxyChoice::Off => "none".into(),
+            ProxyChoice::Url(url) => redact_password(url),
+        }
+    }
+}
+
+impl std::fmt::Debug for ProxyChoice {
+    /// Never prints a password (configs are printed in debug logs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProxyChoice({})", self.shown())
+    }
+}
+
+/// `url` with the password of its `user:password@` shown as `***`, also in a
+/// text that does not parse as a URL.
+pub fn redact_password(url: &str) -> String {
+    if let Ok(mut parsed) = url::Url::parse(url)
+        && parsed.password().is_some()
+        && parsed.set_password(Some("***")).is_ok()
+    {
+        return parsed.to_string().replace("%2A%2A%2A", "***");
+    }
+    // `user:password@host` as written: the password is between the first `:`
+    // after the scheme and the last `@`.
+    let Some(at) = url.rfind('@') else {
+        return url.to_owned();
+    };
+    let start = url.find("://").map_or(0, |i| i + 3);
+    match url[start..at].find(':') {
+        Some(colon) => format!("{}***{}", &url[..start + colon + 1], &url[at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Per-host request settings (`[hosts."intranet.example"]`): headers and HTTP
+/// Basic credentials sent only to that host.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct HostRule {
+    /// The host, lower case, without a port: the rule applies to this exact
+    /// host on any port, never to its subdomains.
+    pub host: String,
+    /// Headers sent to this host (after the crawl's `[headers]`, replacing
+    /// those of the same name).
+    pub headers: Vec<(String, String)>,
+    /// The Basic user name.
+    pub user: Option<String>,
+    /// The environment variable holding the Basic password, read at run
+    /// start; its value is never stored.
+    pub password_env: Option<String>,
 }
 
 /// A crawl file as a state of an earlier build remembers it: where it was read
@@ -132,6 +206,13 @@ pub struct CrawlConfig {
     pub extra_headers: Vec<(String, String)>,
     /// Longest URL fetched or followed, in bytes (default 8192).
     pub max_url_len: usize,
+    /// The proxy requests go through (default: the environment's, as curl).
+    pub proxy: ProxyChoice,
+    /// Per-host headers and Basic credentials, sent only to their host.
+    pub hosts: Vec<HostRule>,
+    /// Keep the cookies servers set (RFC 6265) and send them back, across
+    /// runs (default true; `--no-cookies`).
+    pub cookies: bool,
     /// Retries of a failed request (timeouts, connection errors, 408/429/5xx; default 2).
     pub max_retries: u32,
     /// First retry backoff; doubles with every retry of the same request (default 1 s).
@@ -277,6 +358,9 @@ impl Default for CrawlConfig {
             from: None,
             extra_headers: Vec::new(),
             max_url_len: 8192,
+            proxy: ProxyChoice::Environment,
+            hosts: Vec::new(),
+            cookies: true,
             max_retries: 2,
             retry_backoff: Duration::from_secs(1),
             per_host: 2,
@@ -293,5 +377,24 @@ impl Default for CrawlConfig {
             shared: None,
             lease_ttl: crate::shared::DEFAULT_LEASE_TTL,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_password("http://ann:s3cret@proxy.example:3128/"),
+            "http://ann:***@proxy.example:3128/"
+        );
+        assert_eq!(redact_password("ann:s3cret@proxy:1"), "ann:***@proxy:1");
+        assert_eq!(redact_password("http://proxy:1/"), "http://proxy:1/");
+        assert_eq!(
+            redact_password("http://ann@proxy:1/"),
+            "http://ann@proxy:1/"
+        );
     }
 }

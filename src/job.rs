@@ -167,11 +167,20 @@ pub fn changes(before: &str, after: &str) -> Vec<Change> {
 /// Headers whose values are credentials: a change to one is printed as `***`.
 const SECRET_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 
-/// `value` as a change line shows it: a credential header's as `***`.
+/// `value` as a change line shows it: a credential header's as `***` (in
+/// `[headers]` and in a `[hosts."HOST"] headers` table), the proxy URL with
+/// its password as `***`.
 fn shown(key: &str, value: &str) -> String {
-    let secret = key
-        .strip_prefix("headers.")
-        .is_some_and(|name| SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()));
+    if key == "proxy" {
+        return crate::config::redact_password(value);
+    }
+    let header = match key.strip_prefix("headers.") {
+        Some(name) => Some(name),
+        None if key.starts_with("hosts.") => key.rsplit_once(".headers.").map(|(_, name)| name),
+        None => None,
+    };
+    let secret =
+        header.is_some_and(|name| SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()));
     match secret {
         true => "***".into(),
         false => value.to_owned(),
@@ -308,6 +317,48 @@ mod tests {
         .unwrap();
         let lines: Vec<String> = next.changes.iter().map(ToString::to_string).collect();
         assert_eq!(lines, ["headers.Authorization: *** -> ***"]);
+    }
+
+    #[test]
+    fn access_settings_round_trip_and_change_without_secrets() {
+        let crawl = file(
+            "proxy = \"http://ann:pr0xy@proxy.example:3128\"\ncookies = false\n\
+             [hosts.\"Intranet.Example\"]\nheaders = { Authorization = \"Bearer t0ken\", \"X-Team\" = \"docs\" }\n\
+             user = \"ann\"\npassword_env = \"INTRANET_PW\"\n",
+        );
+        let facts = StateFacts::default();
+        let first = resolve(None, Some(&crawl), |_| {}, &facts).expect("resolves");
+        let config = &first.config;
+        assert!(!config.cookies);
+        assert_eq!(config.hosts.len(), 1);
+        assert_eq!(config.hosts[0].host, "intranet.example");
+        assert_eq!(config.hosts[0].password_env.as_deref(), Some("INTRANET_PW"));
+        let again = resolve(Some((1, &first.text)), None, |_| {}, &facts).unwrap();
+        assert_eq!(again.text, first.text);
+        assert!(again.changes.is_empty(), "{:?}", again.changes);
+        let next = resolve(
+            Some((1, &first.text)),
+            None,
+            |c| {
+                c.proxy = crate::config::ProxyChoice::Off;
+                c.cookies = true;
+                c.hosts[0].headers[0].1 = "Bearer other".into();
+            },
+            &facts,
+        )
+        .unwrap();
+        let lines: Vec<String> = next.changes.iter().map(ToString::to_string).collect();
+        let text = lines.join("\n");
+        assert!(
+            text.contains("proxy: http://ann:***@proxy.example:3128/ -> none"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hosts.intranet.example.headers.Authorization: *** -> ***"),
+            "{text}"
+        );
+        assert!(text.contains("cookies: false -> (default)"), "{text}");
+        assert!(!text.contains("pr0xy") && !text.contains("t0ken"), "{text}");
     }
 
     #[test]

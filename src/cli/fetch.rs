@@ -55,6 +55,8 @@ pub struct FetchArgs {
     /// Total time allowed for the request: "30s", "500ms", "1m", or plain seconds.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     timeout: String,
+    #[command(flatten)]
+    proxy: super::access::ProxyArgs,
 }
 
 pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
@@ -64,6 +66,9 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     }
     config.request_timeout = timeout("--timeout", &args.timeout)?;
     config.read_timeout = timeout("--read-timeout", &args.read_timeout)?;
+    if let Some(choice) = args.proxy.choice()? {
+        config.proxy = choice;
+    }
     let mut settings = FetchSettings::from_config(&config);
     settings.from = args.from.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()

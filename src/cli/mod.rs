@@ -11,6 +11,7 @@
 //! it is; retrying will not help); 130 interrupted (state saved). `fetch` has its
 //! own codes (see [`fetch`]).
 
+mod access;
 mod crawl;
 mod dump;
 mod dump_job;

@@ -67,6 +67,7 @@ mod tests {
     const SOURCES: &[(&str, &str)] = &[
         ("main.rs", include_str!("../main.rs")),
         ("cli/mod.rs", include_str!("mod.rs")),
+        ("cli/access.rs", include_str!("access.rs")),
         ("cli/crawl/mod.rs", include_str!("crawl/mod.rs")),
         ("cli/crawl/report.rs", include_str!("crawl/report.rs")),
         ("cli/crawl/runtime.rs", include_str!("crawl/runtime.rs")),

@@ -28,6 +28,11 @@
 //! [politeness]   # per_host = 2, delay = "1s", jitter = false, obey_robots = true,
 //!                # robots_ttl = "24h", robots_retry = "60s", max_crawl_delay = "30s", user_agent, from
 //! [headers]      # "Accept-Language" = "fr": extra headers on every request
+//! proxy = "http://proxy.example:3128"  # (a top-level key) or "none"; absent: the
+//!                # environment's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY
+//! cookies = true # (a top-level key) keep and send back cookies, across runs
+//! [hosts."intranet.example"]  # headers = { .. }, user, password_env: sent only
+//!                # to that exact host (any port); see `access`
 //! [dedup]        # mode = "exact" | "bloom", bloom_bits = 30, bloom_hashes = 6,
 //!                # fingerprint_headers = [..], checkpoint = "30s" (at most this
 //!                # long between two checkpoints of the seen set)
@@ -61,6 +66,7 @@
 //!
 //! Depends on [`crate::config`], [`crate::legs`], [`crate::canon`] and `toml`.
 
+mod access;
 mod kinds;
 mod render;
 mod settings;
@@ -73,6 +79,7 @@ use serde::Deserialize;
 use serde::de::IntoDeserializer;
 use toml::de::DeTable;
 
+pub use access::{NO_PROXY, proxy_choice};
 pub use kinds::{CanonRule, CanonicalizeSettings, LinkSettings, NoSettings, kind_names};
 pub use render::{duration_text, job_text, size_text};
 

@@ -1,9 +1,10 @@
 //! A [`CrawlConfig`] written back as a crawl file: the text of a stored job.
 //!
 //! [`job_text`] writes every setting that defines a crawl (seeds, outputs,
-//! scope, limits, politeness, headers, dedup, revisit, legs) in the crawl
-//! file's own schema and section order, so that [`super::parse`] reads the same
-//! settings back and writing them again gives the same text. Per-run options
+//! proxy, cookies, scope, limits, politeness, headers, hosts, dedup,
+//! revisit, legs) in the crawl file's own schema and section order, so that
+//! [`super::parse`] reads the same settings back and writing them again gives
+//! the same text. Per-run options
 //! (`max_pages`, `max_duration`, `until_idle`, `grace`, `[dedup] checkpoint`,
 //! `[state]`, `[shared]`) and `data` are not part of a job and are not written.
 //! Depends on [`crate::config`] and `toml`.
@@ -23,6 +24,7 @@ use crate::config::{CrawlConfig, Revisit};
 pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) -> String {
     let mut root = Table::new();
     root.insert("seeds".into(), strings(seeds));
+    super::access::render_top(config, &mut root);
     let mut output = Table::new();
     if let Some(path) = &config.output {
         output.insert("jsonl".into(), path_value(path));
@@ -93,6 +95,7 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
             .collect();
         root.insert("headers".into(), Value::Table(headers));
     }
+    super::access::render_hosts(config, &mut root);
 
     let mut dedup = Table::new();
     if let Some(mode) = config.dedup {

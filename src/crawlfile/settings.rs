@@ -30,6 +30,12 @@ pub(super) struct FileSettings {
     limits: Limits,
     politeness: Politeness,
     headers: BTreeMap<String, String>,
+    /// `proxy = "http://..."` or `"none"` (see `access`).
+    proxy: Option<String>,
+    /// `cookies = false` turns cookies off.
+    cookies: Option<bool>,
+    /// `[hosts."HOST"]`: per-host headers and credentials.
+    hosts: BTreeMap<String, super::access::HostSection>,
     dedup: Dedup,
     revisit: RevisitSection,
     state: StateSection,
@@ -344,6 +350,7 @@ impl FileSettings {
         set(&mut config.user_agent, p.user_agent);
         config.from = p.from.or(config.from.take());
         config.extra_headers.extend(self.headers);
+        super::access::apply(config, self.proxy, self.cookies, self.hosts);
         let d = self.dedup;
         config.dedup = d.mode.map(|mode| match mode {
             ModeName::Exact => DedupMode::Exact,
@@ -429,6 +436,9 @@ impl FileSettings {
             if http::HeaderValue::from_str(value).is_err() {
                 return at(&path, format!("{value:?} is not a header value"));
             }
+        }
+        if let Some((key, message)) = super::access::check(self.proxy.as_ref(), &self.hosts) {
+            return at(&key, message);
         }
         for (i, seed) in self.seeds.iter().flatten().enumerate() {
             if let Err(e) = url::Url::parse(seed) {

@@ -100,6 +100,15 @@ impl Crawl<'_> {
         Ok(())
     }
 
+    /// Puts the cookie jar into the open group when a cookie was stored since
+    /// the last group: it is durable with the completions of the pages that
+    /// set it.
+    pub(super) fn keep_cookies(&mut self) {
+        if let Some(jar) = self.fetcher.cookie_jar().and_then(|jar| jar.take_changed()) {
+            self.state.put_cookies(&jar);
+        }
+    }
+
     /// Seals the open group (with the robots.txt answers fetched since the last
     /// one) and starts its flush, unless a sealed group's flush still runs.
     /// True when a group was sealed.
@@ -121,6 +130,7 @@ impl Crawl<'_> {
             }
             self.archive_robots(exchanges)?;
         }
+        self.keep_cookies();
         // The WARC file's length goes into the group; the file is synced
         // before the group's batch is applied, on the flush thread.
         let warc = self.archive_seal()?;

@@ -236,6 +236,21 @@ pub fn job_facts(state: &State, seeds: &[String]) -> Result<crate::job::StateFac
     })
 }
 
+/// Starts the fetcher's cookie jar from the one the state keeps (see
+/// [`crate::fetch::cookies`]); an unreadable jar is an error, never dropped.
+fn load_cookies(state: &State, fetcher: &Fetcher) -> Result<(), EngineError> {
+    if let Some(jar) = fetcher.cookie_jar()
+        && let Some(saved) = state.cookies()?
+    {
+        jar.load(&saved).map_err(|reason| StoreError::Corrupt {
+            path: state.dir().to_owned(),
+            what: "cookie jar (K)".into(),
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
 /// Crawls on `state` (from [`open_state`]) under the job `job` (its text,
 /// whose settings `config` holds): begins the run, recording the job as a new
 /// version when it changed, adds the seeds, and crawls until the frontier is
@@ -249,6 +264,7 @@ pub async fn run_job(
 ) -> Result<RunReport, EngineError> {
     // Bad configuration is refused before a run is recorded.
     let fetcher = Fetcher::new(crate::fetch::FetchSettings::from_config(config))?;
+    load_cookies(&state, &fetcher)?;
     let schedule = Schedule::new(config)?;
     let started = Instant::now();
     state.begin_run(Some(job))?;
@@ -449,6 +465,7 @@ impl<'a> Crawl<'a> {
             finished?;
         }
         // Whatever is still open is committed by the end of the run.
+        self.keep_cookies();
         let finished = self.archive_finish();
         if result.is_ok() {
             finished?;

@@ -24,7 +24,10 @@ use url::{Position, Url};
 use super::FetchSettings;
 use super::body::{BodyError, Encoding, read_body};
 use super::capture::{self, Exchange};
+use super::classify::{is_unexpected_eof, reason_of, send_error};
 use super::error::{ConnectKind, FetchError};
+use super::hosts::{self, HostHeaders};
+use super::proxy::{self, Proxies, ProxyConnector, ProxyError};
 use crate::request::Request;
 use crate::response::Response;
 
@@ -37,7 +40,7 @@ const DEFAULT_ACCEPT_ENCODING: &str = "gzip, br, deflate";
 /// How much of an over-long URL an error keeps.
 const URL_PREFIX_LEN: usize = 100;
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<HttpsConnector<ProxyConnector>, Full<Bytes>>;
 
 /// Fetches requests, one HTTP exchange each. Cheap to clone (the pool is shared).
 #[derive(Clone)]
@@ -50,6 +53,10 @@ struct Inner {
     settings: FetchSettings,
     /// User agent, `Accept*`, `From` and the extra headers, validated once.
     default_headers: HeaderMap,
+    /// Which proxy each URL goes through (shared with the connector).
+    proxies: Arc<Proxies>,
+    /// Per-host headers and credentials.
+    hosts: Vec<HostHeaders>,
 }
 
 impl fmt::Debug for Fetcher {
@@ -62,12 +69,21 @@ impl fmt::Debug for Fetcher {
 
 impl Fetcher {
     /// A fetcher with `settings`; fails if the user agent, `From` or an extra
-    /// header is not a valid header.
+    /// header is not a valid header, the proxy URL is not one, or a host's
+    /// password variable is not set.
     pub fn new(settings: FetchSettings) -> Result<Fetcher, FetchError> {
         let default_headers = default_headers(&settings)?;
+        let proxies = Arc::new(Proxies::new(&settings.proxy).map_err(|reason| {
+            FetchError::InvalidSetting {
+                name: "proxy".into(),
+                reason,
+            }
+        })?);
+        let hosts = hosts::build(&settings.hosts)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
+        let http = ProxyConnector::new(http, proxies.clone());
         let connector = HttpsConnectorBuilder::new()
             .with_webpki_roots()
             .https_or_http()
@@ -84,6 +100,8 @@ impl Fetcher {
                 client,
                 settings,
                 default_headers,
+                proxies,
+                hosts,
             }),
         })
     }
@@ -91,6 +109,11 @@ impl Fetcher {
     /// The settings this fetcher was built with.
     pub fn settings(&self) -> &FetchSettings {
         &self.inner.settings
+    }
+
+    /// The cookie jar, when cookies are on.
+    pub fn cookie_jar(&self) -> Option<&super::cookies::CookieJar> {
+        self.inner.settings.cookies.as_ref()
     }
 
     /// One HTTP exchange for `request` (no redirect following: a 3xx comes back
@@ -172,6 +195,10 @@ impl Fetcher {
         }
         .map_err(|error| invalid(format!("{error}")))?;
         let mut headers = self.inner.default_headers.clone();
+        hosts::apply(&self.inner.hosts, url.host_str(), &mut headers);
+        if let Some(cookie) = self.cookie_jar().and_then(|jar| jar.header_for(url)) {
+            headers.insert(http::header::COOKIE, cookie);
+        }
         apply_headers(&mut headers, &request.headers).map_err(invalid)?;
         let body = if request.body.is_empty() {
             Bytes::new()
@@ -190,7 +217,7 @@ impl Fetcher {
         &self,
         request: &Request,
         url: Url,
-        http_request: http::Request<Full<Bytes>>,
+        mut http_request: http::Request<Full<Bytes>>,
     ) -> Result<(Response, Option<Exchange>), FetchError> {
         let head_only = http_request.method() == Method::HEAD;
         let sent = self.inner.settings.capture.then(|| {
@@ -201,6 +228,21 @@ impl Fetcher {
                 Bytes::copy_from_slice(&request.body),
             )
         });
+        // Plain http through a proxy: the proxy's credentials go with the
+        // request (https sends them in the CONNECT). Not part of the archive.
+        let routed = self.inner.proxies.route(http_request.uri());
+        let through_proxy = routed.is_some();
+        let proxied = routed.filter(|_| url.scheme() == "http");
+        if let Some(proxy) = &proxied {
+            let headers = http_request.headers_mut();
+            if let Some(auth) = proxy.basic_auth() {
+                headers.insert(http::header::PROXY_AUTHORIZATION, auth.clone());
+            }
+            // Proxies such as tinyproxy answer as if keeping the connection
+            // alive and close it: a pooled connection reused then fails the
+            // request. One connection per request to the proxy.
+            headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        }
         let response = self
             .inner
             .client
@@ -210,6 +252,21 @@ impl Fetcher {
         let fetched_at = SystemTime::now();
         let (parts, incoming) = response.into_parts();
         let status = parts.status.as_u16();
+        if let Some(jar) = self.cookie_jar() {
+            jar.store_from(&url, &parts.headers);
+        }
+        if let Some(proxy) = proxied.filter(|_| status == 407) {
+            let error = ProxyError {
+                proxy: proxy::proxy_name(&proxy),
+                what: proxy::AUTH_REQUIRED.into(),
+            };
+            return Err(FetchError::Connect {
+                url: request.url.clone(),
+                kind: ConnectKind::Proxy,
+                detail: error.to_string(),
+                cause: Box::new(error),
+            });
+        }
         let no_body = head_only || status == 204 || status == 304 || (100..200).contains(&status);
         let (body, truncated, raw) = if no_body {
             (Bytes::new(), false, Some((Bytes::new(), false)))
@@ -239,9 +296,11 @@ impl Fetcher {
                 ),
                 response_body: raw,
                 truncated: cut,
+                // Through a proxy the peer is the proxy, not the site.
                 ip: parts
                     .extensions
                     .get::<hyper_util::client::legacy::connect::HttpInfo>()
+                    .filter(|_| !through_proxy)
                     .map(|info| info.remote_addr().ip()),
                 date: fetched_at,
             }),
@@ -384,107 +443,6 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-/// A failure before the response headers: connecting, or the exchange itself.
-fn send_error(url: &str, error: hyper_util::client::legacy::Error) -> FetchError {
-    debug!(url, error = ?error, "request failed");
-    if error.is_connect() {
-        let https = url
-            .get(..6)
-            .is_some_and(|s| s.eq_ignore_ascii_case("https:"));
-        let (kind, detail) = classify_connect(&error, https);
-        FetchError::Connect {
-            url: url.to_owned(),
-            kind,
-            detail,
-            cause: Box::new(error),
-        }
-    } else {
-        FetchError::Read {
-            url: url.to_owned(),
-            reason: reason_of(&error),
-            cause: Box::new(error),
-        }
-    }
-}
-
-/// The messages of `error`'s source chain (without `error` itself).
-fn chain<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> Vec<&'a (dyn std::error::Error + 'static)> {
-    let mut out = Vec::new();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push(cause);
-        source = cause.source();
-    }
-    out
-}
-
-/// Which step of connecting failed, and the innermost message. hyper-util names
-/// its step (`dns error`, `tcp connect error`); a failure of an `https` URL past
-/// those steps is the TLS handshake.
-fn classify_connect(
-    error: &(dyn std::error::Error + 'static),
-    https: bool,
-) -> (ConnectKind, String) {
-    let causes = chain(error);
-    let detail = causes
-        .last()
-        .map_or_else(|| error.to_string(), |cause| cause.to_string());
-    let io_kind = |kind| {
-        causes.iter().any(|cause| {
-            cause
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == kind)
-        })
-    };
-    let said = |prefix: &str| causes.iter().any(|c| c.to_string().starts_with(prefix));
-    let kind = if io_kind(std::io::ErrorKind::ConnectionRefused) {
-        ConnectKind::Refused
-    } else if said("dns error") {
-        ConnectKind::Dns
-    } else if https && !said("tcp ") {
-        ConnectKind::Tls
-    } else {
-        ConnectKind::Other
-    };
-    (kind, detail)
-}
-
-/// What went wrong in an exchange, from hyper's error chain: its messages
-/// ("invalid HTTP header parsed", "connection closed before message
-/// completed", ...) joined with `: `, hyper-util's generic wrapper left out.
-fn reason_of(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let top = error.to_string();
-    if !top.starts_with("client error") {
-        parts.push(top);
-    }
-    for cause in chain(error) {
-        let text = cause.to_string();
-        if !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    if parts.is_empty() {
-        "the connection failed".to_owned()
-    } else {
-        parts.join(": ")
-    }
-}
-
-/// True when the connection ended before the body did (hyper's incomplete body).
-fn is_unexpected_eof(error: &hyper::Error) -> bool {
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::UnexpectedEof;
-        }
-        source = cause.source();
-    }
-    false
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@ pub enum ConnectKind {
     /// TCP connected but the TLS handshake failed (a bad certificate, or an
     /// `https` URL for a port that speaks plain HTTP).
     Tls,
+    /// The proxy could not be reached, refused the tunnel, or asked for
+    /// credentials (407); the detail names the proxy, never its password.
+    Proxy,
     /// Anything else (unreachable network, connect timeout, ...).
     Other,
 }
@@ -30,6 +33,7 @@ impl ConnectKind {
             ConnectKind::Dns => "dns",
             ConnectKind::Refused => "refused",
             ConnectKind::Tls => "tls",
+            ConnectKind::Proxy => "proxy",
             ConnectKind::Other => "other",
         }
     }
@@ -46,6 +50,7 @@ fn connect_message(url: &str, kind: ConnectKind, detail: &str) -> String {
             )
         }
         ConnectKind::Tls => format!("TLS handshake failed for {url}: {detail}"),
+        ConnectKind::Proxy => format!("{detail} (for {url})"),
         ConnectKind::Other => format!("cannot connect for {url}: {detail}"),
     }
 }

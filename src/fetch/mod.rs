@@ -19,13 +19,22 @@
 //!
 //! - `client`: the [`Fetcher`], request building and the exchange.
 //! - `body`: reading, decoding and limiting one body.
+//! - `classify`: hyper's errors as [`FetchError`]s (which step failed, why).
 //! - `capture`: the [`Exchange`] as sent and received, for the WARC archive.
 //! - `error`: [`FetchError`].
+//! - `cookies`: the cookie jar (RFC 6265, through `cookie_store`).
+//! - `hosts`: per-host headers and Basic credentials.
+//! - `proxy`: which proxy a request goes through, and the connector (CONNECT
+//!   tunnels for https).
 
 mod body;
 mod capture;
+mod classify;
 mod client;
+pub mod cookies;
 mod error;
+pub mod hosts;
+pub mod proxy;
 
 use std::time::Duration;
 
@@ -33,7 +42,7 @@ pub use capture::Exchange;
 pub use client::Fetcher;
 pub use error::{BoxError, ConnectKind, FetchError};
 
-use crate::config::CrawlConfig;
+use crate::config::{CrawlConfig, HostRule, ProxyChoice};
 
 /// Default longest URL the fetcher sends, in bytes.
 pub const DEFAULT_MAX_URL_LEN: usize = 8192;
@@ -61,6 +70,14 @@ pub struct FetchSettings {
     /// Keep each exchange as sent and received ([`Fetcher::fetch_captured`]):
     /// on when the crawl writes WARC files.
     pub capture: bool,
+    /// The proxy requests go through.
+    pub proxy: ProxyChoice,
+    /// Per-host headers and Basic credentials (their passwords are read from
+    /// the environment by [`Fetcher::new`]).
+    pub hosts: Vec<HostRule>,
+    /// The cookie jar requests send from and answers store into; `None`:
+    /// no cookies.
+    pub cookies: Option<cookies::CookieJar>,
 }
 
 impl FetchSettings {
@@ -78,6 +95,9 @@ impl FetchSettings {
             extra_headers: config.extra_headers.clone(),
             pool_idle_per_host: config.concurrency.max(8),
             capture: config.warc.is_some(),
+            proxy: config.proxy.clone(),
+            hosts: config.hosts.clone(),
+            cookies: config.cookies.then(cookies::CookieJar::new),
         }
     }
 }

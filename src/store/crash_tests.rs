@@ -38,6 +38,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/repair.rs", include_str!("repair.rs")),
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
     ("store/warc.rs", include_str!("warc.rs")),
+    ("store/cookies.rs", include_str!("cookies.rs")),
     ("engine/sink.rs", include_str!("../engine/sink.rs")),
     ("warc/writer.rs", include_str!("../warc/writer.rs")),
 ];

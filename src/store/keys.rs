@@ -72,6 +72,10 @@ pub(crate) const OUTPUT_CURSOR: u8 = b'O';
 /// completions (see `warc`).
 pub(crate) const WARC: u8 = b'w';
 
+/// The cookie jar (one key): [`SMALL_VERSION`], then the jar as
+/// `cookie_store` writes it in JSON, session cookies included (see `cookies`).
+pub(crate) const COOKIES: &[u8] = b"K";
+
 /// Cached robots.txt: `R` · origin (`http://host:port`) → record.
 pub(crate) const ROBOTS: u8 = b'R';
 /// Requests not fetched by rule (robots.txt): `b` · URL → record.

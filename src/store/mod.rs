@@ -19,7 +19,8 @@
 //!   and runs: files in `runs/` (`runfile`), or an older state's chunks `S`), `pages` (page records `p`, due index `v`), `items` (`i`,
 //!   output watermarks `o`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
 //!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
-//!   durable lengths of WARC files `w`). No table calls
+//!   durable lengths of WARC files `w`), `cookies` (the cookie jar `K`, put
+//!   into a group like a WARC mark). No table calls
 //!   another; `keys` is the key layout of all of them, `records` the serde
 //!   records.
 //! - `ops`: the operations that span tables (enqueue, complete, seeds, cycle
@@ -63,6 +64,7 @@
 
 mod checkpoint;
 mod commit;
+mod cookies;
 pub mod crash;
 mod db;
 mod dir;

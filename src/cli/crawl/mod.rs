@@ -122,6 +122,13 @@ pub struct CrawlArgs {
     /// answer is counted and recorded but makes no items and runs no item legs.
     #[arg(long = "keep-status", value_name = "CODE", value_parser = parse_keep_status, help_heading = JOB)]
     keep_status: Vec<u16>,
+    #[command(flatten, next_help_heading = JOB)]
+    proxy: super::access::ProxyArgs,
+    /// Do not keep or send cookies (by default the cookies servers set are
+    /// kept in the state, session cookies too, and sent back by RFC 6265's
+    /// rules in this and later runs).
+    #[arg(long, help_heading = JOB)]
+    no_cookies: bool,
     /// Time allowed per request, headers and body ("30s", "500ms", seconds)
     /// [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = units::positive_duration_arg, help_heading = JOB)]
@@ -296,6 +303,7 @@ impl CrawlArgs {
                 }
             }
         }
+        self.proxy.choice()?;
         if self
             .lease_ttl
             .is_some_and(|ttl| ttl < Duration::from_secs(1))
@@ -366,6 +374,13 @@ impl CrawlArgs {
         }
         if !self.keep_status.is_empty() {
             config.keep_status = legcrawl::config::status_set(self.keep_status.clone());
+        }
+        // Checked in `draft`.
+        if let Ok(Some(choice)) = self.proxy.choice() {
+            config.proxy = choice;
+        }
+        if self.no_cookies {
+            config.cookies = false;
         }
         set(&mut config.allow, given(&self.allow));
         set(&mut config.deny, given(&self.deny));
@@ -528,6 +543,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     let config = with_run_options(resolved.config, &draft);
     check_outputs(&config)?;
+    check_hosts(&config)?;
     let scope = Scope::of_crawl(&config, &facts.seeds, &config.seeds);
     let legs = bundled_legs(
         &leg_config(&config, &scope),
@@ -571,6 +587,19 @@ fn check_settings(
         trial.sitemap_leg,
     )?;
     Ok(())
+}
+
+/// Every host rule's password variable is set: a missing one stops the run
+/// before anything is fetched (exit 2), naming the variable.
+fn check_hosts(config: &CrawlConfig) -> anyhow::Result<()> {
+    match config
+        .hosts
+        .iter()
+        .find_map(legcrawl::fetch::hosts::rule_error)
+    {
+        Some(message) => Err(BadInput(message).into()),
+        None => Ok(()),
+    }
 }
 
 /// The files and directory a run writes must be writable where they are.

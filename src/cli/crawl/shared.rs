@@ -24,6 +24,8 @@ pub(super) fn run_shared(
     file: Option<CrawlFile>,
     target: &SharedTarget,
 ) -> anyhow::Result<ExitCode> {
+    // A host's password variable missing: one line, before any fetch.
+    super::check_hosts(config)?;
     // Not yet exact for a shared crawl: refused rather than done approximately.
     if let Some(path) = &config.output {
         crate::cli::stats::check_path("--output", path)?;

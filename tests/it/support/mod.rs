@@ -14,6 +14,8 @@
 //! - [`workers`]: the worker processes of one shared crawl, and `dump --shared`.
 //! - [`serve`]: `legcrawl serve` as a child, its HTTP client, the Prometheus
 //!   text parser and headless chromium.
+//! - [`tinyproxy`]: a real `tinyproxy` child on a free port (skipped loudly
+//!   when missing, unless `LEGCRAWL_REQUIRE_PROXY=1`).
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
 //! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
@@ -33,6 +35,7 @@ pub mod serve;
 pub mod server;
 pub mod site;
 pub mod skip;
+pub mod tinyproxy;
 pub mod warc;
 pub mod workers;
 

@@ -192,13 +192,13 @@ pub fn prom_python() -> Option<PathBuf> {
     if ok {
         return Some(python);
     }
-    assert!(
-        std::env::var_os("LEGCRAWL_REQUIRE_PROMPARSER").is_none(),
-        "LEGCRAWL_REQUIRE_PROMPARSER is set but {} cannot import prometheus_client",
-        python.display()
-    );
-    eprintln!(
-        "SKIPPED: no python with prometheus_client (pip install prometheus-client==0.26.0 into target/warcio-venv)"
+    super::skip::skipped(
+        "LEGCRAWL_REQUIRE_PROMPARSER",
+        "the Prometheus parser check",
+        &format!(
+            "{} cannot import prometheus_client (pip install prometheus-client==0.26.0 into target/warcio-venv)",
+            python.display()
+        ),
     );
     None
 }
@@ -259,11 +259,11 @@ pub fn find_browser() -> Option<PathBuf> {
     if let Some(found) = candidates.into_iter().find(|p| p.exists()) {
         return Some(found);
     }
-    assert!(
-        std::env::var_os("LEGCRAWL_REQUIRE_BROWSER").is_none(),
-        "LEGCRAWL_REQUIRE_BROWSER is set but chromium is not installed (apt-get install chromium)"
+    super::skip::skipped(
+        "LEGCRAWL_REQUIRE_BROWSER",
+        "the headless-browser check",
+        "chromium not found (apt-get install chromium, or set LEGCRAWL_CHROMIUM)",
     );
-    eprintln!("SKIPPED: chromium not found (apt-get install chromium, or set LEGCRAWL_CHROMIUM)");
     None
 }
 

@@ -1,0 +1,35 @@
+//! The cookie jar the crawl keeps across runs (`K`, one key).
+//!
+//! The fetcher keeps the cookies servers set (see [`crate::fetch::cookies`]);
+//! the engine puts the jar, when it changed, into the open group's batch
+//! ([`State::put_cookies`]), so it is durable exactly when the completions of
+//! the pages that set those cookies are, and the next run starts from it
+//! ([`State::cookies`]). The jar is opaque here: bytes after a version byte.
+//! Depends on `table`, `keys` only.
+
+use super::{State, StoreError, keys};
+
+impl State {
+    /// The stored cookie jar, if a run kept one.
+    pub fn cookies(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.db.get(keys::COOKIES)? {
+            None => Ok(None),
+            Some(value) => match value.split_first() {
+                Some((&keys::SMALL_VERSION, body)) => Ok(Some(body.to_vec())),
+                _ => Err(self.db.corrupt(
+                    "cookie jar",
+                    keys::COOKIES,
+                    "not a version byte and a jar",
+                )),
+            },
+        }
+    }
+
+    /// Puts `jar` into the open group: it is stored with the group's
+    /// completions (crash point: group.apply).
+    pub fn put_cookies(&mut self, jar: &[u8]) {
+        self.group
+            .batch
+            .put(keys::COOKIES.to_vec(), keys::versioned(jar));
+    }
+}
