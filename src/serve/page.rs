@@ -63,7 +63,7 @@ pub fn render(view: &View, dir: &str) -> Markup {
                             div.panel {
                                 h2 { "Pages by outcome" }
                                 table #outcomes { tbody {
-                                    @for name in ["new", "changed", "unchanged", "failed"] {
+                                    @for name in ["new", "changed", "unchanged", "gone", "failed", "blocked"] {
                                         tr { th { (name) } td #(format!("o-{name}")) { (count(name)) } }
                                     }
                                 } }

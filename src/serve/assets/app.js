@@ -62,7 +62,7 @@
     $("c-items").textContent = fmt(d.items_stored);
     $("c-bytes").textContent = bytes(d.bytes);
     $("c-errors").textContent = fmt(d.errors_total);
-    ["new", "changed", "unchanged", "failed"].forEach(function (k) {
+    ["new", "changed", "unchanged", "gone", "failed", "blocked"].forEach(function (k) {
       $("o-" + k).textContent = fmt(d.pages[k]);
     });
     var kinds = $("error-kinds").tBodies[0];
