@@ -17,8 +17,7 @@ use super::politeness::Politeness;
 use crate::store::records::{RunRecord, unix_now};
 use crate::store::status::snapshot::{
     self, ErrorRow, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_ERRORS, MAX_HOSTS,
-    MAX_ITEM_BYTES, MAX_ITEMS, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot, errors,
-    unix_ms,
+    MAX_ITEMS, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot, errors, unix_ms,
 };
 use crate::store::{Lease, State, StoreError};
 
@@ -153,7 +152,7 @@ impl Watch {
             if items.len() == MAX_ITEMS {
                 items.pop_front();
             }
-            items.push_back(item_row(seq, text));
+            items.push_back(snapshot::item_row(seq, text));
             next = seq + 1;
             true
         })?;
@@ -197,8 +196,8 @@ impl Watch {
                 queued: queue.queued,
                 more: queue.more,
                 in_flight: queue.leased,
-                fetched: counts.map_or(0, |c| c.fetched),
-                errors: counts.map_or(0, |c| c.errors),
+                fetched: Some(counts.map_or(0, |c| c.fetched)),
+                errors: Some(counts.map_or(0, |c| c.errors)),
                 delay_ms: slot.map_or(0, |s| s.delay.as_millis() as u64),
                 wait_ms: slot.map_or(0, |s| s.wait.as_millis() as u64),
                 robots: robots.to_owned(),
@@ -305,22 +304,4 @@ fn failure_kind(result: &PageResult) -> &'static str {
     } else {
         "network error"
     }
-}
-
-fn item_row(seq: u64, text: &str) -> ItemRow {
-    let parsed: Option<serde_json::Value> = serde_json::from_str(text).ok();
-    let url = parsed
-        .as_ref()
-        .and_then(|v| v.get("url"))
-        .and_then(|u| u.as_str())
-        .unwrap_or_default()
-        .to_owned();
-    let item = match parsed {
-        Some(value) if text.len() <= MAX_ITEM_BYTES => value,
-        _ => serde_json::json!({
-            "url": url,
-            "note": format!("item of {} bytes: see `legcrawl dump items`", text.len()),
-        }),
-    };
-    ItemRow { seq, url, item }
 }

@@ -143,8 +143,12 @@ fn hosts(registry: &mut Registry, s: &crate::store::status::snapshot::Snapshot) 
         };
         queued.get_or_create(&label).set(clamp(row.queued));
         in_flight.get_or_create(&label).set(clamp(row.in_flight));
-        fetched.get_or_create(&label).inc_by(row.fetched);
-        errors.get_or_create(&label).inc_by(row.errors);
+        if let Some(n) = row.fetched {
+            fetched.get_or_create(&label).inc_by(n);
+        }
+        if let Some(n) = row.errors {
+            errors.get_or_create(&label).inc_by(n);
+        }
     }
     let busiest = format!("(the {METRIC_HOSTS} busiest hosts)");
     registry.register(

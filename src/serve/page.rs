@@ -99,8 +99,8 @@ pub fn render(view: &View, dir: &str) -> Markup {
                                 @if let Some(s) = snapshot {
                                     @for h in s.hosts.iter().take(FIRST_HOSTS) {
                                         tr {
-                                            td { (h.host) } td { (h.queued) } td { (h.in_flight) } td { (h.fetched) }
-                                            td { (h.errors) } td { (h.delay_ms) " ms" } td { (h.wait_ms) " ms" }
+                                            td { (h.host) } td { (h.queued) } td { (h.in_flight) } td { (known(h.fetched)) }
+                                            td { (known(h.errors)) } td { (h.delay_ms) " ms" } td { (h.wait_ms) " ms" }
                                             td { (h.robots) } td { @if h.parked { "parked" } }
                                         }
                                     }
@@ -145,4 +145,9 @@ pub fn render(view: &View, dir: &str) -> Markup {
             }
         }
     }
+}
+
+/// A count, or "-" where it is not kept (a shared crawl's per-host counts).
+fn known(n: Option<u64>) -> String {
+    n.map_or_else(|| "-".to_owned(), |n| n.to_string())
 }

@@ -6,9 +6,13 @@
 //! What a shared crawl keeps differs from a state directory's snapshot: its
 //! counters are the crawl's totals over every worker and run (not one run's),
 //! its runs are the workers' runs, and the head of the queue comes from
-//! `dump --shared frontier`. The per-host table, the recent errors and the
-//! latest items are not kept for a shared crawl and stay empty. Depends on
-//! [`crate::shared`] (read functions only) and the source.
+//! `dump --shared frontier`. The hosts come from the workers' shared tables
+//! ([`Shared::busiest_hosts`]: queued, in flight, delay, wait, parked; their
+//! per-run fetched and error counts are not kept and show as "-"), the latest
+//! items from the stream's tail, and pages over time from the totals of
+//! successive polls (so the chart starts when serve does). Recent errors are
+//! not kept for a shared crawl and stay empty. Depends on [`crate::shared`]
+//! (read functions only) and the source.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +20,10 @@ use std::time::Duration;
 use crate::engine::PageTotals;
 use crate::shared::Shared;
 use crate::shared::views::SharedSummary;
+use crate::shared::watch::SharedHost;
 use crate::store::status::snapshot::{
-    self, HEAD_HOSTS, HEAD_URLS, HostHead, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot,
+    self, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_HOSTS, MAX_ITEMS, MAX_RUNS,
+    Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot,
 };
 
 use super::App;
@@ -29,9 +35,11 @@ pub const POLL_EVERY: Duration = Duration::from_secs(2);
 /// Reads the crawl into `app`'s source every [`POLL_EVERY`], for ever.
 pub async fn poll(shared: Shared, app: Arc<App>) {
     let mut tick = tokio::time::interval(POLL_EVERY);
+    // Pages over time, as successive polls saw the crawl's totals.
+    let mut samples: Vec<[u64; 2]> = Vec::new();
     loop {
         tick.tick().await;
-        let view = match read(&shared).await {
+        let view = match read(&shared, &mut samples).await {
             Ok(view) => view,
             Err(error) => View {
                 phase: Phase::Unreadable,
@@ -53,7 +61,10 @@ pub fn waiting() -> View {
     }
 }
 
-async fn read(shared: &Shared) -> Result<View, crate::shared::SharedError> {
+async fn read(
+    shared: &Shared,
+    samples: &mut Vec<[u64; 2]>,
+) -> Result<View, crate::shared::SharedError> {
     let name = shared.target().name.clone();
     if !shared.exists().await? {
         return Ok(View {
@@ -65,6 +76,17 @@ async fn read(shared: &Shared) -> Result<View, crate::shared::SharedError> {
     let summary = shared.summary().await?;
     let records = shared.runs().await?;
     let queued = shared.frontier_head(HEAD_HOSTS * HEAD_URLS).await?;
+    let hosts = shared.busiest_hosts(MAX_HOSTS).await?;
+    let latest = shared.latest_items(MAX_ITEMS).await?;
+    let count = |name: &str| summary.counters.get(name).copied().unwrap_or(0);
+    snapshot::push_sample(samples, [snapshot::unix_ms(), PageTotals::of(count).pages]);
+    // Newest last, numbered by their place in the stream.
+    let items: Vec<ItemRow> = latest
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(k, entry)| snapshot::item_row(summary.items.saturating_sub(k as u64), &entry.item))
+        .collect();
     let runs = run_rows(&records);
     let workers = summary.workers.len();
     let (phase, outcome, message) = match (workers, runs.last()) {
@@ -97,7 +119,12 @@ async fn read(shared: &Shared) -> Result<View, crate::shared::SharedError> {
     Ok(View {
         phase,
         message,
-        snapshot: Some(Arc::new(snapshot(&summary, runs, frontier, outcome))),
+        snapshot: Some(Arc::new(Snapshot {
+            samples: samples.clone(),
+            hosts: hosts.into_iter().map(host_row).collect(),
+            recent_items: items,
+            ..snapshot(&summary, runs, frontier, outcome)
+        })),
     })
 }
 
@@ -143,6 +170,26 @@ fn snapshot(
         recent_errors: Vec::new(),
         recent_items: Vec::new(),
         runs,
+    }
+}
+
+/// A host of the shared tables as a row of the hosts table; its per-run
+/// fetched and error counts are not kept in Redis.
+fn host_row(h: SharedHost) -> HostRow {
+    HostRow {
+        host: h.host,
+        queued: h.queued,
+        more: false,
+        in_flight: h.in_flight,
+        fetched: None,
+        errors: None,
+        delay_ms: h.delay_ms,
+        wait_ms: h.wait_ms,
+        robots: match h.robots_failures {
+            0 => "-".to_owned(),
+            n => format!("unavailable ({n} in a row)"),
+        },
+        parked: h.parked,
     }
 }
 

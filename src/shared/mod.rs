@@ -42,6 +42,7 @@ pub mod job;
 mod keys;
 pub mod output;
 pub mod views;
+pub mod watch;
 pub mod worker;
 
 use std::time::Duration;

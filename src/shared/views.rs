@@ -71,6 +71,41 @@ pub struct StreamItem<'a> {
     pub worker: Option<&'a str>,
 }
 
+/// One entry of the items stream, owned.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamEntry {
+    /// Its stream id (`MS-SEQ`).
+    pub id: String,
+    /// The item (JSON text).
+    pub item: String,
+    /// The id of the output file it was written to, if any.
+    pub out: Option<String>,
+    /// The worker that committed it.
+    pub worker: Option<String>,
+}
+
+impl StreamEntry {
+    /// The entry an `XRANGE`/`XREVRANGE` reply holds as `[id, [field, value, ...]]`.
+    pub(crate) fn of(entry: &Value) -> Option<StreamEntry> {
+        let parts = array(entry)?;
+        let id = text(parts.first()?)?;
+        let fields = array(parts.get(1)?)?;
+        let field = |name: &[u8]| {
+            fields
+                .chunks(2)
+                .find(|p| p.first().and_then(bytes) == Some(name))
+                .and_then(|p| p.get(1))
+                .and_then(text)
+        };
+        Some(StreamEntry {
+            id,
+            item: field(b"item").unwrap_or_default(),
+            out: field(b"out"),
+            worker: field(b"worker"),
+        })
+    }
+}
+
 /// A stream id (`MS-SEQ`) as a pair that orders like the stream.
 pub fn stream_id(id: &str) -> Option<(u64, u64)> {
     let (ms, seq) = id.split_once('-')?;
@@ -267,33 +302,17 @@ impl Shared {
                 .await?;
             let entries = array(&page).unwrap_or(&[]);
             let mut last = None;
-            for entry in entries {
-                let (Some(id), Some(fields)) = (
-                    array(entry).and_then(|e| e.first()).and_then(text),
-                    array(entry).and_then(|e| e.get(1)).and_then(array),
-                ) else {
-                    continue;
+            for entry in entries.iter().filter_map(StreamEntry::of) {
+                let item = StreamItem {
+                    id: &entry.id,
+                    item: &entry.item,
+                    out: entry.out.as_deref(),
+                    worker: entry.worker.as_deref(),
                 };
-                let field = |name: &[u8]| {
-                    fields
-                        .chunks(2)
-                        .find(|p| p.first().and_then(bytes) == Some(name))
-                        .and_then(|p| p.get(1))
-                        .and_then(text)
-                };
-                let item = field(b"item").unwrap_or_default();
-                let out = field(b"out");
-                let worker = field(b"worker");
-                let entry = StreamItem {
-                    id: &id,
-                    item: &item,
-                    out: out.as_deref(),
-                    worker: worker.as_deref(),
-                };
-                if !each(&entry) {
+                if !each(&item) {
                     return Ok(());
                 }
-                last = Some(id);
+                last = Some(entry.id);
             }
             match last {
                 // Exclusive start (Redis 6.2+): the entry after the last one read.

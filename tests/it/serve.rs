@@ -360,6 +360,31 @@ fn serve_reads_a_shared_crawl_without_printing_its_password() {
         Some(expected),
         "{runs}"
     );
+    // The hosts of the shared tables, their per-run counts not kept ("-").
+    let hosts = serve.get("/api/hosts").json();
+    let rows = hosts["hosts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 2, "the site's two hosts: {hosts}");
+    assert!(
+        rows.iter()
+            .all(|h| h["queued"] == 0 && h["fetched"].is_null()),
+        "{hosts}"
+    );
+    // The stream's newest items, newest last, and a search among them.
+    let items = serve.get("/api/items").json();
+    let listed = items["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(listed.len() as u64, expected.min(200), "{items}");
+    assert!(
+        listed
+            .iter()
+            .all(|i| i["url"].as_str().is_some_and(|u| u.starts_with("http"))),
+        "{items}"
+    );
+    // Pages over time: a sample per poll once the crawl is there.
+    wait_for(LIMIT, "two polls' samples of pages over time", || {
+        serve.get("/api/overview").json()["rate"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    });
     for path in ENDPOINTS {
         let answer = serve.get(path);
         assert_eq!(answer.status, 200, "{path}");

@@ -30,6 +30,8 @@
   }
   function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
   function fmt(n) { return Number(n || 0).toLocaleString("en-US"); }
+  // A count, or "-" where it is not kept (a shared crawl's per-host counts).
+  function known(n) { return n === null || n === undefined ? "-" : fmt(n); }
   function bytes(n) {
     var u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
     n = Number(n || 0);
@@ -107,8 +109,8 @@
       return (x < y ? -1 : x > y ? 1 : 0) * dir;
     });
     sorted.forEach(function (h) {
-      body.appendChild(row([h.host, fmt(h.queued) + (h.more ? "+" : ""), fmt(h.in_flight), fmt(h.fetched),
-        fmt(h.errors), fmt(h.delay_ms) + " ms", fmt(h.wait_ms) + " ms", h.robots, h.parked ? "parked" : ""]));
+      body.appendChild(row([h.host, fmt(h.queued) + (h.more ? "+" : ""), fmt(h.in_flight), known(h.fetched),
+        known(h.errors), fmt(h.delay_ms) + " ms", fmt(h.wait_ms) + " ms", h.robots, h.parked ? "parked" : ""]));
     });
     document.querySelectorAll("#hosts-table th").forEach(function (th) {
       th.className = th.getAttribute("data-key") === k ? (hostSort.desc ? "sorted desc" : "sorted asc") : "";
@@ -123,7 +125,7 @@
     var top = $("top-hosts").tBodies[0];
     clear(top);
     hosts.slice(0, 5).forEach(function (h) {
-      top.appendChild(row([h.host, fmt(h.queued) + (h.more ? "+" : ""), fmt(h.in_flight), fmt(h.fetched), fmt(h.errors)]));
+      top.appendChild(row([h.host, fmt(h.queued) + (h.more ? "+" : ""), fmt(h.in_flight), known(h.fetched), known(h.errors)]));
     });
   }
 

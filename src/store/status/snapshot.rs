@@ -150,10 +150,12 @@ pub struct HostRow {
     pub more: bool,
     /// Requests in flight.
     pub in_flight: u64,
-    /// Pages of this host that finished in this run.
-    pub fetched: u64,
-    /// Failures of this host in this run (pages, robots.txt, connections).
-    pub errors: u64,
+    /// Pages of this host that finished in this run (`None`: not kept, as in
+    /// a shared crawl).
+    pub fetched: Option<u64>,
+    /// Failures of this host in this run (pages, robots.txt, connections;
+    /// `None`: not kept, as in a shared crawl).
+    pub errors: Option<u64>,
     /// The delay between two requests to it, in milliseconds (robots.txt
     /// `Crawl-delay` included).
     pub delay_ms: u64,
@@ -293,6 +295,26 @@ pub fn read(dir: &Path) -> Result<Option<Snapshot>, SnapshotError> {
             path: shown(),
             reason: e.to_string(),
         })
+}
+
+/// The row of item number `seq`, whose JSON text is `text`: the item itself,
+/// or a note when it is longer than [`MAX_ITEM_BYTES`].
+pub fn item_row(seq: u64, text: &str) -> ItemRow {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    let url = parsed
+        .as_ref()
+        .and_then(|v| v.get("url"))
+        .and_then(|u| u.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let item = match parsed {
+        Some(value) if text.len() <= MAX_ITEM_BYTES => value,
+        _ => serde_json::json!({
+            "url": url,
+            "note": format!("item of {} bytes: see `legcrawl dump items`", text.len()),
+        }),
+    };
+    ItemRow { seq, url, item }
 }
 
 /// Drops every other sample once there are more than [`MAX_SAMPLES`].
