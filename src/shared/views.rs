@@ -260,23 +260,12 @@ impl Shared {
     /// The id of the newest item in the stream (`0-0`: none yet): where a
     /// worker run's items begin, and end.
     pub async fn last_item_id(&self) -> Result<String, SharedError> {
-        let newest: Value = self
-            .query(
-                "reading the items",
-                redis::cmd("XREVRANGE")
-                    .arg(self.keys().key("items"))
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1),
-            )
-            .await?;
-        Ok(array(&newest)
-            .and_then(|a| a.first())
-            .and_then(array)
-            .and_then(|e| e.first())
-            .and_then(text)
-            .unwrap_or_else(|| "0-0".to_owned()))
+        Ok(self
+            .latest_items(1)
+            .await?
+            .into_iter()
+            .next()
+            .map_or_else(|| "0-0".to_owned(), |entry| entry.id))
     }
 
     /// As [`Shared::scan_items`], from stream id `start` on (`-`: the first;
