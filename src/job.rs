@@ -301,6 +301,25 @@ mod tests {
     }
 
     #[test]
+    fn keep_status_is_written_only_when_given_and_changes_in_one_line() {
+        let facts = StateFacts::default();
+        let plain = resolve(None, None, |_| {}, &facts).unwrap();
+        assert!(!plain.text.contains("keep_status"), "{}", plain.text);
+        let kept = resolve(
+            Some((1, &plain.text)),
+            None,
+            |c| c.keep_status = vec![404],
+            &facts,
+        )
+        .unwrap();
+        let lines: Vec<String> = kept.changes.iter().map(ToString::to_string).collect();
+        assert_eq!(lines, ["keep_status: (default) -> [404]"]);
+        let again = resolve(Some((2, &kept.text)), None, |_| {}, &facts).unwrap();
+        assert!(again.changes.is_empty());
+        assert_eq!(again.config.keep_status, [404]);
+    }
+
+    #[test]
     fn a_credential_header_changes_without_its_value_shown() {
         let facts = StateFacts::default();
         let header = |value: &str| {

@@ -37,11 +37,12 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
         root.insert("stats".into(), path_value(path));
     }
     root.insert("output".into(), Value::Table(output));
-    let kept = config
-        .keep_status
-        .iter()
-        .map(|&code| Value::Integer(code.into()));
-    root.insert("keep_status".into(), Value::Array(kept.collect()));
+    // Written only when given, so that a job stored before the setting
+    // existed reads back the same, without a change line.
+    if !config.keep_status.is_empty() {
+        let kept = config.keep_status.iter().map(|&c| Value::Integer(c.into()));
+        root.insert("keep_status".into(), Value::Array(kept.collect()));
+    }
 
     let mut scope = Table::new();
     scope.insert("allowed_hosts".into(), strings(&config.allowed_hosts));
