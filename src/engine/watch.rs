@@ -101,7 +101,7 @@ impl Watch {
     ) -> Result<Snapshot, StoreError> {
         let count = |name: &str| state.run_counter(name);
         let run = state.run();
-        let pages = outcomes(PageTotals::of(count));
+        let pages = Outcomes::from(PageTotals::of(count));
         snapshot::push_sample(&mut self.samples, [now_ms, pages.pages]);
         self.read_items(state)?;
         let (hosts, frontier) = self.hosts_and_heads(state, politeness)?;
@@ -243,7 +243,7 @@ pub fn final_snapshot(
     snapshot.run_started_at = run.started_at;
     snapshot.ended_at = Some(run.ended_at.unwrap_or(now / 1000));
     snapshot.outcome = outcome.to_owned();
-    snapshot.pages = outcomes(PageTotals::of(count));
+    snapshot.pages = Outcomes::from(PageTotals::of(count));
     snapshot.items_stored = count("items/stored");
     snapshot.bytes = count("fetch/bytes");
     snapshot.errors = errors(count);
@@ -268,15 +268,18 @@ pub fn final_snapshot(
     Ok(snapshot)
 }
 
-fn outcomes(t: PageTotals) -> Outcomes {
-    Outcomes {
-        pages: t.pages,
-        new: t.new,
-        changed: t.changed,
-        unchanged: t.unchanged,
-        gone: t.gone,
-        failed: t.failed,
-        blocked: t.blocked,
+/// A run's totals as the snapshot writes them (serve's shared source too).
+impl From<PageTotals> for Outcomes {
+    fn from(t: PageTotals) -> Outcomes {
+        Outcomes {
+            pages: t.pages,
+            new: t.new,
+            changed: t.changed,
+            unchanged: t.unchanged,
+            gone: t.gone,
+            failed: t.failed,
+            blocked: t.blocked,
+        }
     }
 }
 
@@ -287,7 +290,7 @@ fn run_row(run: &RunRecord, outcome: Option<&str>) -> RunRow {
         started_at: run.started_at,
         ended_at: run.ended_at,
         outcome: outcome.unwrap_or(run.outcome.as_str()).to_owned(),
-        pages: outcomes(PageTotals::of(count)),
+        pages: Outcomes::from(PageTotals::of(count)),
         items: count("items/stored"),
     }
 }

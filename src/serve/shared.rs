@@ -145,7 +145,7 @@ fn snapshot(
         run_started_at: runs.first().map_or(0, |r| r.started_at),
         ended_at: None,
         outcome,
-        pages: outcomes(PageTotals::of(count)),
+        pages: Outcomes::from(PageTotals::of(count)),
         items_stored: summary.items,
         bytes: count("fetch/bytes"),
         errors,
@@ -207,21 +207,9 @@ fn run_rows(records: &[serde_json::Value]) -> Vec<RunRow> {
                 started_at: record["started_at"].as_u64().unwrap_or(0),
                 ended_at: record["ended_at"].as_u64(),
                 outcome: record["outcome"].as_str().unwrap_or("").to_owned(),
-                pages: outcomes(PageTotals::of(count)),
+                pages: Outcomes::from(PageTotals::of(count)),
                 items: count("items/stored"),
             }
         })
         .collect()
-}
-
-fn outcomes(t: PageTotals) -> Outcomes {
-    Outcomes {
-        pages: t.pages,
-        new: t.new,
-        changed: t.changed,
-        unchanged: t.unchanged,
-        gone: t.gone,
-        failed: t.failed,
-        blocked: t.blocked,
-    }
 }

@@ -535,6 +535,12 @@ pub(crate) fn int(value: &Value) -> Option<i64> {
     }
 }
 
+/// Unix milliseconds of a `TIME` reply (`[seconds, microseconds]`).
+pub(crate) fn time_ms(value: &Value) -> Option<i64> {
+    let t = array(value)?;
+    Some(int(t.first()?)? * 1000 + int(t.get(1)?)? / 1000)
+}
+
 pub(crate) fn array(value: &Value) -> Option<&[Value]> {
     match value {
         Value::Array(items) | Value::Set(items) => Some(items),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use redis::Value;
 use serde::Serialize;
 
-use super::client::{Shared, SharedError, array, bytes, decode_request, int, text};
+use super::client::{Shared, SharedError, array, bytes, decode_request, int, text, time_ms};
 use crate::fingerprint::Fingerprint;
 use crate::store::PageRecord;
 
@@ -157,11 +157,7 @@ impl Shared {
             .into_iter()
             .filter_map(|(name, count)| Some((name, count.parse().ok()?)))
             .collect();
-        let now_ms = v
-            .get(11)
-            .and_then(array)
-            .and_then(|t| Some(int(t.first()?)? * 1000 + int(t.get(1)?)? / 1000))
-            .unwrap_or(0);
+        let now_ms = v.get(11).and_then(time_ms).unwrap_or(0);
         let alive: BTreeMap<String, i64> = pairs(9)
             .into_iter()
             .filter_map(|(id, at)| Some((id, at.parse().ok()?)))

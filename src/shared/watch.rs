@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use redis::Value;
 
-use super::client::{Shared, SharedError, array, int, text};
+use super::client::{Shared, SharedError, array, int, text, time_ms};
 use super::views::StreamEntry;
 
 /// Hosts whose queues one poll counts, at most: every host when the crawl has
@@ -75,11 +75,7 @@ impl Shared {
             numbers(5),
             numbers(6),
         );
-        let now_ms = v
-            .get(8)
-            .and_then(array)
-            .and_then(|t| Some(int(t.first()?)? * 1000 + int(t.get(1)?)? / 1000))
-            .map_or(0, |ms| ms.max(0) as u64);
+        let now_ms = v.get(8).and_then(time_ms).map_or(0, |ms| ms.max(0) as u64);
         let mut hosts: BTreeSet<String> = in_flight.keys().cloned().collect();
         if known <= HOSTS_SCANNED {
             hosts.extend(delay.keys().cloned());
