@@ -36,6 +36,8 @@ use crate::request::Request;
 use crate::store::PageRecord;
 
 mod cycles;
+#[cfg(test)]
+mod declared;
 mod pages;
 mod records;
 mod server;
@@ -137,16 +139,44 @@ pub struct LeaseBatch {
     pub wait: Option<Duration>,
 }
 
+/// One of the crawl's scripts (`lua/common.lua` and its own file), hashed
+/// once, with the fixed keys it names: what a call declares in KEYS.
+struct CrawlScript {
+    script: Script,
+    /// `lua/common.lua` and the script's own file, as sent.
+    #[cfg_attr(not(test), allow(dead_code))]
+    source: &'static str,
+    /// The script's own fixed keys (suffixes), besides [`COMMON_KEYS`].
+    keys: &'static [&'static str],
+}
+
+/// The fixed keys `lua/common.lua` names (suffixes), `meta` first: every
+/// script declares them, whether or not its call reaches the helper that
+/// touches them (declaring a key of the same slot costs a few bytes).
+const COMMON_KEYS: &[&str] = &[
+    "meta",
+    "job",
+    "seeds",
+    "counters",
+    "ready",
+    "inflight",
+    "next",
+    "delay",
+    "crawldelay",
+    "leases",
+    "seen",
+];
+
 /// The crawl's scripts, hashed once.
 struct Scripts {
-    seeds: Script,
-    unpark: Script,
-    cycle: Script,
-    lease: Script,
-    renew: Script,
-    release: Script,
-    complete: Script,
-    links: Script,
+    seeds: CrawlScript,
+    unpark: CrawlScript,
+    cycle: CrawlScript,
+    lease: CrawlScript,
+    renew: CrawlScript,
+    release: CrawlScript,
+    complete: CrawlScript,
+    links: CrawlScript,
 }
 
 /// `lua/epoch.lua`, hashed once.
@@ -154,27 +184,48 @@ static EPOCH_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/epoch.lua")));
 
 macro_rules! script {
-    ($file:literal) => {
-        Script::new(concat!(
+    ($file:literal, $keys:expr) => {{
+        let source = concat!(
             include_str!("lua/common.lua"),
             include_str!(concat!("lua/", $file))
-        ))
-    };
+        );
+        CrawlScript {
+            script: Script::new(source),
+            source,
+            keys: $keys,
+        }
+    }};
 }
 
 impl Scripts {
     fn new() -> Scripts {
         Scripts {
-            seeds: script!("seeds.lua"),
-            unpark: script!("unpark.lua"),
-            cycle: script!("cycle.lua"),
-            lease: script!("lease.lua"),
-            renew: script!("renew.lua"),
-            release: script!("release.lua"),
-            complete: script!("complete.lua"),
-            links: script!("links.lua"),
+            seeds: script!("seeds.lua", &["seeded"]),
+            unpark: script!("unpark.lua", &["parkedhosts"]),
+            cycle: script!("cycle.lua", &["seeded", "due"]),
+            lease: script!("lease.lua", &["pages"]),
+            renew: script!("renew.lua", &["workers", "alive", "done"]),
+            release: script!("release.lua", &["workers", "alive"]),
+            complete: script!(
+                "complete.lua",
+                &["done", "items", "pages", "due", "robotsfail", "parkedhosts"]
+            ),
+            links: script!("links.lua", &[]),
         }
     }
+}
+
+/// What a call of `script` declares in KEYS: `meta` first (the call is routed
+/// to the node of its slot), the fixed keys of `lua/common.lua` and of the
+/// script, then the records of the leases `tokens` it is given. Every one
+/// carries the crawl's `{NAME}` hash tag.
+fn declared_keys(keys: &Keys, script: &CrawlScript, tokens: &[u64]) -> Vec<String> {
+    COMMON_KEYS
+        .iter()
+        .chain(script.keys)
+        .map(|suffix| keys.key(suffix))
+        .chain(tokens.iter().map(|&token| keys.lease(token)))
+        .collect()
 }
 
 /// A connection to one shared crawl.
@@ -341,24 +392,28 @@ impl Shared {
     }
 
     /// Runs one of the crawl's scripts with `args` after the prefix and the
-    /// per-host limit.
+    /// per-host limit, declaring its keys and the records of the leases
+    /// `tokens` it is given ([`declared_keys`]).
     async fn script(
         &self,
         what: &'static str,
-        pick: fn(&Scripts) -> &Script,
+        pick: fn(&Scripts) -> &CrawlScript,
+        tokens: &[u64],
         args: &[Vec<u8>],
     ) -> Result<Value, SharedError> {
-        let meta = self.keys.key("meta");
+        let keys = declared_keys(&self.keys, pick(&self.scripts), tokens);
         let prefix = self.keys.prefix().as_bytes().to_vec();
         let per_host = self.per_host.to_string().into_bytes();
         let epoch = self.epoch.as_bytes();
         let scripts = Arc::clone(&self.scripts);
         self.retrying(what, |mut conn| {
             let scripts = Arc::clone(&scripts);
-            let (meta, prefix, per_host) = (&meta, &prefix, &per_host);
+            let (keys, prefix, per_host) = (&keys, &prefix, &per_host);
             async move {
-                let script = pick(&scripts);
-                let mut call = script.key(meta);
+                let mut call = pick(&scripts).script.prepare_invoke();
+                for key in keys {
+                    call.key(key);
+                }
                 call.arg(prefix).arg(per_host).arg(epoch);
                 for arg in args {
                     call.arg(arg);
@@ -434,7 +489,7 @@ impl Shared {
             want.to_string().into_bytes(),
             millis(ttl).into_bytes(),
         ];
-        let value = self.script("leasing", |s| &s.lease, &args).await?;
+        let value = self.script("leasing", |s| &s.lease, &[], &args).await?;
         let parts = array(&value).ok_or_else(|| self.corrupt("the lease script's answer"))?;
         let number = |i: usize| parts.get(i).and_then(int);
         let (Some(_now), Some(expired), Some(frontier), Some(live), Some(wait)) =
@@ -490,7 +545,7 @@ impl Shared {
             info.as_bytes().to_vec(),
         ];
         args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
-        let value = self.script("renewing leases", |s| &s.renew, &args).await?;
+        let value = self.script("renewing leases", |s| &s.renew, tokens, &args).await?;
         int(&value)
             .map(|n| n.max(0) as u64)
             .ok_or_else(|| self.corrupt("the renew script's answer"))
@@ -502,7 +557,7 @@ impl Shared {
         let mut args = vec![worker.as_bytes().to_vec()];
         args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
         let value = self
-            .script("returning leases", |s| &s.release, &args)
+            .script("returning leases", |s| &s.release, tokens, &args)
             .await?;
         int(&value)
             .map(|n| n.max(0) as u64)

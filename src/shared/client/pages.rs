@@ -166,7 +166,7 @@ impl Shared {
         args.extend(page.items.iter().map(|i| i.as_bytes().to_vec()));
         push_requests(&mut args, requests);
         let value = self
-            .script("completing a page", |s| &s.complete, &args)
+            .script("completing a page", |s| &s.complete, &[page.token], &args)
             .await?;
         let parts = array(&value).ok_or_else(|| self.corrupt("the completion script's answer"))?;
         match parts.first().and_then(int) {
@@ -213,7 +213,12 @@ impl Shared {
         let mut args = vec![worker.as_bytes().to_vec(), token.to_string().into_bytes()];
         push_requests(&mut args, requests);
         let value = self
-            .script("queuing a part of a page's links", |s| &s.links, &args)
+            .script(
+                "queuing a part of a page's links",
+                |s| &s.links,
+                &[token],
+                &args,
+            )
             .await?;
         let corrupt = || self.corrupt("the links script's answer");
         let parts = array(&value).ok_or_else(corrupt)?;

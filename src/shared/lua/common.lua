@@ -1,10 +1,28 @@
 #!lua
+--!df flags=allow-undeclared-keys
 -- Shared by every legcrawl script (prepended to each). The first line (a
 -- Redis 7 script header without flags) makes the server refuse the whole
 -- script while it is out of memory, instead of failing it at its first write
 -- that grows memory -- a script that already wrote (a DEL, a ZPOPMIN) would
--- otherwise run on past maxmemory. KEYS[1] is the crawl's
--- `meta` hash; ARGV[1] is the crawl's key prefix ("legcrawl:{NAME}:"), ARGV[2]
+-- otherwise run on past maxmemory. The second tells Dragonfly that the
+-- scripts touch keys found inside them (below); Redis reads it as a comment.
+--
+-- Keys. KEYS[1] is the crawl's `meta` hash, then every fixed key the script
+-- (with this file) names, then the `lease:TOKEN` records of the tokens the
+-- caller passes (the Rust caller declares them: client.rs, `COMMON_KEYS` and
+-- each script's `keys`; client/declared.rs checks those lists against these
+-- files). A script names a key with K(name), which fails the call on a key
+-- the caller did not declare.
+-- A few keys cannot be known ahead: a host's queue `q:HOST` and `parked:HOST`
+-- when the host comes out of `ready`, `parkedhosts` or a lease record, and
+-- the `lease:TOKEN` of a token made (lease.lua) or reclaimed (an expired lease
+-- found in `leases`) inside the script. Those are built with found(name) from
+-- the same prefix as the declared keys, so they carry the same {NAME} hash tag
+-- and live in the same Redis Cluster slot, on the node the call was routed to
+-- by KEYS[1]; this is the compromise Lua-heavy queues make too (BullMQ builds
+-- its per-job keys inside its scripts from a hash-tagged prefix).
+--
+-- ARGV[1] is the crawl's key prefix ("legcrawl:{NAME}:"), ARGV[2]
 -- the caller's per-host in-flight limit, used only while the crawl has no
 -- stored job: the job's `per_host` (field of the `job` hash, written with each
 -- job version by job.lua) is the crawl's, whoever calls. ARGV[3] is the
@@ -16,22 +34,44 @@
 -- them. Otherwise the crawl's state is gone from Redis (a restart without its
 -- data, FLUSHALL, a deleted or evicted key, or a crawl made anew under the same
 -- name) and the script fails with LEGCRAWL_GONE, writing nothing: the worker
--- stops rather than crawl on from a wrong state (or report it drained). Every key a script touches starts with the prefix,
--- whose {hash tag} puts them all in one Redis Cluster slot. Times are the
--- server's (TIME), in milliseconds, so that workers on machines whose clocks
--- differ agree on leases and delays.
+-- stops rather than crawl on from a wrong state (or report it drained). Times
+-- are the server's (TIME), in milliseconds, so that workers on machines whose
+-- clocks differ agree on leases and delays.
 local P = ARGV[1]
+if KEYS[1] ~= P .. 'meta' then
+  return redis.error_reply('LEGCRAWL_KEYS KEYS[1] is not the meta key of the prefix in ARGV[1]')
+end
+local DECLARED = {}
+for _, key in ipairs(KEYS) do
+  DECLARED[key] = true
+end
+
+-- A key of the crawl the caller declared in KEYS.
+local function K(name)
+  local key = P .. name
+  if not DECLARED[key] then
+    error('LEGCRAWL_KEYS ' .. key .. ' is not declared in KEYS')
+  end
+  return key
+end
+
+-- A key of the crawl found inside the script (see above): same prefix, same
+-- hash tag, same slot.
+local function found(name)
+  return P .. name
+end
+
 do
   local meta = redis.call('HMGET', KEYS[1], 'epoch', 'created')
   if not meta[1] then
     return redis.error_reply('LEGCRAWL_GONE its epoch (meta) is missing')
   elseif meta[1] ~= ARGV[3] then
     return redis.error_reply('LEGCRAWL_GONE it was made anew (another epoch)')
-  elseif meta[2] and redis.call('EXISTS', P .. 'seeds') == 0 then
+  elseif meta[2] and redis.call('EXISTS', K('seeds')) == 0 then
     return redis.error_reply('LEGCRAWL_GONE its seed set is missing')
   end
 end
-local PER_HOST = tonumber(redis.call('HGET', P .. 'job', 'per_host') or ARGV[2])
+local PER_HOST = tonumber(redis.call('HGET', K('job'), 'per_host') or ARGV[2])
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -40,20 +80,20 @@ end
 
 local function count(name, by)
   if by ~= 0 then
-    redis.call('HINCRBY', P .. 'counters', name, by)
+    redis.call('HINCRBY', K('counters'), name, by)
   end
 end
 
 -- A host is in `ready` exactly when it has queued requests and fewer than
 -- PER_HOST in flight; its score is the earliest time its next request may start.
 local function refresh_host(host)
-  local queued = redis.call('ZCARD', P .. 'q:' .. host)
-  local inflight = tonumber(redis.call('HGET', P .. 'inflight', host) or '0')
+  local queued = redis.call('ZCARD', found('q:' .. host))
+  local inflight = tonumber(redis.call('HGET', K('inflight'), host) or '0')
   if queued > 0 and inflight < PER_HOST then
-    local next = tonumber(redis.call('HGET', P .. 'next', host) or '0')
-    redis.call('ZADD', P .. 'ready', next, host)
+    local next = tonumber(redis.call('HGET', K('next'), host) or '0')
+    redis.call('ZADD', K('ready'), next, host)
   else
-    redis.call('ZREM', P .. 'ready', host)
+    redis.call('ZREM', K('ready'), host)
   end
 end
 
@@ -64,11 +104,11 @@ end
 -- default delay (0 on loopback, else 1 s; the same whoever writes it first),
 -- which applies while the crawl's job sets none (see host_delay).
 local function push(host, priority, fp, body, delay_ms)
-  local seq = redis.call('HINCRBY', P .. 'meta', 'seq', 1)
+  local seq = redis.call('HINCRBY', K('meta'), 'seq', 1)
   local hex = string.gsub(fp, '.', function(c) return string.format('%02x', string.byte(c)) end)
-  redis.call('ZADD', P .. 'q:' .. host, -tonumber(priority), string.format('%016x', seq) .. hex .. body)
-  redis.call('HINCRBY', P .. 'meta', 'frontier', 1)
-  redis.call('HSETNX', P .. 'delay', host, delay_ms)
+  redis.call('ZADD', found('q:' .. host), -tonumber(priority), string.format('%016x', seq) .. hex .. body)
+  redis.call('HINCRBY', K('meta'), 'frontier', 1)
+  redis.call('HSETNX', K('delay'), host, delay_ms)
 end
 
 -- The gap between two starts on `host`: the job's delay when it sets one
@@ -76,8 +116,8 @@ end
 -- each job version, so a new delay holds at once for every worker), else the
 -- host's default; and at least its robots.txt Crawl-delay.
 local function host_delay(host)
-  local delay = redis.call('HGET', P .. 'job', 'delay') or redis.call('HGET', P .. 'delay', host) or '0'
-  return math.max(tonumber(delay), tonumber(redis.call('HGET', P .. 'crawldelay', host) or '0'))
+  local delay = redis.call('HGET', K('job'), 'delay') or redis.call('HGET', K('delay'), host) or '0'
+  return math.max(tonumber(delay), tonumber(redis.call('HGET', K('crawldelay'), host) or '0'))
 end
 
 -- The next fencing token: one more than the last, and at least the server's
@@ -90,27 +130,27 @@ end
 -- doubles) is reached in the year 2248. Returned as a decimal string (Lua
 -- would print a large number as 1.7e+15).
 local function next_token(now)
-  local last = tonumber(redis.call('HGET', P .. 'meta', 'token') or '0')
+  local last = tonumber(redis.call('HGET', K('meta'), 'token') or '0')
   local token = string.format('%.0f', math.max(last + 1, now * 1024))
-  redis.call('HSET', P .. 'meta', 'token', token)
+  redis.call('HSET', K('meta'), 'token', token)
   return token
 end
 
 -- Ends a lease without completing it: its request goes back to its place in
 -- its host's queue. False when the lease no longer exists.
 local function unlease(token)
-  local key = P .. 'lease:' .. token
+  local key = found('lease:' .. token)
   local lease = redis.call('HMGET', key, 'host', 'score', 'member')
-  redis.call('ZREM', P .. 'leases', token)
+  redis.call('ZREM', K('leases'), token)
   if not lease[1] then
     return false
   end
   redis.call('DEL', key)
   local host = lease[1]
-  redis.call('ZADD', P .. 'q:' .. host, lease[2], lease[3])
-  redis.call('HINCRBY', P .. 'meta', 'frontier', 1)
-  if redis.call('HINCRBY', P .. 'inflight', host, -1) <= 0 then
-    redis.call('HDEL', P .. 'inflight', host)
+  redis.call('ZADD', found('q:' .. host), lease[2], lease[3])
+  redis.call('HINCRBY', K('meta'), 'frontier', 1)
+  if redis.call('HINCRBY', K('inflight'), host, -1) <= 0 then
+    redis.call('HDEL', K('inflight'), host)
   end
   refresh_host(host)
   return true
@@ -119,7 +159,7 @@ end
 -- Leases whose expiry has passed (their worker died or lost Redis for longer
 -- than the TTL) go back to the frontier; at most `limit` per call.
 local function reclaim(now, limit)
-  local tokens = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', now, 'LIMIT', 0, limit)
+  local tokens = redis.call('ZRANGEBYSCORE', K('leases'), '-inf', now, 'LIMIT', 0, limit)
   local n = 0
   for _, token in ipairs(tokens) do
     if unlease(token) then
@@ -142,7 +182,7 @@ local function queue_requests(at)
     local r = at + 1 + i * 6
     local rhost, priority, dont_filter, fp, body, delay =
       ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5]
-    local new = redis.call('SADD', P .. 'seen', fp) == 1
+    local new = redis.call('SADD', K('seen'), fp) == 1
     if new or dont_filter == '1' then
       push(rhost, priority, fp, body, delay)
       touched[rhost] = true

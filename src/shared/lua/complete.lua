@@ -19,10 +19,10 @@
 local worker, token = ARGV[4], ARGV[5]
 local backoff, crawl_delay = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
-local key = P .. 'lease:' .. token
+local key = K('lease:' .. token)
 local lease = redis.call('HMGET', key, 'worker', 'host')
 if lease[1] ~= worker then
-  if redis.call('ZSCORE', P .. 'done', token) then
+  if redis.call('ZSCORE', K('done'), token) then
     return {1}
   end
   count('leases/stale_completions', 1)
@@ -30,18 +30,18 @@ if lease[1] ~= worker then
 end
 local host = lease[2]
 redis.call('DEL', key)
-redis.call('ZREM', P .. 'leases', token)
-redis.call('ZADD', P .. 'done', now, token)
-redis.call('ZREMRANGEBYSCORE', P .. 'done', '-inf', now - 3600000)
-if redis.call('HINCRBY', P .. 'inflight', host, -1) <= 0 then
-  redis.call('HDEL', P .. 'inflight', host)
+redis.call('ZREM', K('leases'), token)
+redis.call('ZADD', K('done'), now, token)
+redis.call('ZREMRANGEBYSCORE', K('done'), '-inf', now - 3600000)
+if redis.call('HINCRBY', K('inflight'), host, -1) <= 0 then
+  redis.call('HDEL', K('inflight'), host)
 end
 if crawl_delay >= 0 then
-  redis.call('HSET', P .. 'crawldelay', host, crawl_delay)
+  redis.call('HSET', K('crawldelay'), host, crawl_delay)
 end
 if backoff > 0 then
-  local next = tonumber(redis.call('HGET', P .. 'next', host) or '0')
-  redis.call('HSET', P .. 'next', host, math.max(next, now + backoff))
+  local next = tonumber(redis.call('HGET', K('next'), host) or '0')
+  redis.call('HSET', K('next'), host, math.max(next, now + backoff))
 end
 
 local at = 13
@@ -54,9 +54,9 @@ at = at + 1 + counters * 2
 local items = tonumber(ARGV[at])
 for i = 1, items do
   if ARGV[11] ~= '' then
-    redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker, 'out', ARGV[11])
+    redis.call('XADD', K('items'), '*', 'item', ARGV[at + i], 'worker', worker, 'out', ARGV[11])
   else
-    redis.call('XADD', P .. 'items', '*', 'item', ARGV[at + i], 'worker', worker)
+    redis.call('XADD', K('items'), '*', 'item', ARGV[at + i], 'worker', worker)
   end
 end
 at = at + 1 + items
@@ -65,12 +65,12 @@ count('items/stored', items)
 local queued, filtered, touched = queue_requests(at)
 
 if ARGV[9] ~= '' then
-  redis.call('HSET', P .. 'pages', ARGV[8], ARGV[9])
+  redis.call('HSET', K('pages'), ARGV[8], ARGV[9])
 end
 if ARGV[10] == '' then
-  redis.call('ZREM', P .. 'due', ARGV[8])
+  redis.call('ZREM', K('due'), ARGV[8])
 elseif ARGV[10] ~= '-' then
-  redis.call('ZADD', P .. 'due', tonumber(ARGV[10]), ARGV[8])
+  redis.call('ZADD', K('due'), tonumber(ARGV[10]), ARGV[8])
 end
 count('pages/completed', 1)
 
@@ -79,18 +79,18 @@ count('pages/completed', 1)
 -- a worker starts again (unpark.lua). Nothing is lost.
 local PARK_AFTER = 3
 if ARGV[12] == 'ok' then
-  redis.call('HDEL', P .. 'robotsfail', host)
+  redis.call('HDEL', K('robotsfail'), host)
 elseif ARGV[12] == 'failed' then
-  if redis.call('HINCRBY', P .. 'robotsfail', host, 1) >= PARK_AFTER then
-    local q, parked = P .. 'q:' .. host, P .. 'parked:' .. host
+  if redis.call('HINCRBY', K('robotsfail'), host, 1) >= PARK_AFTER then
+    local q, parked = found('q:' .. host), found('parked:' .. host)
     local n = redis.call('ZCARD', q)
     if n > 0 then
       redis.call('ZUNIONSTORE', parked, 2, parked, q, 'AGGREGATE', 'MIN')
       redis.call('DEL', q)
-      redis.call('HINCRBY', P .. 'meta', 'frontier', -n)
+      redis.call('HINCRBY', K('meta'), 'frontier', -n)
     end
-    redis.call('HSET', P .. 'parkedhosts', host, redis.call('ZCARD', parked))
-    redis.call('HDEL', P .. 'robotsfail', host)
+    redis.call('HSET', K('parkedhosts'), host, redis.call('ZCARD', parked))
+    redis.call('HDEL', K('robotsfail'), host)
     count('robots/host_parked', 1)
   end
 end

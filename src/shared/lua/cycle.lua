@@ -18,25 +18,25 @@
 -- index, which it leaves, so no page is queued twice however often this runs.
 -- Returns -1 when the guard fails, else how many were queued.
 local cycle, mode, started = tonumber(ARGV[4]), ARGV[5], ARGV[6]
-local current = tonumber(redis.call('HGET', P .. 'meta', 'cycle') or '1')
+local current = tonumber(redis.call('HGET', K('meta'), 'cycle') or '1')
 if mode == 'start' then
-  local frontier = tonumber(redis.call('HGET', P .. 'meta', 'frontier') or '0')
-  if current ~= cycle or frontier > 0 or redis.call('ZCARD', P .. 'leases') > 0 then
+  local frontier = tonumber(redis.call('HGET', K('meta'), 'frontier') or '0')
+  if current ~= cycle or frontier > 0 or redis.call('ZCARD', K('leases')) > 0 then
     return -1
   end
   current = cycle + 1
-  redis.call('HSET', P .. 'meta', 'cycle', current, 'cycle_started', started, 'seeding', 1)
+  redis.call('HSET', K('meta'), 'cycle', current, 'cycle_started', started, 'seeding', 1)
   -- UNLINK frees a large set in the background.
-  redis.call('UNLINK', P .. 'seeded')
+  redis.call('UNLINK', K('seeded'))
   count('cycle/started', 1)
 elseif current ~= cycle then
   return -1
 elseif mode == 'seeded' then
-  redis.call('HDEL', P .. 'meta', 'seeding')
-  redis.call('UNLINK', P .. 'seeded')
+  redis.call('HDEL', K('meta'), 'seeding')
+  redis.call('UNLINK', K('seeded'))
   return 0
 end
-local seeding = redis.call('HGET', P .. 'meta', 'seeding') == '1'
+local seeding = redis.call('HGET', K('meta'), 'seeding') == '1'
 local queued, seeds, due = 0, 0, 0
 local n = tonumber(ARGV[7])
 for i = 0, n - 1 do
@@ -45,14 +45,14 @@ for i = 0, n - 1 do
     ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
   local go = false
   if kind == 's' then
-    if seeding and redis.call('SADD', P .. 'seeded', fp) == 1 then
-      redis.call('SADD', P .. 'seeds', url)
-      redis.call('SADD', P .. 'seen', fp)
-      redis.call('ZREM', P .. 'due', fp)
+    if seeding and redis.call('SADD', K('seeded'), fp) == 1 then
+      redis.call('SADD', K('seeds'), url)
+      redis.call('SADD', K('seen'), fp)
+      redis.call('ZREM', K('due'), fp)
       go = true
       seeds = seeds + 1
     end
-  elseif redis.call('ZREM', P .. 'due', fp) == 1 then
+  elseif redis.call('ZREM', K('due'), fp) == 1 then
     go = true
     due = due + 1
   end

@@ -14,43 +14,43 @@ local expired = reclaim(now, 1000)
 local out = {}
 local got = 0
 while got < want do
-  local hosts = redis.call('ZRANGEBYSCORE', P .. 'ready', '-inf', now, 'LIMIT', 0, want - got)
+  local hosts = redis.call('ZRANGEBYSCORE', K('ready'), '-inf', now, 'LIMIT', 0, want - got)
   if #hosts == 0 then
     break
   end
   for _, host in ipairs(hosts) do
     local popped = {}
-    if tonumber(redis.call('HGET', P .. 'inflight', host) or '0') < PER_HOST then
-      popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
+    if tonumber(redis.call('HGET', K('inflight'), host) or '0') < PER_HOST then
+      popped = redis.call('ZPOPMIN', found('q:' .. host))
     end
     if popped[1] then
       local member, score = popped[1], popped[2]
       local token = next_token(now)
-      redis.call('ZADD', P .. 'leases', now + ttl, token)
-      redis.call('HSET', P .. 'lease:' .. token, 'worker', worker, 'host', host,
+      redis.call('ZADD', K('leases'), now + ttl, token)
+      redis.call('HSET', found('lease:' .. token), 'worker', worker, 'host', host,
         'score', score, 'member', member, 'at', now)
-      redis.call('HINCRBY', P .. 'meta', 'frontier', -1)
-      redis.call('HINCRBY', P .. 'inflight', host, 1)
-      redis.call('HSET', P .. 'next', host, now + host_delay(host))
+      redis.call('HINCRBY', K('meta'), 'frontier', -1)
+      redis.call('HINCRBY', K('inflight'), host, 1)
+      redis.call('HSET', K('next'), host, now + host_delay(host))
       got = got + 1
       local hex = string.sub(member, 17, 56)
       local fp = string.gsub(hex, '..', function(h) return string.char(tonumber(h, 16)) end)
       out[#out + 1] = token
       out[#out + 1] = host
       out[#out + 1] = string.sub(member, 57)
-      out[#out + 1] = redis.call('HGET', P .. 'pages', fp) or ''
+      out[#out + 1] = redis.call('HGET', K('pages'), fp) or ''
     end
     refresh_host(host)
   end
 end
 count('leases/granted', got)
 local wait = -1
-local first = redis.call('ZRANGE', P .. 'ready', 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', K('ready'), 0, 0, 'WITHSCORES')
 if first[1] then
   wait = math.max(0, tonumber(first[2]) - now)
 end
-local frontier = tonumber(redis.call('HGET', P .. 'meta', 'frontier') or '0')
-local head = {now, expired, frontier, redis.call('ZCARD', P .. 'leases'), wait}
+local frontier = tonumber(redis.call('HGET', K('meta'), 'frontier') or '0')
+local head = {now, expired, frontier, redis.call('ZCARD', K('leases')), wait}
 for _, v in ipairs(out) do
   head[#head + 1] = v
 end

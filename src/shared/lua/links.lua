@@ -7,7 +7,7 @@
 --
 -- Returns {0} when the lease is gone, {2, queued, filtered} when done.
 local worker, token = ARGV[4], ARGV[5]
-local owner = redis.call('HGET', P .. 'lease:' .. token, 'worker')
+local owner = redis.call('HGET', K('lease:' .. token), 'worker')
 if owner ~= worker then
   return {0}
 end

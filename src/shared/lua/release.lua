@@ -5,11 +5,11 @@ local worker = ARGV[4]
 local n = 0
 for i = 5, #ARGV do
   local token = ARGV[i]
-  if redis.call('HGET', P .. 'lease:' .. token, 'worker') == worker and unlease(token) then
+  if redis.call('HGET', K('lease:' .. token), 'worker') == worker and unlease(token) then
     n = n + 1
   end
 end
 count('leases/returned', n)
-redis.call('HDEL', P .. 'workers', worker)
-redis.call('HDEL', P .. 'alive', worker)
+redis.call('HDEL', K('workers'), worker)
+redis.call('HDEL', K('alive'), worker)
 return n

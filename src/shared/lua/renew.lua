@@ -8,30 +8,30 @@ local now = now_ms()
 local kept = 0
 for i = 7, #ARGV do
   local token = ARGV[i]
-  if redis.call('HGET', P .. 'lease:' .. token, 'worker') == worker then
-    redis.call('ZADD', P .. 'leases', 'XX', now + ttl, token)
+  if redis.call('HGET', K('lease:' .. token), 'worker') == worker then
+    redis.call('ZADD', K('leases'), 'XX', now + ttl, token)
     kept = kept + 1
   end
 end
-redis.call('HSET', P .. 'workers', worker, info)
-redis.call('HSET', P .. 'alive', worker, now)
+redis.call('HSET', K('workers'), worker, info)
+redis.call('HSET', K('alive'), worker, now)
 
 -- A worker not heard from for three of its lease TTLs (its record's
 -- lease_ttl_ms, else 60 s) is dead -- killed, or cut off -- and is unlisted;
 -- its leases expire on their own. Tokens completed over an hour ago leave the
 -- `done` set here too, so they expire while nothing completes.
-local alive = redis.call('HGETALL', P .. 'alive')
+local alive = redis.call('HGETALL', K('alive'))
 for i = 1, #alive, 2 do
   local id, at = alive[i], tonumber(alive[i + 1]) or 0
   local wttl = 60000
-  local ok, record = pcall(cjson.decode, redis.call('HGET', P .. 'workers', id) or '')
+  local ok, record = pcall(cjson.decode, redis.call('HGET', K('workers'), id) or '')
   if ok and type(record) == 'table' and tonumber(record.lease_ttl_ms) then
     wttl = tonumber(record.lease_ttl_ms)
   end
   if now - at > 3 * wttl then
-    redis.call('HDEL', P .. 'workers', id)
-    redis.call('HDEL', P .. 'alive', id)
+    redis.call('HDEL', K('workers'), id)
+    redis.call('HDEL', K('alive'), id)
   end
 end
-redis.call('ZREMRANGEBYSCORE', P .. 'done', '-inf', now - 3600000)
+redis.call('ZREMRANGEBYSCORE', K('done'), '-inf', now - 3600000)
 return kept

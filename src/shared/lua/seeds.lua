@@ -6,23 +6,23 @@
 -- each seed is stored and queued once, whichever chunk or retry brings it.
 local added = 0
 -- A cycle being seeded (cycle.lua) must not queue this seed again.
-local seeding = redis.call('HGET', P .. 'meta', 'seeding') == '1'
+local seeding = redis.call('HGET', K('meta'), 'seeding') == '1'
 local n = tonumber(ARGV[4])
 for i = 0, n - 1 do
   local at = 5 + i * 5
   local url, host, fp, body, delay = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
-  if redis.call('SADD', P .. 'seeds', url) == 1 then
-    redis.call('SADD', P .. 'seen', fp)
+  if redis.call('SADD', K('seeds'), url) == 1 then
+    redis.call('SADD', K('seen'), fp)
     if seeding then
-      redis.call('SADD', P .. 'seeded', fp)
+      redis.call('SADD', K('seeded'), fp)
     end
     push(host, 0, fp, body, delay)
     refresh_host(host)
     added = added + 1
   end
 end
-if redis.call('HSETNX', P .. 'meta', 'created', now_ms()) == 1 then
-  redis.call('HSET', P .. 'meta', 'schema', 1, 'cycle', 1, 'cycle_started', ARGV[#ARGV])
+if redis.call('HSETNX', K('meta'), 'created', now_ms()) == 1 then
+  redis.call('HSET', K('meta'), 'schema', 1, 'cycle', 1, 'cycle_started', ARGV[#ARGV])
 end
 count('frontier/enqueued', added)
 return added
