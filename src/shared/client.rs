@@ -3,8 +3,9 @@
 //!
 //! A worker that loses the server retries every call with backoff (50 ms
 //! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
-//! connection manager reconnects underneath, and a script the restarted server
-//! no longer caches is sent again whole. The server's own refusals are sorted
+//! connection manager (or, for a Redis Cluster, its cluster connection, which
+//! follows `MOVED`/`ASK`: [`link`]) reconnects underneath, and a script the
+//! restarted server no longer caches is sent again whole. The server's own refusals are sorted
 //! in `server` ([`server::classify`]): `BUSY`, `LOADING`, `TRYAGAIN` (and a
 //! cluster's `MASTERDOWN`/`CLUSTERDOWN`) are waited out the same way,
 //! `READONLY` (a failover made the server a replica) on a new connection;
@@ -27,7 +28,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RedisResult, Script, Value};
 
 use super::SharedTarget;
@@ -38,6 +38,7 @@ use crate::store::PageRecord;
 mod cycles;
 #[cfg(test)]
 mod declared;
+mod link;
 mod pages;
 mod records;
 mod server;
@@ -232,9 +233,10 @@ fn declared_keys(keys: &Keys, script: &CrawlScript, tokens: &[u64]) -> Vec<Strin
 pub struct Shared {
     target: SharedTarget,
     keys: Keys,
-    client: redis::Client,
+    /// Makes connections: to one server, or to a cluster ([`link`]).
+    link: link::Link,
     /// Replaced by a new connection after `READONLY`.
-    conn: Mutex<ConnectionManager>,
+    conn: Mutex<link::Conn>,
     /// The crawl's epoch, passed to every script (empty: not joined, no
     /// script may run).
     epoch: String,
@@ -248,15 +250,6 @@ pub struct Shared {
 /// server time each, no call holds Redis for more than a few milliseconds
 /// (`benches/shared.rs` measures the longest call, docs/performance.md).
 pub const SCRIPT_CHUNK: usize = 128;
-
-/// The connection manager's settings.
-fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(3)))
-        .set_response_timeout(Some(Duration::from_secs(10)))
-        .set_number_of_retries(2)
-        .set_max_delay(Duration::from_secs(1))
-}
 
 impl Shared {
     /// Connects to the crawl's server (once, no retry), checks that it
@@ -307,13 +300,15 @@ impl Shared {
                 None => unreachable(error.to_string()),
             }
         };
-        let client = redis::Client::open(target.connection_info().map_err(unreachable)?)
-            .map_err(|e| unreachable(e.to_string()))?;
-        let connect = client.get_connection_manager_with_config(manager_config());
-        let mut conn = tokio::time::timeout(Duration::from_secs(10), connect)
+        let info = target.connection_info().map_err(unreachable)?;
+        let connect = link::Link::open(info, None);
+        let (link, mut conn) = tokio::time::timeout(Duration::from_secs(10), connect)
             .await
             .map_err(|_| unreachable("no answer within 10 s".into()))?
             .map_err(refused)?;
+        if link.is_cluster() {
+            tracing::info!(url = %target.shown(), "Redis Cluster: each call goes to the node of the crawl's slot");
+        }
         let _: String = redis::cmd("PING")
             .query_async(&mut conn)
             .await
@@ -321,7 +316,7 @@ impl Shared {
         Ok(Shared {
             keys: Keys::new(&target.name),
             target: target.clone(),
-            client,
+            link,
             conn: Mutex::new(conn),
             epoch: String::new(),
             scripts: Arc::new(Scripts::new()),
@@ -347,7 +342,7 @@ impl Shared {
     }
 
     /// The current connection (a handle: cloning it is cheap).
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> link::Conn {
         match self.conn.lock() {
             Ok(conn) => conn.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -359,7 +354,7 @@ impl Shared {
     /// connecting anew after `READONLY`.
     async fn retrying<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, SharedError>
     where
-        F: FnMut(ConnectionManager) -> Fut,
+        F: FnMut(link::Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut wait = Duration::from_millis(50);

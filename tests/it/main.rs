@@ -26,6 +26,7 @@ mod robots;
 mod seeds;
 mod serve;
 mod shared;
+mod shared_cluster;
 mod shared_cycle;
 mod shared_dump;
 mod shared_faults;

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::RedisError;
 
-use super::{EPOCH_SCRIPT, Shared, SharedError, array, manager_config, text};
+use super::{EPOCH_SCRIPT, Shared, SharedError, array, text};
 
 /// How a failed call goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +20,9 @@ pub(super) enum Class {
     /// Call again on a new connection: the server became a replica
     /// (`READONLY`, after a failover the address may lead to the new primary).
     Reconnect,
-    /// Stop: `OOM`, a lost state (`LEGCRAWL_GONE`), `MOVED` (a cluster node
-    /// that does not hold the crawl), a denied command, a bug.
+    /// Stop: `OOM`, a lost state (`LEGCRAWL_GONE`), a denied command, a bug.
+    /// (`MOVED` and `ASK` never come here: a cluster's connection follows
+    /// them.)
     Fatal,
 }
 
@@ -79,9 +80,7 @@ impl Shared {
     /// Replaces the connection with a new one (after `READONLY`); on failure
     /// the old one stays, and the next attempt tries again.
     pub(super) async fn reconnect(&self) {
-        let connect = self
-            .client
-            .get_connection_manager_with_config(manager_config());
+        let connect = self.link.connect();
         if let Ok(Ok(conn)) = tokio::time::timeout(std::time::Duration::from_secs(5), connect).await
         {
             match self.conn.lock() {

@@ -10,6 +10,8 @@
 //! - [`warc`]: reading WARC files back, and running `warcio` on them.
 //! - [`redis`]: a real `redis-server` child on a free port (skipped loudly when
 //!   missing, unless `LEGCRAWL_REQUIRE_REDIS=1`).
+//! - [`cluster`]: a real three-master Redis Cluster (three `redis-server`
+//!   children joined by `redis-cli --cluster create`).
 //! - [`hosts`]: a generated site over several loopback hosts (127.0.0.2, ...).
 //! - [`workers`]: the worker processes of one shared crawl, and `dump --shared`.
 //! - [`serve`]: `legcrawl serve` as a child, its HTTP client, the Prometheus
@@ -28,6 +30,7 @@ use std::collections::{BTreeSet, HashSet};
 
 pub mod changing;
 pub mod cli;
+pub mod cluster;
 pub mod hosts;
 pub mod politeness;
 pub mod redis;

@@ -11,7 +11,10 @@
 //! is there after [`RedisServer::start_again`] (same port, same directory).
 //! [`RedisServer::start_with_password`] adds `--requirepass`;
 //! [`RedisServer::start_without_persistence`] has `--save ""`;
-//! [`RedisServer::start_with_config`] adds settings (`--NAME VALUE` pairs).
+//! [`RedisServer::start_with_config`] adds settings (`--NAME VALUE` pairs);
+//! [`RedisServer::start_cluster_node`] starts an empty Redis Cluster node
+//! (`--cluster-enabled yes`, its bus on another free port), which
+//! `support::cluster` joins with others.
 //! Dropping the handle kills the server. [`RedisServer::command`] speaks raw
 //! RESP over a `TcpStream`, enough for a test to look at keys.
 //!
@@ -98,6 +101,8 @@ pub struct RedisServer {
     password: Option<String>,
     /// More settings, `--NAME VALUE`.
     extra: Vec<(String, String)>,
+    /// A cluster node: `--cluster-enabled yes`, its bus on a free port.
+    cluster: bool,
     /// Working directory (AOF files) and `redis.log`.
     dir: tempfile::TempDir,
 }
@@ -151,7 +156,15 @@ impl RedisServer {
             Persistence::None,
             Some(password.to_owned()),
             Vec::new(),
+            false,
         )
+    }
+
+    /// As [`RedisServer::start`], as an empty Redis Cluster node
+    /// (`--cluster-enabled yes`; its cluster bus on a free port of its own,
+    /// since the default, port + 10000, may be past 65535).
+    pub fn start_cluster_node(test: &str) -> Option<RedisServer> {
+        RedisServer::start_as(test, Persistence::None, None, Vec::new(), true)
     }
 
     /// As [`RedisServer::start`], with neither RDB snapshots nor AOF.
@@ -166,11 +179,11 @@ impl RedisServer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        RedisServer::start_as(test, Persistence::None, None, extra)
+        RedisServer::start_as(test, Persistence::None, None, extra, false)
     }
 
     fn start_with(test: &str, persistence: Persistence) -> Option<RedisServer> {
-        RedisServer::start_as(test, persistence, None, Vec::new())
+        RedisServer::start_as(test, persistence, None, Vec::new(), false)
     }
 
     fn start_as(
@@ -178,6 +191,7 @@ impl RedisServer {
         persistence: Persistence,
         password: Option<String>,
         extra: Vec<(String, String)>,
+        cluster: bool,
     ) -> Option<RedisServer> {
         let exe = server_or_skip(test)?;
         let dir = tempfile::Builder::new()
@@ -191,6 +205,7 @@ impl RedisServer {
             persistence,
             password,
             extra,
+            cluster,
             dir,
         };
         let mut last = String::new();
@@ -222,6 +237,11 @@ impl RedisServer {
             .arg(self.log_path());
         if let Some(password) = &self.password {
             cmd.args(["--requirepass", password]);
+        }
+        if self.cluster {
+            cmd.args(["--cluster-enabled", "yes"])
+                .args(["--cluster-config-file", "nodes.conf"])
+                .args(["--cluster-port", &free_port().to_string()]);
         }
         for (name, value) in &self.extra {
             cmd.arg(format!("--{name}")).arg(value);

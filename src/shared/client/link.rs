@@ -1,0 +1,138 @@
+//! How a worker reaches Redis: one server through redis-rs's
+//! `ConnectionManager` (which reconnects underneath), or, when the server it
+//! is given reports `cluster_enabled:1`, the whole Redis Cluster through
+//! redis-rs's cluster-async `ClusterConnection`, which learns the slot map from
+//! that node and follows `MOVED`/`ASK`: any node of a cluster will do. Both
+//! speak TLS for a `rediss://` URL (rustls), trusting the CA given by
+//! `--shared-cacert` when there is one. Depends on redis-rs only.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, ConnectionInfo, Pipeline, RedisFuture, RedisResult, TlsCertificates, Value};
+
+/// How long a connection may take to be made.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a call may wait for its answer.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What makes connections: to one server, or to a cluster.
+pub(super) enum Link {
+    /// One server (or a cluster node that does not say it is one).
+    Single(redis::Client),
+    /// A Redis Cluster, reached through any of its nodes.
+    Cluster(ClusterClient),
+}
+
+/// A connection made by a [`Link`]. Cloning it is cheap (a handle).
+#[derive(Clone)]
+pub(super) enum Conn {
+    /// To one server.
+    Single(ConnectionManager),
+    /// To a cluster: each call goes to the node of its keys' slot.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// The connection manager's settings.
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_secs(1))
+}
+
+/// The certificates of a TLS connection: the server's CA (PEM) when given,
+/// else the system's roots.
+fn certificates(ca: Option<&[u8]>) -> TlsCertificates {
+    TlsCertificates {
+        client_tls: None,
+        root_cert: ca.map(<[u8]>::to_vec),
+    }
+}
+
+impl Link {
+    /// Connects to the server `info` names (TLS for `rediss://`, trusting
+    /// `ca` when given, a PEM CA certificate), and to its whole cluster when
+    /// it is a cluster node. The caller bounds the time it takes.
+    pub(super) async fn open(info: ConnectionInfo, ca: Option<&[u8]>) -> RedisResult<(Link, Conn)> {
+        let client = match ca {
+            Some(ca) => redis::Client::build_with_tls(info.clone(), certificates(Some(ca)))?,
+            None => redis::Client::open(info.clone())?,
+        };
+        let mut conn = client
+            .get_connection_manager_with_config(manager_config())
+            .await?;
+        // A server that does not let this user run INFO is taken for a single
+        // server (a cluster's node would then answer MOVED, and say so).
+        let cluster = match redis::cmd("INFO")
+            .arg("cluster")
+            .query_async::<String>(&mut conn)
+            .await
+        {
+            Ok(info) => info.lines().any(|l| l.trim() == "cluster_enabled:1"),
+            Err(_) => false,
+        };
+        if !cluster {
+            return Ok((Link::Single(client), Conn::Single(conn)));
+        }
+        drop(conn);
+        let mut builder = ClusterClient::builder([info])
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .retries(2);
+        if let Some(ca) = ca {
+            builder = builder.certs(certificates(Some(ca)));
+        }
+        let link = Link::Cluster(builder.build()?);
+        let conn = link.connect().await?;
+        Ok((link, conn))
+    }
+
+    /// A new connection (after `READONLY`: a failover).
+    pub(super) async fn connect(&self) -> RedisResult<Conn> {
+        Ok(match self {
+            Link::Single(client) => Conn::Single(
+                client
+                    .get_connection_manager_with_config(manager_config())
+                    .await?,
+            ),
+            Link::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+        })
+    }
+
+    /// Whether this is a cluster.
+    pub(super) fn is_cluster(&self) -> bool {
+        matches!(self, Link::Cluster(_))
+    }
+}
