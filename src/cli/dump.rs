@@ -34,6 +34,9 @@ pub struct DumpArgs {
     /// The shared crawl's name.
     #[arg(long, global = true, value_name = "NAME")]
     name: Option<String>,
+    /// The CA certificate (PEM) that signed a rediss:// server's certificate.
+    #[arg(long, global = true, value_name = "FILE")]
+    shared_cacert: Option<std::path::PathBuf>,
     #[command(subcommand)]
     view: Option<View>,
 }
@@ -69,7 +72,11 @@ pub(super) enum View {
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let view = args.view.clone().unwrap_or(View::Summary);
     if args.shared.is_some() || args.name.is_some() {
-        let target = super::crawl::shared_target(args.shared.clone(), args.name.clone())?;
+        let target = super::crawl::shared_target(
+            args.shared.clone(),
+            args.name.clone(),
+            args.shared_cacert.as_deref(),
+        )?;
         return super::dump_shared::run(&target, view, args.limit, args.json);
     }
     let dir = &args.state.dir()?;

@@ -32,6 +32,9 @@ pub struct ServeArgs {
     /// The shared crawl's name.
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
+    /// The CA certificate (PEM) that signed a rediss:// server's certificate.
+    #[arg(long, value_name = "FILE")]
+    shared_cacert: Option<std::path::PathBuf>,
     /// Require this token on every request (`Authorization: Bearer T` or
     /// `?token=T`); needed to listen on a non-loopback address.
     #[arg(long, value_name = "T")]
@@ -54,7 +57,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let target = if args.shared.is_some() || args.name.is_some() {
-        Some(super::crawl::shared_target(args.shared, args.name)?)
+        Some(super::crawl::shared_target(
+            args.shared,
+            args.name,
+            args.shared_cacert.as_deref(),
+        )?)
     } else {
         None
     };

@@ -53,6 +53,8 @@ struct SharedSection {
     name: String,
     /// How long a lease lasts unless renewed ("60s").
     lease_ttl: Option<FileDuration>,
+    /// The CA certificate (PEM) of a `rediss://` server.
+    cacert: Option<PathBuf>,
 }
 
 /// `[state]`: how the state directory is used.
@@ -364,7 +366,9 @@ impl FileSettings {
         set(&mut config.cache_bytes, self.state.cache.map(|s| s.0));
         if let Some(shared) = self.shared {
             // Checked in `check`.
-            config.shared = crate::shared::SharedTarget::new(&shared.redis, &shared.name).ok();
+            config.shared = crate::shared::SharedTarget::new(&shared.redis, &shared.name)
+                .and_then(|t| t.with_cacert(shared.cacert.as_deref()))
+                .ok();
             set(&mut config.lease_ttl, shared.lease_ttl.map(|d| d.0));
         }
         Ok(())
@@ -406,8 +410,13 @@ impl FileSettings {
             return at("keep_status", message);
         }
         if let Some(shared) = &self.shared {
-            if let Err(message) = crate::shared::SharedTarget::new(&shared.redis, &shared.name) {
-                return at("shared", message);
+            match crate::shared::SharedTarget::new(&shared.redis, &shared.name) {
+                Err(message) => return at("shared", message),
+                Ok(target) => {
+                    if let Err(message) = target.with_cacert(shared.cacert.as_deref()) {
+                        return at("shared.cacert", message);
+                    }
+                }
             }
             if shared
                 .lease_ttl

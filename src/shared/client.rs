@@ -273,9 +273,17 @@ impl Shared {
     /// Connects as [`Shared::connect`] does without joining the crawl: for
     /// reading it (`legcrawl dump`), which writes nothing.
     pub async fn inspect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
-        let unreachable = |reason: String| SharedError::Unreachable {
-            url: target.shown(),
-            reason: target.scrub(&reason),
+        let unreachable = |mut reason: String| {
+            // rustls's verdict on the server's certificate, with what to do.
+            if reason.contains("invalid peer certificate") {
+                reason.push_str(
+                    " (give the CA that signed the server's certificate with --shared-cacert FILE)",
+                );
+            }
+            SharedError::Unreachable {
+                url: target.shown(),
+                reason: target.scrub(&reason),
+            }
         };
         // A server that turns the password (or its absence) down is not
         // unreachable: say what it refused.
@@ -301,7 +309,7 @@ impl Shared {
             }
         };
         let info = target.connection_info().map_err(unreachable)?;
-        let connect = link::Link::open(info, None);
+        let connect = link::Link::open(info, target.ca_pem());
         let (link, mut conn) = tokio::time::timeout(Duration::from_secs(10), connect)
             .await
             .map_err(|_| unreachable("no answer within 10 s".into()))?
@@ -540,7 +548,9 @@ impl Shared {
             info.as_bytes().to_vec(),
         ];
         args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
-        let value = self.script("renewing leases", |s| &s.renew, tokens, &args).await?;
+        let value = self
+            .script("renewing leases", |s| &s.renew, tokens, &args)
+            .await?;
         int(&value)
             .map(|n| n.max(0) as u64)
             .ok_or_else(|| self.corrupt("the renew script's answer"))

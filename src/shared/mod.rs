@@ -27,6 +27,12 @@
 //! URL through [`SharedTarget::shown`] (`redis://USER:***@HOST:PORT/DB`), and
 //! what the server or client says is passed through [`SharedTarget::scrub`].
 //!
+//! TLS: a `rediss://` URL is spoken through rustls. The server's certificate
+//! must be signed by the CA given with `--shared-cacert FILE` (crawl file
+//! `[shared] cacert`), else by one of the system's roots; read when the target
+//! is made ([`SharedTarget::with_cacert`]), so a missing or unreadable file is
+//! bad input before any connection.
+//!
 //! [`client`] speaks to Redis (retrying while the server is away), [`job`]
 //! keeps the crawl's job and resolves a starting worker's, [`worker`] is the
 //! crawl loop of one worker (with `cycle`, which starts a new cycle of a
@@ -45,6 +51,7 @@ pub mod views;
 pub mod watch;
 pub mod worker;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use client::{Shared, SharedError};
@@ -63,6 +70,10 @@ pub struct SharedTarget {
     pub redis: String,
     /// The crawl's name: its keys start with `legcrawl:{NAME}:`.
     pub name: String,
+    /// The CA certificate file of a `rediss://` server (`--shared-cacert`).
+    pub cacert: Option<PathBuf>,
+    /// Its certificates (PEM), read by [`SharedTarget::with_cacert`].
+    ca_pem: Option<Vec<u8>>,
 }
 
 /// How long a lease lasts unless renewed (renewed every third of it while the
@@ -92,7 +103,46 @@ impl SharedTarget {
         Ok(SharedTarget {
             redis: redis.to_owned(),
             name: name.to_owned(),
+            cacert: None,
+            ca_pem: None,
         })
+    }
+
+    /// The target with the server's CA read from `path` (PEM; `None`: the
+    /// system's roots). The error, one line, says why the file cannot be
+    /// used: unreadable, no PEM certificate in it, or a URL that is not
+    /// `rediss://`.
+    pub fn with_cacert(mut self, path: Option<&Path>) -> Result<SharedTarget, String> {
+        let Some(path) = path else {
+            self.cacert = None;
+            self.ca_pem = None;
+            return Ok(self);
+        };
+        let shown = path.display();
+        if !self.redis.starts_with("rediss://") {
+            return Err(format!(
+                "the Redis CA certificate {shown} is for a TLS server: the URL must start with rediss://, not {}",
+                self.shown()
+            ));
+        }
+        let pem = std::fs::read(path)
+            .map_err(|e| format!("the Redis CA certificate {shown} cannot be read: {e}"))?;
+        if !pem
+            .windows(b"-----BEGIN CERTIFICATE-----".len())
+            .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+        {
+            return Err(format!(
+                "the Redis CA certificate {shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+            ));
+        }
+        self.cacert = Some(path.to_owned());
+        self.ca_pem = Some(pem);
+        Ok(self)
+    }
+
+    /// The CA certificates (PEM) given with [`SharedTarget::with_cacert`].
+    pub(crate) fn ca_pem(&self) -> Option<&[u8]> {
+        self.ca_pem.as_deref()
     }
 }
 
@@ -157,6 +207,7 @@ impl std::fmt::Debug for SharedTarget {
         f.debug_struct("SharedTarget")
             .field("redis", &self.shown())
             .field("name", &self.name)
+            .field("cacert", &self.cacert)
             .finish()
     }
 }
@@ -223,6 +274,39 @@ mod tests {
             let error = SharedTarget::new("redis://127.0.0.1/", name).unwrap_err();
             assert!(error.contains("--name"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_ca_file_is_read_when_the_target_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pem, junk) = (dir.path().join("ca.pem"), dir.path().join("junk.pem"));
+        std::fs::write(
+            &pem,
+            "-----BEGIN CERTIFICATE-----\nMII=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let tls = SharedTarget::new("rediss://127.0.0.1:6380/0", "docs").unwrap();
+        let with = tls.clone().with_cacert(Some(&pem)).unwrap();
+        assert_eq!(with.cacert.as_deref(), Some(pem.as_path()));
+        assert!(with.ca_pem().is_some_and(|p| p.starts_with(b"-----BEGIN")));
+        assert!(tls.clone().with_cacert(None).unwrap().ca_pem().is_none());
+        let missing = tls
+            .clone()
+            .with_cacert(Some(&dir.path().join("none.pem")))
+            .unwrap_err();
+        assert!(
+            missing.contains("none.pem") && missing.contains("cannot be read"),
+            "{missing}"
+        );
+        let not_pem = tls.with_cacert(Some(&junk)).unwrap_err();
+        assert!(not_pem.contains("no PEM certificate"), "{not_pem}");
+        let plain = SharedTarget::new("redis://:pw@127.0.0.1:6379/0", "docs").unwrap();
+        let error = plain.with_cacert(Some(&pem)).unwrap_err();
+        assert!(
+            error.contains("rediss://") && !error.contains("pw@"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -48,8 +48,14 @@ fn workers_and_dump_given_nodes_that_do_not_own_the_crawls_slot_crawl_it_exactly
     // One crawl, one slot: every key on the owner, none elsewhere.
     let pattern = format!("legcrawl:{{{name}}}:*");
     let on_owner = cluster.nodes[owner].keys(&pattern);
-    assert!(on_owner.iter().any(|k| k.ends_with(":meta")), "{on_owner:?}");
-    assert!(on_owner.iter().any(|k| k.ends_with(":items")), "{on_owner:?}");
+    assert!(
+        on_owner.iter().any(|k| k.ends_with(":meta")),
+        "{on_owner:?}"
+    );
+    assert!(
+        on_owner.iter().any(|k| k.ends_with(":items")),
+        "{on_owner:?}"
+    );
     for &i in &others {
         assert_eq!(cluster.nodes[i].keys("*"), Vec::<String>::new(), "node {i}");
     }

@@ -1,7 +1,7 @@
 //! `legcrawl crawl`: flags → the run's job ([`legcrawl::job`]) and its
 //! per-run options → [`CrawlConfig`], the legs, signals, summary, exit status.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,20 +198,27 @@ pub struct CrawlArgs {
     /// The shared crawl's name (its keys in Redis start with legcrawl:{NAME}:).
     #[arg(long, value_name = "NAME", help_heading = RUN)]
     name: Option<String>,
+    /// The CA certificate (PEM) that signed a rediss:// server's certificate
+    /// [default: the system's roots].
+    #[arg(long, value_name = "FILE", help_heading = RUN)]
+    shared_cacert: Option<PathBuf>,
     /// Time a shared crawl's lease lasts unless renewed; a dead worker's
     /// requests go back to the frontier after it [default: 60s].
     #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = RUN)]
     lease_ttl: Option<Duration>,
 }
 
-/// `--shared` and `--name` together, each checked, or one line saying which
-/// is missing.
+/// `--shared` and `--name` together, each checked, with `--shared-cacert`
+/// read, or one line saying what is missing or wrong.
 pub(super) fn shared_target(
     redis: Option<String>,
     name: Option<String>,
+    cacert: Option<&Path>,
 ) -> anyhow::Result<SharedTarget> {
     match (redis, name) {
-        (Some(redis), Some(name)) => Ok(SharedTarget::new(&redis, &name).map_err(BadInput)?),
+        (Some(redis), Some(name)) => Ok(SharedTarget::new(&redis, &name)
+            .and_then(|t| t.with_cacert(cacert))
+            .map_err(BadInput)?),
         (None, _) => Err(BadInput(
             "--name needs --shared redis://HOST:PORT/DB (or a crawl file's [shared] redis)".into(),
         )
@@ -319,15 +326,16 @@ impl CrawlArgs {
         }
         self.apply_job_flags(&mut config);
         self.apply_run_options(&mut config);
-        if self.shared.is_some() || self.name.is_some() {
-            // Either flag overrides its half of the crawl file's `[shared]`.
+        if self.shared.is_some() || self.name.is_some() || self.shared_cacert.is_some() {
+            // Each flag overrides its part of the crawl file's `[shared]`.
             let file = config.shared.take();
             let redis = self
                 .shared
                 .clone()
                 .or(file.as_ref().map(|t| t.redis.clone()));
-            let name = self.name.clone().or(file.map(|t| t.name));
-            config.shared = Some(shared_target(redis, name)?);
+            let name = self.name.clone().or(file.as_ref().map(|t| t.name.clone()));
+            let cacert = self.shared_cacert.clone().or(file.and_then(|t| t.cacert));
+            config.shared = Some(shared_target(redis, name, cacert.as_deref())?);
         }
         Ok(config)
     }

@@ -94,11 +94,14 @@ pub(super) fn run_shared(
     let Some(report) = report else {
         return Ok(ExitCode::from(130));
     };
-    let resume = format!(
+    let mut resume = format!(
         "legcrawl crawl --shared {} --name {}",
         target.shown(),
         target.name
     );
+    if let Some(cacert) = &target.cacert {
+        resume.push_str(&format!(" --shared-cacert {}", cacert.display()));
+    }
     print_report(config, &report, &resume);
     Ok(exit_status(&report))
 }

@@ -155,7 +155,9 @@ impl Shared {
             args.push(millis(r.delay).into_bytes());
             args.push(r.request.priority.to_string().into_bytes());
         }
-        let value = self.script("queueing a cycle", |s| &s.cycle, &[], &args).await?;
+        let value = self
+            .script("queueing a cycle", |s| &s.cycle, &[], &args)
+            .await?;
         let n = int(&value).ok_or_else(|| self.corrupt("the cycle script's answer"))?;
         Ok(u64::try_from(n).ok())
     }

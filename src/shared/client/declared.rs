@@ -87,12 +87,22 @@ fn a_call_declares_meta_first_and_every_key_in_the_crawls_slot() {
     let keys = Keys::new("docs");
     let scripts = Scripts::new();
     for (name, script, tokens) in call_sites(&scripts) {
-        let given: &[u64] = if tokens { &[7, 1_700_000_000_000_000] } else { &[] };
+        let given: &[u64] = if tokens {
+            &[7, 1_700_000_000_000_000]
+        } else {
+            &[]
+        };
         let declared = declared_keys(&keys, script, given);
         assert_eq!(declared[0], "legcrawl:{docs}:meta", "{name}");
-        assert!(declared.iter().all(|k| hash_tag(k) == Some("docs")), "{name}: {declared:?}");
+        assert!(
+            declared.iter().all(|k| hash_tag(k) == Some("docs")),
+            "{name}: {declared:?}"
+        );
         for token in given {
-            assert!(declared.contains(&keys.lease(*token)), "{name}: lease {token}");
+            assert!(
+                declared.contains(&keys.lease(*token)),
+                "{name}: lease {token}"
+            );
         }
         let unique: BTreeSet<&String> = declared.iter().collect();
         assert_eq!(unique.len(), declared.len(), "{name}: a key declared twice");

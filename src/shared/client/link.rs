@@ -22,8 +22,9 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) enum Link {
     /// One server (or a cluster node that does not say it is one).
     Single(redis::Client),
-    /// A Redis Cluster, reached through any of its nodes.
-    Cluster(ClusterClient),
+    /// A Redis Cluster, reached through any of its nodes (boxed: it is
+    /// twice the size of a client).
+    Cluster(Box<ClusterClient>),
 }
 
 /// A connection made by a [`Link`]. Cloning it is cheap (a handle).
@@ -114,7 +115,7 @@ impl Link {
         if let Some(ca) = ca {
             builder = builder.certs(certificates(Some(ca)));
         }
-        let link = Link::Cluster(builder.build()?);
+        let link = Link::Cluster(Box::new(builder.build()?));
         let conn = link.connect().await?;
         Ok((link, conn))
     }

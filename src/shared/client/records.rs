@@ -53,7 +53,9 @@ impl Shared {
     /// Hosts parked because their robots.txt kept failing are tried again
     /// (a worker starts); returns how many requests came back to the frontier.
     pub async fn unpark(&self) -> Result<u64, SharedError> {
-        let value = self.script("unparking hosts", |s| &s.unpark, &[], &[]).await?;
+        let value = self
+            .script("unparking hosts", |s| &s.unpark, &[], &[])
+            .await?;
         int(&value)
             .map(|n| n.max(0) as u64)
             .ok_or_else(|| self.corrupt("the unpark script's answer"))

@@ -18,6 +18,7 @@
 //!   text parser and headless chromium.
 //! - [`tinyproxy`]: a real `tinyproxy` child on a free port (skipped loudly
 //!   when missing, unless `LEGCRAWL_REQUIRE_PROXY=1`).
+//! - [`tls`]: a CA and a server certificate for the `rediss://` tests (rcgen).
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
 //! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
@@ -39,6 +40,7 @@ pub mod server;
 pub mod site;
 pub mod skip;
 pub mod tinyproxy;
+pub mod tls;
 pub mod warc;
 pub mod workers;
 

@@ -14,7 +14,11 @@
 //! [`RedisServer::start_with_config`] adds settings (`--NAME VALUE` pairs);
 //! [`RedisServer::start_cluster_node`] starts an empty Redis Cluster node
 //! (`--cluster-enabled yes`, its bus on another free port), which
-//! `support::cluster` joins with others.
+//! `support::cluster` joins with others; [`RedisServer::start_tls`] serves
+//! TLS only (`--port 0 --tls-port PORT`, with the given certificate, key and
+//! CA, clients not asked for certificates), and is ready once its port
+//! accepts a connection ([`RedisServer::command`] speaks plain TCP, so it
+//! cannot be used on it).
 //! Dropping the handle kills the server. [`RedisServer::command`] speaks raw
 //! RESP over a `TcpStream`, enough for a test to look at keys.
 //!
@@ -101,10 +105,21 @@ pub struct RedisServer {
     password: Option<String>,
     /// More settings, `--NAME VALUE`.
     extra: Vec<(String, String)>,
-    /// A cluster node: `--cluster-enabled yes`, its bus on a free port.
-    cluster: bool,
+    /// A plain server, a cluster node, or a TLS-only one.
+    mode: Mode,
     /// Working directory (AOF files) and `redis.log`.
     dir: tempfile::TempDir,
+}
+
+/// What kind of server [`RedisServer::spawn`] starts.
+#[derive(Clone, Debug)]
+enum Mode {
+    /// Plain TCP on its port.
+    Plain,
+    /// A cluster node: `--cluster-enabled yes`, its bus on a free port.
+    Cluster,
+    /// TLS only on its port: the server's certificate, its key, the CA.
+    Tls([PathBuf; 3]),
 }
 
 /// The `redis-server` executable, if there is one.
@@ -156,7 +171,7 @@ impl RedisServer {
             Persistence::None,
             Some(password.to_owned()),
             Vec::new(),
-            false,
+            Mode::Plain,
         )
     }
 
@@ -164,7 +179,15 @@ impl RedisServer {
     /// (`--cluster-enabled yes`; its cluster bus on a free port of its own,
     /// since the default, port + 10000, may be past 65535).
     pub fn start_cluster_node(test: &str) -> Option<RedisServer> {
-        RedisServer::start_as(test, Persistence::None, None, Vec::new(), true)
+        RedisServer::start_as(test, Persistence::None, None, Vec::new(), Mode::Cluster)
+    }
+
+    /// As [`RedisServer::start`], speaking TLS only (`--port 0 --tls-port
+    /// PORT --tls-auth-clients no`) with the server certificate `cert`, its
+    /// `key` and the `ca` (PEM files).
+    pub fn start_tls(test: &str, cert: &Path, key: &Path, ca: &Path) -> Option<RedisServer> {
+        let files = [cert, key, ca].map(Path::to_path_buf);
+        RedisServer::start_as(test, Persistence::None, None, Vec::new(), Mode::Tls(files))
     }
 
     /// As [`RedisServer::start`], with neither RDB snapshots nor AOF.
@@ -179,11 +202,11 @@ impl RedisServer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        RedisServer::start_as(test, Persistence::None, None, extra, false)
+        RedisServer::start_as(test, Persistence::None, None, extra, Mode::Plain)
     }
 
     fn start_with(test: &str, persistence: Persistence) -> Option<RedisServer> {
-        RedisServer::start_as(test, persistence, None, Vec::new(), false)
+        RedisServer::start_as(test, persistence, None, Vec::new(), Mode::Plain)
     }
 
     fn start_as(
@@ -191,7 +214,7 @@ impl RedisServer {
         persistence: Persistence,
         password: Option<String>,
         extra: Vec<(String, String)>,
-        cluster: bool,
+        mode: Mode,
     ) -> Option<RedisServer> {
         let exe = server_or_skip(test)?;
         let dir = tempfile::Builder::new()
@@ -205,7 +228,7 @@ impl RedisServer {
             persistence,
             password,
             extra,
-            cluster,
+            mode,
             dir,
         };
         let mut last = String::new();
@@ -228,7 +251,23 @@ impl RedisServer {
             Persistence::Aof => ("", "yes"),
         };
         let mut cmd = Command::new(&self.exe);
-        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+        let port = self.port.to_string();
+        match &self.mode {
+            Mode::Tls([cert, key, ca]) => {
+                cmd.args(["--port", "0", "--tls-port", &port])
+                    .arg("--tls-cert-file")
+                    .arg(cert)
+                    .arg("--tls-key-file")
+                    .arg(key)
+                    .arg("--tls-ca-cert-file")
+                    .arg(ca)
+                    .args(["--tls-auth-clients", "no"]);
+            }
+            Mode::Plain | Mode::Cluster => {
+                cmd.args(["--port", &port]);
+            }
+        }
+        cmd.args(["--bind", "127.0.0.1"])
             .args(["--save", save, "--appendonly", appendonly])
             .args(["--appendfsync", "always", "--daemonize", "no"])
             .arg("--dir")
@@ -238,7 +277,7 @@ impl RedisServer {
         if let Some(password) = &self.password {
             cmd.args(["--requirepass", password]);
         }
-        if self.cluster {
+        if matches!(self.mode, Mode::Cluster) {
             cmd.args(["--cluster-enabled", "yes"])
                 .args(["--cluster-config-file", "nodes.conf"])
                 .args(["--cluster-port", &free_port().to_string()]);
@@ -261,7 +300,7 @@ impl RedisServer {
                     self.log_tail()
                 ));
             }
-            if ping(self.port, self.password.as_deref()) {
+            if self.is_up() {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -283,14 +322,18 @@ impl RedisServer {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT/0`.
+    /// `redis://127.0.0.1:PORT/0` (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
         self.url_db(0)
     }
 
-    /// `redis://127.0.0.1:PORT/DB`.
+    /// `redis://127.0.0.1:PORT/DB` (`rediss://` for a TLS server).
     pub fn url_db(&self, db: u32) -> String {
-        format!("redis://127.0.0.1:{}/{db}", self.port)
+        let scheme = match self.mode {
+            Mode::Tls(_) => "rediss",
+            Mode::Plain | Mode::Cluster => "redis",
+        };
+        format!("{scheme}://127.0.0.1:{}/{db}", self.port)
     }
 
     /// Its working directory (where the AOF lives).
@@ -310,8 +353,16 @@ impl RedisServer {
     }
 
     /// True while it answers `PING`.
+    /// (A TLS server: while its port accepts connections.)
     pub fn is_up(&self) -> bool {
-        ping(self.port, self.password.as_deref())
+        match self.mode {
+            Mode::Tls(_) => TcpStream::connect_timeout(
+                &std::net::SocketAddr::from(([127, 0, 0, 1], self.port)),
+                Duration::from_millis(200),
+            )
+            .is_ok(),
+            Mode::Plain | Mode::Cluster => ping(self.port, self.password.as_deref()),
+        }
     }
 
     /// Runs one command (on DB 0) and returns its reply.

@@ -1,0 +1,96 @@
+//! Issue 25, TLS: `rediss://` works, through rustls, with the server's CA
+//! given by `--shared-cacert FILE`. Before, `rediss://` was accepted but the
+//! redis crate was built without TLS.
+//!
+//! Against a real `redis-server` speaking TLS only (`--port 0 --tls-port P`,
+//! `support::redis`) with a CA and a server certificate the test makes
+//! (`support::tls`): a worker and `dump --shared` given the CA crawl the site
+//! exactly; a worker given another CA, or none (the system's roots do not
+//! know the test's CA), is one line and exit 1 and writes nothing; a CA file
+//! that cannot be read, or given with a `redis://` URL, is one line and exit 2.
+
+use std::time::Duration;
+
+use crate::support::assert_each_once;
+use crate::support::cli::{parse_lines, run};
+use crate::support::hosts::{self, MultiSite, args, item_key};
+use crate::support::redis::RedisServer;
+use crate::support::tls::Pki;
+use crate::support::workers::{Crawl, assert_fetched_once, serial};
+
+/// Longest any one run may take.
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// `out` failed with `code` and one line on stderr; returns it.
+fn one_line(what: &str, out: &std::process::Output, code: i32) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    assert_eq!(out.status.code(), Some(code), "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: one line, got {err:?}");
+    err
+}
+
+#[test]
+fn rediss_with_the_servers_ca_crawls_and_another_ca_is_one_line() {
+    let _serial = serial();
+    let pki = Pki::make();
+    let Some(redis) = RedisServer::start_tls(
+        "shared_tls",
+        &pki.server_cert(),
+        &pki.server_key(),
+        &pki.ca(),
+    ) else {
+        return;
+    };
+    assert!(redis.url().starts_with("rediss://"), "{}", redis.url());
+    let site = MultiSite::start(60, 2, 13, hosts::no_delay());
+    let crawl_args = site.crawl_args();
+    let argv = args(&crawl_args, &["--concurrency", "4"]);
+    let ca = pki.ca().to_str().expect("utf-8 path").to_owned();
+    let other = pki.other_ca().to_str().expect("utf-8 path").to_owned();
+    let mut crawl = Crawl::new(&redis.url(), "tls");
+
+    // Another CA, or the system's roots: refused before anything is written.
+    let out = run(
+        crawl.crawl_command(&[argv.as_slice(), &["--shared-cacert", &other]].concat()),
+        LIMIT,
+    );
+    let err = one_line("another CA", &out, 1);
+    assert!(err.contains("rediss://127.0.0.1"), "{err}");
+    assert!(
+        err.contains("certificate") && err.contains("--shared-cacert"),
+        "{err}"
+    );
+    let err = one_line("no CA", &run(crawl.crawl_command(&argv), LIMIT), 1);
+    assert!(err.contains("rediss://127.0.0.1"), "{err}");
+    let err = one_line("dump with no CA", &crawl.dump_output(&["summary"]), 1);
+    assert!(err.contains("rediss://127.0.0.1"), "{err}");
+
+    // A CA file that is not there, or one given for a plain redis:// URL.
+    let missing = pki.dir().join("missing.pem");
+    let missing = missing.to_str().expect("utf-8 path");
+    let out = run(
+        crawl.crawl_command(&[argv.as_slice(), &["--shared-cacert", missing]].concat()),
+        LIMIT,
+    );
+    let err = one_line("a missing CA file", &out, 2);
+    assert!(err.contains("missing.pem"), "{err}");
+    let plain = Crawl::new("redis://127.0.0.1:1/0", "tls");
+    let out = run(
+        plain.crawl_command(&[argv.as_slice(), &["--shared-cacert", &ca]].concat()),
+        LIMIT,
+    );
+    let err = one_line("a CA for redis://", &out, 2);
+    assert!(err.contains("rediss://"), "{err}");
+
+    // The server's CA: the worker crawls the site, dump reads it back.
+    crawl.spawn(&[argv.as_slice(), &["--shared-cacert", &ca]].concat());
+    crawl.wait_all_ok(LIMIT);
+    let items = parse_lines(&crawl.dump(&["items", "--shared-cacert", &ca]));
+    let keys: Vec<String> = items.iter().map(item_key).collect();
+    assert_each_once(&keys, &site.expected(), "dump --shared items over TLS");
+    assert_fetched_once(&site);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&crawl.dump(&["summary", "--json", "--shared-cacert", &ca]))
+            .expect("summary JSON");
+    assert_eq!(summary["frontier"], 0, "{summary}");
+}

@@ -1,0 +1,87 @@
+//! Certificates for the `rediss://` tests, made in-process with rcgen (no
+//! openssl): a CA, a server certificate it signs for `127.0.0.1` and
+//! `localhost`, and another CA that signed nothing the server shows. Written
+//! as PEM files into a temp dir that lives as long as the [`Pki`].
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+
+/// The files of one test's certificates.
+pub struct Pki {
+    dir: tempfile::TempDir,
+}
+
+/// A self-signed CA named `name`: its certificate (PEM) and its issuer.
+fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
+    let key = KeyPair::generate().expect("CA key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = params.self_signed(&key).expect("CA certificate");
+    (cert.pem(), Issuer::new(params, key))
+}
+
+impl Pki {
+    /// Makes the CA, the server's key and certificate, and the other CA.
+    pub fn make() -> Pki {
+        let dir = tempfile::Builder::new()
+            .prefix("legcrawl-pki-")
+            .tempdir()
+            .expect("pki dir");
+        let (ca_pem, issuer) = ca("legcrawl test CA");
+        let (other_pem, _) = ca("legcrawl other CA");
+        let key = KeyPair::generate().expect("server key");
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+                .expect("server params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "legcrawl test redis");
+        let cert = params.signed_by(&key, &issuer).expect("server certificate");
+        let pki = Pki { dir };
+        for (path, text) in [
+            (pki.ca(), ca_pem),
+            (pki.other_ca(), other_pem),
+            (pki.server_cert(), cert.pem()),
+            (pki.server_key(), key.serialize_pem()),
+        ] {
+            std::fs::write(path, text).expect("write a PEM file");
+        }
+        pki
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The CA that signed the server's certificate.
+    pub fn ca(&self) -> PathBuf {
+        self.path("ca.pem")
+    }
+
+    /// Another CA, which signed nothing the server shows.
+    pub fn other_ca(&self) -> PathBuf {
+        self.path("other-ca.pem")
+    }
+
+    /// The server's certificate (for 127.0.0.1 and localhost).
+    pub fn server_cert(&self) -> PathBuf {
+        self.path("server.pem")
+    }
+
+    /// The server certificate's key.
+    pub fn server_key(&self) -> PathBuf {
+        self.path("server.key")
+    }
+
+    /// The directory of the files.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
