@@ -21,9 +21,9 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What makes connections: to one server, or to a cluster.
 pub(super) enum Link {
     /// One server (or a cluster node that does not say it is one).
-    Single(redis::Client),
-    /// A Redis Cluster, reached through any of its nodes (boxed: it is
-    /// twice the size of a client).
+    Single(Box<redis::Client>),
+    /// A Redis Cluster, reached through any of its nodes. (Both boxed: the
+    /// two differ much in size, and a `Link` is made once per connection.)
     Cluster(Box<ClusterClient>),
 }
 
@@ -105,7 +105,7 @@ impl Link {
             Err(_) => false,
         };
         if !cluster {
-            return Ok((Link::Single(client), Conn::Single(conn)));
+            return Ok((Link::Single(Box::new(client)), Conn::Single(conn)));
         }
         drop(conn);
         let mut builder = ClusterClient::builder([info])
