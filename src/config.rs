@@ -153,7 +153,8 @@ pub struct CrawlConfig {
     /// Seen-set mode. Fixed when the state is created (default [`DedupMode::Exact`]);
     /// `None` means "as stored"; a different explicit value for an existing state is refused.
     pub dedup: Option<DedupMode>,
-    /// Bloom filter size as a power of two of bits (default 30 = 128 MiB). Same rule as `dedup`.
+    /// Bloom filter size as a power of two of bits, fixed (default: sized to the crawl
+    /// in exact mode, 30 = 128 MiB in bloom mode). Same rule as `dedup`.
     pub bloom_bits: Option<u8>,
     /// Bloom filter hash count (default 6). Same rule as `dedup`.
     pub bloom_hashes: Option<u8>,

@@ -10,7 +10,7 @@ use std::path::Path;
 use super::records::{self, Meta, unix_now};
 use super::{
     DEFAULT_CACHE_BYTES, OLDEST_FORMAT, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys,
-    repair,
+    repair, sizing,
 };
 use crate::bloom::{BloomFile, BloomParams};
 use crate::config::DedupMode;
@@ -66,8 +66,16 @@ pub(super) fn create_meta(
     db: &sled::Db,
     options: &OpenOptions,
 ) -> Result<(Meta, BloomFile), StoreError> {
+    let dedup = options.dedup.unwrap_or_default();
+    // Sized to the crawl unless `--bloom-bits` fixes the size; in `bloom`
+    // mode the bits are the only record, so they never grow (see `sizing`).
+    let sized = options.bloom_bits.is_none() && dedup == DedupMode::Exact;
     let params = BloomParams {
-        bits: options.bloom_bits.unwrap_or(30),
+        bits: match options.bloom_bits {
+            Some(bits) => bits,
+            None if sized => sizing::start_bits(),
+            None => 30,
+        },
         hashes: options.bloom_hashes.unwrap_or(6),
     };
     let bloom_path = dir.join("bloom.bin");
@@ -77,8 +85,9 @@ pub(super) fn create_meta(
         format: STATE_FORMAT,
         created_at: unix_now(),
         bloom_bits: params.bits,
+        bloom_sized: sized,
         bloom_hashes: params.hashes,
-        dedup: options.dedup.unwrap_or_default().as_str().to_owned(),
+        dedup: dedup.as_str().to_owned(),
         next_queue_seq: 0,
         next_host_id: 0,
     };
@@ -129,9 +138,13 @@ pub(super) fn load_meta(
         }),
         _ => Ok(()),
     };
+    let stored_bits = match meta.bloom_sized {
+        true => "sized to the crawl".to_owned(),
+        false => meta.bloom_bits.to_string(),
+    };
     check(
         "bloom bits",
-        meta.bloom_bits.to_string(),
+        stored_bits,
         options.bloom_bits.map(|b| b.to_string()),
     )?;
     check(
@@ -144,13 +157,9 @@ pub(super) fn load_meta(
         meta.dedup.clone(),
         options.dedup.map(|d| d.as_str().to_owned()),
     )?;
-    let params = BloomParams {
-        bits: meta.bloom_bits,
-        hashes: meta.bloom_hashes,
-    };
     let dedup = DedupMode::parse(&meta.dedup)
         .ok_or_else(|| corrupt(format!("unknown dedup mode {:?}", meta.dedup)))?;
-    let bloom = repair::open_bloom(dir, db, params, dedup, opened)?;
+    let bloom = repair::open_bloom(dir, db, sizing::Shape::of(&meta), dedup, opened)?;
     Ok((meta, bloom))
 }
 

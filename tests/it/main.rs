@@ -3,6 +3,7 @@
 //! Run with `cargo test --release --test it`.
 
 mod answers;
+mod bloom_size;
 mod closed_pipe;
 mod config;
 mod crash_points;

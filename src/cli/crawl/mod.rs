@@ -80,7 +80,8 @@ pub struct CrawlArgs {
     /// confirmation) or bloom (Bloom alone, constant size).
     #[arg(long, value_name = "MODE", value_parser = parse_dedup, help_heading = JOB)]
     dedup: Option<DedupMode>,
-    /// Bloom filter size as log2 of bits (fixed at creation; default 30 = 128 MiB).
+    /// Bloom filter size as log2 of bits, fixed at creation (default: sized to the
+    /// crawl in exact mode, from 2^20 bits; 30 = 128 MiB in bloom mode).
     #[arg(long, value_name = "BITS", value_parser = clap::value_parser!(u8).range(10..=36), help_heading = JOB)]
     bloom_bits: Option<u8>,
     /// Bloom hash functions (fixed at creation; default 6).
