@@ -60,10 +60,12 @@ fn info_memory(redis: &RedisServer, field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("INFO memory has no {field}"))
 }
 
-/// `MEMORY USAGE KEY SAMPLES 0` (every element counted), in bytes.
+/// `MEMORY USAGE KEY SAMPLES 0` (every element counted), in bytes; 0 when
+/// the key does not exist.
 fn key_memory(redis: &RedisServer, key: &str) -> anyhow::Result<u64> {
     match redis.command(&["MEMORY", "USAGE", key, "SAMPLES", "0"])? {
         Resp::Int(n) => Ok(n.max(0) as u64),
+        Resp::Bulk(None) => Ok(0),
         other => anyhow::bail!("MEMORY USAGE {key} answered {other:?}"),
     }
 }
@@ -120,10 +122,68 @@ fn longest_call(redis: &RedisServer) -> anyhow::Result<(i64, usize)> {
     Ok((longest, calls))
 }
 
+/// Memory per queued request: one seed stored and leased, then a page of `n`
+/// links completed, on a crawl of its own, before the SLOWLOG is set to log
+/// every call (it would hold each call's arguments, and count in
+/// `used_memory`). Prints one line; the crawl's keys are deleted after.
+async fn memory(redis: &RedisServer, n: usize) -> anyhow::Result<()> {
+    let target = SharedTarget::new(&redis.url(), "memory").map_err(anyhow::Error::msg)?;
+    let shared = Shared::connect(&target, 4).await?;
+    ensure!(
+        shared
+            .add_seeds(&[request("http://a.test/".into(), true)])
+            .await?
+            == 1
+    );
+    let lease = shared.lease("bench", 1, Duration::from_secs(600)).await?;
+    let leased = lease.leases.first().context("no lease")?;
+    let page = PageCompletion {
+        token: leased.token,
+        requests: (0..n)
+            .map(|i| {
+                link(
+                    &leased.request,
+                    format!("http://a.test/articles/2026/12/page-{i}.html"),
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let queue = "legcrawl:{memory}:q:a.test";
+    let seen = "legcrawl:{memory}:seen";
+    let (queue_before, seen_before) = (key_memory(redis, queue)?, key_memory(redis, seen)?);
+    let before = info_memory(redis, "used_memory")?;
+    shared.complete("bench", &page).await?;
+    let after = info_memory(redis, "used_memory")?;
+    let per = |bytes: u64| bytes as f64 / n as f64;
+    println!(
+        "memory per queued request: {:.1} B (used_memory {before} -> {after}, {n} links); queue {:.1} B, seen set {:.1} B (MEMORY USAGE)",
+        per(after.saturating_sub(before)),
+        per(key_memory(redis, queue)?.saturating_sub(queue_before)),
+        per(key_memory(redis, seen)?.saturating_sub(seen_before)),
+    );
+    redis.command(&["FLUSHALL"])?;
+    Ok(())
+}
+
+/// Only the memory line (`SHARED_BENCH_ONLY=memory`), on a fresh server.
+pub fn memory_only() -> anyhow::Result<()> {
+    let n = size()?;
+    let redis = RedisServer::start("benches/shared memory").context("redis-server not found")?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(memory(&redis, n))
+}
+
 /// Runs the scenario on a fresh server and prints one row per operation.
 pub fn run() -> anyhow::Result<()> {
     let n = size()?;
     let redis = RedisServer::start("benches/shared calls").context("redis-server not found")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(memory(&redis, n))?;
     for (k, v) in [
         ("slowlog-log-slower-than", "0"),
         ("slowlog-max-len", "1000000"),
@@ -131,9 +191,6 @@ pub fn run() -> anyhow::Result<()> {
     ] {
         redis.command(&["CONFIG", "SET", k, v])?;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     println!(
         "{:<34} {:>9} {:>7} {:>12} {:>11} {:>9}",
         "calls: operation", "requests", "logged", "longest ms", "latency ms", "total s"
@@ -169,26 +226,19 @@ pub fn run() -> anyhow::Result<()> {
         let page = PageCompletion {
             token,
             requests: (0..n)
-                .map(|i| link(parent, format!("http://a.test/articles/2026/12/page-{i}.html")))
+                .map(|i| {
+                    link(
+                        parent,
+                        format!("http://a.test/articles/2026/12/page-{i}.html"),
+                    )
+                })
                 .collect(),
             ..Default::default()
         };
-        let queue = "legcrawl:{calls}:q:a.test";
-        let seen = "legcrawl:{calls}:seen";
-        let (queue_before, seen_before) = (key_memory(&redis, queue)?, key_memory(&redis, seen)?);
-        let before = info_memory(&redis, "used_memory")?;
         let started = Instant::now();
         shared.complete("bench", &page).await?;
         let took = started.elapsed();
-        let after = info_memory(&redis, "used_memory")?;
         row("a page of links completed", took)?;
-        let per = |bytes: u64| bytes as f64 / n as f64;
-        println!(
-            "memory per queued request: {:.1} B (used_memory {before} -> {after}); queue {:.1} B, seen set {:.1} B (MEMORY USAGE)",
-            per(after.saturating_sub(before)),
-            per(key_memory(&redis, queue)?.saturating_sub(queue_before)),
-            per(key_memory(&redis, seen)?.saturating_sub(seen_before)),
-        );
 
         // Drained, as at the end of a cycle: the queue emptied (UNLINK frees it
         // in the background), the counters at zero.
