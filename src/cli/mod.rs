@@ -24,6 +24,7 @@ mod reset;
 mod seeds;
 mod serve;
 mod stats;
+mod stats_shared;
 pub mod stderr;
 
 use std::io::IsTerminal;

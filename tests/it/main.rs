@@ -32,6 +32,7 @@ mod shared_dump;
 mod shared_faults;
 mod shared_job;
 mod shared_loss;
+mod shared_parity;
 mod shared_scripts;
 mod shared_secrets;
 mod shared_startup;
