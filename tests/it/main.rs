@@ -22,6 +22,7 @@ mod output_cursor;
 mod panics;
 mod polite;
 mod proxy;
+mod replay;
 mod requisites;
 mod robots;
 mod seeds;
