@@ -74,7 +74,7 @@ pub use item_id::{ItemIdSetter, ItemIdSettings};
 pub use links::LinkExtractor;
 pub use page_item::PageItem;
 pub use requisites::REQUISITE_META;
-pub use sitemap::{SITEMAP_META, Sitemap, SitemapSettings};
+pub use sitemap::{LASTMOD_META, SITEMAP_META, Sitemap, SitemapSettings, parse_lastmod};
 pub use stack::Stack;
 pub use trap_guard::{TrapGuard, TrapGuardSettings};
 

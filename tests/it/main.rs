@@ -17,6 +17,7 @@ mod fetch;
 mod hostile;
 mod incremental;
 mod job;
+mod lastmod;
 mod login;
 mod output_cursor;
 mod panics;
