@@ -650,9 +650,11 @@ impl<'a> Crawl<'a> {
         } = part;
         let mut counters = Vec::new();
         self.accept(&mut requests, false, &mut counters)?;
+        // Revisits `accept` made (sitemap `lastmod`) go with the completion.
+        let back: Vec<_> = requests.extract_if(.., |r| r.dont_filter).collect();
         self.queue_part(&requests).await?;
         // The task is gone only if it was aborted; its page then stays queued.
-        let _ = ack.send(counters);
+        let _ = ack.send((counters, back));
         Ok(())
     }
 

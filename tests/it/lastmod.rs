@@ -2,7 +2,8 @@
 //! revisit policy. Under `--revisit-after 0` (every page due every run), a
 //! page whose `lastmod` is older than its last fetch gets no request in the
 //! incremental run; once the sitemap says it changed after that fetch, the
-//! next run asks it again, and only it.
+//! next run asks it again, and only it — also when the sitemap is long
+//! enough that its entries are queued in parts while the leg runs.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,8 +13,13 @@ use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// Pages only the sitemap lists, each with its `lastmod` (`/a`'s can change).
-fn site(lastmod_a: Arc<Mutex<String>>) -> TestServer {
+/// Pages only the sitemap lists, each with its `lastmod` (`/a`'s can change),
+/// followed by `padding` entries on another host (out of scope, but they make
+/// the sitemap's first entries a part of their own, see `engine::parts`).
+fn site(lastmod_a: Arc<Mutex<String>>, padding: usize) -> TestServer {
+    let padding: String = (0..padding)
+        .map(|k| format!("<url><loc>http://elsewhere.invalid/{k}</loc></url>"))
+        .collect();
     TestServer::start(handler(move |req| match req.path() {
         "/robots.txt" => TestResponse::ok("User-agent: *\nAllow: /\nSitemap: /sitemap.xml\n")
             .header("content-type", "text/plain"),
@@ -24,7 +30,7 @@ fn site(lastmod_a: Arc<Mutex<String>>) -> TestServer {
                 "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
                  <url><loc>/a</loc><lastmod>{a}</lastmod></url>\
                  <url><loc>/b</loc><lastmod>2020-01-01</lastmod></url>\
-                 <url><loc>/c</loc></url></urlset>"
+                 <url><loc>/c</loc></url>{padding}</urlset>"
             ))
             .header("content-type", "application/xml")
         }
@@ -62,8 +68,18 @@ fn w3c_dates_for_the_site() {
 
 #[test]
 fn a_page_whose_sitemap_lastmod_is_older_than_its_fetch_is_not_asked_again() {
+    lastmod_runs(0);
+}
+
+#[test]
+fn the_same_when_the_sitemap_entries_are_queued_in_parts() {
+    // More entries than a part (`LINK_CHUNK`, 4,096).
+    lastmod_runs(5_000);
+}
+
+fn lastmod_runs(padding: usize) {
     let lastmod_a = Arc::new(Mutex::new("2020-01-01T00:00:00Z".to_owned()));
-    let server = site(Arc::clone(&lastmod_a));
+    let server = site(Arc::clone(&lastmod_a), padding);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("state");
     let seed = server.url("/");
