@@ -2,7 +2,9 @@
 //! an incremental run whose every answer is a 304, both runs' WARCs in one
 //! pywb collection: the newest capture of the page (pywb's default, a
 //! `server-not-modified` revisit) replays the original page, and so do its
-//! stylesheet and image, byte for byte.
+//! stylesheet and image, byte for byte. The same for a site without
+//! validators, whose unchanged answers become `identical-payload-digest`
+//! revisits (the 200 head, the original's payload).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,9 +24,10 @@ const CSS: &str = "body { background: url(/bg.png) } h1 { color: #333 }";
 const LOGO: &[u8] = b"\x89PNG\r\n\x1a\nlogo bytes";
 const BG: &[u8] = b"\x89PNG\r\n\x1a\nbackground bytes";
 
-/// The site: every resource has an ETag and answers a matching
+/// The site: with `etags`, every resource has an ETag and answers a matching
 /// `If-None-Match` with a 304 that repeats it (RFC 9110); 304s are counted.
-fn site(not_modified: Arc<AtomicU64>) -> TestServer {
+/// Without, every answer is a 200 with the same bytes.
+fn site(not_modified: Arc<AtomicU64>, etags: bool) -> TestServer {
     TestServer::start(handler(move |req| {
         let (body, kind): (&[u8], &str) = match req.path() {
             "/robots.txt" => (b"User-agent: *\nAllow: /\n", "text/plain"),
@@ -35,6 +38,9 @@ fn site(not_modified: Arc<AtomicU64>) -> TestServer {
             _ => return TestResponse::not_found(),
         };
         let etag = format!("\"v1{}\"", req.path());
+        if !etags {
+            return TestResponse::ok(body).header("Content-Type", kind);
+        }
         if req.header("if-none-match") == Some(etag.as_str()) {
             not_modified.fetch_add(1, Ordering::SeqCst);
             return TestResponse::status(304).header("ETag", &etag);
@@ -47,11 +53,21 @@ fn site(not_modified: Arc<AtomicU64>) -> TestServer {
 
 #[test]
 fn revisits_replay_the_original_page_and_its_requisites_in_pywb() {
+    replay(true);
+}
+
+#[test]
+fn identical_payload_revisits_replay_the_original_too() {
+    replay(false);
+}
+
+/// Two runs, then each resource's newest capture replayed (see the module doc).
+fn replay(etags: bool) {
     let Some(bin) = pywb::bin_dir() else {
         return;
     };
     let not_modified = Arc::new(AtomicU64::new(0));
-    let server = site(Arc::clone(&not_modified));
+    let server = site(Arc::clone(&not_modified), etags);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("state");
     let warcs = dir.path().join("warc");
@@ -82,21 +98,29 @@ fn revisits_replay_the_original_page_and_its_requisites_in_pywb() {
     for path in ["/", "/site.css", "/logo.png", "/bg.png"] {
         assert_eq!(server.hits(path), 2, "{path}: once a run");
     }
-    assert!(
-        not_modified.load(Ordering::SeqCst) >= 4,
-        "the second run got 304s"
-    );
+    if etags {
+        assert!(
+            not_modified.load(Ordering::SeqCst) >= 4,
+            "the second run got 304s"
+        );
+    }
     let records = warc::read_dir(&warcs);
-    let not_modified_profile = "http://netpreserve.org/warc/1.1/revisit/server-not-modified";
+    let profile = if etags {
+        "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+    } else {
+        "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+    };
     for path in ["/", "/site.css", "/logo.png", "/bg.png"] {
         let url = server.url(path);
         let revisit = records
             .iter()
             .find(|r| r.kind() == "revisit" && r.target() == url)
             .unwrap_or_else(|| panic!("{url}: no revisit record"));
-        assert_eq!(revisit.field("WARC-Profile"), Some(not_modified_profile));
-        let etag = format!("\"v1{path}\"");
-        assert_eq!(revisit.field("WARC-Etag"), Some(etag.as_str()), "{url}");
+        assert_eq!(revisit.field("WARC-Profile"), Some(profile), "{url}");
+        if etags {
+            let etag = format!("\"v1{path}\"");
+            assert_eq!(revisit.field("WARC-Etag"), Some(etag.as_str()), "{url}");
+        }
     }
 
     let root = tempfile::tempdir().unwrap();
