@@ -174,6 +174,12 @@ pub struct CrawlConfig {
     /// up to its last `/`). Seeds, redirect targets and sitemap files are
     /// exempt; hosts without a seed are not limited.
     pub no_parent: bool,
+    /// wget's `--page-requisites`: every fetched HTML page also queues its
+    /// stylesheets, scripts, images (`srcset` too) and icons, and every
+    /// fetched stylesheet its `url()`s and `@import`s, whatever the depth,
+    /// host and allow/deny rules say (robots.txt and politeness still apply).
+    /// Requisites make no items (see [`crate::legs::requisites`]).
+    pub page_requisites: bool,
     /// Queue the `Sitemap:` lines of every robots.txt fetched, and read
     /// sitemap files whatever legs are configured (default true;
     /// `--no-sitemaps`).
@@ -347,6 +353,7 @@ impl Default for CrawlConfig {
             cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             follow_nofollow: true,
             no_parent: false,
+            page_requisites: false,
             sitemaps: true,
             keep_status: Vec::new(),
             allow: Vec::new(),

@@ -321,6 +321,25 @@ mod tests {
     }
 
     #[test]
+    fn page_requisites_is_written_only_when_on_and_changes_in_one_line() {
+        let facts = StateFacts::default();
+        let plain = resolve(None, None, |_| {}, &facts).unwrap();
+        assert!(!plain.text.contains("page_requisites"), "{}", plain.text);
+        let on = resolve(
+            Some((1, &plain.text)),
+            None,
+            |c| c.page_requisites = true,
+            &facts,
+        )
+        .unwrap();
+        let lines: Vec<String> = on.changes.iter().map(ToString::to_string).collect();
+        assert_eq!(lines, ["scope.page_requisites: (default) -> true"]);
+        let again = resolve(Some((2, &on.text)), None, |_| {}, &facts).unwrap();
+        assert!(again.changes.is_empty());
+        assert!(again.config.page_requisites);
+    }
+
+    #[test]
     fn a_credential_header_changes_without_its_value_shown() {
         let facts = StateFacts::default();
         let header = |value: &str| {

@@ -269,17 +269,23 @@ fn incremental_runs_write_revisit_records_with_their_profiles() {
                 original.field("WARC-Date"),
                 "{url}: refers to the date of the original capture"
             );
-            let (head, payload) = revisit.http();
-            assert!(
-                payload.is_empty(),
-                "{url}: a revisit holds the headers only"
-            );
-            assert!(!head.is_empty());
+            if revisit.field("WARC-Profile") == Some(identical) {
+                let (head, payload) = revisit.http();
+                assert!(
+                    payload.is_empty(),
+                    "{url}: an identical-payload revisit holds the headers only"
+                );
+                assert!(head.starts_with(b"HTTP/1.1 200"), "{url}");
+            }
         }
         if second == not_modified {
-            let (head_304, _) = of_page[0].http();
-            assert!(head_304.starts_with(b"HTTP/1.1 304"), "{url}");
-            assert!(of_page[0].field("WARC-Payload-Digest").is_none());
+            // No block, so that replay (pywb) shows the original, not a 304
+            // (this site's 304s carry no validators to keep; see the unit
+            // tests of `warc::record` for those).
+            let revisit = of_page[0];
+            assert!(revisit.block.is_empty(), "{url}: no block");
+            assert_eq!(revisit.field("Content-Length"), Some("0"));
+            assert!(revisit.field("WARC-Payload-Digest").is_none());
         }
         assert_eq!(
             of_page[1].field("WARC-Payload-Digest"),

@@ -110,6 +110,12 @@ pub struct CrawlArgs {
     /// redirects and sitemap files are exempt).
     #[arg(long, help_heading = JOB)]
     no_parent: bool,
+    /// Also fetch each page's stylesheets, scripts, images and icons, and the
+    /// url()s and @imports of stylesheets, as wget -p, whatever the depth,
+    /// host and allow/deny rules say (robots.txt still applies); they are
+    /// archived with --warc and make no items.
+    #[arg(long, help_heading = JOB)]
+    page_requisites: bool,
     /// Do not queue the Sitemap: lines of robots.txt files, nor read sitemap
     /// files unless a sitemap leg is configured.
     #[arg(long, help_heading = JOB)]
@@ -366,6 +372,9 @@ impl CrawlArgs {
         }
         if self.no_parent {
             config.no_parent = true;
+        }
+        if self.page_requisites {
+            config.page_requisites = true;
         }
         if self.no_sitemaps {
             config.sitemaps = false;

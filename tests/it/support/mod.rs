@@ -30,6 +30,7 @@ pub mod changing;
 pub mod cli;
 pub mod hosts;
 pub mod politeness;
+pub mod pywb;
 pub mod redis;
 pub mod serve;
 pub mod server;
