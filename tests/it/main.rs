@@ -11,6 +11,7 @@ mod crawl;
 mod damage;
 mod dense;
 mod deployments;
+mod docs;
 mod examples;
 mod export;
 mod fetch;
