@@ -37,4 +37,5 @@ mod shared_secrets;
 mod shared_startup;
 mod state_dir;
 mod support;
+mod tour;
 mod warc;
