@@ -35,6 +35,7 @@ mod shared_loss;
 mod shared_scripts;
 mod shared_secrets;
 mod shared_startup;
+mod skips;
 mod state_dir;
 mod support;
 mod tour;
