@@ -21,6 +21,7 @@ mod login;
 mod output_cursor;
 mod panics;
 mod polite;
+mod powercut;
 mod proxy;
 mod robots;
 mod seeds;
