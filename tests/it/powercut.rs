@@ -82,7 +82,7 @@ const CONCURRENCY: u64 = 4;
 /// Cuts that must land in a running crawl, over the whole test.
 const CUTS: u64 = 50;
 /// Crawls (each from a new state, cut until it finishes) at most.
-const CRAWLS: usize = 30;
+const CRAWLS: usize = 80;
 /// One crawl run, from start to a clean exit, at most.
 const LIMIT: Duration = Duration::from_secs(60);
 /// The variable that stops taking sled's log as durable at every write.
