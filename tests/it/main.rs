@@ -24,6 +24,7 @@ mod login;
 mod output_cursor;
 mod panics;
 mod polite;
+mod powercut;
 mod proxy;
 mod replay;
 mod requisites;

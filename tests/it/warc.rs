@@ -389,20 +389,34 @@ fn kill_nine_while_writing_warc_then_each_response_once() {
         "--warc-max-size",
         "64KiB",
     ];
+    let mut fetching = 0;
     for round in 0..KILLS {
         let mut child = legcrawl(&state, &args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let at_start = server.requests();
         std::thread::sleep(Duration::from_millis(60 + splitmix64(&mut rng) % 250));
+        // The kill must land mid-crawl: the run still going.
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "round {round}: the run ended before its kill"
+        );
         child.kill().unwrap();
         let status = child.wait().unwrap();
+        let fetched = server.requests() - at_start;
+        fetching += u64::from(fetched > 0);
         eprintln!(
-            "round {round}: {status}, {} requests so far",
+            "round {round}: {status}, {fetched} requests in the round, {} so far",
             server.requests()
         );
     }
+    // Most kills land while pages are fetched (others while the state opens).
+    assert!(
+        fetching * 2 >= KILLS,
+        "only {fetching} of {KILLS} kills landed while the crawl fetched"
+    );
     let out = run(legcrawl(&state, &args), LIMIT);
     assert!(
         out.status.success(),

@@ -16,6 +16,8 @@
 //!   text parser and headless chromium.
 //! - [`tinyproxy`]: a real `tinyproxy` child on a free port (skipped loudly
 //!   when missing, unless `LEGCRAWL_REQUIRE_PROXY=1`).
+//! - [`lazyfs`]: a FUSE filesystem that drops what was not fsynced at a
+//!   simulated power cut ([`lazyfs::PowerCutFs`]), after Jepsen's LazyFS.
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
 //! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
@@ -29,6 +31,7 @@ use std::collections::{BTreeSet, HashSet};
 pub mod changing;
 pub mod cli;
 pub mod hosts;
+pub mod lazyfs;
 pub mod politeness;
 pub mod pywb;
 pub mod redis;
