@@ -188,6 +188,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             | StoreError::Format { .. }
             | StoreError::Busy { .. }
             | StoreError::NotWritable { .. }
+            | StoreError::CannotCreate { .. }
             | StoreError::Mismatch { .. }
             | StoreError::Damaged { .. }
             | StoreError::RolledBack { .. }

@@ -221,6 +221,16 @@ pub enum StoreError {
         /// The first file found not writable.
         file: PathBuf,
     },
+    /// The state directory does not exist and this user may not create it.
+    #[error(
+        "{path}: cannot create the state directory ({reason}); choose a --data directory this user may write"
+    )]
+    CannotCreate {
+        /// The directory.
+        path: PathBuf,
+        /// Why, as the OS says it (permission denied, read-only file system).
+        reason: String,
+    },
     /// Another process (a running crawl) holds the database.
     #[error("{path}: the state is busy (a crawl is running on it); `dump summary` still works")]
     Busy {
