@@ -259,6 +259,7 @@ pub fn cursor_path(path: &Path) -> io::Result<PathBuf> {
 /// just created there survives a power cut.
 fn sync_dir_of(path: &Path) -> io::Result<()> {
     match path.parent() {
+        // crash point: output.append (a directory sync changes nothing a crashed process can see)
         Some(dir) => File::open(dir)?.sync_all(),
         None => Ok(()),
     }
