@@ -116,7 +116,8 @@ impl Sink {
         };
         let mut file = open_append(path).map_err(io_err)?;
         let key = cursor_path(path).map_err(io_err)?;
-        sync_dir_of(&key).map_err(io_err)?;
+        // The file's name survives a power cut (its lines are synced later).
+        crate::fsync::sync_parent(&key).map_err(io_err)?;
         let meta = file.metadata().map_err(io_err)?;
         let (len, items) = (meta.len(), state.items_len());
         let recorded = state.output_cursor(&key)?;
@@ -253,16 +254,6 @@ pub fn cursor_path(path: &Path) -> io::Result<PathBuf> {
         _ => Path::new("."),
     };
     Ok(dir.canonicalize()?.join(name))
-}
-
-/// Syncs the directory that holds `path` (an absolute path), so that a name
-/// just created there survives a power cut.
-fn sync_dir_of(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        // crash point: output.append (a directory sync changes nothing a crashed process can see)
-        Some(dir) => File::open(dir)?.sync_all(),
-        None => Ok(()),
-    }
 }
 
 /// Opens (or creates) `path` to read it and append to it.

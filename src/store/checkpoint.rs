@@ -41,7 +41,7 @@ type RunIndex = Vec<(u64, u64)>;
 /// One checkpoint's work, detached from the state (see the module doc).
 #[must_use = "a checkpoint does nothing until it runs and its result reaches State::checkpointed"]
 pub struct Checkpoint {
-    db: sled::Db,
+    db: super::db::Sled,
     dir: PathBuf,
     bloom: BloomSync,
     /// Journal entries of groups below this number are covered.

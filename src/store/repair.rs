@@ -697,7 +697,7 @@ pub(super) fn bloom_damage(opened: &Result<BloomFile, BloomError>, shape: Shape)
 /// Reads through [`guard`] (the caller's).
 pub(super) fn visit_exact(
     dir: &Path,
-    db: &sled::Db,
+    db: &super::db::Sled,
     mut visit: impl FnMut(&Fingerprint),
 ) -> Result<u64, StoreError> {
     let db_err = |source| StoreError::Db {
@@ -751,7 +751,7 @@ pub(super) fn visit_exact(
 
 /// The fingerprints of the exact set, counted from the run index and the
 /// journal's lengths without reading the runs.
-fn exact_len(dir: &Path, db: &sled::Db) -> Result<u64, StoreError> {
+fn exact_len(dir: &Path, db: &super::db::Sled) -> Result<u64, StoreError> {
     let db_err = |source| StoreError::Db {
         path: dir.to_owned(),
         source,
@@ -803,7 +803,7 @@ impl RebuildPoints {
 pub(super) fn rebuild_bloom(
     dir: &Path,
     params: BloomParams,
-    db: &sled::Db,
+    db: &super::db::Sled,
     points: RebuildPoints,
 ) -> Result<(BloomFile, u64), StoreError> {
     let path = dir.join("bloom.bin");
@@ -849,7 +849,7 @@ pub(super) fn rebuild_bloom(
 /// (`exact` mode, saying so in a warning) or refuses (`bloom` mode).
 pub(super) fn open_bloom(
     dir: &Path,
-    db: &sled::Db,
+    db: &super::db::Sled,
     shape: Shape,
     dedup: DedupMode,
     opened: Option<BloomFile>,

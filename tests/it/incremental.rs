@@ -467,7 +467,15 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
             .spawn()
             .unwrap();
         let at_start = server.requests();
-        std::thread::sleep(Duration::from_millis(100 + splitmix64(&mut rng) % 300));
+        // The kill lands after a random 1..=20 requests of the round: five
+        // rounds fetch fewer pages than the cycle has, so every kill lands
+        // mid-cycle (a kill after the run drained, while it exits, would
+        // leave the next run a new cycle to start).
+        let target = 1 + splitmix64(&mut rng) % 20;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while server.requests() - at_start < target && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // The kill must land mid-crawl: the run still going, and fetching.
         assert!(
             child.try_wait().unwrap().is_none(),

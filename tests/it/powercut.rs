@@ -11,14 +11,13 @@ use std::time::{Duration, Instant};
 use legcrawl::store::{GROUP_MAX_PAGES, OpenOptions, State};
 
 use crate::support::cli::{self, item_path, legcrawl};
-use crate::support::lazyfs::{Names, PowerCutFs};
+use crate::support::lazyfs::PowerCutFs;
 use crate::support::{Site, TestServer, assert_each_once, handler, splitmix64, warc};
 
 /// The filesystem itself: what was fsynced survives a cut, nothing else.
 #[test]
 fn the_filesystem_keeps_only_what_was_synced() {
-    let Some(mut fs) = PowerCutFs::mount("the_filesystem_keeps_only_what_was_synced", Names::Posix)
-    else {
+    let Some(mut fs) = PowerCutFs::mount("the_filesystem_keeps_only_what_was_synced") else {
         return;
     };
     let root = fs.path().to_owned();
@@ -85,8 +84,6 @@ const CUTS: u64 = 50;
 const CRAWLS: usize = 80;
 /// One crawl run, from start to a clean exit, at most.
 const LIMIT: Duration = Duration::from_secs(60);
-/// The variable that stops taking sled's log as durable at every write.
-const SLED_STRICT_VAR: &str = "LEGCRAWL_POWERCUT_SLED_STRICT";
 /// The variable that replays the cut moments.
 const SEED_VAR: &str = "LEGCRAWL_POWERCUT_SEED";
 
@@ -112,22 +109,14 @@ struct Crawl {
 }
 
 impl Crawl {
-    /// Makes the crawl's directory, its empty state directory and WARC
-    /// directory, and syncs each directory that got a new name (`root` is the
-    /// mount). legcrawl syncs the directories it writes in, but not the
-    /// parent of a directory it creates (`--data`, `--warc`): a gap this test
-    /// does not cover (see `a_finished_crawl_survives_a_strict_power_cut`).
+    /// Makes the crawl's directory and syncs the filesystem's root (`root`)
+    /// that names it; legcrawl creates the state and WARC directories in it,
+    /// and must make them durable itself.
     fn make_dirs(&self, root: &std::path::Path) {
-        let sync = |dir: &std::path::Path| {
-            std::fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .unwrap_or_else(|e| panic!("sync {}: {e}", dir.display()))
-        };
         std::fs::create_dir(&self.dir).expect("the crawl's directory");
-        std::fs::create_dir(self.state()).expect("the state directory");
-        std::fs::create_dir(self.warc()).expect("the WARC directory");
-        sync(&self.dir);
-        sync(root);
+        std::fs::File::open(root)
+            .and_then(|d| d.sync_all())
+            .unwrap_or_else(|e| panic!("sync {}: {e}", root.display()));
     }
 
     fn state(&self) -> PathBuf {
@@ -178,24 +167,16 @@ impl Crawl {
 /// a new directory on the same filesystem, until `CUTS` cuts have landed in
 /// running crawls. A cut moment is the seed's fraction of crawl 0's clean
 /// run time, so a replay with the same seed cuts at nearly the same moments.
-/// New names become durable with their file's sync ([`Names::WithFile`]) and
-/// sled's log at every write: the strict case finds store gaps, see
-/// `a_finished_crawl_survives_a_strict_power_cut`.
+/// Strict POSIX: a write is durable only after its file's fsync, a new name
+/// only after its directory's, and sled's log only after legcrawl's
+/// `fdatasync` (sled's own `sync_file_range(2)` never reaches FUSE).
 #[test]
 fn power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice() {
-    let Some(mut fs) = PowerCutFs::mount(
-        "power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice",
-        Names::WithFile,
-    ) else {
+    let Some(mut fs) =
+        PowerCutFs::mount("power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice")
+    else {
         return;
     };
-    // sled's flush is `sync_file_range(2)`, which FUSE never sees: its log
-    // is taken as durable at each write, so the cuts test the rest (the
-    // store, the WARC and output files, the Bloom map). Set
-    // LEGCRAWL_POWERCUT_SLED_STRICT=1 to see what that hides (issue 28).
-    if std::env::var(SLED_STRICT_VAR).is_err() {
-        fs.write_through("db");
-    }
     let site = Site::generate(PAGES, 28);
     let inner = site.handler();
     let server = TestServer::start(handler(move |req| {
@@ -284,19 +265,14 @@ fn power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice() {
 }
 
 /// Strict POSIX, nothing looked past: a crawl that finished cleanly, then a
-/// power cut, then the state must open with every page once. Ignored: it
-/// fails on gaps in the store, reported on issue 28 and left to the store's
-/// redesign — nothing syncs `db/` after sled creates its files there (the
-/// cut leaves `db/` empty: "the database lost committed data (rolled back
-/// from 121 to 0 items)"), sled's flush uses `sync_file_range(2)` (no
-/// fsync, no metadata), and legcrawl does not sync the parent of a
-/// directory it creates (`--data`, `--warc`). Run it with `--ignored`.
+/// power cut, then the state must open with every page once. This found
+/// that nothing synced `db/` after sled created its files there (the cut
+/// left `db/` empty: "rolled back from 121 to 0 items"), that sled's flush
+/// is `sync_file_range(2)` (no fsync, no metadata), and that the parent of
+/// a directory legcrawl creates (`--data`, `--warc`) was never synced.
 #[test]
-#[ignore = "fails on store durability gaps reported on issue 28"]
 fn a_finished_crawl_survives_a_strict_power_cut() {
-    let Some(mut fs) =
-        PowerCutFs::mount("a_finished_crawl_survives_a_strict_power_cut", Names::Posix)
-    else {
+    let Some(mut fs) = PowerCutFs::mount("a_finished_crawl_survives_a_strict_power_cut") else {
         return;
     };
     let site = Site::generate(PAGES, 28);

@@ -36,6 +36,8 @@ pub fn bin_dir() -> Option<PathBuf> {
                 .and_then(|paths| std::env::split_paths(&paths).find(|dir| has_both(dir)))
         }),
     };
+    // Absolute: the tools run in the collection's directory.
+    let found = found.and_then(|dir| dir.canonicalize().ok());
     if found.is_none() {
         let why = "pywb's wb-manager and wayback not found (set LEGCRAWL_PYWB to the bin \
                    directory of a virtualenv with `pip install pywb==2.10.0`, install it beside \

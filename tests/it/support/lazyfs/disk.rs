@@ -68,27 +68,11 @@ pub struct Counts {
     pub cuts: u64,
 }
 
-/// When a new name becomes durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Names {
-    /// Strict POSIX: only at an `fsync` of the directory that holds it.
-    Posix,
-    /// Also at an `fsync` of the file it names, as ext4 and XFS commit a
-    /// new inode's directory entry with its first sync. A rename made after
-    /// the file's last sync still needs the directory's sync.
-    WithFile,
-}
-
 /// The whole disk: inodes by number, and whether the power is off.
 #[derive(Debug)]
 pub struct Disk {
     nodes: BTreeMap<u64, Node>,
     next: u64,
-    /// When a new name becomes durable.
-    names: Names,
-    /// Files by this name are durable at every write: see
-    /// [`Disk::write_through`].
-    write_through: Option<OsString>,
     /// Set at the moment of a cut: from then on a sync changes nothing
     /// durable (the power is already out), until [`Disk::cut`] restores it.
     frozen: bool,
@@ -96,13 +80,18 @@ pub struct Disk {
     pub counts: Counts,
 }
 
+impl Default for Disk {
+    fn default() -> Disk {
+        Disk::new()
+    }
+}
+
 /// An error answer: an errno value.
 pub type Errno = i32;
 
 impl Disk {
-    /// An empty disk whose new names become durable as `names` says: the
-    /// root directory alone, durable.
-    pub fn new(names: Names) -> Disk {
+    /// An empty disk: the root directory alone, durable.
+    pub fn new() -> Disk {
         let root = Node {
             perm: 0o755,
             mtime: SystemTime::now(),
@@ -114,8 +103,6 @@ impl Disk {
         Disk {
             nodes: BTreeMap::from([(ROOT, root)]),
             next: ROOT + 1,
-            names,
-            write_through: None,
             frozen: false,
             counts: Counts::default(),
         }
@@ -244,36 +231,9 @@ impl Disk {
         }
     }
 
-    /// Makes every write to a file named `name` durable at once. sled 0.34
-    /// makes its log durable with `sync_file_range(2)`, which FUSE never
-    /// sees (and which syncs no metadata, so it is no durability on a real
-    /// disk either); with this the test can look past that to the rest.
-    pub fn write_through(&mut self, name: &OsStr) {
-        self.write_through = Some(name.to_owned());
-    }
-
-    /// Whether `ino` has a current name that [`Disk::write_through`] names.
-    fn writes_through(&self, ino: u64) -> bool {
-        let Some(wanted) = &self.write_through else {
-            return false;
-        };
-        self.nodes.values().any(|node| match &node.body {
-            Body::Dir { entries, .. } => entries.get(wanted) == Some(&ino),
-            Body::File { .. } => false,
-        })
-    }
-
-    /// Writes `bytes` at `offset` of file `ino` (current only, unless
-    /// [`Disk::write_through`] names it).
+    /// Writes `bytes` at `offset` of file `ino` (current only: durable at its
+    /// next sync).
     pub fn write(&mut self, ino: u64, offset: u64, bytes: &[u8]) -> Result<(), Errno> {
-        self.write_current(ino, offset, bytes)?;
-        if !self.frozen && self.writes_through(ino) {
-            self.sync(ino)?;
-        }
-        Ok(())
-    }
-
-    fn write_current(&mut self, ino: u64, offset: u64, bytes: &[u8]) -> Result<(), Errno> {
         self.counts.written += bytes.len() as u64;
         let node = self.node_mut(ino)?;
         node.mtime = SystemTime::now();
@@ -349,22 +309,8 @@ impl Disk {
             self.counts.dir_fsyncs += 1;
         } else {
             self.counts.fsyncs += 1;
-            if self.names == Names::WithFile {
-                self.sync_names_of(ino);
-            }
         }
         Ok(())
-    }
-
-    /// Makes durable every current name of file `ino` (and nothing else).
-    fn sync_names_of(&mut self, ino: u64) {
-        for node in self.nodes.values_mut() {
-            if let Body::Dir { entries, synced } = &mut node.body {
-                for (name, _) in entries.iter().filter(|(_, i)| **i == ino) {
-                    synced.insert(name.clone(), ino);
-                }
-            }
-        }
     }
 
     /// The power goes out now: no later sync makes anything durable.

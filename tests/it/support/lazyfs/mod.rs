@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-pub use disk::{Counts, Disk, Names};
+pub use disk::{Counts, Disk};
 
 /// The variable that turns a missing FUSE into a failure (`.ci/run` sets it).
 pub const REQUIRE_VAR: &str = "LEGCRAWL_REQUIRE_FUSE";
@@ -34,16 +34,16 @@ pub struct PowerCutFs {
 }
 
 impl PowerCutFs {
-    /// Mounts an empty disk whose names become durable as `names` says, or
+    /// Mounts an empty disk (strict POSIX: see [`Disk`]), or
     /// says loudly why it cannot (and returns `None`) for test `test`.
-    pub fn mount(test: &str, names: Names) -> Option<PowerCutFs> {
+    pub fn mount(test: &str) -> Option<PowerCutFs> {
         if !Path::new("/dev/fuse").exists() {
             super::skip::skipped(REQUIRE_VAR, test, "there is no /dev/fuse");
             return None;
         }
         let mountpoint = tempfile::tempdir().expect("a temp dir for the mount");
         let mut fs = PowerCutFs {
-            disk: Arc::new(Mutex::new(Disk::new(names))),
+            disk: Arc::new(Mutex::new(Disk::new())),
             mountpoint,
             session: None,
         };
@@ -60,12 +60,6 @@ impl PowerCutFs {
         let fs = fs::LazyFs::new(self.disk.clone());
         self.session = Some(fuser::spawn_mount(fs, self.mountpoint.path(), &config)?);
         Ok(())
-    }
-
-    /// Makes every write to files named `name` durable at once
-    /// ([`Disk::write_through`]).
-    pub fn write_through(&self, name: &str) {
-        self.lock().write_through(std::ffi::OsStr::new(name));
     }
 
     /// Where the filesystem is mounted.
