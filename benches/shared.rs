@@ -45,7 +45,7 @@
 //! Run: `cargo bench --bench shared` (about three minutes, 17 with scrapy-redis). Environment:
 //! `SHARED_BENCH_RUNS` (default 3), `SHARED_BENCH_POLITE_PAGES` (default 1600),
 //! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_ONLY` (`polite`,
-//! `redis` or `calls`), `SHARED_BENCH_SCRAPY` (see above), `SHARED_BENCH_SCRAPY_SET`
+//! `redis`, `calls` or `memory`: the memory line of `calls` alone), `SHARED_BENCH_SCRAPY` (see above), `SHARED_BENCH_SCRAPY_SET`
 //! (more Scrapy settings for it, `NAME=VALUE` separated by spaces, e.g.
 //! `SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue`).
 
@@ -585,6 +585,9 @@ fn main() -> anyhow::Result<()> {
             ],
         },
     ];
+    if only == "memory" {
+        return calls::memory_only();
+    }
     if "calls".contains(&only) {
         calls::run()?;
     }

@@ -153,7 +153,8 @@ pub struct CrawlConfig {
     /// Seen-set mode. Fixed when the state is created (default [`DedupMode::Exact`]);
     /// `None` means "as stored"; a different explicit value for an existing state is refused.
     pub dedup: Option<DedupMode>,
-    /// Bloom filter size as a power of two of bits (default 30 = 128 MiB). Same rule as `dedup`.
+    /// Bloom filter size as a power of two of bits, fixed (default: sized to the crawl
+    /// in exact mode, 30 = 128 MiB in bloom mode). Same rule as `dedup`.
     pub bloom_bits: Option<u8>,
     /// Bloom filter hash count (default 6). Same rule as `dedup`.
     pub bloom_hashes: Option<u8>,
@@ -173,6 +174,12 @@ pub struct CrawlConfig {
     /// up to its last `/`). Seeds, redirect targets and sitemap files are
     /// exempt; hosts without a seed are not limited.
     pub no_parent: bool,
+    /// wget's `--page-requisites`: every fetched HTML page also queues its
+    /// stylesheets, scripts, images (`srcset` too) and icons, and every
+    /// fetched stylesheet its `url()`s and `@import`s, whatever the depth,
+    /// host and allow/deny rules say (robots.txt and politeness still apply).
+    /// Requisites make no items (see [`crate::legs::requisites`]).
+    pub page_requisites: bool,
     /// Queue the `Sitemap:` lines of every robots.txt fetched, and read
     /// sitemap files whatever legs are configured (default true;
     /// `--no-sitemaps`).
@@ -346,6 +353,7 @@ impl Default for CrawlConfig {
             cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             follow_nofollow: true,
             no_parent: false,
+            page_requisites: false,
             sitemaps: true,
             keep_status: Vec::new(),
             allow: Vec::new(),

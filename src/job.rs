@@ -55,8 +55,9 @@ impl fmt::Display for Change {
 pub struct StateFacts {
     /// The seeds the state will hold once this run's seeds are added.
     pub seeds: Vec<String>,
-    /// Its dedup mode and Bloom filter (fixed when it was created).
-    pub dedup: Option<(DedupMode, u8, u8)>,
+    /// Its dedup mode and Bloom filter (fixed when it was created): log2 of
+    /// its bits (`None` when it is sized to the crawl) and its hash count.
+    pub dedup: Option<(DedupMode, Option<u8>, u8)>,
 }
 
 /// A job resolved for one run.
@@ -115,7 +116,7 @@ pub fn resolve(
     flags(&mut config);
     if let Some((mode, bits, hashes)) = facts.dedup {
         config.dedup = Some(mode);
-        config.bloom_bits = Some(bits);
+        config.bloom_bits = bits;
         config.bloom_hashes = Some(hashes);
     }
     let text = crawlfile::job_text(&config, legs.as_ref(), &facts.seeds);
@@ -245,7 +246,7 @@ mod tests {
         );
         let facts = StateFacts {
             seeds: vec!["https://a.example/".into()],
-            dedup: Some((DedupMode::Exact, 20, 6)),
+            dedup: Some((DedupMode::Exact, Some(20), 6)),
         };
         let first = resolve(None, Some(&crawl), |_| {}, &facts).expect("resolves");
         assert_eq!(first.config.delay, Some(Duration::from_millis(10)));
@@ -317,6 +318,25 @@ mod tests {
         let again = resolve(Some((2, &kept.text)), None, |_| {}, &facts).unwrap();
         assert!(again.changes.is_empty());
         assert_eq!(again.config.keep_status, [404]);
+    }
+
+    #[test]
+    fn page_requisites_is_written_only_when_on_and_changes_in_one_line() {
+        let facts = StateFacts::default();
+        let plain = resolve(None, None, |_| {}, &facts).unwrap();
+        assert!(!plain.text.contains("page_requisites"), "{}", plain.text);
+        let on = resolve(
+            Some((1, &plain.text)),
+            None,
+            |c| c.page_requisites = true,
+            &facts,
+        )
+        .unwrap();
+        let lines: Vec<String> = on.changes.iter().map(ToString::to_string).collect();
+        assert_eq!(lines, ["scope.page_requisites: (default) -> true"]);
+        let again = resolve(Some((2, &on.text)), None, |_| {}, &facts).unwrap();
+        assert!(again.changes.is_empty());
+        assert!(again.config.page_requisites);
     }
 
     #[test]

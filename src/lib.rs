@@ -12,6 +12,7 @@
 //! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
 //! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
 //! - [`bloom`]: the memory-mapped Bloom filter and its math.
+//! - [`fsync`]: new names made durable (directory syncs).
 //! - [`store`]: the sled state: frontier, seen set, items, page records, seeds, runs, stats.
 //! - [`revisit`]: incremental re-crawls: revisit policies, change detection, versions.
 //! - [`fetch`]: the hyper fetcher.
@@ -47,6 +48,7 @@ pub mod crawlfile;
 pub mod engine;
 pub mod fetch;
 pub mod fingerprint;
+pub mod fsync;
 pub mod item;
 pub mod job;
 pub mod legs;

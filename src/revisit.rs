@@ -7,7 +7,16 @@
 //! [`Observation`] into the next record: validators, content hash, version,
 //! counts, interval and due time. Pure functions of their inputs (time is a
 //! parameter), so every rule is unit-tested here. Depends on [`crate::config`],
-//! [`crate::request`] and the record types of [`crate::store`].
+//! [`crate::request`], the record types of [`crate::store`] and the sitemap
+//! leg's `lastmod` key.
+//!
+//! # Sitemap `lastmod`
+//! A page found through a sitemap entry with a `<lastmod>` carries it
+//! ([`crate::legs::LASTMOD_META`], kept with the page record's request). A page
+//! whose `lastmod` is older than its last fetch is not due, whatever its policy
+//! says: the site says the copy held is current ([`Schedule::lastmod_settles`]).
+//! It becomes due again when a sitemap read later lists it with a `lastmod` no
+//! older than that fetch ([`lastmod_makes_due`]; the engine then queues it).
 
 use std::time::Duration;
 
@@ -15,6 +24,7 @@ use regex::Regex;
 use sha1::{Digest, Sha1};
 
 use crate::config::{CrawlConfig, Revisit};
+use crate::legs::LASTMOD_META;
 use crate::request::Request;
 use crate::store::{PageRecord, StoredRequest};
 
@@ -142,6 +152,25 @@ pub fn redirect_is_redundant(target: Option<&PageRecord>, now: u64, run_started:
     })
 }
 
+/// The sitemap `lastmod` a request carries (Unix seconds), if any.
+pub fn lastmod_of(meta: &std::collections::BTreeMap<String, String>) -> Option<u64> {
+    meta.get(LASTMOD_META).and_then(|v| v.parse().ok())
+}
+
+/// True when a sitemap listing `request` (with its `lastmod`) makes the page
+/// of `record` due now: the page was fetched well before, is not gone, and
+/// the `lastmod` is no older than that fetch. Such a request is queued even
+/// though its URL was seen; one without `lastmod`, or for an unknown page,
+/// is an ordinary link.
+pub fn lastmod_makes_due(record: Option<&PageRecord>, request: &Request) -> bool {
+    match (record, lastmod_of(&request.meta)) {
+        (Some(record), Some(lastmod)) => {
+            record.fetches > 0 && !record.gone && lastmod >= record.last_fetched
+        }
+        _ => false,
+    }
+}
+
 /// The revisit policies of a crawl.
 #[derive(Debug, Clone)]
 pub struct Schedule {
@@ -223,6 +252,9 @@ impl Schedule {
             // Failures only: due at once, whatever the policy.
             return Some(record.last_fetched);
         }
+        if Schedule::lastmod_settles(record) {
+            return None;
+        }
         let interval = match self.policy(&record.url) {
             Revisit::EveryRun => Duration::ZERO,
             Revisit::After(d) => d,
@@ -239,6 +271,12 @@ impl Schedule {
                 .saturating_add(interval.as_secs())
                 .saturating_sub(early(interval)),
         )
+    }
+
+    /// True when the sitemap `lastmod` kept with `record` is older than its
+    /// last fetch: the page is not due (see the module doc).
+    pub fn lastmod_settles(record: &PageRecord) -> bool {
+        lastmod_of(&record.request.meta).is_some_and(|lastmod| lastmod < record.last_fetched)
     }
 
     /// When a page found gone at `at` is asked again, as Nutch does: after the
@@ -342,6 +380,16 @@ impl Schedule {
             record.content_hash.clone_from(&seen.content_hash);
             record.request = StoredRequest::of(request);
         }
+        // The newest sitemap `lastmod` known: the request's, else the one
+        // kept (a page fetched again through a link still has its sitemap's).
+        let lastmod =
+            lastmod_of(&request.meta).or_else(|| prior.and_then(|p| lastmod_of(&p.request.meta)));
+        if let Some(lastmod) = lastmod {
+            record
+                .request
+                .meta
+                .insert(LASTMOD_META.to_owned(), lastmod.to_string());
+        }
         if change == Change::Changed {
             record.changes = record.changes.saturating_add(1);
             record.version = record.version.saturating_add(1);
@@ -356,6 +404,7 @@ impl Schedule {
         record.interval = interval.map_or(0, |d| d.as_secs());
         record.next_due = match interval {
             _ if record.gone => self.gone_due(&request.url, now),
+            _ if Schedule::lastmod_settles(&record) => None,
             None => None,
             Some(d) => Some(now.saturating_add(d.as_secs()).saturating_sub(early(d))),
         };

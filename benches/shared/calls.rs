@@ -4,6 +4,13 @@
 //! 200,000 seeds stored, a cycle start of 200,000 seeds, and a page of
 //! 200,000 links completed — each through the library's calls, which send
 //! [`legcrawl::shared::client::SCRIPT_CHUNK`] requests per call.
+//!
+//! Memory (issue 25, item 8): Redis's `used_memory` before and after the page
+//! of links is completed, divided by the links queued: the bytes one queued
+//! request costs, frontier and seen set together (the bound: 150 B). The
+//! links are as the bundled link leg makes them (`Request::follow`: depth 1,
+//! the page's URL as referer), on URLs of 42 to 47 bytes. `MEMORY USAGE` of
+//! the host's queue and of the seen set (exact: `SAMPLES 0`) split it.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +34,39 @@ fn request(url: String, seed: bool) -> NewRequest {
         fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
         request,
         delay: Duration::ZERO,
+    }
+}
+
+/// A link found on the page `parent`, as the link leg makes it.
+fn link(parent: &Request, url: String) -> NewRequest {
+    let request = Request::follow(parent, url);
+    NewRequest {
+        host: "a.test".into(),
+        fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
+        request,
+        delay: Duration::ZERO,
+    }
+}
+
+/// An integer field of `INFO memory`.
+fn info_memory(redis: &RedisServer, field: &str) -> anyhow::Result<u64> {
+    let info = redis
+        .command(&["INFO", "memory"])?
+        .text()
+        .context("INFO answered no text")?;
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|n| n.trim().parse().ok())
+        .with_context(|| format!("INFO memory has no {field}"))
+}
+
+/// `MEMORY USAGE KEY SAMPLES 0` (every element counted), in bytes; 0 when
+/// the key does not exist.
+fn key_memory(redis: &RedisServer, key: &str) -> anyhow::Result<u64> {
+    match redis.command(&["MEMORY", "USAGE", key, "SAMPLES", "0"])? {
+        Resp::Int(n) => Ok(n.max(0) as u64),
+        Resp::Bulk(None) => Ok(0),
+        other => anyhow::bail!("MEMORY USAGE {key} answered {other:?}"),
     }
 }
 
@@ -82,10 +122,68 @@ fn longest_call(redis: &RedisServer) -> anyhow::Result<(i64, usize)> {
     Ok((longest, calls))
 }
 
+/// Memory per queued request: one seed stored and leased, then a page of `n`
+/// links completed, on a crawl of its own, before the SLOWLOG is set to log
+/// every call (it would hold each call's arguments, and count in
+/// `used_memory`). Prints one line; the crawl's keys are deleted after.
+async fn memory(redis: &RedisServer, n: usize) -> anyhow::Result<()> {
+    let target = SharedTarget::new(&redis.url(), "memory").map_err(anyhow::Error::msg)?;
+    let shared = Shared::connect(&target, 4).await?;
+    ensure!(
+        shared
+            .add_seeds(&[request("http://a.test/".into(), true)])
+            .await?
+            == 1
+    );
+    let lease = shared.lease("bench", 1, Duration::from_secs(600)).await?;
+    let leased = lease.leases.first().context("no lease")?;
+    let page = PageCompletion {
+        token: leased.token,
+        requests: (0..n)
+            .map(|i| {
+                link(
+                    &leased.request,
+                    format!("http://a.test/articles/2026/12/page-{i}.html"),
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let queue = "legcrawl:{memory}:q:a.test";
+    let seen = "legcrawl:{memory}:seen";
+    let (queue_before, seen_before) = (key_memory(redis, queue)?, key_memory(redis, seen)?);
+    let before = info_memory(redis, "used_memory")?;
+    shared.complete("bench", &page).await?;
+    let after = info_memory(redis, "used_memory")?;
+    let per = |bytes: u64| bytes as f64 / n as f64;
+    println!(
+        "memory per queued request: {:.1} B (used_memory {before} -> {after}, {n} links); queue {:.1} B, seen set {:.1} B (MEMORY USAGE)",
+        per(after.saturating_sub(before)),
+        per(key_memory(redis, queue)?.saturating_sub(queue_before)),
+        per(key_memory(redis, seen)?.saturating_sub(seen_before)),
+    );
+    redis.command(&["FLUSHALL"])?;
+    Ok(())
+}
+
+/// Only the memory line (`SHARED_BENCH_ONLY=memory`), on a fresh server.
+pub fn memory_only() -> anyhow::Result<()> {
+    let n = size()?;
+    let redis = RedisServer::start("benches/shared memory").context("redis-server not found")?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(memory(&redis, n))
+}
+
 /// Runs the scenario on a fresh server and prints one row per operation.
 pub fn run() -> anyhow::Result<()> {
     let n = size()?;
     let redis = RedisServer::start("benches/shared calls").context("redis-server not found")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(memory(&redis, n))?;
     for (k, v) in [
         ("slowlog-log-slower-than", "0"),
         ("slowlog-max-len", "1000000"),
@@ -93,9 +191,6 @@ pub fn run() -> anyhow::Result<()> {
     ] {
         redis.command(&["CONFIG", "SET", k, v])?;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     println!(
         "{:<34} {:>9} {:>7} {:>12} {:>11} {:>9}",
         "calls: operation", "requests", "logged", "longest ms", "latency ms", "total s"
@@ -127,16 +222,23 @@ pub fn run() -> anyhow::Result<()> {
         let token = lease.leases.first().context("no lease")?.token;
         longest_call(&redis)?;
         latency_max(&redis)?;
+        let parent = &lease.leases.first().context("no lease")?.request;
         let page = PageCompletion {
             token,
             requests: (0..n)
-                .map(|i| request(format!("http://a.test/l/{i}"), false))
+                .map(|i| {
+                    link(
+                        parent,
+                        format!("http://a.test/articles/2026/12/page-{i}.html"),
+                    )
+                })
                 .collect(),
             ..Default::default()
         };
         let started = Instant::now();
         shared.complete("bench", &page).await?;
-        row("a page of links completed", started.elapsed())?;
+        let took = started.elapsed();
+        row("a page of links completed", took)?;
 
         // Drained, as at the end of a cycle: the queue emptied (UNLINK frees it
         // in the background), the counters at zero.

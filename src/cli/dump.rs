@@ -155,7 +155,16 @@ pub(super) fn print_summary(
         ("dedup", s.dedup.clone()),
         (
             "bloom",
-            format!("2^{} bits, {} hashes", s.bloom_bits, s.bloom_hashes),
+            format!(
+                "2^{} bits, {} hashes{}",
+                s.bloom_bits,
+                s.bloom_hashes,
+                if s.bloom_sized {
+                    " (sized to the crawl)"
+                } else {
+                    ""
+                }
+            ),
         ),
         (
             "bloom fill",

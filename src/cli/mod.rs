@@ -24,6 +24,7 @@ mod reset;
 mod seeds;
 mod serve;
 mod stats;
+mod stats_shared;
 pub mod stderr;
 
 use std::io::IsTerminal;
@@ -187,6 +188,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             | StoreError::Format { .. }
             | StoreError::Busy { .. }
             | StoreError::NotWritable { .. }
+            | StoreError::CannotCreate { .. }
             | StoreError::Mismatch { .. }
             | StoreError::Damaged { .. }
             | StoreError::RolledBack { .. }
@@ -248,4 +250,33 @@ pub fn one_line(error: &anyhow::Error) -> String {
         }
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied() -> std::io::Error {
+        std::io::Error::from_raw_os_error(13)
+    }
+
+    #[test]
+    fn a_cause_the_message_already_shows_is_not_repeated() {
+        let io = denied();
+        // What used to print "Permission denied (os error 13): Permission
+        // denied (os error 13)": a context that names its source's text.
+        let error = anyhow::Error::new(denied()).context(format!("data/x: {io}"));
+        assert_eq!(one_line(&error), format!("data/x: {io}"));
+        // A cause the message does not show is still there, once.
+        let error = anyhow::Error::new(denied()).context("cannot read crawl.toml");
+        assert_eq!(one_line(&error), format!("cannot read crawl.toml: {io}"));
+        assert_eq!(one_line(&error).matches("os error 13").count(), 1);
+    }
+
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(counted(1, "page", "pages"), "1 page");
+        assert_eq!(counted(0, "page", "pages"), "0 pages");
+        assert_eq!(counted(2, "item", "items"), "2 items");
+    }
 }

@@ -42,20 +42,27 @@ pub fn run(args: ResetArgs) -> anyhow::Result<ExitCode> {
 /// the terminal typed `yes`. Without a terminal and without `yes`, a one-line
 /// refusal naming `what` asked (`reset`, `--fresh`), exit 2.
 pub fn confirm_delete(dir: &std::path::Path, yes: bool, what: &str) -> anyhow::Result<bool> {
+    confirm_deleting(
+        &format!("the state in {}", dir.display()),
+        &format!("the crawl state in {}", dir.display()),
+        yes,
+        what,
+    )
+}
+
+/// As [`confirm_delete`], for any state: `refused` names it in the refusal
+/// ("the state in DIR"), `asked` in the question ("the crawl state in DIR").
+pub fn confirm_deleting(refused: &str, asked: &str, yes: bool, what: &str) -> anyhow::Result<bool> {
     if yes {
         return Ok(true);
     }
     if !std::io::stdin().is_terminal() {
         return Err(BadInput(format!(
-            "refusing to delete the state in {} for {what} without --yes (stdin is not a terminal)",
-            dir.display()
+            "refusing to delete {refused} for {what} without --yes (stdin is not a terminal)"
         ))
         .into());
     }
-    stderr::prompt(format_args!(
-        "Delete the crawl state in {}? Type 'yes' to confirm: ",
-        dir.display()
-    ));
+    stderr::prompt(format_args!("Delete {asked}? Type 'yes' to confirm: "));
     let mut answer = String::new();
     std::io::stdin()
         .lock()

@@ -77,7 +77,7 @@ impl<'a> RunRow<'a> {
 
 /// The totals the end-of-run line prints.
 #[derive(Debug, Serialize)]
-struct Totals {
+pub(super) struct Totals {
     #[serde(flatten)]
     pages: PageTotals,
     bytes: u64,
@@ -89,7 +89,7 @@ struct Totals {
 }
 
 impl Totals {
-    fn of(r: &RunReport) -> Totals {
+    pub(super) fn of(r: &RunReport) -> Totals {
         Totals {
             pages: r.totals,
             bytes: r.bytes,
@@ -241,7 +241,14 @@ pub fn write(
         error: report.err().map(super::one_line),
         counters: &run.counters,
     };
-    let mut text = serde_json::to_string_pretty(&stats)?;
+    replace_with_json(path, &stats)?;
+    Ok(true)
+}
+
+/// Writes `value` as pretty JSON to `path`, replacing it atomically (a
+/// temporary file beside it, then a rename).
+pub(super) fn replace_with_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(".tmp");
@@ -250,5 +257,5 @@ pub fn write(
         let _ = std::fs::remove_file(&temporary);
     }
     written?;
-    Ok(true)
+    Ok(())
 }

@@ -83,6 +83,7 @@ mod tests {
         ("cli/seeds.rs", include_str!("seeds.rs")),
         ("cli/serve.rs", include_str!("serve.rs")),
         ("cli/stats.rs", include_str!("stats.rs")),
+        ("cli/stats_shared.rs", include_str!("stats_shared.rs")),
     ];
 
     #[test]

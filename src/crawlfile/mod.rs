@@ -20,7 +20,8 @@
 //!
 //! [scope]        # allowed_hosts = [..], max_depth = 5, allow = [regex..],
 //!                # deny = [regex..], follow_nofollow = true, no_parent = false,
-//!                # sitemaps = true (robots.txt `Sitemap:` lines, sitemap files)
+//!                # sitemaps = true (robots.txt `Sitemap:` lines, sitemap files),
+//!                # page_requisites = false (like --page-requisites)
 //! [limits]       # max_pages, concurrency, timeout = "30s", read_timeout = "10s",
 //!                # max_body = "10MiB", max_url_len = 8192, max_retries = 2,
 //!                # retry_backoff = "1s", grace = "2s" (Ctrl-C grace),

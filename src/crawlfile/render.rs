@@ -56,6 +56,11 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
         Value::Boolean(config.follow_nofollow),
     );
     scope.insert("no_parent".into(), Value::Boolean(config.no_parent));
+    // Written only when on, so that a job stored before the setting existed
+    // reads back the same, without a change line.
+    if config.page_requisites {
+        scope.insert("page_requisites".into(), Value::Boolean(true));
+    }
     scope.insert("sitemaps".into(), Value::Boolean(config.sitemaps));
     root.insert("scope".into(), Value::Table(scope));
 

@@ -239,6 +239,7 @@ struct Scope {
     deny: Option<Vec<Pattern>>,
     follow_nofollow: Option<bool>,
     no_parent: Option<bool>,
+    page_requisites: Option<bool>,
     sitemaps: Option<bool>,
 }
 
@@ -325,6 +326,7 @@ impl FileSettings {
         set(&mut config.deny, s.deny.map(strings));
         set(&mut config.follow_nofollow, s.follow_nofollow);
         set(&mut config.no_parent, s.no_parent);
+        set(&mut config.page_requisites, s.page_requisites);
         set(&mut config.sitemaps, s.sitemaps);
         let l = self.limits;
         config.max_pages = l.max_pages.or(config.max_pages);

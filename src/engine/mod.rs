@@ -650,9 +650,11 @@ impl<'a> Crawl<'a> {
         } = part;
         let mut counters = Vec::new();
         self.accept(&mut requests, false, &mut counters)?;
+        // Revisits `accept` made (sitemap `lastmod`) go with the completion.
+        let back: Vec<_> = requests.extract_if(.., |r| r.dont_filter).collect();
         self.queue_part(&requests).await?;
         // The task is gone only if it was aborted; its page then stays queued.
-        let _ = ack.send(counters);
+        let _ = ack.send((counters, back));
         Ok(())
     }
 
@@ -732,7 +734,10 @@ impl<'a> Crawl<'a> {
 
     /// Keeps the requests the crawl may queue (in place: a page's links can be
     /// a million): credentials stripped, a redirect to a page fetched in this
-    /// cycle dropped, and the scope checked; counts what it drops.
+    /// cycle dropped, and the scope checked; counts what it drops. A sitemap
+    /// entry whose `lastmod` is no older than its known page's last fetch is
+    /// made a revisit (`dont_filter`), unless the page is fetched in this
+    /// cycle anyway (see [`crate::revisit::lastmod_makes_due`]).
     fn accept(
         &self,
         requests: &mut Vec<crate::request::Request>,
@@ -745,6 +750,20 @@ impl<'a> Crawl<'a> {
                 return false;
             }
             scope::strip_credentials(request, counters);
+            if !request.dont_filter && crate::revisit::lastmod_of(&request.meta).is_some() {
+                match self.lastmod_makes_due(request) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        // Queued past the seen set, as a revisit.
+                        request.dont_filter = true;
+                        counters.push(("sitemap/lastmod_due", 1));
+                    }
+                    Err(error) => {
+                        failed = Some(error);
+                        return false;
+                    }
+                }
+            }
             if redirect && request.dont_filter {
                 match self.fetched_this_cycle(request) {
                     Ok(false) => {}

@@ -6,7 +6,9 @@
 //!
 //! A revisit (a request with a page record) is a conditional GET; a 304, or a 200
 //! whose content hash equals the record's, is not given to the legs: the page's
-//! items and links are those already stored. Depends on [`crate::fetch`],
+//! items and links are those already stored. With `--page-requisites` a new
+//! or changed 2xx page also queues its requisites; a requisite's own answer
+//! runs no legs (no items, no links). Depends on [`crate::fetch`],
 //! [`crate::robots`], [`crate::legs`], [`crate::revisit`] and [`crate::request`].
 
 use std::sync::Arc;
@@ -40,6 +42,11 @@ pub struct RetryPolicy {
     pub backoff: Duration,
     /// The error statuses kept like 2xx answers (`--keep-status`).
     pub keep: StatusSet,
+    /// `--page-requisites`: a new or changed 2xx page also queues its
+    /// requisites ([`crate::legs::requisites`]). Carried here, with the other
+    /// per-answer rules, because the embedded loop and the shared worker
+    /// both hand this policy to every page's task.
+    pub page_requisites: bool,
 }
 
 /// A set of HTTP status codes (100 to 639), copied into every page's task.
@@ -69,6 +76,7 @@ impl RetryPolicy {
             max_retries: config.max_retries,
             backoff: config.retry_backoff,
             keep: StatusSet::of(&config.keep_status),
+            page_requisites: config.page_requisites,
         }
     }
 
@@ -224,12 +232,25 @@ pub(crate) async fn process(
         }
         return result;
     }
-    match parts {
-        Some(parts) => parts.run_legs(legs.as_ref(), &response, &mut result),
-        None => {
-            let output = legs::run(legs.as_ref(), &response);
-            result.requests = output.requests;
-            result.items = output.items;
+    // A page requisite makes no items and follows no links: no legs run on
+    // it (its stylesheet's url()s are queued below).
+    if !legs::requisites::is_requisite(request) {
+        match parts {
+            Some(parts) => parts.run_legs(legs.as_ref(), &response, &mut result),
+            None => {
+                let output = legs::run(legs.as_ref(), &response);
+                result.requests = output.requests;
+                result.items = output.items;
+            }
+        }
+    }
+    if retry.page_requisites {
+        let requisites = legs::requisites::of(&response);
+        if !requisites.is_empty() {
+            result
+                .counters
+                .push(("requisites/found", requisites.len() as u64));
+            result.requests.extend(requisites);
         }
     }
     if response.truncated {

@@ -9,8 +9,12 @@
 //! exactly as `queue_in_parts` queues a long list that arrived whole; a crash
 //! between parts leaves the page queued, to be fetched again. Requests that
 //! bypass the seen set (`dont_filter`) are held back for the completion, as
-//! there. The counters of what the loop dropped from a part come back with its
-//! acknowledgement and are counted with the page's completion.
+//! there; so are those the loop made revisits of (a sitemap entry whose
+//! `lastmod` makes its known page due), which come back with the part's
+//! acknowledgement: queued in a part, a page fetched again after a crash
+//! would queue them twice. The counters of what the loop dropped from a part
+//! come back with its acknowledgement and are counted with the page's
+//! completion.
 //!
 //! The wait blocks the task's thread, so it is taken with
 //! [`tokio::task::block_in_place`], which needs the multi-thread runtime (the
@@ -36,8 +40,9 @@ pub(crate) struct Part {
     pub lease: u64,
     /// The links, after the legs' `process_request`.
     pub requests: Vec<Request>,
-    /// Answered with the counters of what the loop dropped, once queued.
-    pub ack: oneshot::Sender<Counters>,
+    /// Answered, once queued, with the counters of what the loop dropped and
+    /// the requests it made revisits of, which the completion queues.
+    pub ack: oneshot::Sender<(Counters, Vec<Request>)>,
 }
 
 /// A page task's way to hand its links to the loop in parts.
@@ -67,7 +72,10 @@ impl Parts {
             held.extend(part.extract_if(.., |request| request.dont_filter));
             if open {
                 match self.send(part) {
-                    Some(counters) => result.counters.extend(counters),
+                    Some((counters, back)) => {
+                        result.counters.extend(counters);
+                        held.extend(back);
+                    }
                     None => open = false,
                 }
             }
@@ -80,7 +88,7 @@ impl Parts {
 
     /// Sends `part` and waits until the loop has queued it; `None` when the
     /// loop is gone.
-    fn send(&self, requests: Vec<Request>) -> Option<Counters> {
+    fn send(&self, requests: Vec<Request>) -> Option<(Counters, Vec<Request>)> {
         let (ack, acked) = oneshot::channel();
         let part = Part {
             lease: self.lease,
@@ -130,7 +138,8 @@ mod tests {
             while let Some(part) = rx.recv().await {
                 assert_eq!(part.lease, 7);
                 queued.extend(part.requests.into_iter().map(|r| r.url));
-                part.ack.send(vec![("scope/dropped", 1)]).unwrap();
+                let back = vec![Request::get("http://e.com/back")];
+                part.ack.send((vec![("scope/dropped", 1)], back)).unwrap();
                 if queued.len() >= 2 * (LINK_CHUNK - LINK_CHUNK / 10) {
                     break;
                 }
@@ -145,9 +154,19 @@ mod tests {
                 let k: usize = url.rsplit('/').next().unwrap().parse().unwrap();
                 !k.is_multiple_of(10)
             }));
-            // Every link exactly once: queued in parts, or held for the completion.
+            // Every link exactly once: queued in parts, or held for the
+            // completion; and what the loop handed back, once a part.
+            let back = "http://e.com/back";
+            let handed = result.requests.iter().filter(|r| r.url == back).count();
+            assert_eq!(handed, 2);
             let mut all: Vec<String> = queued;
-            all.extend(result.requests.iter().map(|r| r.url.clone()));
+            all.extend(
+                result
+                    .requests
+                    .iter()
+                    .filter(|r| r.url != back)
+                    .map(|r| r.url.clone()),
+            );
             all.sort();
             let mut expected: Vec<String> = (0..n).map(|k| format!("http://e.com/{k}")).collect();
             expected.sort();

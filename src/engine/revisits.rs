@@ -193,6 +193,22 @@ impl Crawl<'_> {
         ))
     }
 
+    /// True when `request`, a sitemap entry with a `lastmod`, makes its known
+    /// page due now and the page is not fetched in this cycle anyway.
+    pub(super) fn lastmod_makes_due(
+        &self,
+        request: &crate::request::Request,
+    ) -> Result<bool, EngineError> {
+        let fp = self.fingerprint(request);
+        let record = self.state.page(&fp)?;
+        Ok(crate::revisit::lastmod_makes_due(record.as_ref(), request)
+            && !crate::revisit::redirect_is_redundant(
+                record.as_ref(),
+                unix_now(),
+                self.run_started,
+            ))
+    }
+
     /// `request`'s fingerprint with the crawl's fingerprint headers (the key of its
     /// page record).
     pub(super) fn fingerprint(

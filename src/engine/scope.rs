@@ -129,8 +129,19 @@ impl Scope {
         }
     }
 
-    /// Accepts or rejects a proposed request.
+    /// Accepts or rejects a proposed request. A page requisite
+    /// ([`crate::legs::REQUISITE_META`]) is judged on its scheme only: it is
+    /// fetched whatever its depth, host and directory (wget's `-p`).
     pub fn check(&self, request: &Request) -> Result<(), Rejected> {
+        if crate::legs::requisites::is_requisite(request) {
+            return match crate::canon::split::split(&request.url) {
+                Some(_) => Ok(()),
+                None => match url::Url::parse(&request.url) {
+                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Ok(()),
+                    _ => Err(Rejected::BadUrl),
+                },
+            };
+        }
         if self.max_depth.is_some_and(|max| request.depth > max) {
             return Err(Rejected::TooDeep);
         }
@@ -222,6 +233,23 @@ mod tests {
             Ok(()),
             "a seed"
         );
+    }
+
+    #[test]
+    fn requisites_pass_whatever_their_depth_host_and_directory() {
+        let scope = Scope::new(["a.test".to_owned()], Some(1))
+            .no_parent(&["http://a.test/book/".to_owned()]);
+        let mut request = Request::get("http://cdn.test/x.css");
+        request.depth = 9;
+        assert_eq!(scope.check(&request), Err(Rejected::TooDeep));
+        request
+            .meta
+            .insert(crate::legs::REQUISITE_META.into(), "1".into());
+        assert_eq!(scope.check(&request), Ok(()));
+        request.url = "http://a.test/outside/x.png".into();
+        assert_eq!(scope.check(&request), Ok(()));
+        request.url = "data:image/png;base64,AA".into();
+        assert_eq!(scope.check(&request), Err(Rejected::BadUrl));
     }
 
     #[test]

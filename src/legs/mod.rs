@@ -50,12 +50,14 @@
 mod callback_rules;
 mod canonicalize;
 mod css_items;
+mod css_urls;
 mod feed;
 mod func;
 mod html;
 mod item_id;
 mod links;
 mod page_item;
+pub mod requisites;
 mod resolve;
 mod sitemap;
 mod skim;
@@ -71,7 +73,8 @@ pub use func::{filter_requests, from_fn, map_items};
 pub use item_id::{ItemIdSetter, ItemIdSettings};
 pub use links::LinkExtractor;
 pub use page_item::PageItem;
-pub use sitemap::{SITEMAP_META, Sitemap, SitemapSettings};
+pub use requisites::REQUISITE_META;
+pub use sitemap::{LASTMOD_META, SITEMAP_META, Sitemap, SitemapSettings, parse_lastmod};
 pub use stack::Stack;
 pub use trap_guard::{TrapGuard, TrapGuardSettings};
 

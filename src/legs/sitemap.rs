@@ -23,10 +23,15 @@
 //! resolved against the response URL, stripped of fragments and kept when `http`/`https`.
 //! Page URLs must then pass `allow`/`deny`, sitemap URLs `sitemap_allow`. Sitemap
 //! requests are marked `meta["sitemap"] = "1"` (see [`SITEMAP_META`]) so this leg (and
-//! later processing) knows them. Everything is `Request::follow(&response.request, url)`,
+//! later processing) knows them. An entry's `<lastmod>` (W3C Datetime: `YYYY`,
+//! `YYYY-MM`, `YYYY-MM-DD`, or a date and time with `Z` or an offset, seconds
+//! optional) goes with its request as `meta["lastmod"]`, Unix seconds (see
+//! [`LASTMOD_META`]); the revisit policy reads it ([`crate::revisit`]). A value
+//! that is not such a date is left out. Everything is `Request::follow(&response.request, url)`,
 //! duplicates included; host scope and depth are the engine's.
 //!
-//! Depends on [`crate::request`], [`crate::response`], `flate2` and the `xml` helpers.
+//! Depends on [`crate::request`], [`crate::response`], `flate2`, `time` and the
+//! `xml` helpers.
 //!
 //! # Example
 //! ```
@@ -74,6 +79,10 @@ const LEG: &str = "sitemap";
 
 /// The request `meta` key (value `"1"`) that marks a request for a sitemap file.
 pub const SITEMAP_META: &str = "sitemap";
+
+/// The request `meta` key of a sitemap entry's `<lastmod>`, as Unix seconds
+/// (a decimal number): when the site says the page last changed.
+pub const LASTMOD_META: &str = "lastmod";
 
 /// The sitemaps.org limit on entries per file: the default of `max_urls`.
 const DEFAULT_MAX_URLS: usize = 50_000;
@@ -192,20 +201,27 @@ impl Sitemap {
             page: &response.url,
             root: Root::Other,
             read: 0,
+            entry: Entry::default(),
             pages: Vec::new(),
             sitemaps: Vec::new(),
         };
         if let Err(error) = xml::walk(&text, &mut walk) {
             tracing::debug!(url = %response.url, %error, "sitemap: stopped at malformed XML");
+            // The entry the error cut keeps its `<loc>`, if it had one.
+            walk.end_entry();
         }
         if walk.read == self.max_urls {
             tracing::debug!(url = %response.url, max = self.max_urls, "sitemap: entries capped");
         }
-        for url in walk.pages {
-            out.push_request(Request::follow(&response.request, url));
+        for (url, lastmod) in walk.pages {
+            let mut request = Request::follow(&response.request, url);
+            with_lastmod(&mut request, lastmod);
+            out.push_request(request);
         }
-        for url in walk.sitemaps {
-            out.push_request(sitemap_request(response, url));
+        for (url, lastmod) in walk.sitemaps {
+            let mut request = sitemap_request(response, url);
+            with_lastmod(&mut request, lastmod);
+            out.push_request(request);
         }
     }
 
@@ -292,6 +308,82 @@ fn resolve(base: &Url, value: &str) -> Option<String> {
     xml::is_web(&url).then(|| url.into())
 }
 
+fn with_lastmod(request: &mut Request, lastmod: Option<u64>) {
+    if let Some(lastmod) = lastmod {
+        request
+            .meta
+            .insert(LASTMOD_META.to_owned(), lastmod.to_string());
+    }
+}
+
+/// A W3C Datetime (the sitemaps.org `<lastmod>` format) as Unix seconds: a
+/// date alone is its first second in UTC, a time without seconds its first
+/// second; fractions of a second are dropped. `None` for anything else, or a
+/// date before 1970.
+pub fn parse_lastmod(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (date, time) = match text.split_once(['T', 't']) {
+        Some((date, time)) => (date, Some(time)),
+        None => (text, None),
+    };
+    // A time needs a full date before it.
+    if time.is_some() && date.len() != 10 {
+        return None;
+    }
+    let mut parts = date.split('-');
+    let year: i32 = digits(parts.next()?, 4)?;
+    let month: u8 = parts.next().map_or(Some(1), |m| digits(m, 2))?;
+    let day: u8 = parts.next().map_or(Some(1), |d| digits(d, 2))?;
+    if parts.next().is_some() {
+        return None;
+    }
+    let date =
+        time::Date::from_calendar_date(year, time::Month::try_from(month).ok()?, day).ok()?;
+    let at = match time {
+        None => date.midnight().assume_utc(),
+        Some(time) => {
+            let (clock, offset) = split_offset(time)?;
+            let mut fields = clock.split(':');
+            let hour: u8 = digits(fields.next()?, 2)?;
+            let minute: u8 = digits(fields.next()?, 2)?;
+            let second: u8 = match fields.next() {
+                None => 0,
+                Some(s) => digits(s.split('.').next()?, 2)?,
+            };
+            if fields.next().is_some() {
+                return None;
+            }
+            let clock = time::Time::from_hms(hour, minute, second).ok()?;
+            date.with_time(clock).assume_offset(offset)
+        }
+    };
+    u64::try_from(at.unix_timestamp()).ok()
+}
+
+/// `hh:mm[:ss[.s]]` and its zone (`Z`, `+hh:mm`, `-hh:mm`).
+fn split_offset(time: &str) -> Option<(&str, time::UtcOffset)> {
+    if let Some(clock) = time.strip_suffix(['Z', 'z']) {
+        return Some((clock, time::UtcOffset::UTC));
+    }
+    let at = time.rfind(['+', '-'])?;
+    let (clock, zone) = time.split_at(at);
+    let sign: i8 = if zone.starts_with('-') { -1 } else { 1 };
+    let (hours, minutes) = zone[1..].split_once(':')?;
+    let hours: i8 = digits(hours, 2)?;
+    let minutes: i8 = digits(minutes, 2)?;
+    let offset = time::UtcOffset::from_hms(sign * hours, sign * minutes, 0).ok()?;
+    Some((clock, offset))
+}
+
+/// `text` as a number of exactly `len` ASCII digits.
+fn digits<T: std::str::FromStr>(text: &str, len: usize) -> Option<T> {
+    if text.len() == len && text.bytes().all(|b| b.is_ascii_digit()) {
+        text.parse().ok()
+    } else {
+        None
+    }
+}
+
 fn sitemap_request(response: &Response, url: String) -> Request {
     let mut request = Request::follow(&response.request, url);
     request.meta.insert(SITEMAP_META.to_owned(), "1".to_owned());
@@ -306,14 +398,59 @@ enum Root {
     Index,
 }
 
-/// Walk state: the accepted page and sitemap URLs, and how many entries were read.
+/// The `<loc>` and `<lastmod>` of the entry being read.
+#[derive(Default)]
+struct Entry {
+    loc: Option<String>,
+    lastmod: Option<u64>,
+}
+
+/// Walk state: the accepted page and sitemap URLs (with their lastmod), and
+/// how many entries were read.
 struct Walk<'a> {
     leg: &'a Sitemap,
     page: &'a Url,
     root: Root,
     read: usize,
-    pages: Vec<String>,
-    sitemaps: Vec<String>,
+    entry: Entry,
+    pages: Vec<(String, Option<u64>)>,
+    sitemaps: Vec<(String, Option<u64>)>,
+}
+
+impl Walk<'_> {
+    /// Ends the entry being read: its URL, when it has an accepted one, is
+    /// kept. Returns true when an entry with a `<loc>` ended (it counts
+    /// against `max_urls`, accepted or not).
+    fn end_entry(&mut self) -> bool {
+        let Entry { loc, lastmod } = std::mem::take(&mut self.entry);
+        let Some(loc) = loc else {
+            return false;
+        };
+        let url = resolve(self.page, &loc);
+        match self.root {
+            Root::UrlSet => {
+                if let Some(url) = url.filter(|u| self.leg.pages.accepts(u)) {
+                    self.pages.push((url, lastmod));
+                }
+            }
+            Root::Index => {
+                let follow = self.leg.follow_sitemaps;
+                if let Some(url) = url.filter(|u| follow && self.leg.sitemaps.accepts(u)) {
+                    self.sitemaps.push((url, lastmod));
+                }
+            }
+            Root::Other => return false,
+        }
+        true
+    }
+
+    /// True when `entry` is the entry element of this kind of file.
+    fn is_entry(&self, entry: &str) -> bool {
+        matches!(
+            (self.root, xml::local(entry)),
+            (Root::UrlSet, "url") | (Root::Index, "sitemap")
+        )
+    }
 }
 
 impl XmlVisitor for Walk<'_> {
@@ -329,23 +466,18 @@ impl XmlVisitor for Walk<'_> {
     }
 
     fn close(&mut self, path: &[String], text: &str) -> ControlFlow<()> {
-        let [_, entry, loc] = path else {
-            return ControlFlow::Continue(());
-        };
-        if xml::local(loc) != "loc" {
-            return ControlFlow::Continue(());
-        }
-        let url = resolve(self.page, text);
-        match (self.root, xml::local(entry)) {
-            (Root::UrlSet, "url") => {
-                if let Some(url) = url.filter(|u| self.leg.pages.accepts(u)) {
-                    self.pages.push(url);
+        match path {
+            [_, entry, field] if self.is_entry(entry) => {
+                match xml::local(field) {
+                    "loc" => self.entry.loc = Some(text.to_owned()),
+                    "lastmod" => self.entry.lastmod = parse_lastmod(text),
+                    _ => {}
                 }
+                return ControlFlow::Continue(());
             }
-            (Root::Index, "sitemap") => {
-                let follow = self.leg.follow_sitemaps;
-                if let Some(url) = url.filter(|u| follow && self.leg.sitemaps.accepts(u)) {
-                    self.sitemaps.push(url);
+            [_, entry] if self.is_entry(entry) => {
+                if !self.end_entry() {
+                    return ControlFlow::Continue(());
                 }
             }
             _ => return ControlFlow::Continue(()),

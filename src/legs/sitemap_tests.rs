@@ -290,3 +290,62 @@ fn a_sitemap_is_recognised_by_its_root_whatever_its_media_type() {
     );
     assert!(crate::legs::run(&leg, &page).requests.is_empty());
 }
+
+#[test]
+fn lastmod_goes_with_its_entry_as_unix_seconds() {
+    let xml = "<urlset><url><lastmod>2024-01-02T03:04:05+01:00</lastmod><loc>http://e.com/a</loc></url>\
+               <url><loc>http://e.com/b</loc><lastmod>2024-01-02</lastmod></url>\
+               <url><loc>http://e.com/c</loc><lastmod>yesterday</lastmod></url>\
+               <url><loc>http://e.com/d</loc></url></urlset>";
+    let response = test_response("http://e.com/s.xml", Some("text/xml"), xml);
+    let found: Vec<(String, Option<String>)> = run(&leg(), &response)
+        .requests
+        .into_iter()
+        .map(|r| (r.url, r.meta.get(LASTMOD_META).cloned()))
+        .collect();
+    let at = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        found,
+        [
+            ("http://e.com/a".to_owned(), at("1704161045")),
+            ("http://e.com/b".to_owned(), at("1704153600")),
+            ("http://e.com/c".to_owned(), None),
+            ("http://e.com/d".to_owned(), None),
+        ]
+    );
+    let index = "<sitemapindex><sitemap><loc>http://e.com/s1.xml</loc>\
+                 <lastmod>2024-01-02T00:00:00Z</lastmod></sitemap></sitemapindex>";
+    let response = test_response("http://e.com/i.xml", Some("text/xml"), index);
+    let out = run(&leg(), &response).requests;
+    assert_eq!(out[0].meta[SITEMAP_META], "1");
+    assert_eq!(out[0].meta[LASTMOD_META], "1704153600");
+}
+
+#[test]
+fn w3c_datetimes() {
+    assert_eq!(parse_lastmod("1970"), Some(0));
+    assert_eq!(parse_lastmod("2024"), Some(1_704_067_200));
+    assert_eq!(parse_lastmod("2024-02"), Some(1_706_745_600));
+    assert_eq!(parse_lastmod(" 2024-01-02 "), Some(1_704_153_600));
+    assert_eq!(parse_lastmod("2024-01-02T00:00Z"), Some(1_704_153_600));
+    assert_eq!(
+        parse_lastmod("2024-01-02T00:00:00.75Z"),
+        Some(1_704_153_600)
+    );
+    assert_eq!(parse_lastmod("2024-01-02T01:30-01:30"), Some(1_704_164_400));
+    for bad in [
+        "",
+        "24-01-02",
+        "2024-1-2",
+        "2024-13-01",
+        "2024-02-30",
+        "2024-01T00:00Z",
+        "2024-01-02T00:00",
+        "2024-01-02T25:00Z",
+        "2024-01-02-03",
+        "1969-12-31",
+        "Tue, 02 Jan 2024 00:00:00 GMT",
+    ] {
+        assert_eq!(parse_lastmod(bad), None, "{bad:?}");
+    }
+}

@@ -283,3 +283,56 @@ fn due_under_the_same_policy_is_the_due_time_the_fetch_set() {
         schedule(Revisit::EveryRun, &[]).describe()
     );
 }
+
+fn from_sitemap(lastmod: u64) -> Request {
+    let mut request = request();
+    request
+        .meta
+        .insert(LASTMOD_META.to_owned(), lastmod.to_string());
+    request
+}
+
+#[test]
+fn a_sitemap_lastmod_older_than_the_fetch_makes_the_page_not_due() {
+    let every_run = schedule(Revisit::EveryRun, &[]);
+    let (record, _) = every_run.record(None, &from_sitemap(500), &seen(200, "a"), 1_000);
+    assert_eq!(record.next_due, None, "lastmod 500 < fetch 1000");
+    assert_eq!(every_run.due(&record), None);
+    assert!(Schedule::lastmod_settles(&record));
+    // A 304 through the revisit request keeps the lastmod, and not-due.
+    let (again, change) = every_run.record(
+        Some(&record),
+        &record.revisit_request(),
+        &seen(304, ""),
+        2_000,
+    );
+    assert_eq!(change, Change::NotModified);
+    assert_eq!(again.request.meta[LASTMOD_META], "500");
+    assert_eq!(again.next_due, None);
+    // Fetched again through a plain link: the kept lastmod still holds.
+    let (linked, _) = every_run.record(Some(&again), &request(), &seen(200, "b"), 3_000);
+    assert_eq!(linked.request.meta[LASTMOD_META], "500");
+    assert_eq!(linked.next_due, None);
+    // A lastmod no older than the fetch: the policy decides.
+    let (fresh, _) = every_run.record(None, &from_sitemap(1_000), &seen(200, "a"), 1_000);
+    assert_eq!(fresh.next_due, Some(1_000));
+    // Without lastmod, as before.
+    let (plain, _) = every_run.record(None, &request(), &seen(200, "a"), 1_000);
+    assert_eq!(plain.next_due, Some(1_000));
+}
+
+#[test]
+fn a_newer_sitemap_lastmod_makes_a_known_page_due() {
+    let every_run = schedule(Revisit::EveryRun, &[]);
+    let (record, _) = every_run.record(None, &from_sitemap(500), &seen(200, "a"), 1_000);
+    assert!(!lastmod_makes_due(Some(&record), &from_sitemap(999)));
+    assert!(lastmod_makes_due(Some(&record), &from_sitemap(1_000)));
+    assert!(lastmod_makes_due(Some(&record), &from_sitemap(5_000)));
+    assert!(
+        !lastmod_makes_due(None, &from_sitemap(5_000)),
+        "unknown page"
+    );
+    assert!(!lastmod_makes_due(Some(&record), &request()), "no lastmod");
+    let failed = Schedule::failed(&request(), 0, 1_000);
+    assert!(!lastmod_makes_due(Some(&failed), &from_sitemap(5_000)));
+}

@@ -461,6 +461,21 @@ impl Shared {
         .await
     }
 
+    /// Runs `cmd`, a command that names no key (`SCAN`), on the server that
+    /// holds `key` (in a Redis Cluster, the owner of its slot).
+    pub(crate) async fn query_at_key(
+        &self,
+        what: &'static str,
+        cmd: &redis::Cmd,
+        key: &str,
+    ) -> Result<Value, SharedError> {
+        self.retrying(
+            what,
+            |mut conn| async move { conn.query_at_key(cmd, key).await },
+        )
+        .await
+    }
+
     /// Runs a pipeline of plain commands.
     pub(crate) async fn pipeline(
         &self,
@@ -570,16 +585,31 @@ impl Shared {
     }
 }
 
-/// A request as the frontier in Redis holds it: JSON, readable with `redis-cli`.
+/// A request as the frontier in Redis holds it: its stored form
+/// ([`Request::encode`]: a version byte, then bincode), as in the embedded
+/// frontier.
 pub(crate) fn encode_request(request: &Request) -> Vec<u8> {
-    // A request is plain data (strings, numbers, maps of strings): it always
-    // serializes.
-    serde_json::to_vec(request).unwrap_or_default()
+    request.encode()
 }
 
-/// The request [`encode_request`] wrote.
-pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, serde_json::Error> {
-    serde_json::from_slice(bytes)
+/// The request [`encode_request`] wrote, or one written before as JSON (it
+/// starts with `{`; never a version byte).
+pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, RequestFormatError> {
+    match bytes.first() {
+        Some(b'{') => Ok(serde_json::from_slice(bytes)?),
+        _ => Ok(Request::decode(bytes)?),
+    }
+}
+
+/// Why a queued request could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestFormatError {
+    /// A request in its stored form.
+    #[error(transparent)]
+    Stored(#[from] crate::request::DecodeError),
+    /// A request written as JSON (before the stored form).
+    #[error("corrupt request record (JSON): {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 fn millis(d: Duration) -> String {

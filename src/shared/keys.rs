@@ -10,7 +10,7 @@
 //! | `jobs` | hash | job version → its record (JSON: `version`, `created_at`, `worker`, `text`, a crawl file) |
 //! | `seeds` | set | seed URLs |
 //! | `seeded` | set | fingerprints of the seeds queued in the cycle being seeded (gone once it is seeded) |
-//! | `q:HOST` | sorted set | the host's queue: score −priority, member 16 hex digits of sequence, 40 of fingerprint, request JSON |
+//! | `q:HOST` | sorted set | the host's queue: score −priority, member sequence (8 bytes, big-endian), fingerprint (20 bytes), request (version byte, bincode; before: 16 and 40 hex digits, JSON) |
 //! | `ready` | sorted set | hosts with queued requests under their in-flight limit, by earliest next start (ms) |
 //! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the host's default delay (0 on loopback, else 1 s; the job's `delay` overrides it), robots.txt Crawl-delay (ms) |
 //! | `leases` | sorted set | lease token by expiry (ms) |

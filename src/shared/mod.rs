@@ -37,13 +37,14 @@
 //! keeps the crawl's job and resolves a starting worker's, [`worker`] is the
 //! crawl loop of one worker (with `cycle`, which starts a new cycle of a
 //! drained crawl), [`output`] its `--output` file, [`views`] reads a shared
-//! crawl for `legcrawl dump`. Depends on [`crate::engine`] (the page task,
+//! crawl for `legcrawl dump`, `erase` deletes one (`crawl --fresh`). Depends on [`crate::engine`] (the page task,
 //! scope and page records), [`crate::job`], [`crate::fingerprint`] and
 //! [`crate::store`]'s record encodings; the embedded state does not depend on
 //! it.
 
 pub mod client;
 mod cycle;
+mod erase;
 pub mod job;
 mod keys;
 pub mod output;

@@ -332,15 +332,10 @@ impl Shared {
                 )
                 .await?;
             for member in members {
-                // Sequence (16 hex digits), fingerprint (40), request.
-                if member.len() < 56 {
+                let Some((seq, body)) = queued_member(&member) else {
                     continue;
-                }
-                let seq = std::str::from_utf8(&member[..16])
-                    .ok()
-                    .and_then(|s| u64::from_str_radix(s, 16).ok())
-                    .unwrap_or(0);
-                let request = decode_request(&member[56..]).map_err(|e| SharedError::Corrupt {
+                };
+                let request = decode_request(body).map_err(|e| SharedError::Corrupt {
                     name: self.target().name.clone(),
                     what: format!("a queued request of {host}: {e}"),
                 })?;
@@ -457,5 +452,46 @@ impl Shared {
             .iter()
             .filter_map(|r| serde_json::from_str(r).ok())
             .collect())
+    }
+}
+
+/// The sequence number and request of a host queue's member: sequence (8
+/// bytes, big-endian), fingerprint (20 bytes), request; or, written before,
+/// 16 and 40 hex digits, then the request. `None` when it is too short.
+fn queued_member(member: &[u8]) -> Option<(u64, &[u8])> {
+    if member.first() == Some(&0) {
+        let seq = u64::from_be_bytes(member.get(..8)?.try_into().ok()?);
+        return Some((seq, member.get(28..)?));
+    }
+    let seq = std::str::from_utf8(member.get(..16)?)
+        .ok()
+        .and_then(|s| u64::from_str_radix(s, 16).ok())
+        .unwrap_or(0);
+    Some((seq, member.get(56..)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Request;
+
+    #[test]
+    fn a_queued_member_reads_in_both_layouts() {
+        let request = Request::get("http://a.test/x");
+        let mut binary = 7u64.to_be_bytes().to_vec();
+        binary.extend([0xab; 20]);
+        binary.extend(super::super::client::encode_request(&request));
+        let (seq, body) = queued_member(&binary).expect("binary member");
+        assert_eq!(seq, 7);
+        assert_eq!(decode_request(body).expect("stored form"), request);
+
+        let mut hex = format!("{:016x}{}", 300, "ab".repeat(20)).into_bytes();
+        hex.extend(serde_json::to_vec(&request).expect("JSON"));
+        let (seq, body) = queued_member(&hex).expect("hex member");
+        assert_eq!(seq, 300);
+        assert_eq!(decode_request(body).expect("JSON form"), request);
+
+        assert!(queued_member(&[0, 1, 2]).is_none());
+        assert!(decode_request(b"\x09junk").is_err());
     }
 }

@@ -41,7 +41,7 @@ type RunIndex = Vec<(u64, u64)>;
 /// One checkpoint's work, detached from the state (see the module doc).
 #[must_use = "a checkpoint does nothing until it runs and its result reaches State::checkpointed"]
 pub struct Checkpoint {
-    db: sled::Db,
+    db: super::db::Sled,
     dir: PathBuf,
     bloom: BloomSync,
     /// Journal entries of groups below this number are covered.
@@ -512,6 +512,8 @@ impl State {
     /// reaches [`State::checkpointed`], the fingerprints it seals are answered
     /// from memory and the old index stays the one read.
     pub fn start_checkpoint(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        // A sized filter grows first, while no checkpoint holds the old one.
+        self.grow_bloom()?;
         let ids_waiting = self.pages.ids().waiting();
         let Some(mut job) = self.seen.start_checkpoint(&self.db, ids_waiting)? else {
             return Ok(None);

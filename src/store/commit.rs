@@ -48,7 +48,7 @@ pub(super) struct Sealed {
 /// group. Only [`State::seal`] makes one.
 #[must_use = "a sealed group is written only when its Flush runs"]
 pub struct Flush {
-    db: sled::Db,
+    db: super::db::Sled,
     dir: std::path::PathBuf,
     batch: sled::Batch,
     seq: u64,

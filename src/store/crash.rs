@@ -190,6 +190,14 @@ pub const POINTS: &[Point] = &[
         before: "a clean close records what the database files look like (in `durable`)",
     },
     Point {
+        name: "bloom.grow",
+        before: "a sized Bloom filter whose estimated false-positive rate passed the target is rebuilt larger from the exact set under a temporary name, when a checkpoint is due (see `sizing`)",
+    },
+    Point {
+        name: "bloom.grow.switch",
+        before: "the grown Bloom file is renamed over bloom.bin (the old one holds every durable fingerprint until then, the new one from then on)",
+    },
+    Point {
         name: "repair.trial",
         before: "a copy of db/ is made and opened, to check a database whose files changed since the last clean close (after a crash or an outside write)",
     },
@@ -211,6 +219,13 @@ pub const POINTS: &[Point] = &[
 /// suite's crawls never do (the damage tests crash at them instead).
 pub fn repair_only(name: &str) -> bool {
     name.starts_with("repair.")
+}
+
+/// Points only a sized Bloom filter that outgrows its size reaches: the
+/// crash-point suite's filter never does (`tests/it/bloom_size.rs` crashes
+/// at them).
+pub fn growth_only(name: &str) -> bool {
+    name.starts_with("bloom.grow")
 }
 
 /// Points only the first open of a state of an older format reaches: the

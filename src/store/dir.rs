@@ -107,7 +107,21 @@ pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), Stor
         }
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-            fs::create_dir_all(dir).map_err(io_err)?;
+            // Its parent synced too: a crawl that finished must not lose its
+            // state directory to a power cut.
+            crate::fsync::create_dir_all(dir).map_err(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
+                    StoreError::CannotCreate {
+                        path: dir.to_owned(),
+                        reason: match e.kind() {
+                            io::ErrorKind::ReadOnlyFilesystem => "read-only file system",
+                            _ => "permission denied",
+                        }
+                        .to_owned(),
+                    }
+                }
+                _ => io_err(e),
+            })?;
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(StoreError::Missing {

@@ -326,8 +326,7 @@ mod tests {
 
     fn temp_db() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().unwrap();
-        let tree = sled::Config::new().temporary(true).open().unwrap();
-        let db = Db::new(tree, dir.path());
+        let db = Db::new(crate::store::db::Sled::scratch(dir.path()), dir.path());
         (dir, db)
     }
 

@@ -439,8 +439,7 @@ mod tests {
     #[test]
     fn both_record_versions_read_and_others_are_errors() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let tree = sled::Config::new().temporary(true).open().expect("sled");
-        let db = Db::new(tree, dir.path());
+        let db = Db::new(crate::store::db::Sled::scratch(dir.path()), dir.path());
         let mut body = Vec::new();
         body.extend_from_slice(&3u32.to_be_bytes());
         body.extend_from_slice(b"abc");

@@ -85,6 +85,7 @@ mod robots;
 mod runfile;
 mod runs;
 mod seen;
+pub mod sizing;
 pub mod status;
 mod table;
 #[cfg(test)]
@@ -128,7 +129,12 @@ use records::Meta;
 /// and metadata say 4 (see `pageids`). The due index is chunks of pages by
 /// due second (`u`) instead of an entry per page (`v`, still read; see
 /// `due`).
-pub const STATE_FORMAT: u32 = 4;
+/// Format 5: the Bloom filter of an `exact` state created without
+/// `--bloom-bits` starts small and grows with the crawl (see `sizing`); the
+/// metadata record says so, and `bloom.bin`'s header gives its size. An older
+/// build would read a grown filter as damaged; a state of format 4 keeps its
+/// fixed size.
+pub const STATE_FORMAT: u32 = 5;
 /// The oldest state format this build opens.
 pub const OLDEST_FORMAT: u32 = 2;
 /// Name of the marker file that makes a directory legcrawl state.
@@ -214,6 +220,16 @@ pub enum StoreError {
         path: PathBuf,
         /// The first file found not writable.
         file: PathBuf,
+    },
+    /// The state directory does not exist and this user may not create it.
+    #[error(
+        "{path}: cannot create the state directory ({reason}); choose a --data directory this user may write"
+    )]
+    CannotCreate {
+        /// The directory.
+        path: PathBuf,
+        /// Why, as the OS says it (permission denied, read-only file system).
+        reason: String,
     },
     /// Another process (a running crawl) holds the database.
     #[error("{path}: the state is busy (a crawl is running on it); `dump summary` still works")]
@@ -469,10 +485,11 @@ impl State {
         self.seen.dedup
     }
 
-    /// The Bloom filter's shape fixed at creation: log2 of its bits, and its
-    /// hash count.
-    pub fn bloom_shape(&self) -> (u8, u8) {
-        (self.meta.bloom_bits, self.meta.bloom_hashes)
+    /// The Bloom filter's shape fixed at creation: log2 of its bits (`None`
+    /// when it is sized to the crawl, see [`sizing`]), and its hash count.
+    pub fn bloom_shape(&self) -> (Option<u8>, u8) {
+        let bits = (!self.meta.bloom_sized).then_some(self.meta.bloom_bits);
+        (bits, self.meta.bloom_hashes)
     }
 
     /// Requests in flight (leased and not yet committed).

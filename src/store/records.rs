@@ -54,8 +54,13 @@ pub struct Meta {
     pub format: u32,
     /// Unix seconds when the state was created.
     pub created_at: u64,
-    /// Bloom filter size, log2 of bits.
+    /// Bloom filter size, log2 of bits: the size it has, or, when
+    /// `bloom_sized`, the size it started at.
     pub bloom_bits: u8,
+    /// The filter grows with the crawl (see `sizing`); `bloom.bin`'s header
+    /// says its size. False in states of format 4 and before.
+    #[serde(default)]
+    pub bloom_sized: bool,
     /// Bloom filter hash count.
     pub bloom_hashes: u8,
     /// `exact` or `bloom`.

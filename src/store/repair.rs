@@ -37,6 +37,7 @@ use sha1::{Digest, Sha1};
 
 use super::exact::{chunk_body, decode_index};
 use super::runfile::RunFile;
+use super::sizing::Shape;
 use super::{State, StoreError, crash, keys};
 use crate::bloom::{BloomError, BloomFile, BloomParams};
 use crate::config::DedupMode;
@@ -425,7 +426,7 @@ pub(super) fn before_open(dir: &Path, cache: u64) -> Result<Option<BloomFile>, S
         Ok(bloom) => bloom.lost_bits().map(|(had, has)| {
             format!("it lost bits ({had} set at the last checkpoint, {has} now)")
         }),
-        Err(_) => bloom_damage(&opened, BloomParams::default()),
+        Err(_) => bloom_damage(&opened, Shape::Fixed(BloomParams::default())),
     };
     if bloom_damage.is_none()
         && let Err(error) = opened
@@ -668,25 +669,16 @@ pub fn sled_panic_report() -> Option<String> {
 }
 
 /// Why `bloom.bin` cannot be used as it is, when it is damaged (missing, bad
-/// header, wrong length or parameters, lost bits); `None` when it opened whole,
-/// or failed for another reason (permissions, a full disk), which stays an error.
-pub(super) fn bloom_damage(
-    opened: &Result<BloomFile, BloomError>,
-    params: BloomParams,
-) -> Option<String> {
+/// header, wrong length, a size or probes that do not fit `shape`, lost bits);
+/// `None` when it opened whole, or failed for another reason (permissions, a
+/// full disk), which stays an error.
+pub(super) fn bloom_damage(opened: &Result<BloomFile, BloomError>, shape: Shape) -> Option<String> {
     match opened {
-        Ok(bloom) => {
-            let have = bloom.params();
-            if have != params {
-                return Some(format!(
-                    "it has bits={} hashes={}, the metadata says bits={} hashes={}",
-                    have.bits, have.hashes, params.bits, params.hashes
-                ));
-            }
+        Ok(bloom) => shape.misfit(bloom.params()).or_else(|| {
             bloom.lost_bits().map(|(had, has)| {
                 format!("it lost bits ({had} set at the last checkpoint, {has} now)")
             })
-        }
+        }),
         Err(BloomError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
             Some("it is missing".into())
         }
@@ -700,12 +692,14 @@ pub(super) fn bloom_damage(
     }
 }
 
-/// Every fingerprint of the exact set: the runs the index lists (a run
-/// file's checksum is checked), then the journal. Reads through [`guard`] (the caller's).
-pub(super) fn exact_fingerprints(
+/// Visits every fingerprint of the exact set: the runs the index lists (a run
+/// file's checksum is checked), then the journal; returns how many it visited.
+/// Reads through [`guard`] (the caller's).
+pub(super) fn visit_exact(
     dir: &Path,
-    db: &sled::Db,
-) -> Result<Vec<Fingerprint>, StoreError> {
+    db: &super::db::Sled,
+    mut visit: impl FnMut(&Fingerprint),
+) -> Result<u64, StoreError> {
     let db_err = |source| StoreError::Db {
         path: dir.to_owned(),
         source,
@@ -715,13 +709,14 @@ pub(super) fn exact_fingerprints(
         what: format!("{what} {key:?}"),
         reason: "length is not a version byte and a multiple of 20".into(),
     };
-    let mut fps = Vec::new();
+    let mut visited = 0u64;
     let mut take = |body: &[u8]| {
-        fps.extend(body.chunks_exact(20).map(|chunk| {
+        for chunk in body.chunks_exact(20) {
             let mut fp = [0u8; 20];
             fp.copy_from_slice(chunk);
-            fp
-        }));
+            visit(&fp);
+            visited += 1;
+        }
     };
     let index = db.get(keys::EXACT_INDEX).map_err(db_err)?;
     let listed = match index.as_deref().map(decode_index) {
@@ -751,49 +746,111 @@ pub(super) fn exact_fingerprints(
         };
         take(body);
     }
-    Ok(fps)
+    Ok(visited)
 }
 
-/// Builds a new `bloom.bin` holding `fps`: written and synced under a
-/// temporary name, then renamed over the old file (the directory synced).
-/// A crash before the rename leaves the old file (and a temporary one the next
-/// rebuild removes); after it, the new one.
+/// The fingerprints of the exact set, counted from the run index and the
+/// journal's lengths without reading the runs.
+fn exact_len(dir: &Path, db: &super::db::Sled) -> Result<u64, StoreError> {
+    let db_err = |source| StoreError::Db {
+        path: dir.to_owned(),
+        source,
+    };
+    let index = db.get(keys::EXACT_INDEX).map_err(db_err)?;
+    let runs: u64 = match index.as_deref().map(decode_index) {
+        Some(Some(listed)) => listed.iter().map(|&(_, count, _)| count).sum(),
+        _ => 0,
+    };
+    let mut journal = 0u64;
+    for entry in db.scan_prefix([keys::JOURNAL]) {
+        let (_, value) = entry.map_err(db_err)?;
+        journal += (value.len() / 20) as u64;
+    }
+    Ok(runs + journal)
+}
+
+/// Why `bloom.bin` is rebuilt, which names the crash points of the rebuild:
+/// before the new file is built, and before it is renamed over the old one.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum RebuildPoints {
+    /// A damaged filter's replacement, or `legcrawl repair`'s.
+    Repair,
+    /// A sized filter grown at a checkpoint (see `sizing`).
+    Grow,
+}
+
+impl RebuildPoints {
+    fn before_build(self) {
+        match self {
+            RebuildPoints::Repair => crash::point("repair.bloom"),
+            RebuildPoints::Grow => crash::point("bloom.grow"),
+        }
+    }
+
+    fn before_switch(self) {
+        match self {
+            RebuildPoints::Repair => crash::point("repair.switch"),
+            RebuildPoints::Grow => crash::point("bloom.grow.switch"),
+        }
+    }
+}
+
+/// Builds a new `bloom.bin` of `params` holding the exact set: written and
+/// synced under a temporary name, then renamed over the old file (the
+/// directory synced). A crash before the rename leaves the old file (and a
+/// temporary one the next rebuild removes); after it, the new one. Returns
+/// the new filter and the fingerprints it was built from.
 pub(super) fn rebuild_bloom(
     dir: &Path,
     params: BloomParams,
-    fps: &[Fingerprint],
-) -> Result<BloomFile, StoreError> {
+    db: &super::db::Sled,
+    points: RebuildPoints,
+) -> Result<(BloomFile, u64), StoreError> {
     let path = dir.join("bloom.bin");
     let tmp = dir.join(REBUILD_FILE);
     let io_err = |path: &Path| {
         let path = path.to_owned();
         move |source| StoreError::Io { path, source }
     };
-    crash::point("repair.bloom");
+    // crash point: repair.bloom, bloom.grow (one of them, by `points`)
+    points.before_build();
     match std::fs::remove_file(&tmp) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err(&tmp)(e)),
         _ => {}
     }
-    let mut fresh = BloomFile::create(&tmp, params)?;
-    for fp in fps {
-        fresh.insert(fp);
-    }
-    fresh.flush()?;
-    drop(fresh);
-    crash::point("repair.switch");
+    let built = BloomFile::create(&tmp, params)
+        .map_err(StoreError::from)
+        .and_then(|mut fresh| {
+            let count = visit_exact(dir, db, |fp| {
+                fresh.insert(fp);
+            })?;
+            fresh.flush()?;
+            Ok(count)
+        });
+    let count = match built {
+        Ok(count) => count,
+        Err(error) => {
+            // A full disk, say: the old filter stays, without a half-built
+            // file beside it.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(error);
+        }
+    };
+    // crash point: repair.switch, bloom.grow.switch (one of them, by `points`)
+    points.before_switch();
     std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err(dir))?;
-    Ok(BloomFile::open(&path)?)
+    Ok((BloomFile::open(&path)?, count))
 }
 
 /// Opens `bloom.bin`; when it is damaged, rebuilds it from the exact set
 /// (`exact` mode, saying so in a warning) or refuses (`bloom` mode).
 pub(super) fn open_bloom(
     dir: &Path,
-    db: &sled::Db,
-    params: BloomParams,
+    db: &super::db::Sled,
+    shape: Shape,
     dedup: DedupMode,
     opened: Option<BloomFile>,
 ) -> Result<BloomFile, StoreError> {
@@ -801,7 +858,7 @@ pub(super) fn open_bloom(
         Some(bloom) => Ok(bloom),
         None => BloomFile::open(&dir.join("bloom.bin")),
     };
-    let Some(reason) = bloom_damage(&opened, params) else {
+    let Some(reason) = bloom_damage(&opened, shape) else {
         return opened.map_err(Into::into);
     };
     // The damaged map is dropped before the file is replaced.
@@ -810,12 +867,11 @@ pub(super) fn open_bloom(
     if dedup == DedupMode::Bloom {
         return Err(StoreError::BloomLost { path, reason });
     }
-    let fps = exact_fingerprints(dir, db)?;
-    let bloom = rebuild_bloom(dir, params, &fps)?;
+    let params = shape.params_for(exact_len(dir, db)?);
+    let (bloom, count) = rebuild_bloom(dir, params, db, RebuildPoints::Repair)?;
     tracing::warn!(
-        "{}: {reason}; rebuilt it from the exact seen set ({} fingerprints)",
+        "{}: {reason}; rebuilt it from the exact seen set ({count} fingerprints)",
         path.display(),
-        fps.len()
     );
     Ok(bloom)
 }
@@ -860,10 +916,20 @@ impl State {
         let mut rebuilt = None;
         if self.seen.dedup == DedupMode::Exact {
             self.commit()?;
-            let fps = guard(&db_dir, || exact_fingerprints(&dir, self.db.tree()))?;
-            let params = self.seen.bloom.params();
-            self.seen.bloom = rebuild_bloom(&dir, params, &fps)?;
-            rebuilt = Some(fps.len() as u64);
+            // A sized filter is sized to the exact set as it is now, never
+            // smaller than it was.
+            let shape = Shape::of(&self.meta);
+            let have = self.seen.bloom.params();
+            let count = guard(&db_dir, || exact_len(&dir, self.db.tree()))?;
+            let params = match shape.params_for(count) {
+                params if params.bits < have.bits => have,
+                params => params,
+            };
+            let (bloom, count) = guard(&db_dir, || {
+                rebuild_bloom(&dir, params, self.db.tree(), RebuildPoints::Repair)
+            })?;
+            self.seen.bloom = bloom;
+            rebuilt = Some(count);
         }
         Ok(RepairReport {
             records,

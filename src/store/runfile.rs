@@ -378,7 +378,7 @@ impl RunFileWriter {
         };
         if !runs.is_dir() {
             fs::create_dir_all(&runs).map_err(io_err(&runs))?;
-            sync_dir(dir).map_err(io_err(dir))?;
+            crate::fsync::sync_dir(dir).map_err(io_err(dir))?;
         }
         let path = path_of(dir, kind, id);
         let file = File::options()
@@ -450,7 +450,7 @@ impl RunFileWriter {
             .map_err(io_err(&self.path))?;
         crash::point("checkpoint.run_sync");
         self.file.sync_all().map_err(io_err(&self.path))?;
-        sync_dir(&self.runs).map_err(io_err(&self.runs))?;
+        crate::fsync::sync_dir(&self.runs).map_err(io_err(&self.runs))?;
         Ok(self.count)
     }
 
@@ -461,12 +461,6 @@ impl RunFileWriter {
         // crash point: checkpoint.run (the file is not listed)
         let _ = fs::remove_file(&self.path);
     }
-}
-
-/// Syncs a directory, so the names created in it are durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    // crash point: checkpoint.run_sync (the caller's)
-    File::open(dir)?.sync_all()
 }
 
 /// Removes exact-set run `id`'s file, if present, and syncs `runs/`.
@@ -484,7 +478,7 @@ pub(super) fn remove_of(dir: &Path, kind: Kind, id: u64) -> Result<(), StoreErro
         Err(source) => return Err(StoreError::Io { path, source }),
     }
     let runs = dir.join(RUNS_DIR);
-    sync_dir(&runs).map_err(|source| StoreError::Io { path: runs, source })
+    crate::fsync::sync_dir(&runs).map_err(|source| StoreError::Io { path: runs, source })
 }
 
 #[cfg(test)]

@@ -16,12 +16,12 @@ use super::{StoreError, keys, records};
 /// error messages that name it).
 #[derive(Clone)]
 pub(super) struct Db {
-    tree: sled::Db,
+    tree: super::db::Sled,
     dir: PathBuf,
 }
 
 impl Db {
-    pub(super) fn new(tree: sled::Db, dir: &Path) -> Db {
+    pub(super) fn new(tree: super::db::Sled, dir: &Path) -> Db {
         Db {
             tree,
             dir: dir.to_owned(),
@@ -35,7 +35,7 @@ impl Db {
 
     /// sled's tree, for the writes outside a group (each behind a crash point)
     /// and the handles that run off the crawl loop.
-    pub(super) fn tree(&self) -> &sled::Db {
+    pub(super) fn tree(&self) -> &super::db::Sled {
         &self.tree
     }
 

@@ -25,8 +25,10 @@ pub struct Summary {
     pub seen: u64,
     /// Items stored.
     pub items: u64,
-    /// Bloom filter size, log2 of bits.
+    /// Bloom filter size now, log2 of bits.
     pub bloom_bits: u8,
+    /// The filter grows with the crawl (see [`super::sizing`]).
+    pub bloom_sized: bool,
     /// Bloom hash count.
     pub bloom_hashes: u8,
     /// Fraction of Bloom bits set.
@@ -120,7 +122,8 @@ impl State {
             in_flight: self.in_flight() as u64,
             seen: self.counter("seen/unique"),
             items: self.items.len(),
-            bloom_bits: self.meta.bloom_bits,
+            bloom_bits: bloom.params().bits,
+            bloom_sized: self.meta.bloom_sized,
             bloom_hashes: self.meta.bloom_hashes,
             bloom_fill_ratio: bloom.fill_ratio(),
             bloom_fpr_estimate: bloom.fpr_estimate(),

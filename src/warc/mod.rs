@@ -3,12 +3,31 @@
 //! For every fetch that got a response — pages and robots.txt alike — a
 //! `request` and a `response` record; for an unchanged page of an incremental
 //! run a `revisit` record instead of the response (a 304: profile
-//! `server-not-modified`; a 200 with the content hash of the page record:
-//! `identical-payload-digest`, the response head without its body), both
-//! naming the capture they stand for (`WARC-Refers-To-Target-URI`,
+//! `server-not-modified`, with no block; a 200 with the content hash of the
+//! page record: `identical-payload-digest`, the response head without its
+//! body), both naming the capture they stand for (`WARC-Refers-To-Target-URI`,
 //! `WARC-Refers-To-Date`: the page record's URL and the time its content was
 //! last found new or changed). Each file opens with a `warcinfo` record
 //! (software, the crawl's settings). A fetch without a response writes nothing.
+//!
+//! # Revisits that replay
+//! WARC 1.1 (section "Profile: Server Not Modified") lets a
+//! `server-not-modified` revisit have no block (`Content-Length: 0`), or a
+//! block read like a response record's. Its informative example holds the
+//! 304's head, but replay tools take a revisit's own HTTP head as the answer
+//! to replay: pywb (`ResolvingLoader.load_headers_and_payload`) replays a
+//! revisit whose head has a 3xx status as a redirect with an empty body, so
+//! the newest capture of an unchanged page would show nothing. Heritrix
+//! (`WARCWriterProcessor.writeRevisit`) truncates every revisit but an
+//! identical-payload-digest one to length 0 and keeps the 304's validators
+//! as `WARC-Etag` and `WARC-Last-Modified` fields (`ServerNotModifiedRevisit`);
+//! warcprox writes only identical-payload-digest revisits, with the
+//! response head. legcrawl does as Heritrix: no block (so no `Content-Type`
+//! and no payload digest), the 304's `ETag` and `Last-Modified` as those
+//! fields, and the refers-to fields, with which pywb finds the original
+//! (closest non-revisit capture of the URL) and replays its head and body.
+//! The identical-payload-digest revisit keeps its 200 head (as warcprox and
+//! Heritrix do), which replays with the original's body.
 //!
 //! # Layout
 //! - `record`: building records — fields, digests, one gzip member each.

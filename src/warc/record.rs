@@ -148,8 +148,10 @@ pub fn warcinfo(filename: &str, date: SystemTime, info: &[(String, String)]) -> 
 }
 
 /// The records of one capture: a `request` record, then a `response` record
-/// (or, for an unchanged page, a `revisit` record holding the response head
-/// only), the request pointing at the response with `WARC-Concurrent-To`.
+/// (or, for an unchanged page, a `revisit` record: with the response head
+/// only for `identical-payload-digest`, with no block and the 304's
+/// `WARC-Etag`/`WARC-Last-Modified` for `server-not-modified`), the request
+/// pointing at the response with `WARC-Concurrent-To`.
 pub fn capture(capture: &Capture) -> Vec<u8> {
     let exchange = &capture.exchange;
     let date = warc_date(exchange.date);
@@ -195,12 +197,32 @@ pub fn capture(capture: &Capture) -> Vec<u8> {
     if let Some(ip) = &ip {
         fields.push(("WARC-IP-Address", ip));
     }
+    let profile = capture.revisit.as_ref().map(|r| r.profile);
+    // The 304's validators, kept as Heritrix keeps them when its block is
+    // empty (see the module doc of `crate::warc`).
+    let validators: Vec<(&str, String)> = match profile {
+        Some(Profile::ServerNotModified) => [
+            ("WARC-Etag", "etag"),
+            ("WARC-Last-Modified", "last-modified"),
+        ]
+        .into_iter()
+        .filter_map(|(field, header)| Some((field, head_value(&exchange.response_head, header)?)))
+        .collect(),
+        _ => Vec::new(),
+    };
     let block: Vec<&[u8]> = match (&capture.revisit, &refers_date) {
         (Some(revisit), Some(refers_date)) => {
             fields.push(("WARC-Profile", revisit.profile.uri()));
             fields.push(("WARC-Refers-To-Target-URI", &revisit.target));
             fields.push(("WARC-Refers-To-Date", refers_date));
-            vec![&exchange.response_head]
+            for (field, value) in &validators {
+                fields.push((field, value));
+            }
+            match revisit.profile {
+                // No block: a 304 head would replay as the page's answer.
+                Profile::ServerNotModified => Vec::new(),
+                Profile::IdenticalPayloadDigest => vec![&exchange.response_head],
+            }
         }
         _ => vec![&exchange.response_head, &exchange.response_body],
     };
@@ -216,9 +238,23 @@ pub fn capture(capture: &Capture) -> Vec<u8> {
     if exchange.truncated && capture.revisit.is_none() {
         fields.push(("WARC-Truncated", "length"));
     }
-    fields.push(("Content-Type", "application/http; msgtype=response"));
+    if profile != Some(Profile::ServerNotModified) {
+        fields.push(("Content-Type", "application/http; msgtype=response"));
+    }
     out.extend_from_slice(&member(&fields, &block));
     out
+}
+
+/// The value of header `name` (lower case) in an HTTP head, trimmed; `None`
+/// when absent or not text.
+fn head_value(head: &[u8], name: &str) -> Option<String> {
+    let text = std::str::from_utf8(head).ok()?;
+    text.split("\r\n").skip(1).find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim().to_owned())
+    })
 }
 
 #[cfg(test)]
@@ -243,6 +279,60 @@ mod tests {
             assert_eq!(&back[..data.len()], data);
             assert_eq!(&back[data.len()..], b"tail");
         }
+    }
+
+    fn unzip(bytes: &[u8]) -> String {
+        let mut text = String::new();
+        let mut decoder = flate2::bufread::MultiGzDecoder::new(bytes);
+        std::io::Read::read_to_string(&mut decoder, &mut text).unwrap();
+        text
+    }
+
+    fn revisit(profile: Profile, head: &[u8]) -> String {
+        let capture = Capture {
+            exchange: crate::fetch::Exchange {
+                url: "http://a.test/".to_owned(),
+                request_head: b"GET / HTTP/1.1\r\nhost: a.test\r\n\r\n".to_vec(),
+                request_body: bytes::Bytes::new(),
+                response_head: head.to_vec(),
+                response_body: bytes::Bytes::new(),
+                truncated: false,
+                ip: None,
+                date: UNIX_EPOCH,
+            },
+            revisit: Some(super::super::RevisitOf {
+                profile,
+                target: "http://a.test/".to_owned(),
+                date: 0,
+            }),
+        };
+        let text = unzip(&super::capture(&capture));
+        let at = text.find("WARC-Type: revisit").unwrap();
+        text[at..].to_owned()
+    }
+
+    #[test]
+    fn a_not_modified_revisit_has_no_block_and_keeps_the_validators() {
+        let head = b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nlast-modified: Mon, 01 Jan 2024 00:00:00 GMT\r\n\r\n";
+        let text = revisit(Profile::ServerNotModified, head);
+        assert!(text.contains("WARC-Etag: \"v1\"\r\n"), "{text}");
+        assert!(
+            text.contains("WARC-Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("WARC-Refers-To-Date: 1970-01-01T00:00:00Z\r\n"));
+        assert!(
+            text.ends_with("Content-Length: 0\r\n\r\n\r\n\r\n"),
+            "{text}"
+        );
+        assert!(!text.contains("HTTP/1.1 304"));
+        assert!(!text.contains("Content-Type"));
+        assert!(!text.contains("WARC-Payload-Digest"));
+
+        let head = b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\n\r\n";
+        let text = revisit(Profile::IdenticalPayloadDigest, head);
+        assert!(text.contains("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(!text.contains("WARC-Etag"), "{text}");
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl WarcWriter {
             let path = path.to_owned();
             move |source| WarcError::Io { path, source }
         };
-        std::fs::create_dir_all(&settings.dir).map_err(io(&settings.dir))?;
+        crate::fsync::create_dir_all(&settings.dir).map_err(io(&settings.dir))?;
         let dir = settings.dir.canonicalize().map_err(io(&settings.dir))?;
         let marks = state.warc_marks(&dir)?;
         let mut newest: Option<(u32, PathBuf, u64)> = None;

@@ -328,6 +328,31 @@ fn a_state_this_user_cannot_write_is_named_in_one_line() {
 }
 
 #[test]
+fn a_state_directory_this_user_cannot_create_is_one_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    chmod(dir.path(), 0o755);
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    let data = locked.join("parent").join("state");
+    let out = run(
+        as_other_user(
+            legcrawl(&data, &["crawl", "http://127.0.0.1:9/"]),
+            &[&locked],
+        ),
+        LIMIT,
+    );
+    chmod(&locked, 0o755);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot create the state directory") && err.contains("permission denied"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!data.exists());
+}
+
+#[test]
 fn an_unwritable_stats_or_warc_place_is_refused_before_the_crawl() {
     let dir = tempfile::tempdir().unwrap();
     chmod(dir.path(), 0o777);

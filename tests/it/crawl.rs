@@ -171,22 +171,37 @@ fn kill_nine_thirty_times_then_exactly_the_site() {
         "--output",
         output.to_str().unwrap(),
     ];
+    let mut fetching = 0;
     for round in 0..KILLS {
         let mut child = legcrawl(data.path(), &args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        let at_start = server.requests();
         std::thread::sleep(Duration::from_millis(
             40 + crate::support::splitmix64(&mut rng) % 200,
         ));
+        // The kill must land mid-crawl: the run still going, and fetching.
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "round {round}: the run ended before its kill"
+        );
         child.kill().unwrap();
         let status = child.wait().unwrap();
+        let fetched = server.requests() - at_start;
         eprintln!(
-            "round {round}: {status}, {} requests so far",
+            "round {round}: {status}, {fetched} requests in the round, {} so far",
             server.requests()
         );
+        // A kill while the state opens (recovery after the last kill) tests
+        // that too, but most kills must land while pages are fetched.
+        fetching += u64::from(fetched > 0);
     }
+    assert!(
+        fetching * 2 >= KILLS,
+        "only {fetching} of {KILLS} kills landed while the crawl fetched"
+    );
     let out = run(legcrawl(data.path(), &args), LIMIT);
     assert!(
         out.status.success(),

@@ -489,7 +489,8 @@ fn a_bloom_file_that_does_not_fit_is_one_line_at_creation_never_sigbus() {
     };
     let state = fs.path().join("state");
     // 2^30 bits = 128 MiB of Bloom file on a 40 MB file system.
-    let out = cli::run(legcrawl(&state, &["crawl", "http://127.0.0.1:9/"]), LIMIT);
+    let args = ["crawl", "http://127.0.0.1:9/", "--bloom-bits", "30"];
+    let out = cli::run(legcrawl(&state, &args), LIMIT);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -145,6 +145,69 @@ fn csv_export_reads_back_with_a_csv_reader() {
     assert_eq!(rows[0][0], items[0]["title"].as_str().unwrap_or(""));
 }
 
+/// A crawled title that a spreadsheet would run as a formula (OWASP's CSV
+/// injection list: `=`, `+`, `-`, `@`, tab, CR) is written to CSV with a `'`
+/// in front, so it is shown as text; JSONL keeps the title as it was.
+#[test]
+fn csv_cells_that_a_spreadsheet_would_run_are_text() {
+    const TITLES: [&str; 5] = [
+        "=HYPERLINK(\"http://evil.example/\",\"click\")",
+        "+1+2",
+        "-2+3",
+        "@SUM(A1:A9)",
+        "a = b, harmless",
+    ];
+    let server = TestServer::start(handler(|request| {
+        let page = |title: &str, body: &str| {
+            TestResponse::html(format!("<title>{title}</title><body>{body}</body>"))
+        };
+        match request.path() {
+            "/" => page(
+                "index",
+                &(0..TITLES.len())
+                    .map(|i| format!("<a href=\"/{i}\">{i}</a>"))
+                    .collect::<String>(),
+            ),
+            path => match path[1..].parse::<usize>().ok().and_then(|i| TITLES.get(i)) {
+                Some(title) => page(&title.replace('"', "&quot;"), ""),
+                None => TestResponse::not_found(),
+            },
+        }
+    }));
+    let data = tempfile::tempdir().unwrap();
+    crawl_ok(data.path(), &server.url("/"), &[]);
+    let jsonl: Vec<String> = dump_items(data.path())
+        .iter()
+        .map(|item| item["title"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    for title in TITLES {
+        assert!(
+            jsonl.iter().any(|t| t == title),
+            "{title:?} not in {jsonl:?}"
+        );
+    }
+    let text = dump_ok(
+        data.path(),
+        &["items", "--format", "csv", "--fields", "title,url"],
+    );
+    let (_, rows) = read_csv(&text);
+    let cells: Vec<&str> = rows.iter().map(|row| row[0].as_str()).collect();
+    for title in &TITLES[..4] {
+        let quoted = format!("'{title}");
+        assert!(
+            cells.contains(&quoted.as_str()),
+            "{quoted:?} not in {cells:?}"
+        );
+    }
+    assert!(cells.contains(&TITLES[4]), "{cells:?}");
+    assert!(
+        !cells
+            .iter()
+            .any(|cell| cell.starts_with(['=', '+', '-', '@', '\t', '\r'])),
+        "{cells:?}"
+    );
+}
+
 #[test]
 fn jsonl_fields_keep_only_those_keys_in_order() {
     let server = quoting_site();

@@ -459,25 +459,64 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     let data = tempfile::tempdir().unwrap();
     let (site, server) = changed_slow_site(data.path());
     let mut rng = crate::support::kill_seed("kill_nine_during_a_revisit_then_each_version_once");
+    let (runs_before, requests_before) = (runs(data.path()).len(), server.requests());
     for round in 0..KILLS {
         let mut child = crawl_cmd(data.path(), &SLOW_ARGS)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(100 + splitmix64(&mut rng) % 300));
+        let at_start = server.requests();
+        // The kill lands after a random 1..=20 requests of the round: five
+        // rounds fetch fewer pages than the cycle has, so every kill lands
+        // mid-cycle (a kill after the run drained, while it exits, would
+        // leave the next run a new cycle to start).
+        let target = 1 + splitmix64(&mut rng) % 20;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while server.requests() - at_start < target && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The kill must land mid-crawl: the run still going, and fetching.
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "round {round}: the run ended before its kill"
+        );
         child.kill().unwrap();
         let status = child.wait().unwrap();
-        eprintln!("round {round}: {status}, {} requests", server.requests());
+        let fetched = server.requests() - at_start;
+        eprintln!("round {round}: {status}, {fetched} requests in the round");
+        assert!(
+            fetched > 0,
+            "round {round}: killed before it fetched anything"
+        );
     }
     site.set_delay(None);
     crawl(data.path(), &SLOW_ARGS);
-    let outcomes: Vec<Value> = runs(data.path())
-        .iter()
-        .map(|r| r["outcome"].clone())
-        .collect();
+    let after = runs(data.path());
+    let outcomes: Vec<Value> = after.iter().map(|r| r["outcome"].clone()).collect();
     eprintln!("outcomes {outcomes:?}");
     assert_eq!(outcomes.last().unwrap(), "drained");
+    // The kills and the last run make one revisit cycle, not one per kill;
+    // its fetches are the site's pages (the live ones, the index, the five
+    // removed ones) once, plus what was in flight or not yet durable at
+    // each kill (invariant 3), the seed again in every run.
+    let cycles: u64 = after[runs_before..]
+        .iter()
+        .map(|r| count(r, "cycle/started"))
+        .sum();
+    assert!(
+        cycles <= 1,
+        "{cycles} cycles started in one interrupted revisit"
+    );
+    let cycle_pages = site.live().len() as u64 + 1 + 5;
+    let run_count = KILLS as u64 + 1;
+    let bound =
+        cycle_pages + KILLS as u64 * (4 + legcrawl::store::GROUP_MAX_PAGES as u64) + run_count;
+    let fetches = server.requests() - requests_before;
+    assert!(
+        fetches <= bound,
+        "{fetches} fetches in one revisit cycle of {cycle_pages} pages with {KILLS} kills exceeds {bound}"
+    );
     assert_each_version_once(&site, data.path());
     // The removed pages were seen missing: their 404 made no item (issue 27),
     // and their record says so.

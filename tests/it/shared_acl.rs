@@ -1,7 +1,7 @@
 //! Issue 25, ACL users: a worker and `dump --shared` work as an ACL user that
-//! has exactly the commands and key pattern docs/guide.md lists.
+//! has exactly the commands and key pattern docs/shared.md lists.
 //!
-//! The test reads the `ACL SETUSER crawler …` line from docs/guide.md itself
+//! The test reads the `ACL SETUSER crawler …` line from docs/shared.md itself
 //! (so the documented list is the tested one), makes that user on a real
 //! `redis-server`, and crawls as it with the password in the URL, then reads
 //! the crawl back with the password in `REDISCLI_AUTH`. The items are exact,
@@ -23,12 +23,12 @@ const PASSWORD: &str = "acl-pw-Q4w9";
 
 /// The words of the documented `ACL SETUSER crawler …` line.
 fn documented_acl() -> Vec<String> {
-    let guide = include_str!("../../docs/guide.md");
+    let guide = include_str!("../../docs/shared.md");
     let line = guide
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("ACL SETUSER crawler "))
-        .expect("docs/guide.md lists the ACL user's line");
+        .expect("docs/shared.md lists the ACL user's line");
     line.split_whitespace().map(str::to_owned).collect()
 }
 

@@ -6,7 +6,8 @@
 //! two workers, each given a different node that does NOT own the crawl's slot,
 //! crawl a site of three loopback hosts together; `dump --shared` through those
 //! nodes has every page exactly once, the servers answered each page once, and
-//! every key of the crawl lives on the owning node (one crawl, one slot).
+//! every key of the crawl lives on the owning node (one crawl, one slot); then
+//! `--fresh` through another such node starts the crawl again from nothing.
 
 use std::time::Duration;
 
@@ -59,4 +60,13 @@ fn workers_and_dump_given_nodes_that_do_not_own_the_crawls_slot_crawl_it_exactly
     for &i in &others {
         assert_eq!(cluster.nodes[i].keys("*"), Vec::<String>::new(), "node {i}");
     }
+
+    // `--fresh` through a node that does not own the slot deletes the crawl's
+    // keys where they live, and the crawl starts again from its seeds: every
+    // page once more in a new items stream.
+    let fresh = args(&crawl_args, &["--concurrency", "4", "--fresh", "--yes"]);
+    crawl.redis = cluster.nodes[others[1]].url();
+    crawl.spawn(&fresh);
+    crawl.wait_all_ok(LIMIT);
+    assert_items_once(&crawl, &site);
 }

@@ -266,3 +266,51 @@ fn a_part_of_a_pages_links_is_queued_only_under_a_live_lease_and_once() {
         assert_eq!(summary.seen, 4);
     });
 }
+
+/// A queue member written before members were binary (16 hex digits of
+/// sequence, 40 of fingerprint, JSON) is still leased, with its request,
+/// after the binary ones of the same priority.
+#[test]
+fn a_member_written_in_hex_and_json_is_still_leased() {
+    let Some(server) = RedisServer::start("shared_scripts::old_member") else {
+        return;
+    };
+    runtime().block_on(async {
+        let shared = connect(&server, "old", 4).await;
+        shared.add_seeds(&[seed("http://a.test/")]).await.unwrap();
+        let old = request("http://a.test/old", Duration::ZERO);
+        let fp = legcrawl::fingerprint::to_hex(&old.fingerprint);
+        let json = serde_json::to_string(&old.request).unwrap();
+        let member = format!("{:016x}{fp}{json}", 1);
+        let p = "legcrawl:{old}:";
+        for args in [
+            vec![
+                "ZADD".to_owned(),
+                format!("{p}q:a.test"),
+                "0".into(),
+                member,
+            ],
+            vec![
+                "HINCRBY".into(),
+                format!("{p}meta"),
+                "frontier".into(),
+                "1".into(),
+            ],
+        ] {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            server.command(&args).unwrap();
+        }
+        let batch = shared
+            .lease("w1", 4, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let urls: Vec<&str> = batch
+            .leases
+            .iter()
+            .map(|l| l.request.url.as_str())
+            .collect();
+        assert_eq!(urls, ["http://a.test/", "http://a.test/old"]);
+        assert_eq!(batch.leases[1].request, old.request);
+        assert_eq!(batch.frontier, 0);
+    });
+}

@@ -269,17 +269,23 @@ fn incremental_runs_write_revisit_records_with_their_profiles() {
                 original.field("WARC-Date"),
                 "{url}: refers to the date of the original capture"
             );
-            let (head, payload) = revisit.http();
-            assert!(
-                payload.is_empty(),
-                "{url}: a revisit holds the headers only"
-            );
-            assert!(!head.is_empty());
+            if revisit.field("WARC-Profile") == Some(identical) {
+                let (head, payload) = revisit.http();
+                assert!(
+                    payload.is_empty(),
+                    "{url}: an identical-payload revisit holds the headers only"
+                );
+                assert!(head.starts_with(b"HTTP/1.1 200"), "{url}");
+            }
         }
         if second == not_modified {
-            let (head_304, _) = of_page[0].http();
-            assert!(head_304.starts_with(b"HTTP/1.1 304"), "{url}");
-            assert!(of_page[0].field("WARC-Payload-Digest").is_none());
+            // No block, so that replay (pywb) shows the original, not a 304
+            // (this site's 304s carry no validators to keep; see the unit
+            // tests of `warc::record` for those).
+            let revisit = of_page[0];
+            assert!(revisit.block.is_empty(), "{url}: no block");
+            assert_eq!(revisit.field("Content-Length"), Some("0"));
+            assert!(revisit.field("WARC-Payload-Digest").is_none());
         }
         assert_eq!(
             of_page[1].field("WARC-Payload-Digest"),
@@ -383,20 +389,34 @@ fn kill_nine_while_writing_warc_then_each_response_once() {
         "--warc-max-size",
         "64KiB",
     ];
+    let mut fetching = 0;
     for round in 0..KILLS {
         let mut child = legcrawl(&state, &args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let at_start = server.requests();
         std::thread::sleep(Duration::from_millis(60 + splitmix64(&mut rng) % 250));
+        // The kill must land mid-crawl: the run still going.
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "round {round}: the run ended before its kill"
+        );
         child.kill().unwrap();
         let status = child.wait().unwrap();
+        let fetched = server.requests() - at_start;
+        fetching += u64::from(fetched > 0);
         eprintln!(
-            "round {round}: {status}, {} requests so far",
+            "round {round}: {status}, {fetched} requests in the round, {} so far",
             server.requests()
         );
     }
+    // Most kills land while pages are fetched (others while the state opens).
+    assert!(
+        fetching * 2 >= KILLS,
+        "only {fetching} of {KILLS} kills landed while the crawl fetched"
+    );
     let out = run(legcrawl(&state, &args), LIMIT);
     assert!(
         out.status.success(),

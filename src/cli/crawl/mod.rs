@@ -80,7 +80,8 @@ pub struct CrawlArgs {
     /// confirmation) or bloom (Bloom alone, constant size).
     #[arg(long, value_name = "MODE", value_parser = parse_dedup, help_heading = JOB)]
     dedup: Option<DedupMode>,
-    /// Bloom filter size as log2 of bits (fixed at creation; default 30 = 128 MiB).
+    /// Bloom filter size as log2 of bits, fixed at creation (default: sized to the
+    /// crawl in exact mode, from 2^20 bits; 30 = 128 MiB in bloom mode).
     #[arg(long, value_name = "BITS", value_parser = clap::value_parser!(u8).range(10..=36), help_heading = JOB)]
     bloom_bits: Option<u8>,
     /// Bloom hash functions (fixed at creation; default 6).
@@ -109,6 +110,12 @@ pub struct CrawlArgs {
     /// redirects and sitemap files are exempt).
     #[arg(long, help_heading = JOB)]
     no_parent: bool,
+    /// Also fetch each page's stylesheets, scripts, images and icons, and the
+    /// url()s and @imports of stylesheets, as wget -p, whatever the depth,
+    /// host and allow/deny rules say (robots.txt still applies); they are
+    /// archived with --warc and make no items.
+    #[arg(long, help_heading = JOB)]
+    page_requisites: bool,
     /// Do not queue the Sitemap: lines of robots.txt files, nor read sitemap
     /// files unless a sitemap leg is configured.
     #[arg(long, help_heading = JOB)]
@@ -373,6 +380,9 @@ impl CrawlArgs {
         }
         if self.no_parent {
             config.no_parent = true;
+        }
+        if self.page_requisites {
+            config.page_requisites = true;
         }
         if self.no_sitemaps {
             config.sitemaps = false;

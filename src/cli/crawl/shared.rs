@@ -26,24 +26,27 @@ pub(super) fn run_shared(
 ) -> anyhow::Result<ExitCode> {
     // A host's password variable missing: one line, before any fetch.
     super::check_hosts(config)?;
-    // Not yet exact for a shared crawl: refused rather than done approximately.
+    // The output files' paths checked before anything is done.
     if let Some(path) = &config.output {
         crate::cli::stats::check_path("--output", path)?;
     }
-    let unsupported = [
-        ("--warc", config.warc.is_some()),
-        ("--stats", config.stats.is_some()),
-        ("--fresh", args.fresh),
-    ];
-    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+    if let Some(path) = &config.stats {
+        crate::cli::stats::check_path("--stats", path)?;
+    }
+    // Not yet exact for a shared crawl: refused rather than done approximately.
+    if config.warc.is_some() {
         return Err(BadInput(format!(
-            "{flag} is not available with --shared yet (read the crawl's items with: legcrawl dump --shared {} --name {} items)",
+            "--warc is not available with --shared yet (read the crawl's items with: legcrawl dump --shared {} --name {} items)",
             target.shown(), target.name
         ))
         .into());
     }
     check_settings(args, file.as_ref(), config)?;
     let (runtime, stop) = runtime_and_stop()?;
+    if args.fresh && !erase_for_fresh(&runtime, args.yes, config, target)? {
+        say!("Not deleted; nothing crawled.");
+        return Ok(ExitCode::from(1));
+    }
     let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
     let plan = legcrawl::shared::JobPlan {
         file: file.as_ref(),
@@ -60,7 +63,8 @@ pub(super) fn run_shared(
         );
         Ok(None)
     };
-    let report = runtime.block_on(async {
+    let since = legcrawl::store::records::unix_now();
+    let result = runtime.block_on(async {
         let joined = tokio::select! {
             biased;
             () = stop.notified() => return stopped_early(),
@@ -90,8 +94,11 @@ pub(super) fn run_shared(
             Some(report) => Ok(Some(report)),
             None => stopped_early(),
         }
-    })?;
-    let Some(report) = report else {
+    });
+    if let Some(path) = &config.stats {
+        write_stats(&runtime, path, target, since, &result);
+    }
+    let Some(report) = result? else {
         return Ok(ExitCode::from(130));
     };
     let mut resume = format!(
@@ -104,6 +111,89 @@ pub(super) fn run_shared(
     }
     print_report(config, &report, &resume);
     Ok(exit_status(&report))
+}
+
+/// `--fresh`: deletes the shared crawl's keys, after the confirmation `reset`
+/// asks for (`--yes`, or `yes` typed at a terminal; without a terminal, a
+/// refusal, exit 2). Refused, deleting nothing, when no seed was given (the
+/// crawl could not start again) or a worker is running the crawl (it renewed
+/// within its lease TTL). False when the user did not confirm.
+fn erase_for_fresh(
+    runtime: &tokio::runtime::Runtime,
+    yes: bool,
+    config: &CrawlConfig,
+    target: &SharedTarget,
+) -> anyhow::Result<bool> {
+    let crawl = format!("the shared crawl {:?} at {}", target.name, target.shown());
+    if config.seeds.is_empty() {
+        return Err(BadInput(format!(
+            "--fresh deletes {crawl} and starts again from the seeds given, but no URL (or crawl-file seeds) was given; nothing was deleted"
+        ))
+        .into());
+    }
+    let shared = runtime.block_on(async {
+        let shared = legcrawl::shared::Shared::inspect(target, 1).await?;
+        if !shared.has_state().await? {
+            return Ok::<_, legcrawl::shared::SharedError>(None);
+        }
+        let running: Vec<String> = shared
+            .summary()
+            .await?
+            .workers
+            .into_iter()
+            .filter(|w| {
+                let ttl = w
+                    .record
+                    .as_ref()
+                    .and_then(|r| r.get("lease_ttl_ms"))
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(60_000);
+                w.last_seen_ms.is_some_and(|ms| ms <= ttl)
+            })
+            .map(|w| w.id)
+            .collect();
+        Ok(Some((shared, running)))
+    })?;
+    let Some((shared, running)) = shared else {
+        return Ok(true);
+    };
+    if !running.is_empty() {
+        return Err(BadInput(format!(
+            "--fresh refuses to delete {crawl} while workers run it ({}); stop them first; nothing was deleted",
+            running.join(", ")
+        ))
+        .into());
+    }
+    if !crate::cli::reset::confirm_deleting(&crawl, &crawl, yes, "--fresh")? {
+        return Ok(false);
+    }
+    let deleted = runtime.block_on(shared.erase())?;
+    say!("legcrawl: deleted {crawl} ({deleted} keys)");
+    Ok(true)
+}
+
+/// Writes the `--stats` report of this worker's run (when one was recorded);
+/// a failure is one line on stderr, not a failed crawl.
+fn write_stats(
+    runtime: &tokio::runtime::Runtime,
+    path: &std::path::Path,
+    target: &SharedTarget,
+    since: u64,
+    result: &anyhow::Result<Option<legcrawl::engine::RunReport>>,
+) {
+    let report = match result {
+        Ok(Some(report)) => Ok(report),
+        Ok(None) => return,
+        Err(error) => Err(error),
+    };
+    let written = runtime.block_on(crate::cli::stats_shared::write(path, target, since, report));
+    if let Err(error) = written {
+        say!(
+            "legcrawl: could not write the run report to {}: {}",
+            path.display(),
+            target.scrub(&crate::cli::one_line(&error))
+        );
+    }
 }
 
 /// A worker's failure to take part in the crawl's job, with the exit status

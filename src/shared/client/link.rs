@@ -36,6 +36,23 @@ pub(super) enum Conn {
     Cluster(ClusterConnection),
 }
 
+impl Conn {
+    /// Runs `cmd`, which names no key (`SCAN`), on the server that holds
+    /// `key`: in a cluster, the primary of `key`'s slot (redis-rs would send
+    /// a keyless command to any node); on one server, that server.
+    pub(super) async fn query_at_key(&mut self, cmd: &Cmd, key: &str) -> RedisResult<Value> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        match self {
+            Conn::Single(conn) => cmd.query_async(conn).await,
+            Conn::Cluster(conn) => {
+                let route = Route::with_key(key.as_bytes(), SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                conn.route_command(cmd.clone(), routing).await
+            }
+        }
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {

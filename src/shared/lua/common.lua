@@ -98,15 +98,22 @@ local function refresh_host(host)
 end
 
 -- Queues a request at the end of its priority in its host's queue. The member
--- is 16 hex digits of sequence number, the request's fingerprint (40 hex
--- digits) and the request (JSON); Redis orders equal scores by member, so
--- equal priorities come out first in, first out. `delay_ms` is the host's
--- default delay (0 on loopback, else 1 s; the same whoever writes it first),
--- which applies while the crawl's job sets none (see host_delay).
+-- is the sequence number (8 bytes, big-endian), the request's fingerprint (20
+-- bytes) and the request (its stored form: a version byte, then bincode);
+-- Redis orders equal scores by member, so equal priorities come out first in,
+-- first out. (Members written before: 16 hex digits of sequence, 40 of
+-- fingerprint, JSON; lease.lua reads both, and they sort after the new ones.)
+-- `delay_ms` is the host's default delay (0 on loopback, else 1 s; the same
+-- whoever writes it first), which applies while the crawl's job sets none (see
+-- host_delay).
 local function push(host, priority, fp, body, delay_ms)
   local seq = redis.call('HINCRBY', K('meta'), 'seq', 1)
-  local hex = string.gsub(fp, '.', function(c) return string.format('%02x', string.byte(c)) end)
-  redis.call('ZADD', found('q:' .. host), -tonumber(priority), string.format('%016x', seq) .. hex .. body)
+  local be = {}
+  for i = 8, 1, -1 do
+    be[i] = string.char(seq % 256)
+    seq = math.floor(seq / 256)
+  end
+  redis.call('ZADD', found('q:' .. host), -tonumber(priority), table.concat(be) .. fp .. body)
   redis.call('HINCRBY', K('meta'), 'frontier', 1)
   redis.call('HSETNX', K('delay'), host, delay_ms)
 end

@@ -33,11 +33,19 @@ while got < want do
       redis.call('HINCRBY', K('inflight'), host, 1)
       redis.call('HSET', K('next'), host, now + host_delay(host))
       got = got + 1
-      local hex = string.sub(member, 17, 56)
-      local fp = string.gsub(hex, '..', function(h) return string.char(tonumber(h, 16)) end)
+      -- The member (common.lua's push): binary sequence and fingerprint, or
+      -- (written before) their hex digits.
+      local fp, body
+      if string.byte(member, 1) == 0 then
+        fp, body = string.sub(member, 9, 28), string.sub(member, 29)
+      else
+        local hex = string.sub(member, 17, 56)
+        fp = string.gsub(hex, '..', function(h) return string.char(tonumber(h, 16)) end)
+        body = string.sub(member, 57)
+      end
       out[#out + 1] = token
       out[#out + 1] = host
-      out[#out + 1] = string.sub(member, 57)
+      out[#out + 1] = body
       out[#out + 1] = redis.call('HGET', K('pages'), fp) or ''
     end
     refresh_host(host)

@@ -128,7 +128,8 @@ impl Worker {
             *self.counters.entry("dupefilter/filtered").or_default() += filtered;
         }
         // The task is gone only if it was aborted; its page then goes back.
-        let _ = ack.send(counters);
+        // (A shared crawl makes no revisits from a part: nothing comes back.)
+        let _ = ack.send((counters, Vec::new()));
         Ok(())
     }
 

@@ -19,6 +19,8 @@
 //! - [`tinyproxy`]: a real `tinyproxy` child on a free port (skipped loudly
 //!   when missing, unless `LEGCRAWL_REQUIRE_PROXY=1`).
 //! - [`tls`]: a CA and a server certificate for the `rediss://` tests (rcgen).
+//! - [`lazyfs`]: a FUSE filesystem that drops what was not fsynced at a
+//!   simulated power cut ([`lazyfs::PowerCutFs`]), after Jepsen's LazyFS.
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
 //! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
@@ -33,7 +35,9 @@ pub mod changing;
 pub mod cli;
 pub mod cluster;
 pub mod hosts;
+pub mod lazyfs;
 pub mod politeness;
+pub mod pywb;
 pub mod redis;
 pub mod serve;
 pub mod server;
