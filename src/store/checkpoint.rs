@@ -512,6 +512,7 @@ impl State {
     /// reaches [`State::checkpointed`], the fingerprints it seals are answered
     /// from memory and the old index stays the one read.
     pub fn start_checkpoint(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        self.writable()?;
         // A sized filter grows first, while no checkpoint holds the old one.
         self.grow_bloom()?;
         let ids_waiting = self.pages.ids().waiting();

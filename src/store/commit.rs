@@ -76,6 +76,8 @@ impl Flush {
             db.flush().map(drop)
         });
         if let Err(source) = done {
+            // Applied or not, synced or not: unknown, so nothing more is written.
+            db.poison();
             return Err(StoreError::Db { path: dir, source });
         }
         // Only after the sync: the record never claims more than sled holds.
@@ -115,6 +117,7 @@ impl State {
     /// then [`State::durable`]). Fails, changing nothing, while the flush of a
     /// sealed group runs elsewhere.
     pub fn commit(&mut self) -> Result<CommitOutcome, StoreError> {
+        self.writable()?;
         if self.sealed.is_some() {
             return Err(StoreError::FlushRunning {
                 path: self.db.dir().to_owned(),
@@ -142,6 +145,7 @@ impl State {
     /// module doc). Only one group is sealed at a time: returns `None`, sealing
     /// nothing, while one is (or when the open group is empty).
     pub fn seal(&mut self) -> Result<Option<Flush>, StoreError> {
+        self.writable()?;
         if !self.group.batch.is_dirty() || self.sealed.is_some() {
             return Ok(None);
         }
@@ -174,18 +178,24 @@ impl State {
         }))
     }
 
-    /// The sealed group's [`Flush`] failed (or its thread died): the group is
-    /// forgotten here. Its batch was applied atomically or not at all, so the
-    /// database stays consistent either way; its leases go back to the frontier
-    /// (a request whose completion did reach the disk is no longer queued there),
-    /// and whatever of it did reach the disk is found by the next open (journal
-    /// replay, item records).
+    /// The sealed group's [`Flush`] failed (or its thread died): the state is
+    /// poisoned and writes nothing more ([`StoreError::Poisoned`]). Whether
+    /// the group's batch reached the disk is unknown (it was applied
+    /// atomically or not at all, then synced or not), so its item numbers and
+    /// leases are not handed out again here: the next open finds what the disk
+    /// holds, and requeues the rest.
     pub fn flush_failed(&mut self) {
-        self.sealed = None;
-        self.frontier.forget_sealed();
-        self.seen.forget_sealed();
-        self.pages.drop_sealed();
-        self.items.forget_sealed();
+        self.db.tree().poison();
+    }
+
+    /// `Ok` unless a write of the state failed before ([`State::flush_failed`]).
+    pub(super) fn writable(&self) -> Result<(), StoreError> {
+        if self.db.tree().poisoned() {
+            return Err(StoreError::Poisoned {
+                path: self.db.dir().to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// Pages completed but not durable yet: the open group's and the sealed one's.

@@ -9,6 +9,7 @@ use std::io;
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::records::{self, Meta, unix_now};
 use super::{
@@ -72,11 +73,16 @@ fn try_open_db(dir: &Path, cache: u64) -> Result<Sled, StoreError> {
 /// a flushed group could be lost to a power cut (the power-cut test found
 /// it). [`Sled::flush`] follows sled's flush with `fdatasync(2)` of the log
 /// file `db/db`; everything else is sled's, through `Deref`.
+///
+/// A flush that fails poisons the database for every clone: later flushes
+/// fail at once (see [`StoreError::Poisoned`]).
 #[derive(Clone)]
 pub(super) struct Sled {
     db: sled::Db,
     /// sled's log file, opened again to sync it.
     log: Arc<File>,
+    /// Set by the first flush that failed.
+    poisoned: Arc<AtomicBool>,
 }
 
 impl Sled {
@@ -93,16 +99,40 @@ impl Sled {
         Ok(Sled {
             db,
             log: Arc::new(log),
+            poisoned: Arc::default(),
         })
     }
 
     /// sled's flush, then `fdatasync(2)` of its log: when this returns `Ok`,
     /// every write applied before it is on disk.
+    /// A failure poisons the database ([`Sled::poisoned`]): after a failed
+    /// sync, what is on disk is unknown until the next open reads it.
     pub(super) fn flush(&self) -> sled::Result<usize> {
+        if self.poisoned() {
+            return Err(sled::Error::ReportableBug(
+                "flush after a failed flush (the state is poisoned)".into(),
+            ));
+        }
         // crash point: group.sync, checkpoint.sync (the callers')
-        let flushed = self.db.flush()?;
-        self.log.sync_data()?;
-        Ok(flushed)
+        let flushed = self
+            .db
+            .flush()
+            .and_then(|n| self.log.sync_data().map(|()| n).map_err(sled::Error::from));
+        if flushed.is_err() {
+            self.poison();
+        }
+        flushed
+    }
+
+    /// True once a flush failed (or [`Sled::poison`] was called).
+    pub(super) fn poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Marks the database poisoned: a flush failed where this cannot see it
+    /// (its thread died).
+    pub(super) fn poison(&self) {
+        self.poisoned.store(true, Ordering::SeqCst);
     }
 }
 

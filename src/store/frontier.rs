@@ -536,31 +536,6 @@ impl Frontier {
             }
         }
     }
-
-    /// The sealed group's flush failed: its completed leases go back to the
-    /// frontier. Its batch was applied whole or not at all: if it was, their
-    /// entries are gone from the database and are never leased again; if not,
-    /// they are leased again like any queued request.
-    pub(super) fn forget_sealed(&mut self) {
-        let Some(group) = self.sealed.take() else {
-            return;
-        };
-        for (host_id, _, key) in group.completed {
-            if let Some(queue) = self.hosts.get_mut(&host_id) {
-                if queue.leased.remove(&key) {
-                    self.leased -= 1;
-                }
-                queue.maybe_ready = true;
-                queue.cursor = None;
-            }
-        }
-        for host_id in group.touched.keys() {
-            if let Some(queue) = self.hosts.get_mut(host_id) {
-                queue.maybe_ready = true;
-                queue.cursor = None;
-            }
-        }
-    }
 }
 
 /// Rewrites, in `batch`, every queue record that had entries completed in it:

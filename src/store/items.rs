@@ -209,16 +209,6 @@ impl Items {
         }
     }
 
-    /// The sealed group's flush failed: its items are never streamed by this
-    /// process (the next open finds whatever of them reached the disk). When no
-    /// item was stored since, their numbers are handed out again, so a failed
-    /// group leaves no gap in the sequence.
-    pub(super) fn forget_sealed(&mut self) {
-        if self.sealed_end.take() == Some(self.next) {
-            self.next = self.durable;
-        }
-    }
-
     /// Calls `each` with the JSON text of every durable item, in order, from
     /// `from`. Stops early when `each` returns false.
     pub(super) fn for_each(

@@ -268,6 +268,18 @@ pub enum StoreError {
         /// The directory.
         path: PathBuf,
     },
+    /// An earlier write or sync of the state failed (a full disk, an I/O
+    /// error): this `State` writes nothing more. What reached the disk is
+    /// whole (every group is one atomic batch), and the next open recovers
+    /// from it; handing out item numbers or leases again here could store a
+    /// group twice.
+    #[error(
+        "{path}: an earlier write to the state failed; nothing more is written in this run (the next run resumes from what is on disk)"
+    )]
+    Poisoned {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A synchronous checkpoint was asked while a detached one runs (a caller's
     /// mistake: hand that one's result to `State::checkpointed` first).
     #[error("{path}: a checkpoint was asked while another one is still running")]

@@ -628,11 +628,6 @@ impl Pages {
         self.ids
             .durable(sealed.into_iter().map(|(fp, (id, _))| (fp, id)));
     }
-
-    /// The sealed group's flush failed: its records are forgotten.
-    pub(super) fn drop_sealed(&mut self) {
-        self.sealed.clear();
-    }
 }
 
 /// The id after the last stored block's (0 when there is none).

@@ -172,12 +172,6 @@ impl SeenSet {
         }
     }
 
-    /// The sealed group's flush failed: it is forgotten (whatever of it reached
-    /// the disk is replayed by the next open).
-    pub(super) fn forget_sealed(&mut self) {
-        self.sealed = None;
-    }
-
     /// Sets the bits of every journaled fingerprint; returns the next group number.
     fn replay_journal(&mut self, db: &Db) -> Result<u64, StoreError> {
         let mut next = 0;

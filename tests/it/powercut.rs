@@ -292,6 +292,62 @@ fn a_finished_crawl_survives_a_strict_power_cut() {
     check_exactly_once(&crawl, &site, 0);
 }
 
+/// A disk whose `fsync` of sled's log fails once, with `EIO`, and then
+/// loses the failed sync's pages (Linux's "fsyncgate" semantics, see
+/// `Disk::fail_sync_of`): the crawl must stop in one line, exit 1, writing
+/// nothing more, since anything it wrote on top of pages the disk never got
+/// would be lost with them, or claimed durable when it is not. Then the
+/// power is cut, and the next run resumes: every page once, in the state,
+/// the output file and the WARC files.
+#[test]
+fn a_failed_sync_stops_the_crawl_and_a_power_cut_after_it_loses_nothing() {
+    let Some(mut fs) =
+        PowerCutFs::mount("a_failed_sync_stops_the_crawl_and_a_power_cut_after_it_loses_nothing")
+    else {
+        return;
+    };
+    let site = Site::generate(PAGES, 28);
+    let inner = site.handler();
+    let server = TestServer::start(handler(move |req| {
+        inner(req).delay(Duration::from_millis(1))
+    }));
+    let mut rng = cut_seed();
+    for round in 0..3usize {
+        let crawl = Crawl {
+            dir: fs.path().join(format!("crawl-{round}")),
+            seed_url: server.url("/"),
+        };
+        crawl.make_dirs(fs.path());
+        // sled's log is synced at open (its name), then after every group.
+        let nth = 3 + splitmix64(&mut rng) % 10;
+        fs.fail_sync_of("db", nth);
+        let out = crate::support::cli::run(crawl.command(), LIMIT);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        eprintln!(
+            "round {round}: sync {nth} of db/db fails: {:?} {}",
+            out.status.code(),
+            err.trim()
+        );
+        assert_eq!(
+            fs.counts().failed_syncs,
+            round as u64 + 1,
+            "the sync did not fail: {err}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("Input/output error"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        fs.cut();
+        let out = crate::support::cli::run(crawl.command(), LIMIT);
+        assert!(
+            out.status.success(),
+            "round {round}: the run after the failed sync and the cut: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        fs.cut();
+        check_exactly_once(&crawl, &site, round);
+    }
+}
+
 /// Fetches of the site's pages so far.
 fn hits(site: &Site, server: &TestServer) -> u64 {
     site.reachable().iter().map(|p| server.hits(p)).sum()

@@ -66,6 +66,8 @@ pub struct Counts {
     pub written: u64,
     /// Power cuts so far.
     pub cuts: u64,
+    /// Syncs failed on purpose ([`Disk::fail_sync_of`]).
+    pub failed_syncs: u64,
 }
 
 /// The whole disk: inodes by number, and whether the power is off.
@@ -73,6 +75,9 @@ pub struct Counts {
 pub struct Disk {
     nodes: BTreeMap<u64, Node>,
     next: u64,
+    /// A file name and a count: the count-th `fsync` of a file by that name
+    /// fails (see [`Disk::fail_sync_of`]).
+    failing: Option<(OsString, u64)>,
     /// Set at the moment of a cut: from then on a sync changes nothing
     /// durable (the power is already out), until [`Disk::cut`] restores it.
     frozen: bool,
@@ -103,6 +108,7 @@ impl Disk {
         Disk {
             nodes: BTreeMap::from([(ROOT, root)]),
             next: ROOT + 1,
+            failing: None,
             frozen: false,
             counts: Counts::default(),
         }
@@ -279,12 +285,49 @@ impl Disk {
         Ok(())
     }
 
+    /// Makes the `nth` (from 1) `fsync` from now of a file named `name`
+    /// fail with `EIO`, as a failing disk does. As Linux does since 4.13,
+    /// the failed sync's pages are no longer dirty but never became durable
+    /// ("fsyncgate"): a later sync succeeds without them, and a power cut
+    /// loses them. A program that goes on writing after the error builds on
+    /// pages the disk never got.
+    pub fn fail_sync_of(&mut self, name: &OsStr, nth: u64) {
+        self.failing = Some((name.to_owned(), nth.max(1)));
+    }
+
+    /// True when this sync of `ino` is the one [`Disk::fail_sync_of`] chose.
+    fn sync_fails(&mut self, ino: u64) -> bool {
+        let Some((name, left)) = &mut self.failing else {
+            return false;
+        };
+        let named = self.nodes.values().any(|node| match &node.body {
+            Body::Dir { entries, .. } => entries.get(name.as_os_str()) == Some(&ino),
+            Body::File { .. } => false,
+        });
+        if !named {
+            return false;
+        }
+        *left -= 1;
+        if *left > 0 {
+            return false;
+        }
+        self.failing = None;
+        true
+    }
+
     /// `fsync` of `ino`: a file's written pages, or a directory's entries,
     /// become durable, unless the power is already out.
     pub fn sync(&mut self, ino: u64) -> Result<(), Errno> {
         if self.frozen {
             self.node(ino)?;
             return Ok(());
+        }
+        if self.sync_fails(ino) {
+            if let Body::File { dirty, .. } = &mut self.node_mut(ino)?.body {
+                dirty.clear();
+            }
+            self.counts.failed_syncs += 1;
+            return Err(libc::EIO);
         }
         let dir = match &mut self.node_mut(ino)?.body {
             Body::File {

@@ -76,6 +76,12 @@ impl PowerCutFs {
         self.disk.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Makes the `nth` `fsync` from now of a file named `name` fail with
+    /// `EIO` ([`Disk::fail_sync_of`]).
+    pub fn fail_sync_of(&self, name: &str, nth: u64) {
+        self.lock().fail_sync_of(std::ffi::OsStr::new(name), nth);
+    }
+
     /// The power goes out: from now on no sync makes anything durable. Call
     /// just before killing the programs that use the filesystem.
     pub fn freeze(&self) {
