@@ -109,9 +109,9 @@ impl Sled {
     /// sync, what is on disk is unknown until the next open reads it.
     pub(super) fn flush(&self) -> sled::Result<usize> {
         if self.poisoned() {
-            return Err(sled::Error::ReportableBug(
-                "flush after a failed flush (the state is poisoned)".into(),
-            ));
+            return Err(sled::Error::Io(io::Error::other(
+                "an earlier flush of the state failed; nothing more is written in this run",
+            )));
         }
         // crash point: group.sync, checkpoint.sync (the callers')
         let flushed = self
