@@ -102,6 +102,17 @@ fn cut_seed() -> u64 {
     seed
 }
 
+/// The site every power-cut crawl takes, served with 1 ms per answer so
+/// that a crawl lasts long enough to be cut.
+fn slow_site() -> (Site, TestServer) {
+    let site = Site::generate(PAGES, 28);
+    let inner = site.handler();
+    let server = TestServer::start(handler(move |req| {
+        inner(req).delay(Duration::from_millis(1))
+    }));
+    (site, server)
+}
+
 /// One crawl's files on the power-cut filesystem.
 struct Crawl {
     dir: PathBuf,
@@ -177,11 +188,7 @@ fn power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice() {
     else {
         return;
     };
-    let site = Site::generate(PAGES, 28);
-    let inner = site.handler();
-    let server = TestServer::start(handler(move |req| {
-        inner(req).delay(Duration::from_millis(1))
-    }));
+    let (site, server) = slow_site();
     let mut rng = cut_seed();
     let started = Instant::now();
     let mut landed = 0;
@@ -306,11 +313,7 @@ fn a_failed_sync_stops_the_crawl_and_a_power_cut_after_it_loses_nothing() {
     else {
         return;
     };
-    let site = Site::generate(PAGES, 28);
-    let inner = site.handler();
-    let server = TestServer::start(handler(move |req| {
-        inner(req).delay(Duration::from_millis(1))
-    }));
+    let (site, server) = slow_site();
     let mut rng = cut_seed();
     for round in 0..3usize {
         let crawl = Crawl {

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use crate::support::assert_each_once;
-use crate::support::cli::{parse_lines, run};
+use crate::support::cli::{one_line, parse_lines, run};
 use crate::support::hosts::{self, MultiSite, args, item_key};
 use crate::support::redis::RedisServer;
 use crate::support::tls::Pki;
@@ -20,14 +20,6 @@ use crate::support::workers::{Crawl, assert_fetched_once, serial};
 
 /// Longest any one run may take.
 const LIMIT: Duration = Duration::from_secs(180);
-
-/// `out` failed with `code` and one line on stderr; returns it.
-fn one_line(what: &str, out: &std::process::Output, code: i32) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-    assert_eq!(out.status.code(), Some(code), "{what}: {err}");
-    assert_eq!(err.lines().count(), 1, "{what}: one line, got {err:?}");
-    err
-}
 
 #[test]
 fn rediss_with_the_servers_ca_crawls_and_another_ca_is_one_line() {

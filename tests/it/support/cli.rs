@@ -18,6 +18,15 @@ pub fn legcrawl(data: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// Asserts that `out` exited with `code` and said one line on stderr;
+/// returns that line (trimmed). `what` names the run in failures.
+pub fn one_line(what: &str, out: &Output, code: i32) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    assert_eq!(out.status.code(), Some(code), "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: one line, got {err:?}");
+    err
+}
+
 /// Runs to completion (at most `limit`), capturing output.
 pub fn run(mut cmd: Command, limit: Duration) -> Output {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
