@@ -7,7 +7,9 @@
 //! names the path when no file is there): the file written there (device and
 //! inode), the bytes written to it (the end of the last complete line) and the
 //! next item. On open the file is opened, or created, and:
-//! - **the same file**, at least as long as the cursor says: the complete
+//! - **the same file** (the same inode, or the cursor's next item as the
+//!   line that starts at its bytes: see [`same_file`]), at least as long as
+//!   the cursor says: the complete
 //!   lines after the cursor's bytes were written by a run whose cursor did not
 //!   become durable (a `kill -9`); they count, and a torn last line (a crash
 //!   cut it short) is cut off. More lines than the state has items is
@@ -129,12 +131,7 @@ impl Sink {
             });
         }
         let (bytes, next) = match recorded {
-            Some(cursor)
-                if cursor.dev == meta.dev()
-                    && cursor.ino == meta.ino()
-                    && cursor.bytes <= len
-                    && ends_a_line(&file, cursor.bytes).map_err(io_err)? =>
-            {
+            Some(cursor) if same_file(&file, len, meta.ino(), &cursor, state, path)? => {
                 continued(&mut file, path, cursor.bytes, cursor.next, items)?
             }
             Some(cursor) => (last_line_end(&file, len).map_err(io_err)?, cursor.next),
@@ -209,6 +206,56 @@ impl Sink {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+/// True when `file` (`len` bytes, inode `ino`) is the file that `cursor` was
+/// made for, as far as it goes: at least `cursor.bytes` long, a line ending
+/// there, and either
+/// - the same inode number, or
+/// - the item the cursor names next as the line that starts there: the last
+///   run wrote it after its last durable cursor, and the content proves it
+///   whatever the inode says (a copy put in its place).
+///
+/// Without a line after the cursor the answer changes nothing: either way the
+/// file goes on from its last complete line with the cursor's next item.
+///
+/// The device number is not compared: it is not stable across a remount
+/// (FUSE, NFS, some btrfs and device-mapper setups after a reboot), and a
+/// file seen through a new mount, with lines the last run wrote after its
+/// durable cursor, would otherwise be taken for another file and those lines
+/// written again (the power-cut test found it).
+fn same_file(
+    file: &File,
+    len: u64,
+    ino: u64,
+    cursor: &OutputCursor,
+    state: &State,
+    path: &Path,
+) -> Result<bool, SinkError> {
+    let io_err = |source| SinkError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if cursor.bytes > len || !ends_a_line(file, cursor.bytes).map_err(io_err)? {
+        return Ok(false);
+    }
+    if cursor.ino == ino {
+        return Ok(true);
+    }
+    let mut line = None;
+    state.for_each_item(cursor.next, |seq, text| {
+        line = (seq == cursor.next).then(|| format!("{text}\n"));
+        false
+    })?;
+    match line {
+        Some(line) if cursor.bytes + line.len() as u64 <= len => {
+            let mut found = vec![0u8; line.len()];
+            file.read_exact_at(&mut found, cursor.bytes)
+                .map_err(io_err)?;
+            Ok(found == line.as_bytes())
+        }
+        _ => Ok(false),
     }
 }
 

@@ -273,6 +273,30 @@ fn a_crash_before_the_cursor_advances_is_exact_in_place_and_bounded_when_moved()
 }
 
 #[test]
+fn a_copy_put_in_place_after_a_crash_is_the_same_file() {
+    // The first group is the hub alone: its line is written, and the run dies
+    // before the cursor that covers it is written. The file is then replaced
+    // by a copy of itself (a new inode, as a restore from a backup shows it;
+    // a remount may show a new device). The copy's line after the cursor is
+    // the item the cursor names next, so it is the same file: that line
+    // counts, and nothing is written twice.
+    use std::os::unix::fs::MetadataExt;
+    let setup = Setup::new();
+    setup.crash(true, "output.advance:1");
+    let copy = setup.dir.path().join("copy.jsonl");
+    std::fs::copy(setup.output(), &copy).expect("copying the output");
+    let inode = std::fs::metadata(setup.output()).expect("output").ino();
+    std::fs::rename(&copy, setup.output()).expect("putting the copy in place");
+    assert_ne!(
+        std::fs::metadata(setup.output()).expect("output").ino(),
+        inode
+    );
+    setup.crawl(false);
+    assert_eq!(lines(&setup.output()), setup.items(), "exact");
+    assert_eq!(setup.items().len(), PAGES + 1);
+}
+
+#[test]
 fn a_state_with_only_a_watermark_counts_the_file_once_then_keeps_a_cursor() {
     let setup = Setup::new();
     setup.crawl(true);
