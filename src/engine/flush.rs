@@ -182,7 +182,7 @@ impl Crawl<'_> {
         match flush_result(joined) {
             Ok(receipt) => self.flushed(receipt),
             Err(error) => {
-                self.state.flush_failed();
+                self.state.flush_failed(&error);
                 Err(error)
             }
         }

@@ -77,7 +77,7 @@ impl Flush {
         });
         if let Err(source) = done {
             // Applied or not, synced or not: unknown, so nothing more is written.
-            db.poison();
+            db.poison(&source);
             return Err(StoreError::Db { path: dir, source });
         }
         // Only after the sync: the record never claims more than sled holds.
@@ -133,7 +133,7 @@ impl State {
         match flush.run() {
             Ok(receipt) => Ok(self.durable(receipt)),
             Err(error) => {
-                self.flush_failed();
+                self.flush_failed(&error);
                 Err(error)
             }
         }
@@ -184,15 +184,18 @@ impl State {
     /// atomically or not at all, then synced or not), so its item numbers and
     /// leases are not handed out again here: the next open finds what the disk
     /// holds, and requeues the rest.
-    pub fn flush_failed(&mut self) {
-        self.db.tree().poison();
+    /// `cause` is what the failure said; the first one is kept, for
+    /// [`StoreError::Poisoned`] to name.
+    pub fn flush_failed(&mut self, cause: &dyn std::fmt::Display) {
+        self.db.tree().poison(cause);
     }
 
     /// `Ok` unless a write of the state failed before ([`State::flush_failed`]).
     pub(super) fn writable(&self) -> Result<(), StoreError> {
-        if self.db.tree().poisoned() {
+        if let Some(cause) = self.db.tree().poisoned() {
             return Err(StoreError::Poisoned {
                 path: self.db.dir().to_owned(),
+                cause: cause.to_owned(),
             });
         }
         Ok(())

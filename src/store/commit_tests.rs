@@ -115,10 +115,16 @@ fn a_failed_flush_poisons_the_state_and_the_next_open_recovers() {
         state.commit(),
         Err(StoreError::FlushRunning { .. })
     ));
-    state.flush_failed();
+    state.flush_failed(&"the flush thread stopped");
     // Nothing more is written: no commit, no seal, no checkpoint, so no
     // item number or lease of the lost group is handed out twice.
-    assert!(matches!(state.commit(), Err(StoreError::Poisoned { .. })));
+    let error = state.commit().unwrap_err();
+    assert!(matches!(error, StoreError::Poisoned { .. }));
+    // The one line names the first failure, whichever write finds it first.
+    assert!(
+        error.to_string().contains("(the flush thread stopped)"),
+        "{error}"
+    );
     assert!(matches!(state.seal(), Err(StoreError::Poisoned { .. })));
     assert!(matches!(
         state.start_checkpoint(),

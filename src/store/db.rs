@@ -8,8 +8,7 @@ use std::fs::File;
 use std::io;
 use std::ops::Deref;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use super::records::{self, Meta, unix_now};
 use super::{
@@ -81,8 +80,8 @@ pub(super) struct Sled {
     db: sled::Db,
     /// sled's log file, opened again to sync it.
     log: Arc<File>,
-    /// Set by the first flush that failed.
-    poisoned: Arc<AtomicBool>,
+    /// What the first flush that failed said.
+    poisoned: Arc<OnceLock<String>>,
 }
 
 impl Sled {
@@ -108,31 +107,33 @@ impl Sled {
     /// A failure poisons the database ([`Sled::poisoned`]): after a failed
     /// sync, what is on disk is unknown until the next open reads it.
     pub(super) fn flush(&self) -> sled::Result<usize> {
-        if self.poisoned() {
-            return Err(sled::Error::Io(io::Error::other(
-                "an earlier flush of the state failed; nothing more is written in this run",
-            )));
+        if let Some(cause) = self.poisoned() {
+            return Err(sled::Error::Io(io::Error::other(format!(
+                "an earlier flush of the state failed ({cause}); nothing more is written in this run"
+            ))));
         }
         // crash point: group.sync, checkpoint.sync (the callers')
         let flushed = self
             .db
             .flush()
             .and_then(|n| self.log.sync_data().map(|()| n).map_err(sled::Error::from));
-        if flushed.is_err() {
-            self.poison();
+        if let Err(e) = &flushed {
+            self.poison(e);
         }
         flushed
     }
 
-    /// True once a flush failed (or [`Sled::poison`] was called).
-    pub(super) fn poisoned(&self) -> bool {
-        self.poisoned.load(Ordering::SeqCst)
+    /// What the first failure said, once a flush failed (or [`Sled::poison`]
+    /// was called).
+    pub(super) fn poisoned(&self) -> Option<&str> {
+        self.poisoned.get().map(String::as_str)
     }
 
-    /// Marks the database poisoned: a flush failed where this cannot see it
-    /// (its thread died).
-    pub(super) fn poison(&self) {
-        self.poisoned.store(true, Ordering::SeqCst);
+    /// Marks the database poisoned by `cause`: a flush failed where this
+    /// cannot see it (its thread died). The first cause is kept: it is the
+    /// one that explains the others.
+    pub(super) fn poison(&self, cause: &dyn std::fmt::Display) {
+        let _ = self.poisoned.set(cause.to_string());
     }
 }
 

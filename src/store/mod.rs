@@ -274,11 +274,13 @@ pub enum StoreError {
     /// from it; handing out item numbers or leases again here could store a
     /// group twice.
     #[error(
-        "{path}: an earlier write to the state failed; nothing more is written in this run (the next run resumes from what is on disk)"
+        "{path}: an earlier write to the state failed ({cause}); nothing more is written in this run (the next run resumes from what is on disk)"
     )]
     Poisoned {
         /// The directory.
         path: PathBuf,
+        /// What the first failure said.
+        cause: String,
     },
     /// A synchronous checkpoint was asked while a detached one runs (a caller's
     /// mistake: hand that one's result to `State::checkpointed` first).
