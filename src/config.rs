@@ -115,16 +115,6 @@ pub struct HostRule {
     pub password_env: Option<String>,
 }
 
-/// A crawl file as a state of an earlier build remembers it: where it was read
-/// from and its text (read once, to make the job of such a state).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CrawlFileCopy {
-    /// The file's path when it was read (absolute when it could be resolved).
-    pub path: PathBuf,
-    /// Its text.
-    pub text: String,
-}
-
 /// Everything a crawl run is configured with.
 #[derive(Clone, Debug)]
 pub struct CrawlConfig {

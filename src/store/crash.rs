@@ -46,22 +46,6 @@ pub const POINTS: &[Point] = &[
         before: "the final marker replaces the `creating` one",
     },
     Point {
-        name: "upgrade.meta",
-        before: "a state of an older format gets this build's format in its metadata record (written and synced), at the end of its first open",
-    },
-    Point {
-        name: "upgrade.marker",
-        before: "the marker of a state of an older format is replaced by this build's (after its metadata record says the new format)",
-    },
-    Point {
-        name: "upgrade.ids_index",
-        before: "a state of format 3 lists the run file its page ids (`f`) were written to, with the watermark, in the page-id index record (after the file was synced)",
-    },
-    Point {
-        name: "upgrade.ids_clean",
-        before: "each batch that deletes a chunk of the `f` page-id entries a format-3 state left, once the page-id index lists their run",
-    },
-    Point {
         name: "open.replay",
         before: "the journal left by the last run sets its Bloom bits again, on open",
     },
@@ -226,12 +210,6 @@ pub fn repair_only(name: &str) -> bool {
 /// at them).
 pub fn growth_only(name: &str) -> bool {
     name.starts_with("bloom.grow")
-}
-
-/// Points only the first open of a state of an older format reaches: the
-/// crash-point suite makes new states (`tests/it/state_dir.rs` crashes at them).
-pub fn upgrade_only(name: &str) -> bool {
-    name.starts_with("upgrade.")
 }
 
 /// Points only a page with more than [`super::LINK_CHUNK`] links reaches: the

@@ -21,7 +21,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/robots.rs", include_str!("robots.rs")),
     ("store/ops.rs", include_str!("ops.rs")),
     ("store/table.rs", include_str!("table.rs")),
-    ("store/remembered.rs", include_str!("remembered.rs")),
     ("store/status.rs", include_str!("status.rs")),
     (
         "store/status/snapshot.rs",

@@ -12,8 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::records::{self, Meta, unix_now};
 use super::{
-    DEFAULT_CACHE_BYTES, OLDEST_FORMAT, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys,
-    repair, sizing,
+    DEFAULT_CACHE_BYTES, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys, repair, sizing,
 };
 use crate::bloom::{BloomFile, BloomParams};
 use crate::config::DedupMode;
@@ -161,7 +160,7 @@ pub(super) fn create_meta(
     dir: &Path,
     db: &Sled,
     options: &OpenOptions,
-) -> Result<(Meta, BloomFile), StoreError> {
+) -> Result<(Meta, DedupMode, BloomFile), StoreError> {
     let dedup = options.dedup.unwrap_or_default();
     // Sized to the crawl unless `--bloom-bits` fixes the size; in `bloom`
     // mode the bits are the only record, so they never grow (see `sizing`).
@@ -197,7 +196,7 @@ pub(super) fn create_meta(
     db.flush().map_err(db_err)?;
     // The final marker is written last: a directory with it is a complete state.
     dir::mark_complete(dir)?;
-    Ok((meta, bloom))
+    Ok((meta, dedup, bloom))
 }
 
 pub(super) fn load_meta(
@@ -205,7 +204,7 @@ pub(super) fn load_meta(
     db: &Sled,
     options: &OpenOptions,
     opened: Option<BloomFile>,
-) -> Result<(Meta, BloomFile), StoreError> {
+) -> Result<(Meta, DedupMode, BloomFile), StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         path: dir.to_owned(),
         what: "meta".into(),
@@ -219,7 +218,7 @@ pub(super) fn load_meta(
         })?
         .ok_or_else(|| corrupt("missing".into()))?;
     let meta: Meta = records::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
-    if !(OLDEST_FORMAT..=STATE_FORMAT).contains(&meta.format) {
+    if meta.format != STATE_FORMAT {
         return Err(StoreError::Format {
             path: dir.to_owned(),
             found: meta.format.to_string(),
@@ -256,28 +255,5 @@ pub(super) fn load_meta(
     let dedup = DedupMode::parse(&meta.dedup)
         .ok_or_else(|| corrupt(format!("unknown dedup mode {:?}", meta.dedup)))?;
     let bloom = repair::open_bloom(dir, db, sizing::Shape::of(&meta), dedup, opened)?;
-    Ok((meta, bloom))
-}
-
-/// Makes a state of an older format this build reads (`meta` says which) a
-/// state of [`STATE_FORMAT`]: the metadata record first (synced), then the
-/// marker. A crash between the two leaves the old marker with the new
-/// metadata; this build finishes the upgrade on the next open, and an older
-/// build refuses the state either way, so it never misses what this build
-/// writes in the new form. Runs at the end of a successful open.
-pub(super) fn upgrade(dir: &Path, db: &Sled, meta: &mut Meta) -> Result<(), StoreError> {
-    if meta.format < STATE_FORMAT {
-        let db_err = |source| StoreError::Db {
-            path: dir.to_owned(),
-            source,
-        };
-        let mut upgraded = meta.clone();
-        upgraded.format = STATE_FORMAT;
-        crash::point("upgrade.meta");
-        db.insert(keys::META, records::encode(&upgraded))
-            .map_err(db_err)?;
-        db.flush().map_err(db_err)?;
-        *meta = upgraded;
-    }
-    dir::mark_current(dir)
+    Ok((meta, dedup, bloom))
 }

@@ -16,7 +16,7 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::{MARKER_FILE, OLDEST_FORMAT, STATE_FORMAT, StoreError, crash};
+use super::{MARKER_FILE, STATE_FORMAT, StoreError, crash};
 
 /// Attempts to take a lock before a state counts as busy: a process that just
 /// closed the state may release its locks a moment after it returns.
@@ -41,33 +41,22 @@ pub(super) enum Found {
 
 /// The marker of a complete state of this build's format.
 pub(super) fn marker_text() -> String {
-    marker_text_of(STATE_FORMAT)
-}
-
-/// The marker of a complete state of `format`.
-fn marker_text_of(format: u32) -> String {
-    format!("legcrawl state format {format}\n")
+    format!("legcrawl state format {STATE_FORMAT}\n")
 }
 
 /// The marker a creation writes before anything else.
 fn creating_text() -> String {
-    creating_text_of(STATE_FORMAT)
+    format!("legcrawl state format {STATE_FORMAT} (creating)\n")
 }
 
-/// The marker a creation of a state of `format` writes first.
-fn creating_text_of(format: u32) -> String {
-    format!("legcrawl state format {format} (creating)\n")
-}
-
-/// True when `text` is the marker of a complete state this build opens.
-fn is_readable(text: &str) -> bool {
-    (OLDEST_FORMAT..=STATE_FORMAT).any(|format| text == marker_text_of(format))
-}
-
-/// True when `text` is the marker of a creation that never finished, by this
-/// build or one that wrote a format it reads.
-fn is_creating(text: &str) -> bool {
-    (OLDEST_FORMAT..=STATE_FORMAT).any(|format| text == creating_text_of(format))
+/// The format a marker of another build names (its number, or the first
+/// line as it is, shortened).
+fn format_named(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("").trim();
+    match line.strip_prefix("legcrawl state format ") {
+        Some(rest) => rest.trim_end_matches(" (creating)").to_owned(),
+        None => format!("{:?}", line.chars().take(60).collect::<String>()),
+    }
 }
 
 /// Locks `dir` and says whether it holds a state or a state must be created
@@ -134,8 +123,8 @@ pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), Stor
     let lock = lock(dir)?;
     let marker = dir.join(MARKER_FILE);
     let found = match fs::read_to_string(&marker) {
-        Ok(text) if is_readable(&text) => Found::State,
-        Ok(text) if is_creating(&text) => {
+        Ok(text) if text == marker_text() => Found::State,
+        Ok(text) if text == creating_text() => {
             if !create {
                 return Err(StoreError::Incomplete {
                     path: dir.to_owned(),
@@ -148,7 +137,7 @@ pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), Stor
         Ok(text) => {
             return Err(StoreError::Format {
                 path: dir.to_owned(),
-                found: text.trim().to_owned(),
+                found: format_named(&text),
             });
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -270,22 +259,11 @@ pub(super) fn mark_complete(dir: &Path) -> Result<(), StoreError> {
     write_marker(dir, &marker_text())
 }
 
-/// Writes the marker of this build's format over an older format's (the last
-/// step of `db::upgrade`); nothing when it is already there.
-pub(super) fn mark_current(dir: &Path) -> Result<(), StoreError> {
-    let current = marker_text();
-    if fs::read_to_string(dir.join(MARKER_FILE)).is_ok_and(|text| text == current) {
-        return Ok(());
-    }
-    crash::point("upgrade.marker");
-    write_marker(dir, &current)
-}
-
 /// Replaces the marker atomically (temporary file, sync, rename, sync the directory).
 fn write_marker(dir: &Path, text: &str) -> Result<(), StoreError> {
     let marker = dir.join(MARKER_FILE);
     let tmp = dir.join(".LEGCRAWL.tmp");
-    // crash point: create.begin, create.marker, upgrade.marker (the callers')
+    // crash point: create.begin, create.marker (the callers')
     let written = (|| {
         let mut file = File::create(&tmp)?;
         file.write_all(text.as_bytes())?;

@@ -8,16 +8,14 @@
 //! chunk while it has room, then to new ones; a removal rewrites the chunk
 //! that held the page (or deletes it once empty).
 //!
-//! Why chunks: one sled entry per page (`v` · due · fingerprint, states of
-//! format 3 and before) cost sled's per-node bookkeeping for every page, which
+//! Why chunks: one sled entry per page (as format 3 kept it) cost sled's
+//! per-node bookkeeping for every page, which
 //! its cache setting does not bound (see `benches/sled_memory.rs`); about a
 //! hundred pages a key make the entries, and that memory, a hundredth. A new
 //! page is due about one interval after its fetch, so a group's adds land in
 //! one or two seconds, and only their last chunk is read and rewritten.
 //!
-//! Entries of format 3 (`v` · due · fingerprint → empty) are still read, one
-//! page each, merged with the chunks in due order, and deleted when their page
-//! leaves the index. Invariant: a page is added only when it is not in the
+//! Invariant: a page is added only when it is not in the
 //! index at that second (the pages table removes its previous due time in the
 //! same group, and a revisit's entry left the index when it was queued).
 //! Depends on `table`, `keys` and [`crate::fingerprint`].
@@ -34,8 +32,6 @@ pub(super) const CHUNK_FPS: usize = 100;
 const CHUNK_VERSION: u8 = 1;
 /// Length of a chunk key.
 const CHUNK_KEY_LEN: usize = 1 + 8 + 4;
-/// Length of a format-3 entry's key.
-const LEGACY_KEY_LEN: usize = 1 + 8 + 20;
 
 /// The changes of one due second in the open group.
 #[derive(Default)]
@@ -51,11 +47,11 @@ struct Changes {
 pub(super) struct DueWrites {
     /// Chunks written (whole).
     pub(super) puts: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Chunks emptied, and entries of format 3 removed.
+    /// Chunks emptied.
     pub(super) deletes: Vec<Vec<u8>>,
 }
 
-/// One stored unit of the index: a chunk, or a format-3 entry.
+/// The pages due at one second.
 #[derive(Debug)]
 pub(super) struct DueUnit {
     /// The due second.
@@ -68,19 +64,11 @@ pub(super) struct DueUnit {
 #[derive(Default)]
 pub(super) struct DueIndex {
     open: BTreeMap<u64, Changes>,
-    /// The state held entries of format 3 when it was opened.
-    legacy: bool,
 }
 
 fn chunk_key(due: u64, chunk: u32) -> Vec<u8> {
     let mut key = keys::with_u64(keys::DUE_CHUNK, due);
     key.extend_from_slice(&chunk.to_be_bytes());
-    key
-}
-
-fn legacy_key(due: u64, fp: &Fingerprint) -> Vec<u8> {
-    let mut key = keys::with_u64(keys::DUE, due);
-    key.extend_from_slice(fp);
     key
 }
 
@@ -118,24 +106,10 @@ fn chunk_place(db: &Db, key: &[u8]) -> Result<(u64, u32), StoreError> {
     Ok((due, u32::from_be_bytes(chunk)))
 }
 
-/// The due second and fingerprint of a format-3 entry's key.
-fn legacy_place(db: &Db, key: &[u8]) -> Result<(u64, Fingerprint), StoreError> {
-    let bad = || db.corrupt("due index", key, "bad key length");
-    if key.len() != LEGACY_KEY_LEN {
-        return Err(bad());
-    }
-    let due = keys::u64_after_prefix(key).ok_or_else(bad)?;
-    let fp: Fingerprint = key[9..].try_into().map_err(|_| bad())?;
-    Ok((due, fp))
-}
-
 impl DueIndex {
     /// The index as the database holds it.
-    pub(super) fn load(db: &Db) -> Result<DueIndex, StoreError> {
-        Ok(DueIndex {
-            open: BTreeMap::new(),
-            legacy: db.scan([keys::DUE]).next().transpose()?.is_some(),
-        })
+    pub(super) fn load() -> DueIndex {
+        DueIndex::default()
     }
 
     /// Puts `fp` in the index at `due`, in the open group.
@@ -190,11 +164,6 @@ impl DueIndex {
                     }
                 }
             }
-            if self.legacy && changes.removes {
-                for (fp, _) in changes.pages.iter() {
-                    writes.deletes.push(legacy_key(due, fp));
-                }
-            }
             let mut adds: Vec<Fingerprint> = changes
                 .pages
                 .iter()
@@ -236,8 +205,8 @@ impl DueIndex {
         self.open.clear();
     }
 
-    /// The pages due at one second, both forms; `None` when none are due at or
-    /// after `from` and up to `until`, else the first such second's.
+    /// The pages due at one second; `None` when none are due at or after
+    /// `from` and up to `until`, else the first such second's.
     pub(super) fn next_second(
         &self,
         db: &Db,
@@ -247,25 +216,14 @@ impl DueIndex {
         if from > until {
             return Ok(None);
         }
-        let first_chunk = db
+        let first = db
             .range(keys::with_u64(keys::DUE_CHUNK, from)..vec![keys::DUE_CHUNK + 1])
             .next()
             .transpose()?
             .map(|(key, _)| chunk_place(db, &key).map(|(due, _)| due))
             .transpose()?;
-        let first_legacy = if self.legacy {
-            db.range(keys::with_u64(keys::DUE, from)..vec![keys::DUE + 1])
-                .next()
-                .transpose()?
-                .map(|(key, _)| legacy_place(db, &key).map(|(due, _)| due))
-                .transpose()?
-        } else {
-            None
-        };
-        let due = match (first_chunk, first_legacy) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => return Ok(None),
+        let Some(due) = first else {
+            return Ok(None);
         };
         if due > until {
             return Ok(None);
@@ -276,19 +234,12 @@ impl DueIndex {
         }))
     }
 
-    /// Every page due at `due`, as stored (the chunks in order, then the
-    /// entries of format 3).
+    /// Every page due at `due`, as stored (the chunks in order).
     pub(super) fn at(&self, db: &Db, due: u64) -> Result<Vec<Fingerprint>, StoreError> {
         let mut fps = Vec::new();
         for entry in db.range(chunk_key(due, 0)..=chunk_key(due, u32::MAX)) {
             let (key, value) = entry?;
             fps.extend(decode_chunk(db, &key, &value)?);
-        }
-        if self.legacy {
-            for entry in db.scan(keys::with_u64(keys::DUE, due)) {
-                let (key, _) = entry?;
-                fps.push(legacy_place(db, &key)?.1);
-            }
         }
         Ok(fps)
     }
@@ -333,7 +284,7 @@ mod tests {
     #[test]
     fn adds_fill_chunks_and_removals_empty_them() {
         let (_dir, db) = temp_db();
-        let mut index = DueIndex::load(&db).unwrap();
+        let mut index = DueIndex::load();
         // 250 pages over three groups: chunks of 100, 100, 50.
         for group in 0..3u32 {
             for n in group * 90..((group + 1) * 90).min(250) {
@@ -372,36 +323,5 @@ mod tests {
         assert_eq!(index.next_second(&db, 8, 100).unwrap().unwrap().due, 9);
         assert!(index.next_second(&db, 10, 100).unwrap().is_none());
         assert!(index.next_second(&db, 8, 8).unwrap().is_none());
-    }
-
-    #[test]
-    fn entries_of_format_3_are_read_in_due_order_and_removed() {
-        let (_dir, db) = temp_db();
-        for (due, n) in [(5, 1), (8, 2), (8, 3)] {
-            db.tree().insert(legacy_key(due, &fp(n)), vec![]).unwrap();
-        }
-        let mut index = DueIndex::load(&db).unwrap();
-        index.add(6, fp(4));
-        index.add(8, fp(5));
-        commit(&db, &mut index);
-        let mut order = Vec::new();
-        let mut from = 0;
-        while let Some(unit) = index.next_second(&db, from, u64::MAX).unwrap() {
-            order.push((unit.due, sorted(unit.fps)));
-            from = unit.due + 1;
-        }
-        assert_eq!(
-            order,
-            vec![
-                (5, vec![fp(1)]),
-                (6, vec![fp(4)]),
-                (8, vec![fp(2), fp(3), fp(5)])
-            ]
-        );
-        index.remove(8, fp(2));
-        index.remove(5, fp(1));
-        commit(&db, &mut index);
-        assert_eq!(sorted(index.at(&db, 8).unwrap()), vec![fp(3), fp(5)]);
-        assert!(index.at(&db, 5).unwrap().is_empty());
     }
 }

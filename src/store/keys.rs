@@ -89,24 +89,13 @@ pub(crate) const BLOCKED: u8 = b'b';
 pub(crate) const PAGE_BY_ID: u8 = b'P';
 /// Version byte of a page block under [`PAGE_BY_ID`].
 pub(crate) const PAGE_BLOCK_VERSION: u8 = 3;
-/// Page ids of format-3 states: `f` · fingerprint (20 bytes) →
-/// [`SMALL_VERSION`], then the page id (u64, big-endian). Read only to move
-/// them to a run file (see `pageids`), then deleted.
-pub(crate) const PAGE_ID: u8 = b'f';
 /// The page-id index (one key): a version byte, the watermark (u64: ids below
 /// it are in the listed runs), then (run id, ids) pairs of u64s (see
 /// `pageids`).
 pub(crate) const PAGE_ID_INDEX: &[u8] = b"k";
-/// Page records of states written before page ids (format 2): `p` ·
-/// fingerprint (20 bytes) → record: [`PAGE_RECORD_VERSION`] then bincode, or
-/// the JSON record form (`records::RECORD_VERSION` then JSON). Still read; a
-/// page recorded again moves to [`PAGE_BY_ID`].
-pub(crate) const PAGE: u8 = b'p';
-/// Version byte of a binary page record (distinct from `records::RECORD_VERSION`).
+/// Version byte of a page record: in a block and in shared mode's Redis hash
+/// (distinct from `records::RECORD_VERSION`).
 pub(crate) const PAGE_RECORD_VERSION: u8 = 2;
-/// Revisit index of format 3 and before: `v` · due time (unix seconds, u64) ·
-/// fingerprint → empty. Still read, and deleted as pages leave it.
-pub(crate) const DUE: u8 = b'v';
 /// Revisit index: `u` · due time (unix seconds, u64) · chunk number (u32) →
 /// a version byte, then up to `due::CHUNK_FPS` fingerprints (see `due`).
 pub(crate) const DUE_CHUNK: u8 = b'u';

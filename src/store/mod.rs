@@ -30,7 +30,6 @@
 //! - `checkpoint`: detached checkpoints — [`State::start_checkpoint`] →
 //!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
 //! - `views`: what `dump` reads; `status`: the live status file;
-//!   `remembered`: the crawl file the state runs with (`crawl.toml`).
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
 //! - `repair`: damage — sled panics caught, the durable record against silent
@@ -79,7 +78,6 @@ mod pageblock;
 mod pageids;
 pub(crate) mod pages;
 pub mod records;
-mod remembered;
 pub mod repair;
 mod robots;
 mod runfile;
@@ -105,7 +103,6 @@ pub use items::OutputCursor;
 pub use ops::Completion;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub(crate) use pages::{decode_page, encode_page};
-pub use remembered::{CRAWL_FILE, remembered_crawl_file};
 pub use robots::Blocked;
 pub use seen::Seen;
 pub use views::{FrontierEntry, PEAK_RSS, SeenAnswer, Summary};
@@ -114,29 +111,19 @@ use crate::bloom::BloomError;
 use crate::config::DedupMode;
 use records::Meta;
 
-/// Version of the state layout as a whole.
-/// Format 2: queue values are packed records of requests (see `frontier`), a group's
-/// items are one record (see [`keys::ITEM`]), and the
-/// exact seen set is sealed runs of fingerprints instead of a key per fingerprint
-/// (see `exact`).
-/// Format 3: page records are stored under page ids that follow fetch order
-/// (see `pages`); a state of format 2 is read as it is and becomes format 3 on
-/// its first open by this build (its marker and metadata say 3 from then on,
-/// so an older build refuses it instead of missing the new page records).
-/// Format 4: the page-id index is sorted run files (`runs/*.ids`, index `k`)
-/// instead of a sled entry per page (`f`); a state of format 3 moves its `f`
-/// entries into one run on its first open by this build, after its marker
-/// and metadata say 4 (see `pageids`). The due index is chunks of pages by
-/// due second (`u`) instead of an entry per page (`v`, still read; see
-/// `due`).
-/// Format 5: the Bloom filter of an `exact` state created without
-/// `--bloom-bits` starts small and grows with the crawl (see `sizing`); the
-/// metadata record says so, and `bloom.bin`'s header gives its size. An older
-/// build would read a grown filter as damaged; a state of format 4 keeps its
-/// fixed size.
+/// Version of the state layout as a whole. Format 5: requests packed per
+/// host (see `frontier`), the exact seen set and the page ids in sorted run
+/// files (`exact`, `pageids`), page records in blocks by page id (`pages`),
+/// the due index in chunks by due second (`due`), and a Bloom filter that
+/// grows with the crawl unless `--bloom-bits` fixed its size (`sizing`).
+/// Only this format is read: no release ever wrote an older one, so no
+/// upgrade is kept, and a state of formats 2 to 4 is refused in one line
+/// that names [`LAST_BUILD_READING_OLD_FORMATS`].
 pub const STATE_FORMAT: u32 = 5;
-/// The oldest state format this build opens.
-pub const OLDEST_FORMAT: u32 = 2;
+/// The last build (a commit of legcrawl's repository) that reads, and
+/// upgrades, states of formats 2 to 4: `cargo install --git <repo> --rev`
+/// it, open the state once, and it is format 5.
+pub const LAST_BUILD_READING_OLD_FORMATS: &str = "4a61258";
 /// Name of the marker file that makes a directory legcrawl state.
 pub const MARKER_FILE: &str = "LEGCRAWL";
 /// At most this many completed pages are not durable at any time: a group is
@@ -162,6 +149,17 @@ pub const CHECKPOINT_MAX_JOURNALED: u64 = 1 << 18;
 /// fetched again, and the links of the parts already durable are found in the
 /// seen set (and queued) while the rest are queued then.
 pub const LINK_CHUNK: usize = 4096;
+
+/// What to do with a state of an older format than this build's: the build
+/// that reads it (nothing for a newer or an unknown format).
+fn older_format_hint(found: &str) -> String {
+    match found.parse::<u32>() {
+        Ok(format) if format < STATE_FORMAT => format!(
+            " (the last build that reads format {format} is legcrawl commit {LAST_BUILD_READING_OLD_FORMATS}: open the state once with it to upgrade)"
+        ),
+        _ => String::new(),
+    }
+}
 
 /// Errors of the state. Every variant names the directory or record concerned.
 #[derive(Debug, thiserror::Error)]
@@ -203,7 +201,8 @@ pub enum StoreError {
     },
     /// The state was written by another format version.
     #[error(
-        "{path}: state format {found}, this build reads formats {OLDEST_FORMAT} to {STATE_FORMAT}"
+        "{path}: state format {found}; this build reads format {STATE_FORMAT} only{}",
+        older_format_hint(.found)
     )]
     Format {
         /// The directory.
@@ -429,7 +428,7 @@ impl State {
             dir::Found::Create => db::create_meta(dir, &db, options),
             dir::Found::State => db::load_meta(dir, &db, options, opened),
         });
-        let (mut meta, bloom) = match made {
+        let (meta, dedup, bloom) = match made {
             Ok(made) => made,
             Err(error) if found == dir::Found::Create => {
                 // A creation that failed (a full disk) leaves nothing behind.
@@ -440,11 +439,6 @@ impl State {
             Err(error) => return Err(error),
         };
         let (durable_log, recorded) = repair::DurableLog::open(dir)?;
-        let dedup = DedupMode::parse(&meta.dedup).ok_or_else(|| StoreError::Corrupt {
-            path: dir.to_owned(),
-            what: "meta".into(),
-            reason: format!("unknown dedup mode {:?}", meta.dedup),
-        })?;
         let db = table::Db::new(db, dir);
         let every = options.checkpoint_every.unwrap_or(CHECKPOINT_EVERY);
         // The tables' loads read the whole index of the database: a panic of
@@ -464,9 +458,6 @@ impl State {
             Ok((frontier, runs, items, seen, pages))
         })?;
         runs.close_dead(&db)?;
-        db::upgrade(dir, db.tree(), &mut meta)?;
-        let mut pages = pages;
-        pages.finish_upgrade(&db)?;
         let mut state = State {
             _lock: lock,
             db,

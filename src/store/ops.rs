@@ -297,7 +297,7 @@ impl State {
         previous_due: Option<u64>,
     ) -> Result<(), StoreError> {
         self.pages
-            .put(&self.db, &mut self.group.batch, fp, record, previous_due)?;
+            .put(&mut self.group.batch, fp, record, previous_due);
         self.opened();
         Ok(())
     }
@@ -438,8 +438,7 @@ impl State {
                     continue;
                 };
                 record.next_due = next;
-                self.pages
-                    .put(&self.db, &mut self.group.batch, fp, record, previous)?;
+                self.pages.put(&mut self.group.batch, fp, record, previous);
                 moved += 1;
             }
             self.commit()?;

@@ -16,9 +16,6 @@
 //! - a checkpoint (see `checkpoint`) seals the recent ids into a run, merged
 //!   size-tiered like the exact set's, and lists it with the new watermark in
 //!   the index record (`k`) in the batch that switches the exact set's index;
-//! - states of format 3 kept the index in sled (`f` · fingerprint → id):
-//!   [`PageIds::migrate`] writes those entries (already in fingerprint order) as
-//!   one run, lists it, then deletes them;
 //! - a run file found damaged (on open: missing, cut short, a bad header;
 //!   by `legcrawl repair`: a bad checksum) is not a lost index: the whole index
 //!   is written again from the blocks ([`PageIds::rebuild`]), with a warning.
@@ -46,8 +43,6 @@ use crate::fingerprint::{Fingerprint, FingerprintMap};
 pub(super) const IDS_MAX_RECENT: usize = 1 << 17;
 /// Version byte of the index record.
 const INDEX_VERSION: u8 = 1;
-/// `f` entries deleted per batch when a format-3 index is migrated.
-const MIGRATE_DELETE_CHUNK: usize = 4096;
 
 /// The index record: version, watermark, then (run id, ids) pairs, oldest first.
 pub(super) fn encode_index(watermark: u64, runs: &[(u64, u64)]) -> Vec<u8> {
@@ -134,21 +129,6 @@ pub(super) struct PageIds {
     next_run: u64,
     /// A checkpoint seals [`PageIds::sealing`].
     checkpointing: bool,
-    /// The `f` entries of a format-3 state: all of them are the index until
-    /// [`PageIds::migrate`] lists them as a run, then they are garbage.
-    legacy: Legacy,
-}
-
-/// Where a format-3 state's `f` entries stand.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Legacy {
-    /// None left.
-    #[default]
-    None,
-    /// They are the index (no index record yet): read by lookups.
-    Index,
-    /// The index record lists a run of them: never read, deleted on open.
-    Leftover,
 }
 
 /// A checkpoint's share of the page-id index, detached with it.
@@ -191,36 +171,23 @@ impl PageIds {
     pub(super) fn load(db: &Db, blocks_end: u64) -> Result<PageIds, StoreError> {
         let mut ids = PageIds::default();
         let mut damaged = None;
-        let has_f = db.scan([keys::PAGE_ID]).next().transpose()?.is_some();
-        match db.get(keys::PAGE_ID_INDEX)? {
-            Some(value) => {
-                let (watermark, runs) = decode_index(&value).ok_or_else(|| {
-                    db.corrupt("page id index", keys::PAGE_ID_INDEX, "bad layout")
-                })?;
-                for &(id, count) in &runs {
-                    ids.next_run = ids.next_run.max(id.saturating_add(1));
-                    match RunFile::open_kind(db.dir(), Kind::PageIds, id, count) {
-                        Ok(file) => {
-                            ids.files.insert(id, Arc::new(file));
-                        }
-                        Err(StoreError::RunDamaged { path, reason }) => {
-                            damaged.get_or_insert((path, reason));
-                        }
-                        Err(error) => return Err(error),
+        if let Some(value) = db.get(keys::PAGE_ID_INDEX)? {
+            let (watermark, runs) = decode_index(&value)
+                .ok_or_else(|| db.corrupt("page id index", keys::PAGE_ID_INDEX, "bad layout"))?;
+            for &(id, count) in &runs {
+                ids.next_run = ids.next_run.max(id.saturating_add(1));
+                match RunFile::open_kind(db.dir(), Kind::PageIds, id, count) {
+                    Ok(file) => {
+                        ids.files.insert(id, Arc::new(file));
                     }
-                }
-                ids.runs = runs;
-                ids.watermark = watermark;
-                if has_f {
-                    ids.legacy = Legacy::Leftover;
+                    Err(StoreError::RunDamaged { path, reason }) => {
+                        damaged.get_or_insert((path, reason));
+                    }
+                    Err(error) => return Err(error),
                 }
             }
-            // Format 3: every page's id is in `f`.
-            None if has_f => {
-                ids.watermark = blocks_end;
-                ids.legacy = Legacy::Index;
-            }
-            None => {}
+            ids.runs = runs;
+            ids.watermark = watermark;
         }
         ids.floor = ids.watermark;
         for id in runfile::ids_on_disk_of(db.dir(), Kind::PageIds)? {
@@ -351,25 +318,14 @@ impl PageIds {
     }
 
     /// The id of `fp`'s page among the durable ones, if it has one.
-    pub(super) fn get(&self, db: &Db, fp: &Fingerprint) -> Result<Option<u64>, StoreError> {
+    pub(super) fn get(&self, fp: &Fingerprint) -> Option<u64> {
         if let Some(&id) = self.recent.get(fp) {
-            return Ok(Some(id));
+            return Some(id);
         }
         if let Ok(at) = self.sealing.binary_search_by(|(other, _)| other.cmp(fp)) {
-            return Ok(Some(self.sealing[at].1));
+            return Some(self.sealing[at].1);
         }
-        if let Some(id) = self.search.iter().find_map(|file| file.page_id(fp)) {
-            return Ok(Some(id));
-        }
-        if self.legacy == Legacy::Index {
-            let key = keys::with_prefix(keys::PAGE_ID, fp);
-            if let Some(value) = db.get(&key)? {
-                return keys::versioned_body::<8>(&value)
-                    .map(|id| Some(u64::from_be_bytes(id)))
-                    .ok_or_else(|| db.corrupt("page id", &key, "bad length"));
-            }
-        }
-        Ok(None)
+        self.search.iter().find_map(|file| file.page_id(fp))
     }
 
     /// Puts the run files in [`PageIds::search`]'s order (after the runs
@@ -465,71 +421,6 @@ impl PageIds {
         self.recent.extend(sealing.iter().copied());
         self.floor = self.watermark;
         self.checkpointing = false;
-    }
-
-    /// Finishes a format-3 state's move out of sled (after the state says
-    /// format 4, so that an older build never reads a half-moved index): its
-    /// `f` entries, in fingerprint order already, become one run file
-    /// (synced), one batch lists it with the watermark (crash point
-    /// `upgrade.ids_index`), then the entries are deleted a chunk at a time
-    /// (`upgrade.ids_clean`); a crash before the listing leaves garbage and
-    /// redoes it, one after it leaves entries that are deleted on the next open.
-    pub(super) fn migrate(&mut self, db: &Db) -> Result<(), StoreError> {
-        if self.legacy == Legacy::Index {
-            let run_id = self.next_run;
-            let mut writer = RunFileWriter::create_kind(db.dir(), Kind::PageIds, run_id)?;
-            let written = (|| {
-                for entry in db.scan([keys::PAGE_ID]) {
-                    let (key, value) = entry?;
-                    let fp: Fingerprint = key
-                        .get(1..)
-                        .and_then(|fp| fp.try_into().ok())
-                        .ok_or_else(|| db.corrupt("page id", &key, "bad key length"))?;
-                    let id = keys::versioned_body::<8>(&value)
-                        .map(u64::from_be_bytes)
-                        .ok_or_else(|| db.corrupt("page id", &key, "bad length"))?;
-                    writer.push_record(&record(&fp, id))?;
-                }
-                Ok::<_, StoreError>(())
-            })();
-            if let Err(error) = written {
-                writer.abandon();
-                return Err(error);
-            }
-            let count = writer.finish()?;
-            self.next_run += 1;
-            let file = RunFile::open_kind(db.dir(), Kind::PageIds, run_id, count)?;
-            self.runs = vec![(run_id, count)];
-            self.files.insert(run_id, Arc::new(file));
-            self.order_search();
-            crash::point("upgrade.ids_index");
-            let tree = db.tree();
-            tree.insert(
-                keys::PAGE_ID_INDEX,
-                encode_index(self.watermark, &self.runs),
-            )
-            .map_err(|e| db.error(e))?;
-            tree.flush().map_err(|e| db.error(e))?;
-            self.legacy = Legacy::Leftover;
-        }
-        if self.legacy == Legacy::Leftover {
-            loop {
-                let mut batch = sled::Batch::default();
-                let mut n = 0;
-                for entry in db.scan([keys::PAGE_ID]).take(MIGRATE_DELETE_CHUNK) {
-                    batch.remove(entry?.0);
-                    n += 1;
-                }
-                if n == 0 {
-                    break;
-                }
-                crash::point("upgrade.ids_clean");
-                db.tree().apply_batch(batch).map_err(|e| db.error(e))?;
-            }
-            db.tree().flush().map_err(|e| db.error(e))?;
-            self.legacy = Legacy::None;
-        }
-        Ok(())
     }
 }
 

@@ -8,11 +8,8 @@
 //! to "now" and re-queues what it finds, so the cost of a run is the number of
 //! pages due, never the number of pages known. The store does not decide when a
 //! page is due (that is [`crate::revisit`]); it keeps the record and the index
-//! in step. Records are written in a compact binary form ([`encode_page`]);
-//! the fingerprint-keyed records of format-2 states (`p`, binary or JSON) are
-//! still read, and move to the id form when their page is recorded again, so
-//! no migration pass is needed. Depends on [`crate::request`] and
-//! [`crate::fingerprint`].
+//! in step. Records are written in a compact binary form ([`encode_page`]).
+//! Depends on [`crate::request`] and [`crate::fingerprint`].
 
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
@@ -26,7 +23,7 @@ use super::due::{DueIndex, DueUnit, DueWrites};
 use super::pageblock::{BLOCK_MAX_BYTES, Block};
 use super::pageids::PageIds;
 use super::table::{Batch, Db};
-use super::{StoreError, keys, records};
+use super::{StoreError, keys};
 use crate::fingerprint::{self, Fingerprint, FingerprintMap};
 use crate::request::Request;
 
@@ -175,12 +172,12 @@ fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
     Ok(record)
 }
 
-/// Decodes a stored page record: the binary form of [`encode_page`], or the JSON
-/// form ([`records::RECORD_VERSION`]) that states of format 2 were written with.
+/// Decodes a page record of [`encode_page`]'s form.
 pub(crate) fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
-    match bytes.first() {
-        Some(&keys::PAGE_RECORD_VERSION) => decode_body(&bytes[1..]),
-        _ => records::decode(bytes).map_err(|e| e.to_string()),
+    match bytes.split_first() {
+        Some((&keys::PAGE_RECORD_VERSION, body)) => decode_body(body),
+        Some((version, _)) => Err(format!("unknown page record version {version}")),
+        None => Err("an empty page record".to_owned()),
     }
 }
 
@@ -280,9 +277,9 @@ impl<C> Decode<C> for PageRecord {
 }
 
 /// The pages table: page records (`P`, blocks by page id, see `pageblock`),
-/// the page ids of fingerprints (`pageids`), the due index (`due`), and the
-/// records of format-2 states (`p`, by fingerprint). The open and the sealed
-/// group's records are readable here before they are durable.
+/// the page ids of fingerprints (`pageids`) and the due index (`due`). The
+/// open and the sealed group's records are readable here before they are
+/// durable.
 ///
 /// Why ids: a fingerprint is a hash, so a record keyed by it lands at a random
 /// place of a namespace that grows with every page, and sled must bring that
@@ -301,8 +298,6 @@ pub(super) struct Pages {
     /// The id the next new page gets. Ids of a group whose flush failed are
     /// not given again (a gap between blocks).
     next_id: u64,
-    /// The state held records of format 2 (`p`) when it was opened.
-    legacy: bool,
     /// The ids of the durable pages.
     ids: PageIds,
     /// The due index, and the open group's changes to it.
@@ -325,13 +320,11 @@ impl Pages {
     /// The table as the database holds it.
     pub(super) fn load(db: &Db) -> Result<Pages, StoreError> {
         let next_id = blocks_end(db)?;
-        let legacy = db.scan([keys::PAGE]).next().transpose()?.is_some();
         Ok(Pages {
             group_first: next_id,
             next_id,
-            legacy,
             ids: PageIds::load(db, next_id)?,
-            due: DueIndex::load(db)?,
+            due: DueIndex::load(),
             ..Pages::default()
         })
     }
@@ -353,19 +346,13 @@ impl Pages {
         self.ids.verify(db, blocks_end(db)?)
     }
 
-    /// Moves a format-3 state's page ids out of sled (see
-    /// [`PageIds::migrate`]); call once the state says the current format.
-    pub(super) fn finish_upgrade(&mut self, db: &Db) -> Result<(), StoreError> {
-        self.ids.migrate(db)
-    }
-
     /// The page record of `fp`: the open group's, then the sealed group's (neither
     /// durable yet), then the stored one.
     pub(super) fn get(&self, db: &Db, fp: &Fingerprint) -> Result<Option<PageRecord>, StoreError> {
         if let Some((_, record)) = self.open.get(fp).or_else(|| self.sealed.get(fp)) {
             return Ok(Some(record.clone()));
         }
-        if let Some(id) = self.ids.get(db, fp)? {
+        if let Some(id) = self.ids.get(fp) {
             let corrupt = |reason: &str| StoreError::Corrupt {
                 path: db.dir().to_owned(),
                 what: format!("page id {id} of {}", fingerprint::to_hex(fp)),
@@ -379,49 +366,37 @@ impl Pages {
                 _ => Err(corrupt("its block holds another page there")),
             };
         }
-        if !self.legacy {
-            return Ok(None);
-        }
-        match db.get(keys::with_prefix(keys::PAGE, fp))? {
-            Some(value) => Ok(Some(decode(db, fp, &value)?)),
-            None => Ok(None),
-        }
+        Ok(None)
     }
 
     /// Stores (replaces) the page record of `fp` in the group, moving its
     /// due-index entry from `previous_due` to the record's `next_due`. A page
-    /// recorded for the first time gets the next id; a record of format 2 moves
-    /// to the block form in the same group. The record itself is written at
-    /// the seal ([`Pages::plan_seal`]).
+    /// recorded for the first time gets the next id. The record itself is
+    /// written at the seal ([`Pages::plan_seal`]).
     pub(super) fn put(
         &mut self,
-        db: &Db,
         batch: &mut Batch,
         fp: Fingerprint,
         record: PageRecord,
         previous_due: Option<u64>,
-    ) -> Result<(), StoreError> {
+    ) {
         // An id this group already holds was written or found stored by it.
         let id = match self.open.get(&fp) {
             Some((id, _)) => *id,
-            None => match self.ids.get(db, &fp)? {
+            None => match self.ids.get(&fp) {
                 Some(id) => id,
                 None => {
                     // A page new in the sealed group keeps that group's id:
                     // should its flush fail, this group's seal finds no block
                     // for it and gives the page a new one.
-                    let id = match self.sealed.get(&fp) {
+                    match self.sealed.get(&fp) {
                         Some((id, _)) => *id,
                         None => {
                             let id = self.next_id;
                             self.next_id += 1;
                             id
                         }
-                    };
-                    if self.legacy {
-                        batch.delete(keys::with_prefix(keys::PAGE, &fp));
                     }
-                    id
                 }
             },
         };
@@ -436,7 +411,6 @@ impl Pages {
         encode_body(&record, &mut body);
         self.changes.insert(id, (fp, body));
         self.open.insert(fp, (id, record));
-        Ok(())
     }
 
     /// Works out the blocks the open group writes: its new pages packed into
@@ -539,8 +513,7 @@ impl Pages {
     }
 
     /// Visits every stored page record, in the order the pages were first
-    /// recorded (then the records of format 2 not recorded since, in
-    /// fingerprint order); stops early when `f` returns false.
+    /// recorded; stops early when `f` returns false.
     pub(super) fn for_each(
         &self,
         db: &Db,
@@ -560,8 +533,7 @@ impl Pages {
     /// position `from` (empty: the first) on, a whole block at a time, until
     /// `f` has seen at least `at_least` records. Returns the position to go on
     /// from, or `None` when it reached the end. Positions are keys: a block
-    /// rewritten since keeps its place, and a record of format 2 moved since
-    /// is found past the blocks already visited.
+    /// rewritten since keeps its place.
     pub(super) fn visit_from(
         &self,
         db: &Db,
@@ -659,20 +631,13 @@ fn block_of(db: &Db, id: u64) -> Result<Option<Block>, StoreError> {
 }
 
 /// The stored page records from the key `from` on, as units of one key each
-/// with the key: the blocks of `P` in id order, then the records of format 2
-/// (`p`) in fingerprint order.
+/// with the key: the blocks of `P` in id order.
 fn stored_units<'d>(
     db: &'d Db,
     from: &[u8],
 ) -> impl Iterator<Item = Result<(sled::IVec, Vec<(Fingerprint, PageRecord)>), StoreError>> + 'd {
-    let blocks_from = if from.first() == Some(&keys::PAGE) {
-        vec![keys::PAGE_BY_ID + 1]
-    } else {
-        from.to_vec().max(vec![keys::PAGE_BY_ID])
-    };
-    let legacy_from = from.to_vec().max(vec![keys::PAGE]);
-    let blocks = db
-        .range(blocks_from..vec![keys::PAGE_BY_ID + 1])
+    let blocks_from = from.to_vec().max(vec![keys::PAGE_BY_ID]);
+    db.range(blocks_from..vec![keys::PAGE_BY_ID + 1])
         .map(move |entry| {
             let (key, value) = entry?;
             let block = Block::stored(db, &key, &value)?;
@@ -686,27 +651,7 @@ fn stored_units<'d>(
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((key, records))
-        });
-    let legacy = db
-        .range(legacy_from..vec![keys::PAGE + 1])
-        .map(move |entry| {
-            let (key, value) = entry?;
-            let fp: Fingerprint = key
-                .get(1..21)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| db.corrupt("page", &key, "bad key length"))?;
-            let record = decode(db, &fp, &value)?;
-            Ok((key, vec![(fp, record)]))
-        });
-    blocks.chain(legacy)
-}
-
-fn decode(db: &Db, fp: &Fingerprint, value: &[u8]) -> Result<PageRecord, StoreError> {
-    decode_page(value).map_err(|reason| StoreError::Corrupt {
-        path: db.dir().to_owned(),
-        what: format!("page {}", fingerprint::to_hex(fp)),
-        reason,
-    })
+        })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::*;
 use crate::store::ops::POLICY_CHUNK;
-use crate::store::{Completion, OpenOptions, State};
+use crate::store::{Completion, OpenOptions, State, records};
 
 fn open(dir: &Path) -> State {
     let options = OpenOptions {
@@ -37,15 +37,6 @@ fn record(url: &str, next_due: Option<u64>) -> PageRecord {
         gone: false,
         request: StoredRequest::of(&Request::get(url)),
     }
-}
-
-/// Writes `value` under `fp`'s key of format 2 (`p` · fingerprint), as a state
-/// of that format holds it, and opens the state again.
-fn with_legacy_record(dir: &Path, state: State, fp: &Fingerprint, value: Vec<u8>) -> State {
-    let key = keys::with_prefix(keys::PAGE, fp);
-    state.db.tree().insert(key, value).unwrap();
-    drop(state);
-    open(dir)
 }
 
 fn fp(url: &str) -> Fingerprint {
@@ -250,20 +241,6 @@ fn a_revisit_request_is_the_stored_one_again() {
     assert!(again.dont_filter);
 }
 
-#[test]
-fn an_unreadable_page_record_is_an_error_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = open(dir.path());
-    let url_fp = fp("http://a.test/");
-    let state = with_legacy_record(dir.path(), state, &url_fp, b"\x01{not json".to_vec());
-    let error = state.page(&fp("http://a.test/")).unwrap_err().to_string();
-    assert!(error.contains("unreadable page "), "{error}");
-    assert!(
-        error.contains(&fingerprint::to_hex(&fp("http://a.test/"))),
-        "{error}"
-    );
-}
-
 /// Puts `n` due pages `http://a.test/d/<i>` (due at 10) and commits.
 fn due_pages(state: &mut State, n: usize) {
     for i in 0..n {
@@ -341,25 +318,6 @@ fn keep_due_puts_a_failed_revisit_back_for_the_next_cycle() {
 }
 
 #[test]
-fn a_json_page_record_of_an_older_state_is_still_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = open(dir.path());
-    let url = "http://a.test/old";
-    let old = record(url, Some(70));
-    // Written the way states of format 2 wrote page records: version 1, JSON.
-    let state = with_legacy_record(dir.path(), state, &fp(url), records::encode(&old));
-    assert_eq!(state.page(&fp(url)).unwrap(), Some(old.clone()));
-    let mut seen = Vec::new();
-    state
-        .for_each_page(|_, r| {
-            seen.push(r.clone());
-            true
-        })
-        .unwrap();
-    assert_eq!(seen, vec![old]);
-}
-
-#[test]
 fn binary_page_records_round_trip_and_are_smaller_than_json() {
     let url = "http://a.test/p?q=1";
     let mut plain = record(url, None);
@@ -384,8 +342,6 @@ fn binary_page_records_round_trip_and_are_smaller_than_json() {
 
 #[test]
 fn a_corrupt_binary_page_record_is_an_error_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut state = open(dir.path());
     let url = "http://a.test/";
     let good = encode_page(&record(url, Some(5)));
     // Truncated, trailing garbage, a bad hash tag, nothing after the version.
@@ -397,10 +353,14 @@ fn a_corrupt_binary_page_record_is_an_error_not_a_panic() {
     bad_tag[tag] = 9;
     let mut trailing = good.clone();
     trailing.push(0);
-    for bytes in [good[..good.len() / 2].to_vec(), trailing, bad_tag, vec![2]] {
-        state = with_legacy_record(dir.path(), state, &fp(url), bytes);
-        let error = state.page(&fp(url)).unwrap_err();
-        assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
+    for bytes in [
+        good[..good.len() / 2].to_vec(),
+        trailing,
+        bad_tag,
+        vec![2],
+        vec![1],
+    ] {
+        assert!(decode_page(&bytes).is_err(), "{bytes:?}");
     }
 }
 
@@ -521,49 +481,6 @@ fn new_pages_get_ids_in_the_order_they_are_recorded_and_keep_them() {
 }
 
 #[test]
-fn a_record_of_format_2_moves_to_the_id_form_when_its_page_is_recorded_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = open(dir.path());
-    let (old_url, kept_url) = ("http://a.test/old", "http://a.test/kept");
-    let state = with_legacy_record(
-        dir.path(),
-        state,
-        &fp(old_url),
-        encode_page(&record(old_url, Some(5))),
-    );
-    let mut state = with_legacy_record(
-        dir.path(),
-        state,
-        &fp(kept_url),
-        encode_page(&record(kept_url, None)),
-    );
-    state
-        .put_page(fp(old_url), record(old_url, Some(9)), Some(5))
-        .unwrap();
-    state.commit().unwrap();
-    let legacy_key = keys::with_prefix(keys::PAGE, &fp(old_url));
-    assert!(
-        !state.db.contains(&legacy_key).unwrap(),
-        "moved, not copied"
-    );
-    assert_eq!(stored_ids(&state), vec![(0, fp(old_url))]);
-    assert_eq!(state.page(&fp(old_url)).unwrap().unwrap().next_due, Some(9));
-    assert_eq!(
-        state.page(&fp(kept_url)).unwrap(),
-        Some(record(kept_url, None))
-    );
-    // Each page once: the moved one first, then the one still of format 2.
-    let mut visited = Vec::new();
-    state
-        .for_each_page(|fp, _| {
-            visited.push(fp);
-            true
-        })
-        .unwrap();
-    assert_eq!(visited, vec![fp(old_url), fp(kept_url)]);
-}
-
-#[test]
 fn a_damaged_page_entry_or_id_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
@@ -607,7 +524,7 @@ fn a_damaged_page_entry_or_id_is_an_error_naming_it() {
 }
 
 #[test]
-fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2() {
+fn a_new_policy_moves_every_page_once_over_many_chunks() {
     const PAGES: usize = 2_500;
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
@@ -620,33 +537,11 @@ fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2()
         }
         state.commit().unwrap();
     }
-    let mut legacy = Vec::new();
-    for i in 0..3 {
-        let url = format!("http://b.test/{i}");
-        state = with_legacy_record(
-            dir.path(),
-            state,
-            &fp(&url),
-            encode_page(&record(&url, None)),
-        );
-        legacy.push(url);
-    }
     const { assert!(PAGES > 2 * POLICY_CHUNK, "more than two chunks") };
-    // A position among the records of format 2 visits only those after it.
-    let mut visited = 0;
-    let next = state
-        .pages
-        .visit_from(&state.db, &[keys::PAGE], 1, |_, _| visited += 1)
-        .unwrap();
-    assert_eq!(visited, 1);
-    assert!(
-        next.is_some_and(|key| key[0] == keys::PAGE),
-        "goes on there"
-    );
     let moved = state
         .follow_revisit_policy("all-at-7", |_| Some(7))
         .unwrap();
-    assert_eq!(moved, (PAGES + legacy.len()) as u64);
+    assert_eq!(moved, PAGES as u64);
     let mut visited = HashSet::new();
     state
         .for_each_page(|fp, record| {
@@ -655,12 +550,7 @@ fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2()
             true
         })
         .unwrap();
-    assert_eq!(visited.len(), PAGES + legacy.len());
-    assert_eq!(
-        state.db.scan([keys::PAGE]).count(),
-        0,
-        "format-2 records moved"
-    );
+    assert_eq!(visited.len(), PAGES);
     let mut due = 0;
     state
         .for_each_due(7, |_, _| {
@@ -668,7 +558,7 @@ fn a_new_policy_moves_every_page_once_over_many_chunks_and_records_of_format_2()
             true
         })
         .unwrap();
-    assert_eq!(due, PAGES + legacy.len(), "one due entry each, at 7");
+    assert_eq!(due, PAGES, "one due entry each, at 7");
 }
 
 /// The page-id runs listed in the index record, and those on disk.

@@ -58,7 +58,9 @@ pub struct Meta {
     /// `bloom_sized`, the size it started at.
     pub bloom_bits: u8,
     /// The filter grows with the crawl (see `sizing`); `bloom.bin`'s header
-    /// says its size. False in states of format 4 and before.
+    /// says its size. False when `--bloom-bits` fixed it, and in `bloom` mode
+    /// (and missing in the records of formats before 5, which the format
+    /// number refuses after they decode).
     #[serde(default)]
     pub bloom_sized: bool,
     /// Bloom filter hash count.

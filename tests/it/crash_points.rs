@@ -416,7 +416,6 @@ fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
         .map(|p| p.name)
         .filter(|name| !legcrawl::store::crash::repair_only(name))
         .filter(|name| !legcrawl::store::crash::dense_page_only(name))
-        .filter(|name| !legcrawl::store::crash::upgrade_only(name))
         .filter(|name| !legcrawl::store::crash::growth_only(name))
         .filter(|name| !counts.iter().any(|c| c.contains_key(*name)))
         .collect();

@@ -872,74 +872,6 @@ fn until_idle_then_a_held_host_gets_no_seed_requeued() {
     assert_eq!(sorted(versions(data.path())), expected);
 }
 
-/// Rewrites the state in `data` as format 2 kept it: page records under `p` ·
-/// fingerprint (version 2, then the same bincode body), no page ids, and the
-/// marker and metadata saying format 2. The state must be closed.
-fn make_format_2(data: &Path) {
-    let db = sled::open(data.join("db")).expect("open sled");
-    drop_page_id_runs(data, &db);
-    let mut pages = 0;
-    for entry in db.scan_prefix(b"P") {
-        let (key, value) = entry.expect("a page block");
-        for (fp, body) in block_entries(&value) {
-            let mut legacy_key = vec![b'p'];
-            legacy_key.extend_from_slice(fp);
-            let mut record = vec![2u8];
-            record.extend_from_slice(body);
-            db.insert(legacy_key, record).expect("insert");
-            pages += 1;
-        }
-        db.remove(&key).expect("remove");
-    }
-    assert!(pages > 0);
-    set_format(data, &db, 2);
-}
-
-/// Rewrites the state in `data` as format 3 kept it: the page-id index as one
-/// `f` · fingerprint → version byte, id entry per page instead of run files,
-/// and the marker and metadata saying format 3. The state must be closed.
-fn make_format_3(data: &Path) {
-    let db = sled::open(data.join("db")).expect("open sled");
-    drop_page_id_runs(data, &db);
-    for entry in db.scan_prefix(b"P") {
-        let (key, value) = entry.expect("a page block");
-        let first = u64::from_be_bytes(key[1..9].try_into().unwrap());
-        for (at, (fp, _)) in block_entries(&value).into_iter().enumerate() {
-            let mut id = vec![1u8];
-            id.extend_from_slice(&(first + at as u64).to_be_bytes());
-            db.insert([b"f", fp].concat(), id).expect("insert");
-        }
-    }
-    set_format(data, &db, 3);
-}
-
-/// Rewrites the due index of format 4 (`u` · due · chunk → fingerprints) as
-/// format 3 and before kept it: `v` · due · fingerprint → empty, one per page.
-fn unpack_due_index(db: &sled::Db) -> usize {
-    let mut entries = 0;
-    for entry in db.scan_prefix(b"u") {
-        let (key, value) = entry.expect("a due chunk");
-        assert_eq!(value[0], 1, "a due chunk of format 4");
-        for fp in value[1..].chunks(20) {
-            db.insert([&b"v"[..], &key[1..9], fp].concat(), vec![])
-                .expect("insert");
-            entries += 1;
-        }
-        db.remove(key).expect("remove");
-    }
-    entries
-}
-
-/// Removes the page-id index of format 4: its record (`k`) and its run files,
-/// and rewrites its due index as format 3 kept it.
-fn drop_page_id_runs(data: &Path, db: &sled::Db) {
-    assert!(unpack_due_index(db) > 0, "pages are due");
-    db.remove(b"k").expect("remove");
-    for file in page_id_runs(data) {
-        std::fs::remove_file(file).expect("remove a page-id run");
-    }
-}
-
 /// The page-id run files in `data/runs`.
 fn page_id_runs(data: &Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(data.join("runs")) else {
@@ -963,45 +895,6 @@ fn set_format(data: &Path, db: &sled::Db, format: u32) {
         format!("legcrawl state format {format}\n"),
     )
     .expect("marker");
-}
-
-/// The entries of a page block of format 3: version 3, then per page its
-/// fingerprint (20 bytes), the length of its record (u32, big-endian) and the
-/// record.
-fn block_entries(value: &[u8]) -> Vec<(&[u8], &[u8])> {
-    assert_eq!(value[0], 3, "a page block of format 3");
-    let mut rest = &value[1..];
-    let mut entries = Vec::new();
-    while !rest.is_empty() {
-        let (fp, tail) = rest.split_at(20);
-        let (len, tail) = tail.split_at(4);
-        let len = u32::from_be_bytes(len.try_into().unwrap()) as usize;
-        let (body, tail) = tail.split_at(len);
-        entries.push((fp, body));
-        rest = tail;
-    }
-    entries
-}
-
-/// The format the state's metadata says, and how many page records it keeps
-/// in each form: (format, `p` records, pages in `P` blocks, `f` ids).
-fn format_and_forms(data: &Path) -> (u32, usize, usize, usize) {
-    use legcrawl::store::records::{self, Meta};
-    let db = sled::open(data.join("db")).expect("open sled");
-    let meta: Meta = records::decode(&db.get(b"m").expect("get").expect("meta")).expect("meta");
-    let count = |prefix: &[u8]| db.scan_prefix(prefix).count();
-    let in_blocks = db
-        .scan_prefix(b"P")
-        .map(|entry| block_entries(&entry.expect("a page block").1).len())
-        .sum();
-    (meta.format, count(b"p"), in_blocks, count(b"f"))
-}
-
-/// The due index's entries of format 3 (`v`) and chunks of format 4 (`u`).
-fn due_forms(data: &Path) -> (usize, usize) {
-    let db = sled::open(data.join("db")).expect("open sled");
-    let count = |prefix: &[u8]| db.scan_prefix(prefix).count();
-    (count(b"v"), count(b"u"))
 }
 
 /// Revisits every page of `site` (crawled once into `data`, `n` pages and the
@@ -1031,86 +924,57 @@ fn revisit_finds_every_record(
     after
 }
 
+/// A state of an older format (2 to 4: no release ever wrote one) is
+/// refused by every command in one line that names the format and the last
+/// build that reads it, with exit 2, and nothing in it changes: no upgrade
+/// path is kept.
 #[test]
-fn a_state_of_format_2_is_revisited_from_its_records_and_becomes_current() {
-    const N: usize = 30;
-    const FORMAT: u32 = legcrawl::store::STATE_FORMAT;
+fn a_state_of_an_older_format_is_refused_in_one_line_and_left_as_it_is() {
+    const N: usize = 5;
     let site = ChangingSite::new(N);
-    let data = tempfile::tempdir().unwrap();
-    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
-    let before = pages(data.path(), false);
-    assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
-    make_format_2(data.path());
-    assert_eq!(format_and_forms(data.path()), (2, N + 1, 0, 0));
-    let marker = || std::fs::read_to_string(data.path().join("LEGCRAWL")).unwrap();
-    // Aborted before the metadata, then before the marker, says the new format.
-    for (point, format) in [("upgrade.meta:1", 2), ("upgrade.marker:1", FORMAT)] {
-        let mut cmd = legcrawl(data.path(), &["dump", "summary"]);
-        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, point);
-        let out = run(cmd, LIMIT);
-        assert_eq!(out.status.code(), None, "{point}: aborted");
-        assert_eq!(marker(), "legcrawl state format 2\n", "{point}");
-        assert_eq!(format_and_forms(data.path()).0, format, "{point}");
-    }
-    // Read as it is; the open finished the upgrade.
-    assert_eq!(pages(data.path(), false), before);
-    assert_eq!(marker(), format!("legcrawl state format {FORMAT}\n"));
-    assert_eq!(format_and_forms(data.path()), (FORMAT, N + 1, 0, 0));
-    // The revisit finds the old records, and each record moves to the id
-    // form once.
-    let after = revisit_finds_every_record(&site, &server, data.path(), N);
-    assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
-    assert!(
-        !page_id_runs(data.path()).is_empty(),
-        "page ids in run files"
-    );
-    for (path, record) in &after {
+    for format in [2u32, 3, 4] {
+        let data = tempfile::tempdir().unwrap();
+        let _server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
+        {
+            let db = sled::open(data.path().join("db")).expect("open sled");
+            set_format(data.path(), &db, format);
+        }
+        let files_before = tree_bytes(data.path());
+        for args in [&["dump", "summary"][..], &["crawl"], &["repair"]] {
+            let out = run(legcrawl(data.path(), args), LIMIT);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+            assert!(
+                err.contains(&format!("state format {format}"))
+                    && err.contains(legcrawl::store::LAST_BUILD_READING_OLD_FORMATS),
+                "{args:?}: {err}"
+            );
+        }
         assert_eq!(
-            record["first_fetched"], before[path]["first_fetched"],
-            "{path}"
+            tree_bytes(data.path()),
+            files_before,
+            "format {format}: untouched"
         );
     }
 }
 
-#[test]
-fn a_state_of_format_3_moves_its_page_ids_to_a_run_exactly_once() {
-    const N: usize = 30;
-    const FORMAT: u32 = legcrawl::store::STATE_FORMAT;
-    let site = ChangingSite::new(N);
-    let data = tempfile::tempdir().unwrap();
-    let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
-    let before = pages(data.path(), false);
-    make_format_3(data.path());
-    assert_eq!(format_and_forms(data.path()), (3, 0, N + 1, N + 1));
-    assert_eq!(due_forms(data.path()), (N + 1, 0), "one due entry per page");
-    // Aborted before the run is listed (the file written is garbage), then
-    // before the first batch of `f` deletions: the ids stay in `f` until the
-    // index lists their run, and the state says the new format throughout.
-    for point in ["upgrade.ids_index:1", "upgrade.ids_clean:1"] {
-        let mut cmd = legcrawl(data.path(), &["dump", "summary"]);
-        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, point);
-        let out = run(cmd, LIMIT);
-        assert_eq!(out.status.code(), None, "{point}: aborted");
-        assert_eq!(
-            format_and_forms(data.path()),
-            (FORMAT, 0, N + 1, N + 1),
-            "{point}"
-        );
+/// Every file under `dir` (but the lock-free marker's temp) with its bytes.
+fn tree_bytes(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).expect("read");
+                files.insert(path, bytes);
+            }
+        }
     }
-    assert_eq!(pages(data.path(), false), before);
-    assert_eq!(format_and_forms(data.path()), (FORMAT, 0, N + 1, 0));
-    // The revisit finds every page by its id.
-    revisit_finds_every_record(&site, &server, data.path(), N);
-    // The due entries of format 3 were queued and removed; the pages are due
-    // again in chunks.
-    let (legacy, chunks) = due_forms(data.path());
-    assert_eq!(legacy, 0);
-    assert!(chunks > 0 && chunks < N, "{chunks} chunks");
-    // The file of the aborted move was removed by the crawl's checkpoint:
-    // every page-id run on disk is one the index lists.
-    let db = sled::open(data.path().join("db")).expect("open sled");
-    let index = db.get(b"k").expect("get").expect("a page-id index");
-    assert_eq!((index.len() - 9) / 16, page_id_runs(data.path()).len());
+    files
 }
 
 /// A page-id run file deleted, cut short, with its header zeroed (found by any

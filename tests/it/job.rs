@@ -279,16 +279,17 @@ fn a_crash_between_the_job_and_the_run_begin_stores_neither() {
     assert_eq!(server.hits("/b/1"), 0);
 }
 
-/// A state an earlier build wrote has runs and no job: its first open by
-/// this build makes one from the crawl file it remembers, and says so once.
+/// A state an earlier build wrote has runs and no job: the one-time job
+/// creation went with the other upgrades (issue 28), so the crawl refuses it
+/// in one line naming the last build that makes its job, exit 2, and begins
+/// no run.
 #[test]
-fn a_state_without_a_job_gets_one_from_its_remembered_crawl_file() {
+fn a_state_without_a_job_is_refused_in_one_line() {
     let server = two_sections();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("state");
     {
-        // What an earlier build left: a run without a job, a seed, and the
-        // copy of its crawl file.
+        // What an earlier build left: a run without a job, and a seed.
         let options = legcrawl::store::OpenOptions {
             create: true,
             begin_run: true,
@@ -301,34 +302,17 @@ fn a_state_without_a_job_gets_one_from_its_remembered_crawl_file() {
             .end_run(legcrawl::store::records::RunOutcome::Limit)
             .unwrap();
     }
-    let original = dir.path().join("site.toml");
-    std::fs::write(
-        data.join("crawl.toml"),
-        format!(
-            "# legcrawl: the crawl file this state runs with, copied from {}\n[scope]\nallow = [\"/a/1$\"]\n",
-            original.display()
-        ),
-    )
-    .unwrap();
     let out = run(legcrawl(&data, &["crawl"]), LIMIT);
-    assert_ok(&out);
-    let notes: Vec<_> = stderr(&out)
-        .lines()
-        .filter(|l| l.contains("has no stored job"))
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(notes.len(), 1, "{}", stderr(&out));
-    assert!(notes[0].contains("site.toml"), "{}", notes[0]);
-    assert_eq!(server.hits("/a/1"), 1);
-    assert_eq!(server.hits("/b/1"), 0, "the remembered scope holds");
-    let out = run(legcrawl(&data, &["crawl"]), LIMIT);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
-        !stderr(&out).contains("has no stored job"),
-        "{}",
-        stderr(&out)
+        err.contains("no stored job")
+            && err.contains(legcrawl::store::LAST_BUILD_READING_OLD_FORMATS),
+        "{err}"
     );
-    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
-    assert_eq!(jobs[1..], [serde_json::json!(1), serde_json::json!(1)]);
+    assert_eq!(runs(&data).len(), 1, "no run begun");
+    assert_eq!(server.hits("/"), 0);
 }
 
 #[test]

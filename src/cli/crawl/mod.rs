@@ -13,7 +13,6 @@ use legcrawl::engine::scope::{Scope, leg_config};
 use legcrawl::job;
 use legcrawl::legs::{Leg, Sitemap, SitemapSettings};
 use legcrawl::shared::SharedTarget;
-use legcrawl::store::State;
 
 mod report;
 mod runtime;
@@ -451,36 +450,6 @@ fn with_run_options(mut config: CrawlConfig, draft: &CrawlConfig) -> CrawlConfig
     config
 }
 
-/// A state written by an earlier legcrawl has runs but no job: it is made from
-/// the crawl file the state remembers (`crawl.toml`), when no `--config` is
-/// given, and one line says so.
-fn legacy_file(state: &State, given: Option<&CrawlFile>) -> anyhow::Result<Option<CrawlFile>> {
-    let dir = state.dir();
-    let remembered = match given {
-        Some(_) => None,
-        None => legcrawl::store::remembered_crawl_file(dir)?,
-    };
-    let file = match &remembered {
-        Some(copy) => Some(crawlfile::parse(&copy.text, &copy.path).map_err(|e| {
-            BadInput(format!(
-                "{e} (in the copy {} keeps)",
-                dir.join(legcrawl::store::CRAWL_FILE).display()
-            ))
-        })?),
-        None => None,
-    };
-    let from = match (given, &remembered) {
-        (Some(file), _) => format!("the crawl file {}", file.path.display()),
-        (None, Some(copy)) => format!("the crawl file it ran with ({})", copy.path.display()),
-        (None, None) => "the defaults".into(),
-    };
-    say!(
-        "legcrawl: {} has no stored job (an earlier legcrawl wrote it): its job is made from {from}, its stored seeds and the flags given (`legcrawl dump job` prints it)",
-        dir.display()
-    );
-    Ok(file)
-}
-
 /// Sets `slot` when the flag was given.
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(value) = value {
@@ -535,18 +504,24 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         super::reset::delete_state(&draft.data_dir)?;
     }
     let state = engine::open_state(&draft)?;
-    // The job: the crawl file given, else the stored job (made once from what
-    // an earlier build left), then the flags.
+    // The job: the crawl file given, else the stored job, then the flags.
     let stored = state.latest_job()?;
-    // No run is begun yet: the previous run is the last one recorded.
-    let legacy = match (&stored, state.previous_run()?.is_none()) {
-        (None, false) => legacy_file(&state, file.as_ref())?,
-        _ => None,
-    };
+    // No run is begun yet: the previous run is the last one recorded. This
+    // build stores the job with the first run; runs without one were left by
+    // a build before stored jobs, and the one-time job creation went with the
+    // other upgrades (issue 28).
+    if stored.is_none() && state.previous_run()?.is_some() {
+        return Err(BadInput(format!(
+            "{}: has runs but no stored job (an earlier build wrote it); the last build that makes its job is legcrawl commit {}: run it once on this state",
+            state.dir().display(),
+            legcrawl::store::LAST_BUILD_READING_OLD_FORMATS
+        ))
+        .into());
+    }
     let facts = engine::job_facts(&state, &draft.seeds)?;
     let resolved = job::resolve(
         stored.as_ref().map(|j| (j.version, j.text.as_str())),
-        file.as_ref().or(legacy.as_ref()),
+        file.as_ref(),
         |c| args.apply_job_flags(c),
         &facts,
     )?;
