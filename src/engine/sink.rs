@@ -19,10 +19,7 @@
 //!   item, appending to whatever complete lines the file holds — only the
 //!   items committed after the cursor are written;
 //! - **a path new to this state** starts at the current end of the item store;
-//!   what the file holds stays, and lines are appended after it;
-//! - **a path of a state written before cursors**, which has only the item that
-//!   was next when the file was first used (its watermark): the file's
-//!   complete lines count from there, as they did then.
+//!   what the file holds stays, and lines are appended after it.
 //!
 //! Outside the same-file case a last line without its newline is cut off too,
 //! so that the next line starts on a line of its own. The cursor is then
@@ -135,15 +132,7 @@ impl Sink {
                 continued(&mut file, path, cursor.bytes, cursor.next, items)?
             }
             Some(cursor) => (last_line_end(&file, len).map_err(io_err)?, cursor.next),
-            None => {
-                // A state written before cursors kept the item that was next
-                // when the file was first used, under the file's canonical path.
-                let canonical = path.canonicalize().map_err(io_err)?;
-                match state.output_watermark(&canonical.to_string_lossy())? {
-                    Some(start) => continued(&mut file, path, 0, start, items)?,
-                    None => (last_line_end(&file, len).map_err(io_err)?, items),
-                }
-            }
+            None => (last_line_end(&file, len).map_err(io_err)?, items),
         };
         cut_to(&file, len, bytes).map_err(io_err)?;
         file.seek(SeekFrom::End(0)).map_err(io_err)?;

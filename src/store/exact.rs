@@ -55,8 +55,7 @@ const INDEX_VERSION: u8 = 2;
 const PLACE_SLED: u8 = 0;
 /// ...or a file in `runs/`.
 const PLACE_FILE: u8 = 1;
-/// Version byte of a chunk record (chunks written before it have none: their
-/// length is a multiple of 20, a versioned one's is not).
+/// Version byte of a chunk record.
 const CHUNK_VERSION: u8 = 1;
 /// Length of a fingerprint.
 const FP: usize = 20;
@@ -108,12 +107,10 @@ pub(super) fn encode_chunk(fps: &[Fingerprint]) -> Vec<u8> {
     value
 }
 
-/// The fingerprints of a chunk record (versioned, or of an older state without
-/// the version byte); `None` when its length fits neither.
+/// The fingerprints of a chunk record; `None` for any other layout.
 pub(super) fn chunk_body(value: &[u8]) -> Option<&[u8]> {
-    match value.len() % FP {
-        0 => Some(value),
-        1 if value[0] == CHUNK_VERSION => Some(&value[1..]),
+    match value.split_first() {
+        Some((&CHUNK_VERSION, body)) if body.len() % FP == 0 => Some(body),
         _ => None,
     }
 }

@@ -230,10 +230,8 @@ impl Frontier {
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
                 .map(u32::from_be_bytes)
                 .ok_or_else(|| db.corrupt("host index", &key, "bad key length"))?;
-            // Names written before the version byte start with the name itself.
-            let name = match value.split_first() {
-                Some((&keys::SMALL_VERSION, name)) => name,
-                _ => &value[..],
+            let Some((&keys::SMALL_VERSION, name)) = value.split_first() else {
+                return Err(db.corrupt("host index", &key, "unknown version"));
             };
             let name = String::from_utf8(name.to_vec())
                 .map_err(|_| db.corrupt("host index", &key, "not UTF-8"))?;

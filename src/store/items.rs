@@ -1,11 +1,10 @@
 //! The items table: item records (`i`), numbered in the order they were stored,
-//! the cursors of `--output` files (`O`) and, from states written before
-//! cursors, their watermarks (`o`).
+//! and the cursors of `--output` files (`O`).
 //!
 //! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`] of items)
 //! keyed by the sequence number of its first item: a version byte, then each
-//! item length-prefixed — raw-deflated ([`keys::ITEM_RECORD_DEFLATED`], what is
-//! written now) or as it is ([`keys::ITEM_RECORD_VERSION`], still read). Items below the durable mark may be streamed to `--output`;
+//! item length-prefixed, raw-deflated ([`keys::ITEM_RECORD_DEFLATED`]). Items
+//! below the durable mark may be streamed to `--output`;
 //! a sealed group's items are in the database as soon as its batch is applied,
 //! but are not streamed before its receipt.
 //!
@@ -22,12 +21,9 @@
 //! unsynced (crash point `output.advance`), and the next sync of the
 //! database (the next group's, the end of the run's, sled's periodic flush
 //! or its close) makes it durable. So a durable cursor lags the file by at
-//! most the lines of the last group streamed. A watermark (`o`, written by
-//! builds before cursors) is only the item
-//! that was next when the file was first used: it is read for a path
-//! without a cursor, once. Depends on `table`, `keys` and [`crate::item`].
+//! most the lines of the last group streamed. Depends on `table`, `keys` and
+//! [`crate::item`].
 
-use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 
@@ -251,24 +247,6 @@ impl Items {
         Ok(())
     }
 
-    /// The watermark of the output file `path` (canonical path string),
-    /// recorded as builds before cursors recorded it (the current end of the
-    /// item store) when it has none. Only tests write watermarks now: a state
-    /// of such a build is made with it.
-    #[cfg(test)]
-    pub(super) fn output_start(&self, db: &Db, path: &str) -> Result<u64, StoreError> {
-        if let Some(start) = watermark(db, path)? {
-            return Ok(start);
-        }
-        let key = keys::with_prefix(keys::OUTPUT, path.as_bytes());
-        let start = self.next;
-        db.tree()
-            .insert(&key, keys::versioned(&start.to_be_bytes()))
-            .map_err(|e| db.error(e))?;
-        db.tree().flush().map_err(|e| db.error(e))?;
-        Ok(start)
-    }
-
     /// Hands over the cursor of the output path `path`: into the open group
     /// when `batch` (the open group's) holds anything, so that it is sealed
     /// with it; otherwise written into the database at once, without a sync
@@ -294,18 +272,6 @@ impl Items {
     }
 }
 
-/// The watermark of the output file `path` (canonical path string), if one
-/// was recorded.
-fn watermark(db: &Db, path: &str) -> Result<Option<u64>, StoreError> {
-    let key = keys::with_prefix(keys::OUTPUT, path.as_bytes());
-    match db.get(&key)? {
-        None => Ok(None),
-        Some(value) => keys::versioned_body::<8>(&value)
-            .map(|bytes| Some(u64::from_be_bytes(bytes)))
-            .ok_or_else(|| db.corrupt("output", &key, "not a version byte and 8 bytes")),
-    }
-}
-
 /// The cursor of the output path `path`, if one was recorded.
 fn cursor(db: &Db, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
     let key = cursor_key(path);
@@ -323,13 +289,6 @@ impl State {
     /// directory, see [`crate::engine::sink`]), if this state has one.
     pub fn output_cursor(&self, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
         cursor(&self.db, path)
-    }
-
-    /// The watermark a build before output cursors recorded for the output
-    /// file `path` (its canonical path string): the first item written
-    /// there. Only read: this build writes cursors.
-    pub fn output_watermark(&self, path: &str) -> Result<Option<u64>, StoreError> {
-        watermark(&self.db, path)
     }
 
     /// Records the cursor of the output path `path` and makes it durable at
@@ -388,20 +347,21 @@ fn deflated(compress: &mut Compress, body: &[u8]) -> Vec<u8> {
     }
 }
 
-/// The items of an item record (length-prefixed), its version checked and,
-/// for a deflated record, inflated.
-pub(super) fn record_body<'v>(
-    db: &Db,
-    key: &[u8],
-    value: &'v [u8],
-) -> Result<Cow<'v, [u8]>, StoreError> {
+/// The items of an item record (length-prefixed), its version checked and
+/// its body inflated; why not, when it cannot be read. The one decoder of
+/// item records: `repair` counts items with it too.
+pub(super) fn decode_record(value: &[u8]) -> Result<Vec<u8>, String> {
     match value.split_first() {
-        Some((&keys::ITEM_RECORD_VERSION, rest)) => Ok(Cow::Borrowed(rest)),
-        Some((&keys::ITEM_RECORD_DEFLATED, rest)) => inflate(rest)
-            .map(Cow::Owned)
-            .map_err(|e| db.corrupt("item", key, &format!("cannot inflate: {e}"))),
-        _ => Err(db.corrupt("item", key, "unknown item record version")),
+        Some((&keys::ITEM_RECORD_DEFLATED, rest)) => {
+            inflate(rest).map_err(|e| format!("cannot inflate: {e}"))
+        }
+        _ => Err("unknown item record version".to_owned()),
     }
+}
+
+/// [`decode_record`], its failure naming the record as damage.
+pub(super) fn record_body(db: &Db, key: &[u8], value: &[u8]) -> Result<Vec<u8>, StoreError> {
+    decode_record(value).map_err(|reason| db.corrupt("item", key, &reason))
 }
 
 /// A raw-deflated body, inflated.
@@ -427,20 +387,20 @@ mod tests {
     }
 
     #[test]
-    fn both_record_versions_read_and_others_are_errors() {
+    fn deflated_records_read_and_others_are_errors() {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = Db::new(crate::store::db::Sled::scratch(dir.path()), dir.path());
         let mut body = Vec::new();
         body.extend_from_slice(&3u32.to_be_bytes());
         body.extend_from_slice(b"abc");
-        let plain = [&[keys::ITEM_RECORD_VERSION][..], &body].concat();
         let mut compress = Compress::new(Compression::fast(), false);
         let packed = deflated(&mut compress, &body);
-        for value in [plain, packed] {
-            let read = record_body(&db, b"i", &value).expect("readable");
-            let items: Vec<_> = keys::length_prefixed(&read).collect();
-            assert_eq!(items, [Ok(&b"abc"[..])]);
-        }
+        let read = record_body(&db, b"i", &packed).expect("readable");
+        let items: Vec<_> = keys::length_prefixed(&read).collect();
+        assert_eq!(items, [Ok(&b"abc"[..])]);
+        // The plain form of states before 2026-12-03 (version 2) is not read.
+        let plain = [&[2u8][..], &body].concat();
+        assert!(record_body(&db, b"i", &plain).is_err());
         assert!(record_body(&db, b"i", &[9, 1, 2]).is_err());
         assert!(record_body(&db, b"i", &[keys::ITEM_RECORD_DEFLATED, 0xff, 0xff]).is_err());
     }

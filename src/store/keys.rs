@@ -23,15 +23,12 @@ pub(crate) const EXACT_RUN: u8 = b'S';
 pub(crate) const EXACT_INDEX: &[u8] = b"e";
 /// Bloom journal: `j` · group sequence (u64) · part (u16) → [`JOURNAL_VERSION`],
 /// then fingerprints of the group, concatenated, at most [`MAX_VALUE_BYTES`] per
-/// part (entries written before the version byte are read too: their length is
-/// a multiple of 20).
+/// part (read by [`journal_body`]).
 pub(crate) const JOURNAL: u8 = b'j';
 /// Version byte of a journal entry.
 pub(crate) const JOURNAL_VERSION: u8 = 1;
 /// Version byte of the small fixed-size records: counters, output watermarks,
-/// the cycle start, host ids and names. Records written before it have none;
-/// they are told apart by their length (or, for host names, by the first byte,
-/// which a host name never starts with).
+/// the cycle start, host ids and names.
 pub(crate) const SMALL_VERSION: u8 = 1;
 /// Largest packed value written (queue records, item records, journal parts close
 /// at this size). sled 0.34 splits a leaf at 16 entries and writes any node image
@@ -40,11 +37,10 @@ pub(crate) const SMALL_VERSION: u8 = 1;
 pub(crate) const MAX_VALUE_BYTES: usize = 6 * 1024;
 /// Items: `i` · sequence of the record's first item (u64) → items of one
 /// completion group (a group writes several records past [`MAX_VALUE_BYTES`]),
-/// numbered on from the key's: the version byte [`ITEM_RECORD_VERSION`],
-/// then per item its length (u32, big-endian) and the item as `item::encode` writes it.
+/// numbered on from the key's: the version byte [`ITEM_RECORD_DEFLATED`],
+/// then, raw-deflated, per item its length (u32, big-endian) and the item as
+/// `item::encode` writes it.
 pub(crate) const ITEM: u8 = b'i';
-/// Version byte of an item record whose body is stored as it is.
-pub(crate) const ITEM_RECORD_VERSION: u8 = 2;
 /// Version byte of an item record whose body (the same length-prefixed items)
 /// is raw-deflated: what the items table writes since 2026-12-03. A group's
 /// items repeat their keys and much of their URLs, so this takes a quarter to
@@ -56,15 +52,11 @@ pub(crate) const RUN: u8 = b'r';
 pub(crate) const COUNTER: u8 = b'c';
 /// Seeds: `d` · URL → empty.
 pub(crate) const SEED: u8 = b'd';
-/// Output-file watermarks: `o` · path → [`SMALL_VERSION`], then the first item
-/// sequence written to it (u64, big-endian).
-pub(crate) const OUTPUT: u8 = b'o';
 /// Output cursors: `O` · path of an `--output` file (its directory made
 /// canonical, then its name: the key names the path even when no file is
 /// there) → [`SMALL_VERSION`], then the device and inode of the file written
 /// there, the bytes written to it (the end of the last complete line) and the
-/// next item sequence number (four u64, big-endian; see `items`). A path with
-/// a cursor no longer reads its [`OUTPUT`] watermark.
+/// next item sequence number (four u64, big-endian; see `items`).
 pub(crate) const OUTPUT_CURSOR: u8 = b'O';
 
 /// WARC marks: `w` · canonical path of a WARC file → [`SMALL_VERSION`], then
@@ -186,18 +178,26 @@ pub(crate) fn versioned_u64(n: u64) -> [u8; 9] {
     value
 }
 
-/// A counter's value as [`versioned_u64`] writes it, or as 8 bytes without the
-/// version byte (states written before it); `None` for any other layout.
+/// A counter's value as [`versioned_u64`] writes it; `None` for any other
+/// layout.
 pub(crate) fn read_versioned_u64(value: &[u8]) -> Option<u64> {
     versioned_body::<8>(value).map(u64::from_le_bytes)
 }
 
-/// A small record of `N` bytes after [`SMALL_VERSION`] (or of `N` bytes alone,
-/// written before the version byte): the `N` bytes.
+/// A small record of `N` bytes after [`SMALL_VERSION`]: the `N` bytes.
 pub(crate) fn versioned_body<const N: usize>(value: &[u8]) -> Option<[u8; N]> {
     match value.split_first() {
         Some((&SMALL_VERSION, body)) if body.len() == N => body.try_into().ok(),
-        _ if value.len() == N => value.try_into().ok(),
+        _ => None,
+    }
+}
+
+/// The fingerprints of a journal entry ([`JOURNAL`]): 20 bytes each after
+/// [`JOURNAL_VERSION`]; `None` for any other layout. The one decoder of
+/// journal entries (the open's replay and `repair` read them).
+pub(crate) fn journal_body(value: &[u8]) -> Option<&[u8]> {
+    match value.split_first() {
+        Some((&JOURNAL_VERSION, body)) if body.len() % 20 == 0 => Some(body),
         _ => None,
     }
 }

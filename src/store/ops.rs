@@ -572,14 +572,4 @@ impl State {
     pub fn blocked(&self) -> Result<Vec<Blocked>, StoreError> {
         robots::blocked(&self.db)
     }
-
-    /// The watermark (`o`) of the output file `path` (canonical path string)
-    /// that builds before output cursors kept, recorded when it has none: for
-    /// tests that make such a state. The sink keeps a cursor per output
-    /// ([`State::output_cursor`]) and only reads a watermark
-    /// ([`State::output_watermark`]), for a path without a cursor.
-    #[cfg(test)]
-    pub(crate) fn output_start(&mut self, path: &str) -> Result<u64, StoreError> {
-        self.items.output_start(&self.db, path)
-    }
 }

@@ -514,16 +514,9 @@ fn scan_trial(
         if key.first() == Some(&keys::ITEM) {
             let first = keys::u64_after_prefix(&key)
                 .ok_or_else(|| damaged(format!("item key {key:?} is too short")))?;
-            let count = match value.split_first() {
-                Some((&keys::ITEM_RECORD_VERSION, rest)) => keys::length_prefixed(rest).count(),
-                Some((&keys::ITEM_RECORD_DEFLATED, rest)) => {
-                    let body = super::items::inflate(rest).map_err(|e| {
-                        damaged(format!("item record {key:?} cannot be inflated: {e}"))
-                    })?;
-                    keys::length_prefixed(&body).count()
-                }
-                _ => return Err(damaged(format!("item record {key:?} has no known version"))),
-            };
+            let body = super::items::decode_record(&value)
+                .map_err(|reason| damaged(format!("item record {key:?}: {reason}")))?;
+            let count = keys::length_prefixed(&body).count();
             found.items = found.items.max(first + count as u64);
         } else if *key == *pages_key {
             found.pages = keys::read_versioned_u64(&value).unwrap_or_default();
@@ -739,12 +732,7 @@ pub(super) fn visit_exact(
     }
     for entry in db.scan_prefix([keys::JOURNAL]) {
         let (key, value) = entry.map_err(db_err)?;
-        let body = match value.len() % 20 {
-            0 => &value[..],
-            1 if value[0] == keys::JOURNAL_VERSION => &value[1..],
-            _ => return Err(corrupt("journal", &key)),
-        };
-        take(body);
+        take(keys::journal_body(&value).ok_or_else(|| corrupt("journal", &key))?);
     }
     Ok(visited)
 }

@@ -180,18 +180,13 @@ impl SeenSet {
             let (key, value) = entry?;
             let seq = keys::u64_after_prefix(&key)
                 .ok_or_else(|| db.corrupt("journal", &key, "short key"))?;
-            let body = match value.len() % 20 {
-                // Written before journal entries had a version byte.
-                0 => &value[..],
-                1 if value[0] == keys::JOURNAL_VERSION => &value[1..],
-                _ => {
-                    return Err(db.corrupt(
-                        "journal",
-                        &key,
-                        "length is not a version byte and a multiple of 20",
-                    ));
-                }
-            };
+            let body = keys::journal_body(&value).ok_or_else(|| {
+                db.corrupt(
+                    "journal",
+                    &key,
+                    "not a version byte and a multiple of 20 bytes",
+                )
+            })?;
             for chunk in body.chunks_exact(20) {
                 let mut fp = [0u8; 20];
                 fp.copy_from_slice(chunk);

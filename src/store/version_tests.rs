@@ -1,5 +1,5 @@
-//! Every stored value starts with a version byte, and the values written before
-//! some records had one are still read.
+//! Every stored value starts with a version byte, and a value without one
+//! (as states before 2026-12-03 wrote some) is damage, not another form.
 
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
@@ -17,7 +17,6 @@ const LATE: &[(u8, &str)] = &[
     (keys::COUNTER, "counter"),
     (keys::HOST, "host name"),
     (keys::HOST_BY_NAME, "host id"),
-    (keys::OUTPUT, "output watermark"),
     (keys::CYCLE[0], "cycle start"),
 ];
 
@@ -61,7 +60,6 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     }
     state.commit().unwrap();
     move_runs_into_sled(&mut state, dir.path(), exact::CHUNK_FPS);
-    let watermark = state.output_start("/tmp/out.jsonl").unwrap();
     state.start_cycle(1_700_000_000, &[]).unwrap();
     let counters = state.counter("seen/unique");
     assert_eq!(counters, 150);
@@ -87,13 +85,8 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
             legacy.push((key, value[1..].to_vec()));
         }
     }
-    // Written as a state from before the version bytes would have them.
-    for (key, value) in legacy {
-        state.db.tree().insert(key, value).unwrap();
-    }
-    state.db.tree().flush().unwrap();
+    // Read back as they are.
     drop(state);
-
     let mut state = open(dir.path());
     for n in 0..150 {
         let fp = fingerprint(&Request::get(url(n)), &[]);
@@ -107,8 +100,31 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
         .map(|h| h.name.clone())
         .collect();
     assert_eq!(reread, hosts);
-    assert_eq!(state.output_start("/tmp/out.jsonl").unwrap(), watermark);
     state.resume_cycle(&[]).unwrap();
+    // Without its version byte, a journal entry or a host name is damage
+    // that the open names (states written before the bytes are not read).
+    for (namespace, what) in [(keys::JOURNAL, "journal"), (keys::HOST, "host index")] {
+        let (key, value) = state
+            .db
+            .tree()
+            .scan_prefix([namespace])
+            .next()
+            .unwrap()
+            .unwrap();
+        state.db.tree().insert(&key, &value[1..]).unwrap();
+        state.db.tree().flush().unwrap();
+        drop(state);
+        let error = crate::store::State::open(dir.path(), &crate::store::OpenOptions::default())
+            .err()
+            .unwrap_or_else(|| panic!("{what}: opened without its version byte"));
+        assert!(error.to_string().contains(what), "{what}: {error}");
+        let reopened = sled::open(dir.path().join("db")).unwrap();
+        reopened.insert(&key, value).unwrap();
+        reopened.flush().unwrap();
+        drop(reopened);
+        state = open(dir.path());
+    }
+    drop(state);
 }
 
 /// Exact runs were kept in sled before run files, in chunks of 4,096

@@ -9,9 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use legcrawl::engine::sink::cursor_path;
 use legcrawl::store::crash::CRASH_AT_ENV;
-use legcrawl::store::{OpenOptions, State};
 
 use crate::support::TestServer;
 use crate::support::changing::{ChangingSite, page_path};
@@ -294,57 +292,4 @@ fn a_copy_put_in_place_after_a_crash_is_the_same_file() {
     setup.crawl(false);
     assert_eq!(lines(&setup.output()), setup.items(), "exact");
     assert_eq!(setup.items().len(), PAGES + 1);
-}
-
-#[test]
-fn a_state_with_only_a_watermark_counts_the_file_once_then_keeps_a_cursor() {
-    let setup = Setup::new();
-    setup.crawl(true);
-    // As a build before cursors left it: the path's watermark (the first
-    // item written there, under the file's canonical path), no cursor.
-    {
-        let db = sled::open(setup.state().join("db")).expect("open sled");
-        let cursors: Vec<_> = db
-            .scan_prefix(b"O")
-            .map(|entry| entry.expect("a cursor").0)
-            .collect();
-        assert_eq!(cursors.len(), 1, "one cursor");
-        for key in cursors {
-            db.remove(key).expect("remove");
-        }
-        let canonical = setup.output().canonicalize().expect("canonical");
-        let key = [b"o", canonical.to_str().expect("UTF-8").as_bytes()].concat();
-        db.insert(key, [&[1u8][..], &0u64.to_be_bytes()].concat())
-            .expect("insert");
-        db.flush().expect("flush");
-    }
-    setup.site.edit(9);
-    setup.crawl(false);
-    assert_eq!(
-        lines(&setup.output()),
-        setup.items(),
-        "counted from the watermark"
-    );
-    {
-        let state = State::open(&setup.state(), &OpenOptions::default()).expect("open");
-        let key = cursor_path(&setup.output()).expect("cursor path");
-        let cursor = state
-            .output_cursor(&key)
-            .expect("read")
-            .expect("a cursor now");
-        assert_eq!(cursor.next, PAGES as u64 + 2);
-        assert_eq!(
-            cursor.bytes,
-            std::fs::metadata(setup.output()).expect("output").len()
-        );
-    }
-    let moved = setup.move_away("items.1.jsonl");
-    setup.site.edit(9);
-    setup.crawl(false);
-    assert_eq!(lines(&setup.output()), pages_at(&[9], 3));
-    let all: Vec<_> = lines(&moved)
-        .into_iter()
-        .chain(lines(&setup.output()))
-        .collect();
-    assert_eq!(all, setup.items());
 }
