@@ -54,8 +54,6 @@ pub struct Checkpoint {
     files: HashMap<u64, Arc<RunFile>>,
     /// The id of the run this checkpoint writes.
     run_id: u64,
-    /// Runs in sled nothing reads any more (an older state's).
-    garbage: Vec<u64>,
     /// Run files nothing reads any more.
     garbage_files: Vec<u64>,
     /// The page-id index's share, if it has something to do.
@@ -72,8 +70,6 @@ pub struct Checkpointed {
     new_file: Option<(u64, Arc<RunFile>)>,
     /// Runs merged into the new one: garbage once the state reads the new index.
     merged: Vec<u64>,
-    /// Garbage runs in sled this checkpoint removed.
-    collected: Vec<u64>,
     /// Garbage run files this checkpoint removed.
     collected_files: Vec<u64>,
     /// What it did with the page-id index.
@@ -117,7 +113,6 @@ impl Checkpoint {
             runs,
             new_file,
             merged,
-            collected: self.garbage,
             collected_files: self.garbage_files,
             ids,
         })
@@ -183,21 +178,11 @@ impl Checkpoint {
         })
     }
 
-    /// Removes the runs nothing reads (merged by the last checkpoint, or
-    /// orphaned by a crash before an index switch): files, and an older
-    /// state's chunks in sled.
+    /// Removes the run files nothing reads (merged by the last checkpoint, or
+    /// orphaned by a crash before an index switch).
     fn collect_garbage(&self) -> Result<(), StoreError> {
         for &run in &self.garbage_files {
             runfile::remove(&self.dir, run)?;
-        }
-        for &run in &self.garbage {
-            let mut batch = sled::Batch::default();
-            for entry in self.db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run)) {
-                let (key, _) = entry.map_err(|e| self.db_error(e))?;
-                batch.remove(key);
-            }
-            crash::point("checkpoint.gc");
-            self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
         }
         Ok(())
     }
@@ -205,8 +190,8 @@ impl Checkpoint {
     /// Merges full tiers into the sealed records and writes them as the new
     /// run's file; returns the index that lists it, the runs it replaced and
     /// the file, mapped. The merge streams: runs are read in order (a file
-    /// through its map, after its checksum was checked; an older state's run
-    /// in sled chunk by chunk) and the new file is written as it forms, so
+    /// through its map, after its checksum was checked) and the new file is
+    /// written as it forms, so
     /// memory stays a few buffers, however large the runs.
     fn write_new_run(
         &self,
@@ -231,16 +216,16 @@ impl Checkpoint {
         let width = kind.width();
         let mut sources = vec![RunReader::Memory(from.seal)];
         for &run in &merged {
-            sources.push(match from.files.get(&run) {
-                Some(file) => {
-                    file.verify()?;
-                    RunReader::File {
-                        body: file.body(),
-                        at: 0,
-                        width,
-                    }
-                }
-                None => RunReader::stored(self, run),
+            let file = from.files.get(&run).ok_or_else(|| StoreError::Corrupt {
+                path: self.dir.clone(),
+                what: format!("run {run}"),
+                reason: "listed in the index without its file".into(),
+            })?;
+            file.verify()?;
+            sources.push(RunReader::File {
+                body: file.body(),
+                at: 0,
+                width,
             });
         }
         let mut writer = RunFileWriter::create_kind(&self.dir, kind, from.run_id)?;
@@ -319,8 +304,7 @@ struct Sources<'c> {
 }
 
 /// The records of one merge source, in order: the sorted records being
-/// sealed, a run file's body, or an older state's exact run in sled, read
-/// chunk by chunk.
+/// sealed, or a run file's body.
 enum RunReader<'c> {
     Memory(Box<dyn Iterator<Item = Record> + 'c>),
     File {
@@ -328,24 +312,9 @@ enum RunReader<'c> {
         at: usize,
         width: usize,
     },
-    Stored {
-        job: &'c Checkpoint,
-        chunks: Box<sled::Iter>,
-        chunk: Vec<Fingerprint>,
-        at: usize,
-    },
 }
 
 impl<'c> RunReader<'c> {
-    fn stored(job: &'c Checkpoint, run: u64) -> RunReader<'c> {
-        RunReader::Stored {
-            job,
-            chunks: Box::new(job.db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run))),
-            chunk: Vec::new(),
-            at: 0,
-        }
-    }
-
     /// The next record, `None` at the end.
     fn next_record(&mut self) -> Result<Option<Record>, StoreError> {
         match self {
@@ -359,35 +328,6 @@ impl<'c> RunReader<'c> {
                 record[..*width].copy_from_slice(bytes);
                 Ok(Some(record))
             }
-            RunReader::Stored {
-                job,
-                chunks,
-                chunk,
-                at,
-            } => loop {
-                if let Some(fp) = chunk.get(*at) {
-                    *at += 1;
-                    let mut record = [0u8; RECORD];
-                    record[..20].copy_from_slice(fp);
-                    return Ok(Some(record));
-                }
-                let Some(entry) = chunks.next() else {
-                    return Ok(None);
-                };
-                let (key, value) = entry.map_err(|e| job.db_error(e))?;
-                let body = super::exact::chunk_body(&value).ok_or_else(|| StoreError::Corrupt {
-                    path: job.dir.clone(),
-                    what: format!("exact chunk {key:?}"),
-                    reason: "length is not a version byte and a multiple of 20".into(),
-                })?;
-                chunk.clear();
-                chunk.extend(body.chunks_exact(20).map(|fp| {
-                    let mut one = [0u8; 20];
-                    one.copy_from_slice(fp);
-                    one
-                }));
-                *at = 0;
-            },
         }
     }
 }
@@ -441,7 +381,6 @@ impl SeenSet {
             run_id,
             // Left listed here until the checkpoint says it removed them, so a
             // failed one leaves them for the next.
-            garbage: self.exact.garbage.clone(),
             garbage_files: self.exact.garbage_files.clone(),
             ids: None,
         }))
@@ -451,7 +390,6 @@ impl SeenSet {
     pub(super) fn checkpointed(&mut self, done: Checkpointed) {
         let exact = &mut self.exact;
         exact.runs = done.runs;
-        exact.garbage.retain(|run| !done.collected.contains(run));
         exact
             .garbage_files
             .retain(|run| !done.collected_files.contains(run));
@@ -459,10 +397,8 @@ impl SeenSet {
             exact.files.insert(id, file);
         }
         for run in done.merged {
-            match exact.files.remove(&run) {
-                Some(_) => exact.garbage_files.push(run),
-                None => exact.garbage.push(run),
-            }
+            exact.files.remove(&run);
+            exact.garbage_files.push(run);
         }
         self.exact.sealing.clear();
         self.checkpointing = false;

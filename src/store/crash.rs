@@ -131,7 +131,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "checkpoint.gc",
-        before: "exact runs no index references (merged, or orphaned by a crash) are removed: a file, or an older state's chunks in the database",
+        before: "run files no index references (merged, or orphaned by a crash) are removed",
     },
     Point {
         name: "checkpoint.msync",

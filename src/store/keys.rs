@@ -16,9 +16,6 @@ pub(crate) const QUEUE: u8 = b'q';
 pub(crate) const HOST: u8 = b'h';
 /// Host lookup: `H` · host name → [`SMALL_VERSION`], then the host id (u32).
 pub(crate) const HOST_BY_NAME: u8 = b'H';
-/// Exact seen set, sealed runs: `S` · run id (u64) · first fingerprint → sorted
-/// fingerprints (see `exact`).
-pub(crate) const EXACT_RUN: u8 = b'S';
 /// Exact seen set, run index (one key): version byte, then (run id, count) pairs.
 pub(crate) const EXACT_INDEX: &[u8] = b"e";
 /// Bloom journal: `j` · group sequence (u64) · part (u16) → [`JOURNAL_VERSION`],

@@ -16,8 +16,9 @@
 //! - The tables, each owning its namespaces, record encodings and in-memory
 //!   part: `frontier` (queue `q`, host index `h`/`H`, leases), `seen` (the
 //!   Bloom filter, journal `j`, and through `exact` the exact set's index `e`
-//!   and runs: files in `runs/` (`runfile`), or an older state's chunks `S`), `pages` (page records `p`, due index `v`), `items` (`i`,
-//!   output watermarks `o`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
+//!   and runs: files in `runs/` (`runfile`)), `pages` (page records in
+//!   blocks `P`, page-id index `k` with its run files, due index `u`),
+//!   `items` (`i`, output cursors `O`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
 //!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
 //!   durable lengths of WARC files `w`), `cookies` (the cookie jar `K`, put
 //!   into a group like a WARC mark). No table calls

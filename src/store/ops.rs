@@ -55,7 +55,7 @@ pub fn seed_request(url: String) -> Request {
 impl State {
     /// Answers whether `fp` was seen, without recording it.
     pub fn check_seen(&self, fp: &Fingerprint) -> Result<Seen, StoreError> {
-        self.seen.check(&self.db, fp)
+        Ok(self.seen.check(fp))
     }
 
     /// Offers a request to the frontier: dedup (unless `dont_filter`), record its
@@ -80,7 +80,7 @@ impl State {
         fp: Fingerprint,
         tally: &mut Tally,
     ) -> Result<bool, StoreError> {
-        let seen = self.seen.check(&self.db, &fp)?;
+        let seen = self.seen.check(&fp);
         match seen {
             Seen::Duplicate if !request.dont_filter => {
                 tally.filtered += 1;

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha1::{Digest, Sha1};
 
-use super::exact::{chunk_body, decode_index};
+use super::exact::decode_index;
 use super::runfile::RunFile;
 use super::sizing::Shape;
 use super::{State, StoreError, crash, keys};
@@ -717,18 +717,11 @@ pub(super) fn visit_exact(
         Some(Some(listed)) => listed,
         Some(None) => return Err(corrupt("exact run index", keys::EXACT_INDEX)),
     };
-    for (run, count, file) in listed {
-        if file {
-            // Read whole, so its checksum is checked too.
-            let file = RunFile::open(dir, run, count)?;
-            file.verify()?;
-            take(file.body());
-            continue;
-        }
-        for entry in db.scan_prefix(keys::with_u64(keys::EXACT_RUN, run)) {
-            let (key, chunk) = entry.map_err(db_err)?;
-            take(chunk_body(&chunk).ok_or_else(|| corrupt("exact chunk", &key))?);
-        }
+    for (run, count) in listed {
+        // Read whole, so its checksum is checked too.
+        let file = RunFile::open(dir, run, count)?;
+        file.verify()?;
+        take(file.body());
     }
     for entry in db.scan_prefix([keys::JOURNAL]) {
         let (key, value) = entry.map_err(db_err)?;
@@ -746,7 +739,7 @@ fn exact_len(dir: &Path, db: &super::db::Sled) -> Result<u64, StoreError> {
     };
     let index = db.get(keys::EXACT_INDEX).map_err(db_err)?;
     let runs: u64 = match index.as_deref().map(decode_index) {
-        Some(Some(listed)) => listed.iter().map(|&(_, count, _)| count).sum(),
+        Some(Some(listed)) => listed.iter().map(|&(_, count)| count).sum(),
         _ => 0,
     };
     let mut journal = 0u64;

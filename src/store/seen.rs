@@ -99,20 +99,17 @@ impl SeenSet {
     }
 
     /// Answers whether `fp` was seen, without recording it.
-    pub(super) fn check(&self, db: &Db, fp: &Fingerprint) -> Result<Seen, StoreError> {
+    pub(super) fn check(&self, fp: &Fingerprint) -> Seen {
         if self.open.set.contains(fp) || self.sealed.as_ref().is_some_and(|s| s.set.contains(fp)) {
-            return Ok(Seen::Duplicate);
+            return Seen::Duplicate;
         }
         if !self.bloom.contains(fp) {
-            return Ok(Seen::New);
+            return Seen::New;
         }
         match self.dedup {
-            DedupMode::Bloom => Ok(Seen::Duplicate),
-            DedupMode::Exact => Ok(if self.exact.contains(db, fp)? {
-                Seen::Duplicate
-            } else {
-                Seen::FalsePositive
-            }),
+            DedupMode::Bloom => Seen::Duplicate,
+            DedupMode::Exact if self.exact.contains(fp) => Seen::Duplicate,
+            DedupMode::Exact => Seen::FalsePositive,
         }
     }
 

@@ -184,7 +184,7 @@ impl State {
         let fp: Fingerprint = fingerprint::fingerprint(&Request::get(url), fingerprint_headers);
         let exact = match self.dedup() {
             crate::config::DedupMode::Bloom => None,
-            crate::config::DedupMode::Exact => Some(self.seen.exact.contains(&self.db, &fp)?),
+            crate::config::DedupMode::Exact => Some(self.seen.exact.contains(&fp)),
         };
         Ok(SeenAnswer {
             url: url.to_owned(),
