@@ -12,35 +12,10 @@ pub const DEFAULT_DELAY: Duration = Duration::from_secs(1);
 /// Default size at which a WARC file is rotated: 1 GB (10^9 bytes), as Heritrix.
 pub const DEFAULT_WARC_MAX_SIZE: u64 = 1_000_000_000;
 
-/// How the seen set answers "have we seen this fingerprint?".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DedupMode {
-    /// Bloom filter, with every "maybe" confirmed against the exact fingerprints in
-    /// sled, so a false positive never loses a page (default).
-    #[default]
-    Exact,
-    /// Bloom filter alone: constant-size state, false positives drop pages.
-    Bloom,
-}
-
-impl DedupMode {
-    /// The name used on the command line and in the state (`exact`, `bloom`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DedupMode::Exact => "exact",
-            DedupMode::Bloom => "bloom",
-        }
-    }
-
-    /// Parses [`DedupMode::as_str`] names.
-    pub fn parse(name: &str) -> Option<DedupMode> {
-        match name {
-            "exact" => Some(DedupMode::Exact),
-            "bloom" => Some(DedupMode::Bloom),
-            _ => None,
-        }
-    }
-}
+/// The seen set's mode: the store's, fixed when a state is created (the
+/// store owns it, so that the configuration depends on the store and not
+/// the other way).
+pub use crate::store::DedupMode;
 
 /// Which proxy the fetcher goes through (`--proxy`, `--no-proxy`, the crawl
 /// file's `proxy`).

@@ -5,16 +5,17 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
-use legcrawl::fingerprint::{self, Fingerprint};
+use legcrawl::fingerprint::Fingerprint;
 use legcrawl::store::records::{RunRecord, unix_now};
 use legcrawl::store::{
     Blocked, OpenOptions, PageRecord, SeenAnswer, State, StoreError, Summary, status,
 };
 
-use super::export::{self, ItemsArgs};
+use super::dump_view::{View, check_seen_url, print_page_rows, print_queued, say_empty_frontier};
+use super::export;
 use super::stats::{RunColumns, RunRow};
 use super::stderr::say;
-use super::{BadInput, StateArgs, finish};
+use super::{StateArgs, finish};
 
 /// Arguments of `dump`. Its options are global: accepted before or after the view.
 #[derive(Debug, clap::Args)]
@@ -39,34 +40,6 @@ pub struct DumpArgs {
     shared_cacert: Option<std::path::PathBuf>,
     #[command(subcommand)]
     view: Option<View>,
-}
-
-#[derive(Debug, Clone, clap::Subcommand)]
-pub(super) enum View {
-    /// Counts, Bloom filter fill and estimated false-positive rate (default).
-    Summary,
-    /// The head of the queue, in lease order per host.
-    Frontier,
-    /// Stored items as JSON lines or CSV: all, one run's, or those after a run.
-    Items(ItemsArgs),
-    /// What the seen set says about a URL.
-    Seen {
-        /// The URL to look up.
-        url: String,
-    },
-    /// Page records: status, validators, fetch and change counts, version, when due.
-    Pages {
-        /// Only what the next run will fetch again: the seeds and the pages due now.
-        #[arg(long)]
-        due: bool,
-    },
-    /// One line per run.
-    Runs,
-    /// The stored job as a crawl file `crawl --config` accepts: the newest
-    /// version, or the one run N ran under.
-    Job(super::dump_job::JobArgs),
-    /// Requests not fetched because robots.txt disallows them.
-    Blocked,
 }
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
@@ -219,54 +192,12 @@ fn print_frontier(
     Ok(())
 }
 
-/// Says on stderr that the frontier holds nothing (stdout stays a list of
-/// requests, empty here), so that an empty answer is not taken for a failure.
-pub(super) fn say_empty_frontier() {
-    say!("the frontier is empty: no request is queued");
-}
-
-/// One queued request: `json` when given, else a line of the table.
-pub(super) fn print_queued(
-    out: &mut impl Write,
-    json: Option<String>,
-    seq: u64,
-    r: &legcrawl::request::Request,
-) -> anyhow::Result<()> {
-    match json {
-        Some(json) => writeln!(out, "{json}")?,
-        None => writeln!(
-            out,
-            "{seq:>8}  p={:<4} d={:<3} {}",
-            r.priority, r.depth, r.url
-        )?,
-    }
-    Ok(())
-}
-
 fn print_seen(out: &mut impl Write, state: &State, url: &str, json: bool) -> anyhow::Result<()> {
     check_seen_url(url)?;
     let answer = state
         .seen_answer(url, &[])
         .with_context(|| format!("looking up {url}"))?;
     print_seen_answer(out, &answer, json)
-}
-
-/// `dump seen` takes an http(s) URL.
-pub(super) fn check_seen_url(url: &str) -> anyhow::Result<()> {
-    match url::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
-        Ok(u) => {
-            return Err(BadInput(format!(
-                "dump seen: {url:?} is not an http or https URL (scheme {:?})",
-                u.scheme()
-            ))
-            .into());
-        }
-        Err(e) => {
-            return Err(BadInput(format!("dump seen: {url:?} is not a URL: {e}")).into());
-        }
-    }
-    Ok(())
 }
 
 fn print_seen_answer(out: &mut impl Write, answer: &SeenAnswer, json: bool) -> anyhow::Result<()> {
@@ -335,55 +266,6 @@ fn print_pages(
 ) -> anyhow::Result<()> {
     let pages = collect_pages(state, due, limit.unwrap_or(usize::MAX))?;
     print_page_rows(out, pages, json)
-}
-
-/// Page records as a table, or one JSON object per line.
-pub(super) fn print_page_rows(
-    out: &mut impl Write,
-    pages: Vec<(Fingerprint, PageRecord)>,
-    json: bool,
-) -> anyhow::Result<()> {
-    if !json {
-        writeln!(
-            out,
-            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  url",
-            "status", "fetches", "changes", "ver", "val", "last fetched", "due"
-        )?;
-    }
-    for (fp, page) in pages {
-        if json {
-            let mut value = serde_json::to_value(&page)?;
-            if let Some(map) = value.as_object_mut() {
-                map.insert("fingerprint".into(), fingerprint::to_hex(&fp).into());
-            }
-            writeln!(out, "{value}")?;
-            continue;
-        }
-        let validators = match (&page.etag, &page.last_modified) {
-            (Some(_), Some(_)) => "E+LM",
-            (Some(_), None) => "E",
-            (None, Some(_)) => "LM",
-            (None, None) => "-",
-        };
-        let due = match page.next_due {
-            _ if page.gone => "gone".to_owned(),
-            None => "never".to_owned(),
-            Some(at) => rfc3339_secs(at),
-        };
-        writeln!(
-            out,
-            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  {}",
-            page.status,
-            page.fetches,
-            page.changes,
-            page.version,
-            validators,
-            rfc3339_secs(page.last_fetched),
-            due,
-            page.url
-        )?;
-    }
-    Ok(())
 }
 
 fn print_runs(

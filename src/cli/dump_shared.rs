@@ -10,7 +10,7 @@ use legcrawl::fingerprint;
 use legcrawl::shared::views::{SharedSummary, stream_id};
 use legcrawl::shared::{Shared, SharedTarget, StoredJob};
 
-use super::dump::{View, check_seen_url, print_page_rows, print_queued};
+use super::dump_view::{View, check_seen_url, print_page_rows, print_queued, say_empty_frontier};
 use super::export::RunRef;
 use super::stderr::say;
 use super::{BadInput, finish};
@@ -114,7 +114,7 @@ async fn print_frontier(
 ) -> anyhow::Result<()> {
     let head = shared.frontier_head(limit).await?;
     if head.is_empty() {
-        super::dump::say_empty_frontier();
+        say_empty_frontier();
     }
     for entry in head {
         let line = json.then(|| serde_json::to_string(&entry)).transpose()?;

@@ -16,6 +16,7 @@ mod crawl;
 mod dump;
 mod dump_job;
 mod dump_shared;
+mod dump_view;
 mod export;
 mod fetch;
 mod help;

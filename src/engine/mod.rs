@@ -35,6 +35,7 @@ pub mod page;
 pub(crate) mod parts;
 pub mod politeness;
 mod progress;
+mod result;
 pub(crate) mod revisits;
 pub mod scope;
 pub mod sink;

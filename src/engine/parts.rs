@@ -25,7 +25,7 @@
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{mpsc, oneshot};
 
-use super::page::PageResult;
+use super::result::PageResult;
 use crate::legs::{self, Leg};
 use crate::request::Request;
 use crate::response::Response;

@@ -35,6 +35,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/jobs.rs", include_str!("jobs.rs")),
     ("store/keys.rs", include_str!("keys.rs")),
     ("store/records.rs", include_str!("records.rs")),
+    ("store/options.rs", include_str!("options.rs")),
     ("store/repair.rs", include_str!("repair.rs")),
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
     ("store/warc.rs", include_str!("warc.rs")),

@@ -10,12 +10,12 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use super::options::DedupMode;
 use super::records::{self, Meta, unix_now};
 use super::{
     DEFAULT_CACHE_BYTES, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys, repair, sizing,
 };
 use crate::bloom::{BloomFile, BloomParams};
-use crate::config::DedupMode;
 
 /// Opens sled in `dir/db` with a page cache of `cache_bytes` (default
 /// [`DEFAULT_CACHE_BYTES`]), after `repair::before_open` found the state whole

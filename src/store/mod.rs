@@ -60,7 +60,7 @@
 //!   crash point, and the crash-point suite crashes at each.
 //!
 //! Depends on [`crate::bloom`], [`crate::fingerprint`], [`crate::request`],
-//! [`crate::item`] and [`crate::config`]; never on the fetcher or the legs.
+//! [`crate::item`]; never on the configuration, the fetcher or the legs.
 
 mod checkpoint;
 mod commit;
@@ -75,6 +75,7 @@ mod items;
 mod jobs;
 pub(crate) mod keys;
 mod ops;
+mod options;
 mod pageblock;
 mod pageids;
 pub(crate) mod pages;
@@ -102,6 +103,7 @@ pub use frontier::Lease;
 pub(crate) use frontier::host_of;
 pub use items::OutputCursor;
 pub use ops::Completion;
+pub use options::DedupMode;
 pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub(crate) use pages::{decode_page, encode_page};
 pub use robots::Blocked;
@@ -109,7 +111,6 @@ pub use seen::Seen;
 pub use views::{FrontierEntry, PEAK_RSS, SeenAnswer, Summary};
 
 use crate::bloom::BloomError;
-use crate::config::DedupMode;
 use records::Meta;
 
 /// Version of the state layout as a whole. Format 5: requests packed per

@@ -2,7 +2,7 @@
 //!
 //! Each is stored as one format-version byte followed by JSON (these records are
 //! small, rarely written and read by `dump`, so readability beats compactness).
-//! Depends on [`crate::config`] only.
+//! Depends on nothing else in the crate.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};

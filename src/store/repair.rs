@@ -36,11 +36,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sha1::{Digest, Sha1};
 
 use super::exact::decode_index;
+use super::options::DedupMode;
 use super::runfile::RunFile;
 use super::sizing::Shape;
 use super::{State, StoreError, crash, keys};
 use crate::bloom::{BloomError, BloomFile, BloomParams};
-use crate::config::DedupMode;
 use crate::fingerprint::Fingerprint;
 
 /// Name of the durable record in the state directory.

@@ -15,10 +15,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::options::DedupMode;
 use super::table::{Batch, Db};
 use super::{StoreError, crash, exact, keys};
 use crate::bloom::BloomFile;
-use crate::config::DedupMode;
 use crate::fingerprint::{Fingerprint, FingerprintSet};
 
 /// The seen set's answer for one fingerprint.

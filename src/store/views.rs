@@ -183,8 +183,8 @@ impl State {
         let canonical = canon::canonicalize_str(url).unwrap_or_else(|_| url.to_owned());
         let fp: Fingerprint = fingerprint::fingerprint(&Request::get(url), fingerprint_headers);
         let exact = match self.dedup() {
-            crate::config::DedupMode::Bloom => None,
-            crate::config::DedupMode::Exact => Some(self.seen.exact.contains(&fp)),
+            super::DedupMode::Bloom => None,
+            super::DedupMode::Exact => Some(self.seen.exact.contains(&fp)),
         };
         Ok(SeenAnswer {
             url: url.to_owned(),

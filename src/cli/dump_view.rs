@@ -1,0 +1,132 @@
+//! What `dump` prints the same way for a state directory and for a shared
+//! crawl: the views, queued requests, page rows and the URL check of `dump
+//! seen`. `dump` and `dump_shared` both use it; it uses neither.
+
+use std::io::Write;
+
+use legcrawl::clock::rfc3339_secs;
+use legcrawl::fingerprint::{self, Fingerprint};
+use legcrawl::store::PageRecord;
+
+use super::BadInput;
+use super::export::ItemsArgs;
+use super::stderr::say;
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub(super) enum View {
+    /// Counts, Bloom filter fill and estimated false-positive rate (default).
+    Summary,
+    /// The head of the queue, in lease order per host.
+    Frontier,
+    /// Stored items as JSON lines or CSV: all, one run's, or those after a run.
+    Items(ItemsArgs),
+    /// What the seen set says about a URL.
+    Seen {
+        /// The URL to look up.
+        url: String,
+    },
+    /// Page records: status, validators, fetch and change counts, version, when due.
+    Pages {
+        /// Only what the next run will fetch again: the seeds and the pages due now.
+        #[arg(long)]
+        due: bool,
+    },
+    /// One line per run.
+    Runs,
+    /// The stored job as a crawl file `crawl --config` accepts: the newest
+    /// version, or the one run N ran under.
+    Job(super::dump_job::JobArgs),
+    /// Requests not fetched because robots.txt disallows them.
+    Blocked,
+}
+
+/// Says on stderr that the frontier holds nothing (stdout stays a list of
+/// requests, empty here), so that an empty answer is not taken for a failure.
+pub(super) fn say_empty_frontier() {
+    say!("the frontier is empty: no request is queued");
+}
+
+/// One queued request: `json` when given, else a line of the table.
+pub(super) fn print_queued(
+    out: &mut impl Write,
+    json: Option<String>,
+    seq: u64,
+    r: &legcrawl::request::Request,
+) -> anyhow::Result<()> {
+    match json {
+        Some(json) => writeln!(out, "{json}")?,
+        None => writeln!(
+            out,
+            "{seq:>8}  p={:<4} d={:<3} {}",
+            r.priority, r.depth, r.url
+        )?,
+    }
+    Ok(())
+}
+
+/// `dump seen` takes an http(s) URL.
+pub(super) fn check_seen_url(url: &str) -> anyhow::Result<()> {
+    match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+        Ok(u) => {
+            return Err(BadInput(format!(
+                "dump seen: {url:?} is not an http or https URL (scheme {:?})",
+                u.scheme()
+            ))
+            .into());
+        }
+        Err(e) => {
+            return Err(BadInput(format!("dump seen: {url:?} is not a URL: {e}")).into());
+        }
+    }
+    Ok(())
+}
+
+/// Page records as a table, or one JSON object per line.
+pub(super) fn print_page_rows(
+    out: &mut impl Write,
+    pages: Vec<(Fingerprint, PageRecord)>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if !json {
+        writeln!(
+            out,
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  url",
+            "status", "fetches", "changes", "ver", "val", "last fetched", "due"
+        )?;
+    }
+    for (fp, page) in pages {
+        if json {
+            let mut value = serde_json::to_value(&page)?;
+            if let Some(map) = value.as_object_mut() {
+                map.insert("fingerprint".into(), fingerprint::to_hex(&fp).into());
+            }
+            writeln!(out, "{value}")?;
+            continue;
+        }
+        let validators = match (&page.etag, &page.last_modified) {
+            (Some(_), Some(_)) => "E+LM",
+            (Some(_), None) => "E",
+            (None, Some(_)) => "LM",
+            (None, None) => "-",
+        };
+        let due = match page.next_due {
+            _ if page.gone => "gone".to_owned(),
+            None => "never".to_owned(),
+            Some(at) => rfc3339_secs(at),
+        };
+        writeln!(
+            out,
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  {}",
+            page.status,
+            page.fetches,
+            page.changes,
+            page.version,
+            validators,
+            rfc3339_secs(page.last_fetched),
+            due,
+            page.url
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! What one page's task hands the engine loop: [`PageResult`]. `page` fills
+//! it, `parts` fills it while the legs run in parts, the loop completes it.
+//! Depends on [`crate::revisit`], [`crate::store`]'s page record and
+//! [`crate::warc`]'s captures only.
+
+use std::time::Duration;
+
+use crate::item::Item;
+use crate::request::Request;
+use crate::revisit::Observation;
+use crate::store::PageRecord;
+use crate::warc::Capture;
+
+/// What fetching and processing one request produced.
+#[derive(Debug, Default)]
+pub struct PageResult {
+    /// New requests (links, a redirect target, or the request itself to retry).
+    pub requests: Vec<Request>,
+    /// Items to store.
+    pub items: Vec<Item>,
+    /// Counter increments.
+    pub counters: Vec<(&'static str, u64)>,
+    /// No request to this host should start before this much time has passed
+    /// (retry backoff, `Retry-After`, robots.txt unavailable).
+    pub backoff: Option<Duration>,
+    /// The host's robots.txt `Crawl-delay` (capped), when robots.txt was consulted.
+    pub crawl_delay: Option<Duration>,
+    /// Set when the request was not fetched by rule (`robots`).
+    pub blocked: Option<&'static str>,
+    /// The host's robots.txt answered 5xx or could not be reached; the request was
+    /// put back.
+    pub robots_unavailable: bool,
+    /// What the fetch saw, for the page record (`None`: no final answer, or an
+    /// error answer to a revisit, which keeps the record as it was).
+    pub seen: Option<Observation>,
+    /// The page record the request was fetched against (a revisit), handed back.
+    pub prior: Option<PageRecord>,
+    /// The request was queued again (a retry, or robots.txt unavailable).
+    pub requeued: bool,
+    /// No connection could be made to the host (DNS, refused, TLS), for the page
+    /// or for its robots.txt: the fetcher's one-line message.
+    pub unreachable: Option<String>,
+    /// The host sent a response to the page (of any status).
+    pub answered: bool,
+    /// The page failed for good (counted as `fetch/failed`): the status of the
+    /// last answer, or 0 when there was none (connection, decoding, a panic).
+    pub failed: Option<u16>,
+    /// The exchange to archive (with `--warc`): the page's response, or a
+    /// revisit of its record when it is unchanged.
+    pub captures: Vec<Capture>,
+    /// The captures as WARC records ([`crate::warc::encode`]), made in the
+    /// page's task; the engine appends them when it completes the page.
+    pub archived: Vec<u8>,
+}
