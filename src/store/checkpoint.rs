@@ -25,13 +25,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::error::StoreError;
 use super::exact::{MERGE_FANOUT, encode_index, tier};
 use super::options::DedupMode;
 use super::pageids::{self, IDS_MAX_RECENT, IdsDone, IdsJob};
 use super::runfile::{self, Kind, RunFile, RunFileWriter};
 use super::seen::SeenSet;
 use super::table::Db;
-use super::{State, StoreError, crash, keys};
+use super::{State, crash, keys};
 use crate::bloom::BloomSync;
 use crate::fingerprint::Fingerprint;
 

@@ -21,7 +21,8 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State, StoreError, crash, keys, records};
+use super::error::StoreError;
+use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State, crash, keys, records};
 
 /// What a commit made durable.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

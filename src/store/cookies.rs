@@ -7,7 +7,8 @@
 //! ([`State::cookies`]). The jar is opaque here: bytes after a version byte.
 //! Depends on `table`, `keys` only.
 
-use super::{State, StoreError, keys};
+use super::error::StoreError;
+use super::{State, keys};
 
 impl State {
     /// The stored cookie jar, if a run kept one.

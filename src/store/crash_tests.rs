@@ -36,6 +36,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/keys.rs", include_str!("keys.rs")),
     ("store/records.rs", include_str!("records.rs")),
     ("store/options.rs", include_str!("options.rs")),
+    ("store/error.rs", include_str!("error.rs")),
+    ("store/format.rs", include_str!("format.rs")),
     ("store/repair.rs", include_str!("repair.rs")),
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
     ("store/warc.rs", include_str!("warc.rs")),

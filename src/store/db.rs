@@ -10,11 +10,11 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use super::error::StoreError;
+use super::format::STATE_FORMAT;
 use super::options::DedupMode;
 use super::records::{self, Meta, unix_now};
-use super::{
-    DEFAULT_CACHE_BYTES, OpenOptions, STATE_FORMAT, StoreError, crash, dir, keys, repair, sizing,
-};
+use super::{DEFAULT_CACHE_BYTES, OpenOptions, crash, dir, keys, repair, sizing};
 use crate::bloom::{BloomFile, BloomParams};
 
 /// Opens sled in `dir/db` with a page cache of `cache_bytes` (default

@@ -16,7 +16,9 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::{MARKER_FILE, STATE_FORMAT, StoreError, crash};
+use super::crash;
+use super::error::StoreError;
+use super::format::{MARKER_FILE, STATE_FORMAT};
 
 /// Attempts to take a lock before a state counts as busy: a process that just
 /// closed the state may release its locks a moment after it returns.

@@ -22,8 +22,9 @@
 
 use std::collections::BTreeMap;
 
+use super::error::StoreError;
+use super::keys;
 use super::table::Db;
-use super::{StoreError, keys};
 use crate::fingerprint::{Fingerprint, FingerprintMap, FingerprintSet};
 
 /// Fingerprints a chunk takes at most (2,001 bytes).

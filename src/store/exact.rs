@@ -23,9 +23,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::error::StoreError;
+use super::keys;
 use super::runfile::{self, RunFile};
 use super::table::Db;
-use super::{StoreError, keys};
 use crate::fingerprint::Fingerprint;
 
 /// Fingerprints per unit of run size for [`tier`]: the chunk size the tiers

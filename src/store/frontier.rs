@@ -25,8 +25,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
+use super::error::StoreError;
+use super::keys;
 use super::table::{Batch, Db};
-use super::{StoreError, keys};
 use crate::request::Request;
 
 /// A request taken from the frontier. Give it back with [`super::State::complete`] or

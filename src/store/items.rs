@@ -29,8 +29,9 @@ use std::path::Path;
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
+use super::error::StoreError;
 use super::table::{Batch, Db};
-use super::{State, StoreError, crash, keys};
+use super::{State, crash, keys};
 use crate::item::{self, Item};
 
 /// The items table (see the module doc).

@@ -6,7 +6,7 @@
 //! names it, and is never rewritten. The table owns its prefix here (it is not
 //! in `keys`, which predates it). Depends on `table`, `records` and `keys`.
 
-use super::StoreError;
+use super::error::StoreError;
 use super::keys;
 use super::records::{self, JobRecord};
 use super::table::Db;

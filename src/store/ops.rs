@@ -11,9 +11,10 @@ use std::time::Instant;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::error::StoreError;
 use super::pages::{CycleStart, PageRecord};
 use super::records::{RunOutcome, RunRecord};
-use super::{Blocked, Lease, Seen, State, StoreError, crash, robots};
+use super::{Blocked, Lease, Seen, State, crash, robots};
 use crate::fingerprint::{self, Fingerprint};
 use crate::item::Item;
 use crate::request::Request;

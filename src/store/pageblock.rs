@@ -17,8 +17,9 @@
 //! Depends on `keys`, `table` (to name a damaged block) and
 //! [`crate::fingerprint`] only.
 
+use super::error::StoreError;
+use super::keys;
 use super::table::Db;
-use super::{StoreError, keys};
 use crate::fingerprint::Fingerprint;
 
 /// A new block closes once its encoded size reaches this (a page record is

@@ -31,10 +31,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::error::StoreError;
 use super::pageblock::Block;
 use super::runfile::{self, Kind, RunFile, RunFileWriter};
 use super::table::Db;
-use super::{StoreError, crash, keys};
+use super::{crash, keys};
 use crate::fingerprint::{Fingerprint, FingerprintMap};
 
 /// Recent ids that make a checkpoint due (and hold new completions back while

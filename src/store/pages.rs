@@ -20,10 +20,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::due::{DueIndex, DueUnit, DueWrites};
+use super::error::StoreError;
+use super::keys;
 use super::pageblock::{BLOCK_MAX_BYTES, Block};
 use super::pageids::PageIds;
 use super::table::{Batch, Db};
-use super::{StoreError, keys};
 use crate::fingerprint::{self, Fingerprint, FingerprintMap};
 use crate::request::Request;
 

@@ -35,11 +35,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha1::{Digest, Sha1};
 
+use super::error::StoreError;
 use super::exact::decode_index;
 use super::options::DedupMode;
 use super::runfile::RunFile;
 use super::sizing::Shape;
-use super::{State, StoreError, crash, keys};
+use super::{State, crash, keys};
 use crate::bloom::{BloomError, BloomFile, BloomParams};
 use crate::fingerprint::Fingerprint;
 

@@ -9,8 +9,9 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::error::StoreError;
 use super::table::{Batch, Db};
-use super::{StoreError, keys, records};
+use super::{keys, records};
 
 /// Why a request was not fetched (`dump blocked`).
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]

@@ -31,7 +31,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::{StoreError, crash};
+use super::crash;
+use super::error::StoreError;
 use crate::fingerprint::Fingerprint;
 
 /// The directory of run files, in the state directory.

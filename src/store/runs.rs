@@ -11,9 +11,10 @@
 
 use std::collections::BTreeMap;
 
+use super::error::StoreError;
 use super::records::{Counters, RunOutcome, RunRecord, unix_now};
 use super::table::{Batch, Db};
-use super::{StoreError, crash, keys, records};
+use super::{crash, keys, records};
 
 /// The runs table (see the module doc).
 #[derive(Default)]

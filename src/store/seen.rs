@@ -15,9 +15,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::error::StoreError;
 use super::options::DedupMode;
 use super::table::{Batch, Db};
-use super::{StoreError, crash, exact, keys};
+use super::{crash, exact, keys};
 use crate::bloom::BloomFile;
 use crate::fingerprint::{Fingerprint, FingerprintSet};
 

@@ -17,9 +17,10 @@
 //!
 //! Depends on [`crate::bloom`], the metadata record and `repair`'s rebuild.
 
+use super::error::StoreError;
 use super::options::DedupMode;
 use super::records::Meta;
-use super::{State, StoreError, repair};
+use super::{State, repair};
 use crate::bloom::{BloomParams, MIN_BITS, design_capacity};
 
 /// A sized filter's first size, log2 of bits (2^20 bits: 128 KiB).

@@ -10,7 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{StoreError, keys, records};
+use super::error::StoreError;
+use super::{keys, records};
 
 /// The database as the tables read it: sled's tree and the directory (for
 /// error messages that name it).

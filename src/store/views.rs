@@ -5,8 +5,9 @@
 
 use serde::Serialize;
 
+use super::error::StoreError;
 use super::records::RunRecord;
-use super::{State, StoreError, keys};
+use super::{State, keys};
 use crate::canon;
 use crate::fingerprint::{self, Fingerprint};
 use crate::request::Request;

@@ -19,7 +19,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{State, StoreError, crash, keys};
+use super::error::StoreError;
+use super::{State, crash, keys};
 
 /// The key of the mark of `file` (a canonical path).
 fn mark_key(file: &Path) -> Vec<u8> {
