@@ -75,6 +75,7 @@ mod tests {
         ("cli/dump.rs", include_str!("dump.rs")),
         ("cli/dump_job.rs", include_str!("dump_job.rs")),
         ("cli/dump_shared.rs", include_str!("dump_shared.rs")),
+        ("cli/dump_view.rs", include_str!("dump_view.rs")),
         ("cli/export.rs", include_str!("export.rs")),
         ("cli/fetch.rs", include_str!("fetch.rs")),
         ("cli/help.rs", include_str!("help.rs")),
