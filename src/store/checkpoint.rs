@@ -91,11 +91,8 @@ impl Checkpoint {
             (runs, merged, Some((self.run_id, file)))
         };
         let mut batch = sled::Batch::default();
-        if let Some((id, file)) = &new_file {
-            let mut files = self.files.clone();
-            files.retain(|run, _| !merged.contains(run));
-            files.insert(*id, Arc::clone(file));
-            batch.insert(keys::EXACT_INDEX, encode_index(&runs, &files));
+        if new_file.is_some() {
+            batch.insert(keys::EXACT_INDEX, encode_index(&runs));
         }
         let ids = match &self.ids {
             Some(job) => Some(self.seal_ids(job, &mut batch)?),

@@ -108,11 +108,6 @@ fn chunk_place(db: &Db, key: &[u8]) -> Result<(u64, u32), StoreError> {
 }
 
 impl DueIndex {
-    /// The index as the database holds it.
-    pub(super) fn load() -> DueIndex {
-        DueIndex::default()
-    }
-
     /// Puts `fp` in the index at `due`, in the open group.
     pub(super) fn add(&mut self, due: u64, fp: Fingerprint) {
         self.open.entry(due).or_default().pages.insert(fp, true);
@@ -285,7 +280,7 @@ mod tests {
     #[test]
     fn adds_fill_chunks_and_removals_empty_them() {
         let (_dir, db) = temp_db();
-        let mut index = DueIndex::load();
+        let mut index = DueIndex::default();
         // 250 pages over three groups: chunks of 100, 100, 50.
         for group in 0..3u32 {
             for n in group * 90..((group + 1) * 90).min(250) {

@@ -325,7 +325,6 @@ impl Pages {
             group_first: next_id,
             next_id,
             ids: PageIds::load(db, next_id)?,
-            due: DueIndex::load(),
             ..Pages::default()
         })
     }
