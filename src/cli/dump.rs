@@ -165,6 +165,30 @@ pub(super) fn print_summary(
     for (name, value) in rows {
         writeln!(out, "{name:<30} {value}")?;
     }
+    for host in &s.unreachable {
+        let parked = match host.parked_until {
+            Some(until) if host.parked_at(legcrawl::store::records::unix_now()) => {
+                format!(", parked until {}", rfc3339_secs(until))
+            }
+            Some(_) => ", tried again by the next crawl".to_owned(),
+            None => String::new(),
+        };
+        let value = format!(
+            "{}: {} run(s) in a row, since {} ({}){parked}",
+            host.host,
+            host.runs,
+            rfc3339_secs(host.since),
+            host.error
+        );
+        writeln!(out, "{:<30} {value}", "unreachable host")?;
+    }
+    for seed in &s.parked_seeds {
+        writeln!(
+            out,
+            "{:<30} {seed} (`legcrawl seeds add` it to try it at the next crawl)",
+            "parked seed"
+        )?;
+    }
     Ok(())
 }
 

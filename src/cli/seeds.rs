@@ -3,7 +3,9 @@
 //! A seed that can never be reached (a mistyped host, a site gone) would
 //! otherwise be queued again every cycle and slow every later run. Removing a
 //! seed also drops its own request from the frontier and lists it in `dump
-//! blocked` as `removed`; the rest of its host's queue is left alone.
+//! blocked` as `removed`; the rest of its host's queue is left alone. A host
+//! that could not be reached in several runs in a row is parked by the crawl
+//! (`dump summary` lists it); adding one of its seeds again ends the park.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -18,7 +20,8 @@ use super::{BadInput, StateArgs, finish};
 enum Action {
     /// Print the stored seeds, one per line.
     List,
-    /// Store new seeds (queued at once, fetched by the next crawl).
+    /// Store new seeds (queued at once, fetched by the next crawl); a seed
+    /// whose host is parked as unreachable is tried again by the next crawl.
     Add,
     /// Remove seeds, and their queued requests.
     Remove,
@@ -69,6 +72,10 @@ pub fn run(args: SeedsArgs) -> anyhow::Result<ExitCode> {
             }
             let added = state.add_seeds(&args.urls, &[])?;
             say!("added {added} seed(s) to {}", dir.display());
+            // A known seed added again: its host, if parked, is tried at the next run.
+            for host in state.try_hosts_again(&args.urls)? {
+                say!("{host} was parked as unreachable: the next crawl tries it again");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Action::Remove => {

@@ -4,13 +4,71 @@
 //!
 //! The bookkeeping is [`super::politeness`]'s; the `Crawl` methods here run in
 //! the completion of each lease and decide what to log and park. A parked host's
-//! requests stay queued for the next run. Depends on the engine's `Crawl`.
+//! requests stay queued for the next run.
+//!
+//! Across runs: a host given up as unreachable gets a failed run in the state
+//! ([`crate::store::UnreachableHost`]); after [`PARK_AFTER_RUNS`] in a row it
+//! is parked for a day, then two, four... up to [`PARK_LONGEST_DAYS`] days
+//! ([`parked_until`]): a new cycle does not queue its seeds and a run does not
+//! try its queued requests, so a site that is gone costs a nightly crawl
+//! nothing until it is tried again. Any answer from it clears the record, and
+//! `legcrawl seeds add` of one of its seeds tries it at the next run. Depends
+//! on the engine's `Crawl` and [`crate::store`].
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use super::page::PageResult;
-use super::{Crawl, politeness};
+use super::politeness::Politeness;
+use super::{Crawl, EngineError, politeness};
+use crate::clock::rfc3339_secs;
 use crate::request::Request;
+use crate::store::State;
+use crate::store::records::unix_now;
+
+/// Runs in a row in which a host could not be reached before it is parked.
+pub const PARK_AFTER_RUNS: u32 = 3;
+
+/// The longest a host is parked for, in days.
+pub const PARK_LONGEST_DAYS: u64 = 32;
+
+const DAY: u64 = 24 * 3600;
+
+/// Until when a host that failed `runs` runs in a row, the last at `now`, is
+/// parked: `None` below [`PARK_AFTER_RUNS`]; then one day, doubling with each
+/// further failed run up to [`PARK_LONGEST_DAYS`]. An hour per day is taken
+/// off, so that a crawl run at the same time every night is not a few seconds
+/// too early and kept waiting a whole period more.
+pub fn parked_until(runs: u32, now: u64) -> Option<u64> {
+    let doublings = runs.checked_sub(PARK_AFTER_RUNS)?;
+    let days = 1u64
+        .checked_shl(doublings)
+        .unwrap_or(u64::MAX)
+        .min(PARK_LONGEST_DAYS);
+    Some(now.saturating_add(days * DAY - days * 3600))
+}
+
+/// Parks, for this run, the hosts whose record says they are parked now, and
+/// returns every host with a record (an answer from one clears it).
+pub(super) fn park_unreachable(
+    state: &State,
+    politeness: &mut Politeness,
+) -> Result<HashSet<String>, EngineError> {
+    let now = unix_now();
+    let hosts = state.unreachable_hosts()?;
+    for host in hosts.iter().filter(|host| host.parked_at(now)) {
+        let until = rfc3339_secs(host.parked_until.unwrap_or(now));
+        tracing::warn!(
+            host = %host.host,
+            runs = host.runs,
+            "host unreachable in its last runs: parked until {until} (`legcrawl seeds add` of one of its seeds tries it at the next run)"
+        );
+        if let Some(id) = state.host_id(&host.host) {
+            politeness.park(id, &host.host, Instant::now());
+        }
+    }
+    Ok(hosts.into_iter().map(|host| host.host).collect())
+}
 
 /// What a result's connection failure (if any) did to its host.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,15 +98,25 @@ impl Crawl<'_> {
     /// Reports a host that cannot be connected to (at warn, once per host per run)
     /// and parks it after [`politeness::CONNECT_ATTEMPTS`] failures in a row when
     /// nothing of it answered this run.
-    pub(super) fn note_connect(&mut self, host_id: u32, result: &PageResult) -> ConnectNote {
+    pub(super) fn note_connect(
+        &mut self,
+        host_id: u32,
+        result: &PageResult,
+    ) -> Result<ConnectNote, EngineError> {
         if result.answered {
             self.politeness.answered(host_id);
+            if let Some(host) = self.state.host_name(host_id).map(str::to_owned)
+                && self.unreachable.remove(&host)
+                && self.state.note_reachable(&host)?
+            {
+                tracing::info!(%host, "host answers again");
+            }
         }
         let (Some(error), Some(host)) = (
             result.unreachable.as_deref(),
             self.state.host_name(host_id).map(str::to_owned),
         ) else {
-            return ConnectNote::default();
+            return Ok(ConnectNote::default());
         };
         let seen = self
             .politeness
@@ -62,11 +130,36 @@ impl Crawl<'_> {
                 attempts = politeness::CONNECT_ATTEMPTS,
                 "host unreachable: leaving its requests for the next run"
             );
+            self.note_unreachable_run(&host, error)?;
         }
-        ConnectNote {
+        Ok(ConnectNote {
             parked: seen.parked,
             put_back: self.politeness.is_parked(host_id),
+        })
+    }
+
+    /// Counts this run as one more in which `host` could not be reached (in
+    /// the open group), and says so when that parks it.
+    fn note_unreachable_run(&mut self, host: &str, error: &str) -> Result<(), EngineError> {
+        let Some(run) = self.state.run().map(|run| run.id) else {
+            return Ok(());
+        };
+        let record = self
+            .state
+            .note_unreachable(host, run, unix_now(), error, |runs| {
+                parked_until(runs, unix_now())
+            })?;
+        self.unreachable.insert(host.to_owned());
+        if let Some(until) = record.parked_until {
+            tracing::warn!(
+                %host,
+                runs = record.runs,
+                "host unreachable in {} runs in a row: parked until {} (its seeds are not queued and its requests wait)",
+                record.runs,
+                rfc3339_secs(until)
+            );
         }
+        Ok(())
     }
 
     /// Parks a host whose robots.txt keeps failing (see [`politeness::ROBOTS_ATTEMPTS`]);
@@ -107,5 +200,23 @@ impl Crawl<'_> {
             );
         }
         parked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_is_parked_from_the_third_failed_run_for_doubling_days() {
+        let hours = |runs| parked_until(runs, 1000).map(|until| (until - 1000) / 3600);
+        assert_eq!(hours(1), None);
+        assert_eq!(hours(PARK_AFTER_RUNS - 1), None);
+        // A day less an hour, then two days less two hours...
+        assert_eq!(hours(PARK_AFTER_RUNS), Some(23));
+        assert_eq!(hours(PARK_AFTER_RUNS + 1), Some(46));
+        assert_eq!(hours(PARK_AFTER_RUNS + 5), Some(32 * 23));
+        assert_eq!(hours(PARK_AFTER_RUNS + 6), Some(32 * 23));
+        assert_eq!(hours(u32::MAX), Some(32 * 23));
     }
 }

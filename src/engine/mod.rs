@@ -379,6 +379,9 @@ struct Crawl<'a> {
     /// Unix seconds when this run started (redirects to pages fetched since are
     /// not followed again).
     run_started: u64,
+    /// Hosts whose last runs failed on the network (stored, see `hosts`): an
+    /// answer from one of them clears its record.
+    unreachable: std::collections::HashSet<String>,
 }
 
 impl<'a> Crawl<'a> {
@@ -422,6 +425,8 @@ impl<'a> Crawl<'a> {
         let (results_tx, results) = mpsc::unbounded_channel();
         let (parts_tx, parts) = mpsc::unbounded_channel();
         let progress = progress::Progress::new(state.dir(), config.obey_robots);
+        let mut politeness = Politeness::new(config);
+        let unreachable = hosts::park_unreachable(state, &mut politeness)?;
         Ok(Crawl {
             config,
             state,
@@ -437,7 +442,7 @@ impl<'a> Crawl<'a> {
             parts_tx,
             fetching: 0,
             pages_this_run: 0,
-            politeness: Politeness::new(config),
+            politeness,
             robots,
             retry: RetryPolicy::of(config),
             turn: 0,
@@ -448,6 +453,7 @@ impl<'a> Crawl<'a> {
             flushing: None,
             checkpointing: None,
             run_started: unix_now(),
+            unreachable,
         })
     }
 
@@ -676,7 +682,7 @@ impl<'a> Crawl<'a> {
             self.state.record_blocked(&lease.request.url, reason)?;
         }
         self.progress.observe(&lease, &result);
-        let unreachable = self.note_connect(lease.host_id, &result);
+        let unreachable = self.note_connect(lease.host_id, &result)?;
         let parked = !unreachable.parked && self.note_robots(lease.host_id, &result);
         // Reap finished tasks so the set does not grow with the crawl.
         task::reap(&mut self.tasks);

@@ -48,6 +48,7 @@ pub(super) fn begin_cycle(
         seeds = start.seeds,
         due = start.due,
         held = start.held,
+        parked = start.parked,
         "new cycle: seeds and due pages queued again"
     );
     Ok(())

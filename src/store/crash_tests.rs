@@ -42,6 +42,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("bloom/file.rs", include_str!("../bloom/file.rs")),
     ("store/warc.rs", include_str!("warc.rs")),
     ("store/cookies.rs", include_str!("cookies.rs")),
+    ("store/unreachable.rs", include_str!("unreachable.rs")),
     ("engine/sink.rs", include_str!("../engine/sink.rs")),
     ("warc/writer.rs", include_str!("../warc/writer.rs")),
 ];

@@ -95,6 +95,9 @@ pub(crate) const CYCLE: &[u8] = b"y";
 /// [`SMALL_VERSION`], then the policy's description (UTF-8). A cycle started
 /// under another policy moves every page's due time to the new policy's first.
 pub(crate) const DUE_POLICY: &[u8] = b"V";
+/// Hosts that failed on the network in runs in a row: `U` · host → record
+/// (see `unreachable`).
+pub(crate) const UNREACHABLE: u8 = b'U';
 
 /// Length of a queue key.
 pub(crate) const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;

@@ -24,7 +24,8 @@
 //!   `items` (`i`, output cursors `O`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
 //!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
 //!   durable lengths of WARC files `w`), `cookies` (the cookie jar `K`, put
-//!   into a group like a WARC mark). No table calls
+//!   into a group like a WARC mark), `unreachable` (hosts that failed on the
+//!   network in runs in a row `U`, parked by the engine). No table calls
 //!   another; `keys` is the key layout of all of them, `records` the serde
 //!   records.
 //! - `ops`: the operations that span tables (enqueue, complete, seeds, cycle
@@ -95,6 +96,7 @@ pub mod status;
 mod table;
 #[cfg(test)]
 mod tests;
+mod unreachable;
 mod views;
 mod warc;
 
@@ -114,6 +116,7 @@ pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub(crate) use pages::{decode_page, encode_page};
 pub use robots::Blocked;
 pub use seen::Seen;
+pub use unreachable::UnreachableHost;
 pub use views::{FrontierEntry, PEAK_RSS, SeenAnswer, Summary};
 
 use records::Meta;

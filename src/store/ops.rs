@@ -189,6 +189,12 @@ impl State {
         self.frontier.host_name(host_id)
     }
 
+    /// The id of a host the frontier knows (by name, with its port when not the
+    /// scheme's); `None` for a host never queued.
+    pub fn host_id(&self, host: &str) -> Option<u32> {
+        self.frontier.host_id_of(host)
+    }
+
     /// Leases the best queued request of one host, if it has an unleased one.
     /// Requests added in the open (uncommitted) group are not visible yet.
     pub fn lease_from(&mut self, host_id: u32) -> Result<Option<Lease>, StoreError> {
@@ -352,7 +358,8 @@ impl State {
     /// Starts a crawl cycle at `now`: queues every stored seed and every page
     /// due by `now` again (`dont_filter`). A seed whose host still has queued
     /// requests is skipped (a host held over from the last run finishes first, so
-    /// its seed is not queued twice). A due page leaves the due index in the batch
+    /// its seed is not queued twice), and so is a seed whose host is parked at
+    /// `now` after failing on the network run after run. A due page leaves the due index in the batch
     /// that queues it, so it can never be queued twice, and a cycle start cut
     /// short by a crash is finished by [`State::resume_cycle`]. Commits.
     pub fn start_cycle(
@@ -363,9 +370,18 @@ impl State {
         self.runs.start_cycle(&mut self.group.batch, now);
         let mut start = CycleStart::default();
         let mut busy = HashSet::new();
+        let parked: HashSet<String> = super::unreachable::all(&self.db)?
+            .into_iter()
+            .filter(|host| host.parked_at(now))
+            .map(|host| host.host)
+            .collect();
         for url in self.seeds()? {
             let request = seed_request(url);
             let host = super::frontier::host_of(&request.url);
+            if parked.contains(&host) {
+                start.parked += 1;
+                continue;
+            }
             if let Some(id) = self.frontier.host_id_of(&host)
                 && (busy.contains(&id) || self.frontier.host_has_queued(&self.db, id)?)
             {

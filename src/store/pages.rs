@@ -145,6 +145,8 @@ pub struct CycleStart {
     pub due: u64,
     /// Seeds skipped because their host still had queued requests.
     pub held: u64,
+    /// Seeds skipped because their host is parked (see [`super::UnreachableHost`]).
+    pub parked: u64,
 }
 
 /// Encodes a page record as it is stored: [`keys::PAGE_RECORD_VERSION`], then bincode.

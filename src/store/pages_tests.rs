@@ -188,7 +188,8 @@ fn a_cycle_queues_seeds_and_due_pages_once_but_not_future_ones() {
         CycleStart {
             seeds: 1,
             due: 2,
-            held: 0
+            held: 0,
+            parked: 0,
         }
     );
     let mut urls = drain(&mut state);
@@ -218,6 +219,48 @@ fn a_host_with_queued_requests_gets_nothing_queued_again() {
         vec!["http://a.test/", "http://b.test/"],
         "b.test once"
     );
+}
+
+#[test]
+fn a_parked_host_gets_its_seeds_queued_only_once_its_park_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let seeds = [
+        "http://a.test/".to_owned(),
+        "http://gone.test:81/".to_owned(),
+    ];
+    state.add_seeds(&seeds, &[]).unwrap();
+    drain(&mut state);
+    // Parked from the third failed run on, until 1000 then.
+    let park = |runs: u32| (runs >= 3).then_some(1000);
+    for run in [1, 1, 2, 3] {
+        let record = state
+            .note_unreachable("gone.test:81", run, 10 * run, "refused", park)
+            .unwrap();
+        assert_eq!(record.last_run, run);
+        // Runs are committed apart (a run notes a host once, with the
+        // completion that gave it up).
+        state.commit().unwrap();
+    }
+    let hosts = state.unreachable_hosts().unwrap();
+    assert_eq!(hosts.len(), 1);
+    let host = &hosts[0];
+    assert_eq!(
+        (host.runs, host.since, host.parked_until),
+        (3, 10, Some(1000))
+    );
+    assert!(host.parked_at(999) && !host.parked_at(1000));
+    let start = state.start_cycle(500, &[]).unwrap();
+    assert_eq!((start.seeds, start.parked), (1, 1));
+    assert_eq!(drain(&mut state), vec!["http://a.test/"]);
+    let start = state.start_cycle(1000, &[]).unwrap();
+    assert_eq!((start.seeds, start.parked), (2, 0));
+    drain(&mut state);
+    // An answer forgets the failed runs.
+    assert!(state.note_reachable("gone.test:81").unwrap());
+    state.commit().unwrap();
+    assert!(state.unreachable_hosts().unwrap().is_empty());
+    assert!(!state.note_reachable("gone.test:81").unwrap());
 }
 
 #[test]

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::error::StoreError;
 use super::records::RunRecord;
-use super::{State, keys};
+use super::{State, keys, records};
 use crate::canon;
 use crate::fingerprint::{self, Fingerprint};
 use crate::request::Request;
@@ -61,6 +61,12 @@ pub struct Summary {
     /// before a crawl stored one.
     #[serde(default)]
     pub job: Option<u64>,
+    /// Hosts that could not be reached in their last runs, parked or not.
+    #[serde(default)]
+    pub unreachable: Vec<super::UnreachableHost>,
+    /// Seeds whose host is parked now: a new cycle does not queue them.
+    #[serde(default)]
+    pub parked_seeds: Vec<String>,
 }
 
 /// Bytes the files under `dir` take on disk (allocated blocks); what cannot be
@@ -117,6 +123,7 @@ impl State {
     /// The summary of this state.
     pub fn summary(&self) -> Result<Summary, StoreError> {
         let runs = self.db.last_u64_key(keys::RUN)?.unwrap_or(0);
+        let unreachable = self.unreachable_hosts()?;
         let bloom = &self.seen.bloom;
         Ok(Summary {
             frontier: self.frontier_len(),
@@ -141,7 +148,28 @@ impl State {
                 .previous(&self.db)?
                 .and_then(|run| run.counters.get(PEAK_RSS).copied()),
             job: self.latest_job()?.map(|job| job.version),
+            parked_seeds: self.parked_seeds(&unreachable, records::unix_now())?,
+            unreachable,
         })
+    }
+
+    /// The stored seeds whose host is parked at `now`.
+    fn parked_seeds(
+        &self,
+        hosts: &[super::UnreachableHost],
+        now: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        let parked: Vec<&str> = hosts
+            .iter()
+            .filter(|host| host.parked_at(now))
+            .map(|host| host.host.as_str())
+            .collect();
+        if parked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut seeds = self.seeds()?;
+        seeds.retain(|url| parked.contains(&super::frontier::host_of(url).as_str()));
+        Ok(seeds)
     }
 
     /// The first `limit` queued requests in lease order, host by host.

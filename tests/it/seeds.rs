@@ -110,3 +110,77 @@ fn a_removed_seed_is_not_queued_or_fetched_again_and_an_added_one_is() {
     assert_eq!(waiting_server.requests(), 0, "the removed seed was fetched");
     assert!(servers[2].hits("/") >= 1, "the added seed was fetched");
 }
+
+/// `legcrawl crawl` on `state` with `args`, at the default log level (warn).
+fn crawl(state: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut all = vec!["crawl", "--bloom-bits", "16"];
+    all.extend_from_slice(args);
+    let mut cmd = legcrawl(state, &all);
+    cmd.env_remove("RUST_LOG");
+    let out = cli::run(cmd, LIMIT);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn dump_summary(state: &std::path::Path) -> String {
+    let out = cli::run(legcrawl(state, &["dump", "summary"]), LIMIT);
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_seed_unreachable_in_three_runs_is_parked_until_added_again() {
+    let site = Site::generate(3, 4);
+    let up = TestServer::start(site.handler());
+    // A port nothing listens on (yet): connections are refused.
+    let down = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port");
+    let dead = format!("http://{down}/");
+    let data = tempfile::tempdir().expect("temp dir");
+    let state = data.path().join("state");
+    for run in 1..=3 {
+        let (code, err) = crawl(&state, &[&up.url("/"), &dead]);
+        assert_eq!(code, Some(0), "run {run}: {err}");
+        assert!(err.contains("connection refused"), "run {run}: {err}");
+        let shown = dump_summary(&state);
+        assert!(
+            shown.contains(&format!("{down}: {run} run(s) in a row")),
+            "run {run}: {shown}"
+        );
+        assert_eq!(
+            shown.contains("parked seed"),
+            run == 3,
+            "run {run}: {shown}"
+        );
+    }
+    let (_, err) = crawl(&state, &[]);
+    assert!(err.contains("parked until"), "{err}");
+    let shown = dump_summary(&state);
+    assert!(shown.contains("parked seed"), "{shown}");
+    assert!(shown.contains(&dead), "{shown}");
+    // Parked: the next runs neither queue the seed nor try its host, and the
+    // live site is revisited as usual.
+    let before = up.hits("/");
+    for run in 4..=5 {
+        let (code, err) = crawl(&state, &[]);
+        assert_eq!(code, Some(0), "run {run}: {err}");
+        assert!(!err.contains("connection refused"), "run {run}: {err}");
+        assert!(err.contains("parked until"), "run {run}: {err}");
+    }
+    assert_eq!(up.hits("/"), before + 2, "the live seed, once a run");
+    // The site comes back; adding its seed again ends the park.
+    let back = TestServer::start_at(down, Site::generate(2, 5).handler());
+    let out = cli::run(legcrawl(&state, &["seeds", "add", &dead]), LIMIT);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the next crawl tries it again"), "{err}");
+    let (code, err) = crawl(&state, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(back.hits("/") >= 1, "the seed is fetched again: {err}");
+    let shown = dump_summary(&state);
+    assert!(!shown.contains("unreachable host"), "{shown}");
+    assert!(!shown.contains("parked seed"), "{shown}");
+}

@@ -282,6 +282,16 @@ impl TestServer {
     /// Starts a server on `ip`, port 0, whose runtime has `workers` threads.
     pub fn start_on_with_workers(ip: &str, handler: Handler, workers: usize) -> TestServer {
         let listener = StdListener::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}:0: {e}"));
+        TestServer::serve(listener, handler, workers)
+    }
+
+    /// Starts a server on `addr` itself (a host that was down comes back).
+    pub fn start_at(addr: SocketAddr, handler: Handler) -> TestServer {
+        let listener = StdListener::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+        TestServer::serve(listener, handler, DEFAULT_WORKERS)
+    }
+
+    fn serve(listener: StdListener, handler: Handler, workers: usize) -> TestServer {
         listener
             .set_nonblocking(true)
             .expect("non-blocking listener");

@@ -1,0 +1,137 @@
+//! Hosts that could not be reached in runs in a row (`U` · host → record).
+//!
+//! A host given up for a run because no connection could be made to it (see
+//! the engine's `hosts`) gets one more failed run here; a host that answers
+//! loses its record. The engine decides from the count when a host is parked
+//! across runs and until when: a parked host's seeds are not queued by a new
+//! cycle ([`super::State::start_cycle`]) and its queued requests wait, so a
+//! site that is gone costs a nightly crawl nothing until it is tried again.
+//! Records are written in the open group, with the completion that failed or
+//! answered. Depends on `table`, `records` and `keys`.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::StoreError;
+use super::table::{Batch, Db};
+use super::{State, keys, records};
+
+/// A host that failed on the network in its last runs (`dump summary`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UnreachableHost {
+    /// The host (with its port when not the scheme's).
+    pub host: String,
+    /// Runs in a row in which no connection could be made to it.
+    pub runs: u32,
+    /// The last of those runs.
+    pub last_run: u64,
+    /// Unix seconds of the first failure of the row.
+    pub since: u64,
+    /// The last connection error.
+    pub error: String,
+    /// Parked: neither its seeds nor its queued requests are tried before
+    /// this (unix seconds). `None`: not parked (yet).
+    pub parked_until: Option<u64>,
+}
+
+impl UnreachableHost {
+    /// True when the host is parked at `now`.
+    pub fn parked_at(&self, now: u64) -> bool {
+        self.parked_until.is_some_and(|until| until > now)
+    }
+}
+
+fn key(host: &str) -> Vec<u8> {
+    keys::with_prefix(keys::UNREACHABLE, host.as_bytes())
+}
+
+/// Every host with a failed run in a row, in host order.
+pub(super) fn all(db: &Db) -> Result<Vec<UnreachableHost>, StoreError> {
+    let mut out = Vec::new();
+    for entry in db.scan([keys::UNREACHABLE]) {
+        let (key, value) = entry?;
+        out.push(db.decode("unreachable host", &key, &value)?);
+    }
+    Ok(out)
+}
+
+/// The record of `host`, if its last runs failed.
+fn get(db: &Db, host: &str) -> Result<Option<UnreachableHost>, StoreError> {
+    let key = key(host);
+    match db.get(&key)? {
+        Some(value) => db.decode("unreachable host", &key, &value).map(Some),
+        None => Ok(None),
+    }
+}
+
+impl State {
+    /// Hosts that failed on the network in their last runs, parked or not.
+    pub fn unreachable_hosts(&self) -> Result<Vec<UnreachableHost>, StoreError> {
+        all(&self.db)
+    }
+
+    /// Records, in the open group, that no connection could be made to `host`
+    /// in run `run` (once per run: a second note of the same run changes
+    /// nothing) at `now`, with `error`; `park(runs)` says until when the host
+    /// is parked after `runs` failed runs in a row. Returns the new record.
+    pub fn note_unreachable(
+        &mut self,
+        host: &str,
+        run: u64,
+        now: u64,
+        error: &str,
+        park: impl Fn(u32) -> Option<u64>,
+    ) -> Result<UnreachableHost, StoreError> {
+        let record = match get(&self.db, host)? {
+            Some(record) if record.last_run == run => return Ok(record),
+            Some(record) => UnreachableHost {
+                runs: record.runs.saturating_add(1),
+                ..record
+            },
+            None => UnreachableHost {
+                host: host.to_owned(),
+                runs: 1,
+                last_run: run,
+                since: now,
+                error: String::new(),
+                parked_until: None,
+            },
+        };
+        let record = UnreachableHost {
+            last_run: run,
+            error: error.to_owned(),
+            parked_until: park(record.runs),
+            ..record
+        };
+        put(&mut self.group.batch, &record);
+        Ok(record)
+    }
+
+    /// Forgets, in the open group, that `host` failed: it answered, or the user
+    /// asked for it to be tried again. True when it had a record.
+    pub fn note_reachable(&mut self, host: &str) -> Result<bool, StoreError> {
+        let known = self.db.contains(key(host))?;
+        if known {
+            self.group.batch.delete(key(host));
+        }
+        Ok(known)
+    }
+
+    /// Forgets the failed runs of the hosts of `urls` (`legcrawl seeds add` of
+    /// a known seed: the next run tries it). Commits; returns the hosts that
+    /// had a record.
+    pub fn try_hosts_again(&mut self, urls: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut again = Vec::new();
+        for url in urls {
+            let host = super::frontier::host_of(url);
+            if !again.contains(&host) && self.note_reachable(&host)? {
+                again.push(host);
+            }
+        }
+        self.commit()?;
+        Ok(again)
+    }
+}
+
+fn put(batch: &mut Batch, record: &UnreachableHost) {
+    batch.put(key(&record.host), records::encode(record));
+}
