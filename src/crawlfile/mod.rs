@@ -161,6 +161,22 @@ pub fn default_legs() -> Stack {
         .push(legs::PageItem::new())
 }
 
+/// The legs a crawl runs, embedded or shared: `legs` (a job's; `None`: the
+/// bundled [`default_legs`]), and with `config.sitemaps` a sitemap leg added
+/// unless `sitemap_leg` says the job's legs have one, so that sitemap files
+/// are read whatever legs are configured. Not configured yet.
+pub fn crawl_legs(
+    config: &CrawlConfig,
+    legs: Option<Stack>,
+    sitemap_leg: bool,
+) -> Result<Stack, legs::LegError> {
+    let stack = legs.unwrap_or_else(default_legs);
+    if config.sitemaps && !sitemap_leg {
+        return Ok(stack.push(legs::Sitemap::new(legs::SitemapSettings::default())?));
+    }
+    Ok(stack)
+}
+
 /// True when `legs` (a crawl file's `legs` array) holds a leg of `kind`,
 /// nested ones (`stack`, `callback_rules`) included.
 pub fn names_kind(legs: &toml::Value, kind: &str) -> bool {

@@ -39,7 +39,7 @@ mod result;
 pub(crate) mod revisits;
 pub mod scope;
 pub mod sink;
-mod sitemaps;
+pub(crate) mod sitemaps;
 pub(crate) mod task;
 mod totals;
 mod watch;

@@ -15,7 +15,7 @@ use super::scope::{Scope, strip_credentials};
 
 /// The sitemap requests `record` (a fetched robots.txt) lists that `scope`
 /// allows, with the counters their choice moved.
-pub(super) fn from_robots(
+pub(crate) fn from_robots(
     record: &RobotsRecord,
     agent: &str,
     scope: &Scope,

@@ -9,7 +9,7 @@
 //! ([`CookieJar::take_changed`]) and loads it at run start ([`CookieJar::load`]).
 //! Cookie values are never logged: the jar's `Debug` shows a count.
 //!
-//! Depends on `cookie_store` and `url` only.
+//! Depends on `cookie_store`, `serde_json` and `url` only.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,6 +64,41 @@ impl CookieJar {
             Ok(()) => Some(out),
             Err(_) => None,
         }
+    }
+
+    /// Every cookie of the jar, expired ones too (a server's deletion), as
+    /// (key, JSON) when a cookie was stored since the last call: the key
+    /// (domain, path and name, tab-separated) names the cookie in a shared
+    /// crawl's Redis hash, where each worker's cookies replace those of their
+    /// keys (see [`crate::shared`]).
+    pub fn take_changed_cookies(&self) -> Option<Vec<(String, String)>> {
+        if !self.changed.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let store = self.lock();
+        let cookies = store
+            .iter_any()
+            .filter_map(|cookie| {
+                let json = serde_json::to_string(cookie).ok()?;
+                let (domain, path) = (String::from(&cookie.domain), String::from(&cookie.path));
+                Some((format!("{domain}\t{path}\t{}", cookie.name()), json))
+            })
+            .collect();
+        Some(cookies)
+    }
+
+    /// Replaces the jar with `cookies`, JSON values of
+    /// [`CookieJar::take_changed_cookies`]; an error says why one cannot be read.
+    pub fn load_cookies(&self, cookies: &[Vec<u8>]) -> Result<(), String> {
+        let store = CookieStore::from_cookies(
+            cookies
+                .iter()
+                .map(|json| serde_json::from_slice::<cookie_store::Cookie<'static>>(json)),
+            true,
+        )
+        .map_err(|e| e.to_string())?;
+        *self.lock() = store;
+        Ok(())
     }
 
     /// The `Cookie` header for a request to `url`, if any cookie matches.

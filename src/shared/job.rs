@@ -279,7 +279,13 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
             &facts,
         )?;
         let previous = stored.as_ref().map(|j| j.version);
-        let mut active = Active::build(resolved.config, resolved.legs, plan.run, &crawl_seeds)?;
+        let mut active = Active::build(
+            resolved.config,
+            resolved.legs,
+            resolved.sitemap_leg,
+            plan.run,
+            &crawl_seeds,
+        )?;
         if let Some(stored) = &stored
             && resolved.changes.is_empty()
         {
@@ -388,7 +394,8 @@ pub(super) struct Active {
 }
 
 impl Active {
-    /// Builds the job `job` (settings and legs, `None`: the bundled ones) for
+    /// Builds the job `job` (settings and legs, `None`: the bundled ones, with
+    /// a sitemap leg unless `sitemap_leg` says the job's legs have one) for
     /// a worker with the options of `run`, with `crawl_seeds` the crawl's
     /// stored seeds. The scope's hosts are the job's allowed hosts, or else
     /// the hosts of every seed (the job's, the crawl's and this worker's); the
@@ -396,6 +403,7 @@ impl Active {
     fn build(
         job: CrawlConfig,
         legs: Option<Stack>,
+        sitemap_leg: bool,
         run: &CrawlConfig,
         crawl_seeds: &[String],
     ) -> Result<Active, EngineError> {
@@ -404,7 +412,7 @@ impl Active {
         let seeds: Vec<String> = crawl_seeds.iter().chain(&job_seeds).cloned().collect();
         let scope = Scope::of_crawl(&config, &seeds, &config.seeds);
         let seeds = job_seeds;
-        let mut stack = legs.unwrap_or_else(crawlfile::default_legs);
+        let mut stack = crawlfile::crawl_legs(&config, legs, sitemap_leg)?;
         stack.configure(&crate::engine::scope::leg_config(&config, &scope))?;
         let fetcher = Fetcher::new(FetchSettings::from_config(&config))?;
         let robots = config
@@ -431,9 +439,39 @@ impl Active {
         crawl_seeds: &[String],
     ) -> Result<Active, JoinError> {
         let file = job_file(stored)?;
-        let mut active = Active::build(file.config, file.legs, run, crawl_seeds)?;
+        let sitemap_leg = file
+            .legs_toml
+            .as_ref()
+            .is_some_and(|legs| crawlfile::names_kind(legs, "sitemap"));
+        let mut active = Active::build(file.config, file.legs, sitemap_leg, run, crawl_seeds)?;
         active.version = stored.version;
         Ok(active)
+    }
+
+    /// Fills the cookie jar (unless cookies are off) with the cookies the
+    /// crawl's workers stored.
+    pub(super) async fn load_cookies(&self, shared: &Shared) -> Result<(), EngineError> {
+        if let Some(jar) = self.fetcher.cookie_jar() {
+            let cookies = shared.cookies().await?;
+            jar.load_cookies(&cookies)
+                .map_err(|reason| SharedError::Corrupt {
+                    name: shared.target().name.clone(),
+                    what: format!("a stored cookie: {reason}"),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Stores the cookies this version's jar changed since the last call.
+    pub(super) async fn keep_cookies(&self, shared: &Shared) -> Result<(), SharedError> {
+        match self
+            .fetcher
+            .cookie_jar()
+            .and_then(|jar| jar.take_changed_cookies())
+        {
+            Some(cookies) => shared.put_cookies(&cookies).await,
+            None => Ok(()),
+        }
     }
 
     /// Fills the robots.txt cache with the answers the crawl's workers stored.

@@ -21,6 +21,7 @@
 //! | `items` | stream | one entry per item: `item` (JSON), `worker` |
 //! | `pages` | hash | fingerprint → page record (the embedded state's encoding) |
 //! | `robots` | hash | origin → robots.txt record (JSON) |
+//! | `cookies` | hash | domain, path and name (tab-separated) → the cookie (JSON, as `cookie_store` writes it; expired ones too): every worker's jar starts from them and writes its own back after each completion that changed it |
 //! | `robotsfail`, `parkedhosts` | hashes | per host: robots.txt failures in a row; hosts parked, with their set-aside count |
 //! | `parked:HOST` | sorted set | a parked host's queue, set aside until a worker starts |
 //! | `counters` | hash | counter name → count |

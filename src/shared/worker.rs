@@ -141,6 +141,9 @@ struct Worker {
     /// The newest item in the stream when this run began: the run's items
     /// come after it (`dump --shared ... items --run N`).
     items_after: String,
+    /// robots.txt answers whose `Sitemap:` lines a completion that was refused
+    /// (its lease had expired) did not queue: the next completion carries them.
+    robots_pending: Vec<crate::robots::RobotsRecord>,
 }
 
 impl Worker {
@@ -191,6 +194,7 @@ impl Worker {
             });
         }
         active.load_robots(&shared).await?;
+        active.load_cookies(&shared).await?;
         let output = match &run.output {
             Some(path) => Some(WorkerOutput::open(path, &machine_name(), &shared).await?),
             None => None,
@@ -219,6 +223,7 @@ impl Worker {
             counters: HashMap::new(),
             started_at: unix_now(),
             items_after,
+            robots_pending: Vec::new(),
         })
     }
 
@@ -332,6 +337,9 @@ impl Worker {
         match Active::from_stored(&stored, &self.run, &seeds) {
             Ok(active) => {
                 active.load_robots(&self.shared).await?;
+                // The cookies go on from this version's jar to the next.
+                self.active.keep_cookies(&self.shared).await?;
+                active.load_cookies(&self.shared).await?;
                 tracing::info!(
                     from = self.active.version,
                     to = active.version,

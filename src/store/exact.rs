@@ -139,11 +139,18 @@ impl Exact {
         // misses the page cache reads from disk, and a fingerprint is in one run at most
         // (merges never duplicate one), so the largest run, which holds most of
         // them, is searched first: a duplicate is then found after about one
-        // search instead of one per smaller, newer run before it.
-        let mut order: Vec<(u64, u64)> = self.runs.clone();
-        order.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-        order
-            .iter()
+        // search instead of one per smaller, newer run before it. The rest
+        // follow newest first; nothing is allocated (this runs for every
+        // Bloom "maybe").
+        let largest = self.runs.iter().max_by_key(|(run, count)| (*count, *run));
+        largest
+            .into_iter()
+            .chain(
+                self.runs
+                    .iter()
+                    .rev()
+                    .filter(|entry| Some(*entry) != largest),
+            )
             .filter_map(|(run, _)| self.files.get(run))
             .any(|file| file.contains(fp))
     }

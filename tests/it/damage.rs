@@ -13,7 +13,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::support::cli::{self, item_path, legcrawl};
-use crate::support::{Site, TestServer, assert_each_once, splitmix64};
+use crate::support::{Site, TestServer, assert_each_once, copy_dir, splitmix64};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Replays the damage of [`overwritten_sled_bytes_never_panic_nor_lose_items_silently`].
@@ -130,18 +130,6 @@ fn sled_entries(db: &Path) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         Some(out)
     }));
     read.ok().flatten()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
 }
 
 /// The item paths `dump items` prints, each once and the site's reachable pages.
@@ -430,13 +418,70 @@ fn repair_rebuilds_the_bloom_filter_and_a_crash_inside_it_loses_nothing() {
         let mut cmd = legcrawl(&c.state, &["repair"]);
         cmd.env(legcrawl::store::crash::CRASH_AT_ENV, point);
         let out = cli::run(cmd, LIMIT);
-        assert!(!out.status.success(), "{point}: the crash happened");
+        assert!(
+            stderr(&out).contains(&format!("legcrawl: crash point {point}")),
+            "{point}: the crash happened there: {}",
+            stderr(&out)
+        );
         let requests = c.server.requests();
         let out = cli::run(legcrawl(&c.state, &["crawl", &c.seed]), LIMIT);
         assert!(out.status.success(), "{point}: {}", stderr(&out));
         assert!(c.server.requests() - requests <= 2, "{point}");
         assert_items_whole(&c.state, &c.site, point);
     }
+}
+
+/// The trial open that checks a state after a crash (`repair.trial`), itself
+/// cut short: by a crash at the point in the crawl that resumes a crawl
+/// killed mid-run, then in a `dump` of it. Each following open runs the trial
+/// again, the crawl resumes, and the items are the site's pages once each.
+#[test]
+fn a_crash_in_the_trial_open_after_a_crash_loses_nothing() {
+    let site = Site::generate(200, 14);
+    let server = TestServer::start(site.handler());
+    let data = tempfile::tempdir().expect("temp dir");
+    let state = data.path().join("state");
+    let seed = server.url("/");
+    let crawl = |crash_at: Option<&str>| {
+        let mut cmd = legcrawl(&state, &["crawl", &seed, "--bloom-bits", "16"]);
+        if let Some(at) = crash_at {
+            cmd.env(legcrawl::store::crash::CRASH_AT_ENV, at);
+        }
+        cli::run(cmd, LIMIT)
+    };
+    // Killed mid-crawl: after the fifth durable group.
+    let out = crawl(Some("group.apply:5"));
+    assert!(
+        stderr(&out).contains("crash point group.apply:5"),
+        "{}",
+        stderr(&out)
+    );
+    let dump = |crash_at: &str| {
+        let mut cmd = legcrawl(&state, &["dump", "summary"]);
+        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, crash_at);
+        cli::run(cmd, LIMIT)
+    };
+    for (what, out) in [
+        ("crawl", crawl(Some("repair.trial:1"))),
+        ("dump", dump("repair.trial:1")),
+    ] {
+        assert!(
+            stderr(&out).contains("legcrawl: crash point repair.trial:1"),
+            "{what}: the trial open ran and crashed: {}",
+            stderr(&out)
+        );
+    }
+    let out = crawl(None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !state.join(".db-trial").exists(),
+        "the trial's copy is removed"
+    );
+    assert_items_whole(&state, &site, "after crashes in the trial open");
+    assert!(
+        site.reachable().iter().all(|path| server.hits(path) <= 2),
+        "a page fetched more than twice"
+    );
 }
 
 /// A tmpfs of `size` mounted for a test, unmounted when dropped; `None` (and a

@@ -1024,6 +1024,10 @@ fn a_damaged_page_id_run_is_rebuilt_from_the_page_records() {
         cmd.env(legcrawl::store::crash::CRASH_AT_ENV, "repair.ids_index:1");
         let out = run(cmd, LIMIT);
         assert_eq!(out.status.code(), None, "{how}: aborted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("crash point repair.ids_index:1"),
+            "{how}: aborted at the point"
+        );
         // The rebuild on open says so in a warning.
         let mut cmd = legcrawl(data.path(), args);
         cmd.env("RUST_LOG", "warn,sled=off");

@@ -3,12 +3,15 @@
 //! page whose `lastmod` is older than its last fetch gets no request in the
 //! incremental run; once the sitemap says it changed after that fetch, the
 //! next run asks it again, and only it — also when the sitemap is long
-//! enough that its entries are queued in parts while the leg runs.
+//! enough that its entries are queued in parts while the leg runs, and in a
+//! shared crawl (whose workers read the page records from Redis).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::support::cli::{legcrawl, run};
+use crate::support::redis::RedisServer;
+use crate::support::workers::{Crawl, serial};
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -77,20 +80,38 @@ fn the_same_when_the_sitemap_entries_are_queued_in_parts() {
     lastmod_runs(5_000);
 }
 
+#[test]
+fn a_shared_crawl_asks_a_page_again_only_when_its_sitemap_lastmod_is_newer() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("a_shared_crawl_asks_a_page_again_only_when") else {
+        return;
+    };
+    let mut workers = Crawl::new(&redis.url(), "lastmod");
+    lastmod_runs_with(0, |args| {
+        // The first argument is `crawl`, which the workers' command has.
+        workers.spawn(&args[1..]);
+        workers.wait_all_ok(LIMIT);
+    });
+}
+
 fn lastmod_runs(padding: usize) {
-    let lastmod_a = Arc::new(Mutex::new("2020-01-01T00:00:00Z".to_owned()));
-    let server = site(Arc::clone(&lastmod_a), padding);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("state");
-    let seed = server.url("/");
-    let crawl = |args: &[&str]| {
+    lastmod_runs_with(padding, |args| {
         let out = run(legcrawl(&data, args), LIMIT);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-    };
+    });
+}
+
+/// Four runs of `crawl` (an embedded state, or workers of a shared crawl).
+fn lastmod_runs_with(padding: usize, mut crawl: impl FnMut(&[&str])) {
+    let lastmod_a = Arc::new(Mutex::new("2020-01-01T00:00:00Z".to_owned()));
+    let server = site(Arc::clone(&lastmod_a), padding);
+    let seed = server.url("/");
     let hits = |paths: &[&str]| -> Vec<u64> { paths.iter().map(|p| server.hits(p)).collect() };
     let pages = ["/", "/sitemap.xml", "/a", "/b", "/c"];
 

@@ -8,11 +8,13 @@
 //! second site on 127.0.0.2 that records every header it receives.
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::cli::{legcrawl, run};
+use crate::support::redis::RedisServer;
+use crate::support::workers::{Crawl, serial};
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -240,4 +242,57 @@ fn a_changed_host_header_shows_as_stars() {
     assert!(out.status.success(), "{said}");
     assert!(said.contains("headers.Authorization: *** -> ***"), "{said}");
     assert!(!said.contains("t0ken"), "{said}");
+}
+
+/// Issue 25/27: in a shared crawl, the cookies live in Redis: a worker started
+/// later sends the session cookie an earlier one received, and neither the
+/// workers' logs nor `dump --shared` show it.
+#[test]
+fn a_shared_crawl_keeps_its_cookies_in_redis_for_the_next_worker() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("a_shared_crawl_keeps_its_cookies_in_redis") else {
+        return;
+    };
+    let (intranet, _other, seen, _) = sites();
+    let workers = Crawl::new(&redis.url(), "cookies");
+    let dir = tempfile::tempdir().unwrap();
+    let file = crawl_file(dir.path(), &intranet.url("/"));
+    let config = file.to_str().unwrap();
+    let worker = |args: &[&str]| {
+        let mut cmd = workers.crawl_command(args);
+        cmd.env(PASSWORD_VAR, PASSWORD).env("RUST_LOG", "info");
+        let out = run(cmd, LIMIT);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let mut said = worker(&["--config", config]);
+    let members = requests_of(&seen, "/members");
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert!(members[0].iter().any(|h| h.contains(SESSION)));
+    let stored = redis.keys(&format!("{}cookies", workers.prefix()));
+    assert_eq!(stored.len(), 1, "the crawl's cookie hash: {stored:?}");
+    // A new worker process: its jar starts from the crawl's cookies.
+    said.push_str(&worker(&[&intranet.url("/members?run=2")]));
+    let members = requests_of(&seen, "/members");
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert!(
+        members[1].iter().any(|h| h.contains(SESSION)),
+        "the second worker sent the session cookie: {members:?}"
+    );
+    let mut dump = Command::new(crate::support::cli::bin());
+    dump.args([
+        "dump",
+        "--shared",
+        &redis.url(),
+        "--name",
+        "cookies",
+        "summary",
+    ]);
+    let out = run(dump, LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    said.push_str(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !said.contains("sess-7f3a9c") && !said.contains(PASSWORD),
+        "{said}"
+    );
 }

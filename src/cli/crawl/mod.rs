@@ -11,7 +11,7 @@ use legcrawl::crawlfile::{self, CrawlFile, units};
 use legcrawl::engine;
 use legcrawl::engine::scope::{Scope, leg_config};
 use legcrawl::job;
-use legcrawl::legs::{Leg, Sitemap, SitemapSettings};
+use legcrawl::legs::Leg;
 use legcrawl::shared::SharedTarget;
 
 mod report;
@@ -457,22 +457,15 @@ fn set<T>(slot: &mut T, value: Option<T>) {
     }
 }
 
-/// The legs the CLI crawls with: the job's `legs`, else the bundled ones
-/// (links, canonical URLs, a page item), configured with `config`; with
-/// `config.sitemaps`, a sitemap leg is added unless `sitemap_leg` says the
-/// job's legs have one, so
-/// sitemap files are read whatever legs are configured.
+/// The legs the CLI crawls with ([`crawlfile::crawl_legs`]), configured with
+/// `config`.
 fn bundled_legs(
     config: &CrawlConfig,
     legs: Option<legcrawl::legs::Stack>,
     sitemap_leg: bool,
 ) -> anyhow::Result<Arc<dyn Leg>> {
-    let mut stack = legs.unwrap_or_else(crawlfile::default_legs);
-    if config.sitemaps && !sitemap_leg {
-        let sitemap =
-            Sitemap::new(SitemapSettings::default()).map_err(|e| BadInput(e.to_string()))?;
-        stack = stack.push(sitemap);
-    }
+    let mut stack =
+        crawlfile::crawl_legs(config, legs, sitemap_leg).map_err(|e| BadInput(e.to_string()))?;
     stack
         .configure(config)
         .map_err(|e| BadInput(e.to_string()))?;

@@ -149,6 +149,36 @@ impl Shared {
             .map(drop)
     }
 
+    /// The crawl's cookies (JSON, one per cookie) that a worker's jar starts
+    /// from.
+    pub async fn cookies(&self) -> Result<Vec<Vec<u8>>, SharedError> {
+        let all: Vec<Vec<u8>> = self
+            .query(
+                "reading the cookies",
+                redis::cmd("HGETALL").arg(self.keys.key("cookies")),
+            )
+            .await?;
+        // Field, value, field, value...
+        Ok(all.into_iter().skip(1).step_by(2).collect())
+    }
+
+    /// Stores a worker's cookies, (key, JSON) from
+    /// [`crate::fetch::cookies::CookieJar::take_changed_cookies`], each
+    /// replacing the cookie of its key.
+    pub async fn put_cookies(&self, cookies: &[(String, String)]) -> Result<(), SharedError> {
+        if cookies.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(self.keys.key("cookies"));
+        for (key, json) in cookies {
+            cmd.arg(key).arg(json);
+        }
+        self.query::<i64>("storing the cookies", &cmd)
+            .await
+            .map(drop)
+    }
+
     /// Appends one worker run's record (JSON) to the crawl's runs; returns
     /// its number.
     pub async fn push_run(&self, record: &str) -> Result<u64, SharedError> {

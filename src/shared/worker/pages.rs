@@ -6,10 +6,13 @@ use crate::engine::EngineError;
 use crate::engine::page::PageResult;
 use crate::engine::parts::Part;
 use crate::engine::revisits::{PageEnd, PageWrite, page_write};
+use crate::engine::sitemaps::from_robots;
 use crate::engine::task;
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
+use crate::revisit::{lastmod_makes_due, lastmod_of, redirect_is_redundant};
 use crate::shared::client::{Completed, DueChange, NewRequest, PageCompletion, SharedLease};
+use crate::store::records::unix_now;
 
 impl Worker {
     /// Completes one finished page with the completion script.
@@ -26,7 +29,7 @@ impl Worker {
             .is_some()
             .then_some(!result.robots_unavailable);
         let PageResult {
-            requests,
+            mut requests,
             mut items,
             mut counters,
             seen,
@@ -63,7 +66,24 @@ impl Worker {
             PageWrite::KeepDue(at) => (None, DueChange::At(at)),
             PageWrite::Nothing => (None, DueChange::Leave),
         };
-        let accepted = self.accept(requests, &mut counters);
+        // Sitemaps by default: the `Sitemap:` lines of the robots.txt answers
+        // fetched since the last completion are queued with this one.
+        let mut robots = std::mem::take(&mut self.robots_pending);
+        if let Some(cache) = &self.active.robots {
+            robots.extend(cache.take_new_records());
+        }
+        if self.active.config.sitemaps {
+            let agent = &self.active.config.user_agent;
+            for record in &robots {
+                requests.extend(from_robots(
+                    record,
+                    agent,
+                    &self.active.scope,
+                    &mut counters,
+                ));
+            }
+        }
+        let accepted = self.accept(requests, &mut counters).await?;
         let items: Vec<String> = items
             .iter()
             .map(|item| serde_json::Value::Object(item.clone()).to_string())
@@ -101,12 +121,12 @@ impl Worker {
                     "the lease expired before the page was completed; another worker fetches it again"
                 );
                 *self.counters.entry("leases/lost").or_default() += 1;
+                // Their sitemaps were not queued: the next completion queues them.
+                self.robots_pending.clone_from(&robots);
             }
         }
-        if let Some(robots) = &self.active.robots {
-            let records = robots.take_new_records();
-            self.shared.put_robots(&records).await?;
-        }
+        self.shared.put_robots(&robots).await?;
+        self.active.keep_cookies(&self.shared).await?;
         Ok(())
     }
 
@@ -120,7 +140,7 @@ impl Worker {
             ack,
         } = part;
         let mut counters = Vec::new();
-        let accepted = self.accept(requests, &mut counters);
+        let accepted = self.accept(requests, &mut counters).await?;
         if let Some((queued, filtered)) =
             self.shared.queue_links(&self.id, lease, &accepted).await?
         {
@@ -134,12 +154,17 @@ impl Worker {
     }
 
     /// The requests the crawl may queue, credentials stripped and scope
-    /// checked; counts what it drops.
-    fn accept(
+    /// checked; counts what it drops. A sitemap entry whose `lastmod` is no
+    /// older than its known page's last fetch is made a revisit (`dont_filter`),
+    /// unless the cycle queues the page anyway or this run fetched it, as the
+    /// embedded crawl does (see [`crate::revisit::lastmod_makes_due`]); the
+    /// page records are read in one `HMGET`.
+    async fn accept(
         &self,
-        requests: Vec<Request>,
+        mut requests: Vec<Request>,
         counters: &mut Vec<(&'static str, u64)>,
-    ) -> Vec<NewRequest> {
+    ) -> Result<Vec<NewRequest>, EngineError> {
+        self.lastmod_revisits(&mut requests, counters).await?;
         let mut accepted = Vec::with_capacity(requests.len());
         for mut request in requests {
             crate::engine::scope::strip_credentials(&mut request, counters);
@@ -148,7 +173,38 @@ impl Worker {
                 Err(rejected) => counters.push((rejected.counter(), 1)),
             }
         }
-        accepted
+        Ok(accepted)
+    }
+
+    /// Marks `dont_filter` the requests a newer sitemap `lastmod` makes due.
+    async fn lastmod_revisits(
+        &self,
+        requests: &mut [Request],
+        counters: &mut Vec<(&'static str, u64)>,
+    ) -> Result<(), EngineError> {
+        let candidates: Vec<usize> = (0..requests.len())
+            .filter(|&i| !requests[i].dont_filter && lastmod_of(&requests[i].meta).is_some())
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let headers = &self.active.config.fingerprint_headers;
+        let fps: Vec<_> = candidates
+            .iter()
+            .map(|&i| fingerprint(&requests[i], headers))
+            .collect();
+        let records = self.shared.page_records(&fps).await?;
+        let now = unix_now();
+        for (&i, record) in candidates.iter().zip(&records) {
+            let request = &mut requests[i];
+            if lastmod_makes_due(record.as_ref(), request)
+                && !redirect_is_redundant(record.as_ref(), now, self.started_at)
+            {
+                request.dont_filter = true;
+                counters.push(("sitemap/lastmod_due", 1));
+            }
+        }
+        Ok(())
     }
 
     fn tally(&mut self, completion: &PageCompletion, queued: u64, filtered: u64) {

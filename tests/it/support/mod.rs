@@ -86,6 +86,19 @@ pub fn assert_each_once(paths: &[String], expected: &BTreeSet<String>, what: &st
     );
 }
 
+/// Copies the files and directories under `from` into `to` (made if missing).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
 /// Every path under `dir` with its length, sorted: compared before and after a
 /// command to show it touched nothing (empty when `dir` does not exist).
 pub fn listing(dir: &std::path::Path) -> Vec<(String, u64)> {
