@@ -38,6 +38,13 @@ pub struct DumpArgs {
     /// The CA certificate (PEM) that signed a rediss:// server's certificate.
     #[arg(long, global = true, value_name = "FILE")]
     shared_cacert: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) for a rediss:// server that asks for one
+    /// (mutual TLS), with --shared-key.
+    #[arg(long, global = true, value_name = "FILE")]
+    shared_cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, value_name = "FILE")]
+    shared_key: Option<std::path::PathBuf>,
     #[command(subcommand)]
     view: Option<View>,
 }
@@ -48,7 +55,11 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         let target = super::crawl::shared_target(
             args.shared.clone(),
             args.name.clone(),
-            args.shared_cacert.as_deref(),
+            &super::crawl::TlsFiles {
+                cacert: args.shared_cacert.as_deref(),
+                cert: args.shared_cert.as_deref(),
+                key: args.shared_key.as_deref(),
+            },
         )?;
         return super::dump_shared::run(&target, view, args.limit, args.json);
     }

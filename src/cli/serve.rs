@@ -35,6 +35,13 @@ pub struct ServeArgs {
     /// The CA certificate (PEM) that signed a rediss:// server's certificate.
     #[arg(long, value_name = "FILE")]
     shared_cacert: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) for a rediss:// server that asks for one
+    /// (mutual TLS), with --shared-key.
+    #[arg(long, value_name = "FILE")]
+    shared_cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    shared_key: Option<std::path::PathBuf>,
     /// Require this token on every request (`Authorization: Bearer T` or
     /// `?token=T`); needed to listen on a non-loopback address.
     #[arg(long, value_name = "T")]
@@ -60,7 +67,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(super::crawl::shared_target(
             args.shared,
             args.name,
-            args.shared_cacert.as_deref(),
+            &super::crawl::TlsFiles {
+                cacert: args.shared_cacert.as_deref(),
+                cert: args.shared_cert.as_deref(),
+                key: args.shared_key.as_deref(),
+            },
         )?)
     } else {
         None

@@ -55,6 +55,10 @@ struct SharedSection {
     lease_ttl: Option<FileDuration>,
     /// The CA certificate (PEM) of a `rediss://` server.
     cacert: Option<PathBuf>,
+    /// A client certificate (PEM) for a server that asks for one (mutual TLS).
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    key: Option<PathBuf>,
 }
 
 /// `[state]`: how the state directory is used.
@@ -370,6 +374,7 @@ impl FileSettings {
             // Checked in `check`.
             config.shared = crate::shared::SharedTarget::new(&shared.redis, &shared.name)
                 .and_then(|t| t.with_cacert(shared.cacert.as_deref()))
+                .and_then(|t| t.with_client_cert(shared.cert.as_deref(), shared.key.as_deref()))
                 .ok();
             set(&mut config.lease_ttl, shared.lease_ttl.map(|d| d.0));
         }
@@ -415,8 +420,18 @@ impl FileSettings {
             match crate::shared::SharedTarget::new(&shared.redis, &shared.name) {
                 Err(message) => return at("shared", message),
                 Ok(target) => {
-                    if let Err(message) = target.with_cacert(shared.cacert.as_deref()) {
-                        return at("shared.cacert", message);
+                    let target = match target.with_cacert(shared.cacert.as_deref()) {
+                        Ok(target) => target,
+                        Err(message) => return at("shared.cacert", message),
+                    };
+                    let (cert, key) = (shared.cert.as_deref(), shared.key.as_deref());
+                    if let Err(message) = target.with_client_cert(cert, key) {
+                        let place = if cert.is_some() {
+                            "shared.cert"
+                        } else {
+                            "shared.key"
+                        };
+                        return at(place, message);
                     }
                 }
             }

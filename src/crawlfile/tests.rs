@@ -527,3 +527,44 @@ fn negative_zero_and_malformed_units_name_their_key() {
         Some(Duration::ZERO)
     );
 }
+
+#[test]
+fn a_shared_client_certificate_comes_with_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("client.pem");
+    let key = dir.path().join("client.key");
+    std::fs::write(
+        &cert,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let shared = |extra: &str| {
+        format!("[shared]\nredis = \"rediss://127.0.0.1:6380/0\"\nname = \"docs\"\n{extra}")
+    };
+    let both = format!("cert = {:?}\nkey = {:?}\n", cert, key);
+    let file = ok(&shared(&both));
+    let target = file.config.shared.expect("a shared target");
+    assert_eq!(target.client_cert.as_deref(), Some(cert.as_path()));
+    assert_eq!(target.client_key.as_deref(), Some(key.as_path()));
+    let message = err(&shared(&format!("cert = {cert:?}\n")));
+    assert!(
+        message.contains("shared.cert") && message.contains("private key"),
+        "{message}"
+    );
+    let message = err(&shared(&format!("key = {key:?}\n")));
+    assert!(
+        message.contains("shared.key") && message.contains("certificate"),
+        "{message}"
+    );
+    // The key file is checked for PEM, and its contents never shown.
+    let message = err(&shared(&format!("cert = {cert:?}\nkey = {cert:?}\n")));
+    assert!(
+        message.contains("not PEM") && !message.contains("MIIB"),
+        "{message}"
+    );
+}

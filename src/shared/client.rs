@@ -279,6 +279,16 @@ impl Shared {
                 reason.push_str(
                     " (give the CA that signed the server's certificate with --shared-cacert FILE)",
                 );
+            } else if reason.contains("CertificateRequired") {
+                reason.push_str(
+                    " (the server asks for a client certificate: give it with --shared-cert FILE --shared-key FILE)",
+                );
+            } else if reason.contains("alert: UnknownCA")
+                || reason.contains("alert: BadCertificate")
+            {
+                reason.push_str(
+                    " (the server turned down the client certificate of --shared-cert: it must be signed by a CA the server trusts)",
+                );
             }
             SharedError::Unreachable {
                 url: target.shown(),
@@ -309,7 +319,11 @@ impl Shared {
             }
         };
         let info = target.connection_info().map_err(unreachable)?;
-        let connect = link::Link::open(info, target.ca_pem());
+        let tls = link::TlsPem {
+            ca: target.ca_pem(),
+            client: target.client_pem(),
+        };
+        let connect = link::Link::open(info, tls);
         let (link, mut conn) = tokio::time::timeout(Duration::from_secs(10), connect)
             .await
             .map_err(|_| unreachable("no answer within 10 s".into()))?

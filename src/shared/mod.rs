@@ -75,6 +75,14 @@ pub struct SharedTarget {
     pub cacert: Option<PathBuf>,
     /// Its certificates (PEM), read by [`SharedTarget::with_cacert`].
     ca_pem: Option<Vec<u8>>,
+    /// The client certificate file shown to a `rediss://` server that asks
+    /// for one (mutual TLS: `--shared-cert`); its key is `--shared-key`.
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key file (`--shared-key`).
+    pub client_key: Option<PathBuf>,
+    /// The client certificate and key (PEM), read by
+    /// [`SharedTarget::with_client_cert`].
+    client_pem: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// How long a lease lasts unless renewed (renewed every third of it while the
@@ -106,6 +114,9 @@ impl SharedTarget {
             name: name.to_owned(),
             cacert: None,
             ca_pem: None,
+            client_cert: None,
+            client_key: None,
+            client_pem: None,
         })
     }
 
@@ -144,6 +155,63 @@ impl SharedTarget {
     /// The CA certificates (PEM) given with [`SharedTarget::with_cacert`].
     pub(crate) fn ca_pem(&self) -> Option<&[u8]> {
         self.ca_pem.as_deref()
+    }
+
+    /// The target with a client certificate and its key read from `cert`
+    /// and `key` (PEM), for a `rediss://` server that asks clients for one
+    /// (mutual TLS). Both or neither; the error, one line, says which file
+    /// is missing, unreadable or not PEM, or that the URL is not `rediss://`.
+    /// The key's contents are never shown.
+    pub fn with_client_cert(
+        mut self,
+        cert: Option<&Path>,
+        key: Option<&Path>,
+    ) -> Result<SharedTarget, String> {
+        let (cert, key) = match (cert, key) {
+            (None, None) => {
+                (self.client_cert, self.client_key, self.client_pem) = (None, None, None);
+                return Ok(self);
+            }
+            (Some(cert), Some(key)) => (cert, key),
+            (Some(_), None) => {
+                return Err("a Redis client certificate needs its private key too (--shared-key FILE, crawl file [shared] key)".into());
+            }
+            (None, Some(_)) => {
+                return Err("a Redis client key needs its certificate too (--shared-cert FILE, crawl file [shared] cert)".into());
+            }
+        };
+        if !self.redis.starts_with("rediss://") {
+            return Err(format!(
+                "the Redis client certificate {} is for a TLS server: the URL must start with rediss://, not {}",
+                cert.display(),
+                self.shown()
+            ));
+        }
+        let read = |path: &Path, what: &str, marker: &str| {
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("the Redis {what} {} cannot be read: {e}", path.display()))?;
+            if !pem.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+                return Err(format!(
+                    "the Redis {what} {} is not PEM (no {marker})",
+                    path.display()
+                ));
+            }
+            Ok(pem)
+        };
+        let cert_pem = read(cert, "client certificate", "-----BEGIN CERTIFICATE-----")?;
+        let key_pem = read(key, "client key", "PRIVATE KEY-----")?;
+        self.client_cert = Some(cert.to_owned());
+        self.client_key = Some(key.to_owned());
+        self.client_pem = Some((cert_pem, key_pem));
+        Ok(self)
+    }
+
+    /// The client certificate and key (PEM) given with
+    /// [`SharedTarget::with_client_cert`].
+    pub(crate) fn client_pem(&self) -> Option<(&[u8], &[u8])> {
+        self.client_pem
+            .as_ref()
+            .map(|(cert, key)| (cert.as_slice(), key.as_slice()))
     }
 }
 
@@ -209,6 +277,7 @@ impl std::fmt::Debug for SharedTarget {
             .field("redis", &self.shown())
             .field("name", &self.name)
             .field("cacert", &self.cacert)
+            .field("client_cert", &self.client_cert)
             .finish()
     }
 }

@@ -8,6 +8,8 @@
 //! exactly; a worker given another CA, or none (the system's roots do not
 //! know the test's CA), is one line and exit 1 and writes nothing; a CA file
 //! that cannot be read, or given with a `redis://` URL, is one line and exit 2.
+//! With mutual TLS (`--tls-auth-clients yes`), the client certificate of
+//! `--shared-cert`/`--shared-key` is what lets a worker in.
 
 use std::time::Duration;
 
@@ -85,4 +87,101 @@ fn rediss_with_the_servers_ca_crawls_and_another_ca_is_one_line() {
         serde_json::from_slice(&crawl.dump(&["summary", "--json", "--shared-cacert", &ca]))
             .expect("summary JSON");
     assert_eq!(summary["frontier"], 0, "{summary}");
+}
+
+/// Mutual TLS: a server that asks every client for a certificate its CA
+/// signed (`--tls-auth-clients yes`). Without one, or with one another CA
+/// signed, a worker is one line and exit 1; a certificate without its key is
+/// one line and exit 2; with both, a worker crawls the site and `dump` reads
+/// it back. The key never shows.
+#[test]
+fn mutual_tls_needs_a_client_certificate_the_ca_signed() {
+    let _serial = serial();
+    let pki = Pki::make();
+    let Some(redis) = RedisServer::start_mutual_tls(
+        "shared_mutual_tls",
+        &pki.server_cert(),
+        &pki.server_key(),
+        &pki.ca(),
+    ) else {
+        return;
+    };
+    let site = MultiSite::start(40, 2, 17, hosts::no_delay());
+    let crawl_args = site.crawl_args();
+    let argv = args(&crawl_args, &["--concurrency", "4"]);
+    let path = |p: std::path::PathBuf| p.to_str().expect("utf-8 path").to_owned();
+    let ca = path(pki.ca());
+    let (cert, key) = pki.client();
+    let (cert, key) = (path(cert), path(key));
+    let (other_cert, other_key) = pki.other_client();
+    let (other_cert, other_key) = (path(other_cert), path(other_key));
+    let mut crawl = Crawl::new(&redis.url(), "mtls");
+    let with = |extra: &[&str]| -> Vec<String> {
+        let ca = ["--shared-cacert", ca.as_str()];
+        [argv.as_slice(), &ca, extra]
+            .concat()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    };
+
+    let err = one_line(
+        "no client certificate",
+        &run(crawl.crawl_command(&strs(&with(&[]))), LIMIT),
+        1,
+    );
+    assert!(
+        err.contains("--shared-cert FILE --shared-key FILE"),
+        "{err}"
+    );
+    assert!(err.contains("rediss://127.0.0.1"), "{err}");
+    let out = run(
+        crawl.crawl_command(&strs(&with(&[
+            "--shared-cert",
+            &other_cert,
+            "--shared-key",
+            &other_key,
+        ]))),
+        LIMIT,
+    );
+    let err = one_line("a client certificate of another CA", &out, 1);
+    assert!(err.contains("turned down the client certificate"), "{err}");
+    assert!(err.contains("rediss://127.0.0.1"), "{err}");
+    let out = run(
+        crawl.crawl_command(&strs(&with(&["--shared-cert", &cert]))),
+        LIMIT,
+    );
+    let err = one_line("a certificate without its key", &out, 2);
+    assert!(err.contains("--shared-key"), "{err}");
+
+    crawl.spawn(&strs(&with(&[
+        "--shared-cert",
+        &cert,
+        "--shared-key",
+        &key,
+    ])));
+    crawl.wait_all_ok(LIMIT);
+    let tls = [
+        "--shared-cacert",
+        &ca,
+        "--shared-cert",
+        &cert,
+        "--shared-key",
+        &key,
+    ];
+    let items = parse_lines(&crawl.dump(&[&["items"], tls.as_slice()].concat()));
+    let keys: Vec<String> = items.iter().map(item_key).collect();
+    assert_each_once(
+        &keys,
+        &site.expected(),
+        "dump --shared items over mutual TLS",
+    );
+    assert_fetched_once(&site);
+    let key_pem = std::fs::read_to_string(&key).expect("the key");
+    let key_body = key_pem.lines().nth(1).expect("a key line");
+    assert!(!crawl.logs_tail().contains(key_body), "the key was shown");
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
 }

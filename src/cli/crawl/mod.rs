@@ -208,22 +208,41 @@ pub struct CrawlArgs {
     /// [default: the system's roots].
     #[arg(long, value_name = "FILE", help_heading = RUN)]
     shared_cacert: Option<PathBuf>,
+    /// A client certificate (PEM) for a rediss:// server that asks for one
+    /// (mutual TLS), with --shared-key.
+    #[arg(long, value_name = "FILE", help_heading = RUN)]
+    shared_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", help_heading = RUN)]
+    shared_key: Option<PathBuf>,
     /// Time a shared crawl's lease lasts unless renewed; a dead worker's
     /// requests go back to the frontier after it [default: 60s].
     #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = RUN)]
     lease_ttl: Option<Duration>,
 }
 
-/// `--shared` and `--name` together, each checked, with `--shared-cacert`
-/// read, or one line saying what is missing or wrong.
+/// The TLS files of a `rediss://` target, as given (flags or crawl file).
+#[derive(Debug, Default)]
+pub(super) struct TlsFiles<'a> {
+    /// `--shared-cacert`.
+    pub(super) cacert: Option<&'a Path>,
+    /// `--shared-cert`.
+    pub(super) cert: Option<&'a Path>,
+    /// `--shared-key`.
+    pub(super) key: Option<&'a Path>,
+}
+
+/// `--shared` and `--name` together, each checked, with the TLS files read,
+/// or one line saying what is missing or wrong.
 pub(super) fn shared_target(
     redis: Option<String>,
     name: Option<String>,
-    cacert: Option<&Path>,
+    tls: &TlsFiles<'_>,
 ) -> anyhow::Result<SharedTarget> {
     match (redis, name) {
         (Some(redis), Some(name)) => Ok(SharedTarget::new(&redis, &name)
-            .and_then(|t| t.with_cacert(cacert))
+            .and_then(|t| t.with_cacert(tls.cacert))
+            .and_then(|t| t.with_client_cert(tls.cert, tls.key))
             .map_err(BadInput)?),
         (None, _) => Err(BadInput(
             "--name needs --shared redis://HOST:PORT/DB (or a crawl file's [shared] redis)".into(),
@@ -332,7 +351,9 @@ impl CrawlArgs {
         }
         self.apply_job_flags(&mut config);
         self.apply_run_options(&mut config);
-        if self.shared.is_some() || self.name.is_some() || self.shared_cacert.is_some() {
+        let tls_flag =
+            self.shared_cacert.is_some() || self.shared_cert.is_some() || self.shared_key.is_some();
+        if self.shared.is_some() || self.name.is_some() || tls_flag {
             // Each flag overrides its part of the crawl file's `[shared]`.
             let file = config.shared.take();
             let redis = self
@@ -340,8 +361,21 @@ impl CrawlArgs {
                 .clone()
                 .or(file.as_ref().map(|t| t.redis.clone()));
             let name = self.name.clone().or(file.as_ref().map(|t| t.name.clone()));
-            let cacert = self.shared_cacert.clone().or(file.and_then(|t| t.cacert));
-            config.shared = Some(shared_target(redis, name, cacert.as_deref())?);
+            let cacert = self
+                .shared_cacert
+                .clone()
+                .or(file.as_ref().and_then(|t| t.cacert.clone()));
+            // The certificate and its key go together: a flag replaces both.
+            let (cert, key) = match (&self.shared_cert, &self.shared_key, &file) {
+                (None, None, Some(t)) => (t.client_cert.clone(), t.client_key.clone()),
+                (cert, key, _) => (cert.clone(), key.clone()),
+            };
+            let tls = TlsFiles {
+                cacert: cacert.as_deref(),
+                cert: cert.as_deref(),
+                key: key.as_deref(),
+            };
+            config.shared = Some(shared_target(redis, name, &tls)?);
         }
         Ok(config)
     }

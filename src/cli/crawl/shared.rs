@@ -109,6 +109,13 @@ pub(super) fn run_shared(
     if let Some(cacert) = &target.cacert {
         resume.push_str(&format!(" --shared-cacert {}", cacert.display()));
     }
+    if let (Some(cert), Some(key)) = (&target.client_cert, &target.client_key) {
+        resume.push_str(&format!(
+            " --shared-cert {} --shared-key {}",
+            cert.display(),
+            key.display()
+        ));
+    }
     print_report(config, &report, &resume);
     Ok(exit_status(&report))
 }

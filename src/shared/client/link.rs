@@ -4,14 +4,19 @@
 //! redis-rs's cluster-async `ClusterConnection`, which learns the slot map from
 //! that node and follows `MOVED`/`ASK`: any node of a cluster will do. Both
 //! speak TLS for a `rediss://` URL (rustls), trusting the CA given by
-//! `--shared-cacert` when there is one. Depends on redis-rs only.
+//! `--shared-cacert` when there is one and showing the client certificate of
+//! `--shared-cert`/`--shared-key` to a server that asks for one (mutual TLS).
+//! Depends on redis-rs only.
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, ConnectionInfo, Pipeline, RedisFuture, RedisResult, TlsCertificates, Value};
+use redis::{
+    ClientTlsConfig, Cmd, ConnectionInfo, Pipeline, RedisFuture, RedisResult, TlsCertificates,
+    Value,
+};
 
 /// How long a connection may take to be made.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -90,12 +95,30 @@ fn manager_config() -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_secs(1))
 }
 
-/// The certificates of a TLS connection: the server's CA (PEM) when given,
-/// else the system's roots.
-fn certificates(ca: Option<&[u8]>) -> TlsCertificates {
-    TlsCertificates {
-        client_tls: None,
-        root_cert: ca.map(<[u8]>::to_vec),
+/// What a TLS connection shows and trusts beyond the defaults (PEM): the
+/// server's CA (else the system's roots) and a client certificate with its
+/// key (mutual TLS).
+#[derive(Clone, Copy, Default)]
+pub(super) struct TlsPem<'a> {
+    /// The CA that signed the server's certificate.
+    pub(super) ca: Option<&'a [u8]>,
+    /// The client certificate and its key.
+    pub(super) client: Option<(&'a [u8], &'a [u8])>,
+}
+
+impl TlsPem<'_> {
+    fn given(&self) -> bool {
+        self.ca.is_some() || self.client.is_some()
+    }
+
+    fn certificates(&self) -> TlsCertificates {
+        TlsCertificates {
+            client_tls: self.client.map(|(cert, key)| ClientTlsConfig {
+                client_cert: cert.to_vec(),
+                client_key: key.to_vec(),
+            }),
+            root_cert: self.ca.map(<[u8]>::to_vec),
+        }
     }
 }
 
@@ -103,10 +126,11 @@ impl Link {
     /// Connects to the server `info` names (TLS for `rediss://`, trusting
     /// `ca` when given, a PEM CA certificate), and to its whole cluster when
     /// it is a cluster node. The caller bounds the time it takes.
-    pub(super) async fn open(info: ConnectionInfo, ca: Option<&[u8]>) -> RedisResult<(Link, Conn)> {
-        let client = match ca {
-            Some(ca) => redis::Client::build_with_tls(info.clone(), certificates(Some(ca)))?,
-            None => redis::Client::open(info.clone())?,
+    pub(super) async fn open(info: ConnectionInfo, tls: TlsPem<'_>) -> RedisResult<(Link, Conn)> {
+        let client = if tls.given() {
+            redis::Client::build_with_tls(info.clone(), tls.certificates())?
+        } else {
+            redis::Client::open(info.clone())?
         };
         let mut conn = client
             .get_connection_manager_with_config(manager_config())
@@ -129,8 +153,8 @@ impl Link {
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
             .retries(2);
-        if let Some(ca) = ca {
-            builder = builder.certs(certificates(Some(ca)));
+        if tls.given() {
+            builder = builder.certs(tls.certificates());
         }
         let link = Link::Cluster(Box::new(builder.build()?));
         let conn = link.connect().await?;

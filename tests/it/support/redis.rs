@@ -118,8 +118,9 @@ enum Mode {
     Plain,
     /// A cluster node: `--cluster-enabled yes`, its bus on a free port.
     Cluster,
-    /// TLS only on its port: the server's certificate, its key, the CA.
-    Tls([PathBuf; 3]),
+    /// TLS only on its port: the server's certificate, its key, the CA; and
+    /// whether clients must show a certificate the CA signed.
+    Tls([PathBuf; 3], bool),
 }
 
 /// The `redis-server` executable, if there is one.
@@ -187,7 +188,26 @@ impl RedisServer {
     /// `key` and the `ca` (PEM files).
     pub fn start_tls(test: &str, cert: &Path, key: &Path, ca: &Path) -> Option<RedisServer> {
         let files = [cert, key, ca].map(Path::to_path_buf);
-        RedisServer::start_as(test, Persistence::None, None, Vec::new(), Mode::Tls(files))
+        RedisServer::start_as(
+            test,
+            Persistence::None,
+            None,
+            Vec::new(),
+            Mode::Tls(files, false),
+        )
+    }
+
+    /// As [`RedisServer::start_tls`], asking every client for a certificate
+    /// the CA `ca` signed (`--tls-auth-clients yes`: mutual TLS).
+    pub fn start_mutual_tls(test: &str, cert: &Path, key: &Path, ca: &Path) -> Option<RedisServer> {
+        let files = [cert, key, ca].map(Path::to_path_buf);
+        RedisServer::start_as(
+            test,
+            Persistence::None,
+            None,
+            Vec::new(),
+            Mode::Tls(files, true),
+        )
     }
 
     /// As [`RedisServer::start`], with neither RDB snapshots nor AOF.
@@ -253,7 +273,7 @@ impl RedisServer {
         let mut cmd = Command::new(&self.exe);
         let port = self.port.to_string();
         match &self.mode {
-            Mode::Tls([cert, key, ca]) => {
+            Mode::Tls([cert, key, ca], mutual) => {
                 cmd.args(["--port", "0", "--tls-port", &port])
                     .arg("--tls-cert-file")
                     .arg(cert)
@@ -261,7 +281,7 @@ impl RedisServer {
                     .arg(key)
                     .arg("--tls-ca-cert-file")
                     .arg(ca)
-                    .args(["--tls-auth-clients", "no"]);
+                    .args(["--tls-auth-clients", if *mutual { "yes" } else { "no" }]);
             }
             Mode::Plain | Mode::Cluster => {
                 cmd.args(["--port", &port]);
@@ -330,7 +350,7 @@ impl RedisServer {
     /// `redis://127.0.0.1:PORT/DB` (`rediss://` for a TLS server).
     pub fn url_db(&self, db: u32) -> String {
         let scheme = match self.mode {
-            Mode::Tls(_) => "rediss",
+            Mode::Tls(..) => "rediss",
             Mode::Plain | Mode::Cluster => "redis",
         };
         format!("{scheme}://127.0.0.1:{}/{db}", self.port)
@@ -356,7 +376,7 @@ impl RedisServer {
     /// (A TLS server: while its port accepts connections.)
     pub fn is_up(&self) -> bool {
         match self.mode {
-            Mode::Tls(_) => TcpStream::connect_timeout(
+            Mode::Tls(..) => TcpStream::connect_timeout(
                 &std::net::SocketAddr::from(([127, 0, 0, 1], self.port)),
                 Duration::from_millis(200),
             )

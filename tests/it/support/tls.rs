@@ -1,6 +1,7 @@
 //! Certificates for the `rediss://` tests, made in-process with rcgen (no
 //! openssl): a CA, a server certificate it signs for `127.0.0.1` and
-//! `localhost`, and another CA that signed nothing the server shows. Written
+//! `localhost`, another CA that signed nothing the server shows, and a client
+//! certificate from each CA (mutual TLS). Written
 //! as PEM files into a temp dir that lives as long as the [`Pki`].
 
 use std::path::{Path, PathBuf};
@@ -35,7 +36,7 @@ impl Pki {
             .tempdir()
             .expect("pki dir");
         let (ca_pem, issuer) = ca("legcrawl test CA");
-        let (other_pem, _) = ca("legcrawl other CA");
+        let (other_pem, other_issuer) = ca("legcrawl other CA");
         let key = KeyPair::generate().expect("server key");
         let mut params =
             CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
@@ -44,12 +45,29 @@ impl Pki {
             .distinguished_name
             .push(DnType::CommonName, "legcrawl test redis");
         let cert = params.signed_by(&key, &issuer).expect("server certificate");
+        // Client certificates for mutual TLS: one the CA signed, one the
+        // other CA did.
+        let client = |issuer: &Issuer<'static, KeyPair>| {
+            let key = KeyPair::generate().expect("client key");
+            let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+            params
+                .distinguished_name
+                .push(DnType::CommonName, "legcrawl test worker");
+            let cert = params.signed_by(&key, issuer).expect("client certificate");
+            (cert.pem(), key.serialize_pem())
+        };
+        let (client_pem, client_key) = client(&issuer);
+        let (other_client_pem, other_client_key) = client(&other_issuer);
         let pki = Pki { dir };
         for (path, text) in [
             (pki.ca(), ca_pem),
             (pki.other_ca(), other_pem),
             (pki.server_cert(), cert.pem()),
             (pki.server_key(), key.serialize_pem()),
+            (pki.path("client.pem"), client_pem),
+            (pki.path("client.key"), client_key),
+            (pki.path("other-client.pem"), other_client_pem),
+            (pki.path("other-client.key"), other_client_key),
         ] {
             std::fs::write(path, text).expect("write a PEM file");
         }
@@ -78,6 +96,16 @@ impl Pki {
     /// The server certificate's key.
     pub fn server_key(&self) -> PathBuf {
         self.path("server.key")
+    }
+
+    /// A client certificate the CA signed, and its key.
+    pub fn client(&self) -> (PathBuf, PathBuf) {
+        (self.path("client.pem"), self.path("client.key"))
+    }
+
+    /// A client certificate the other CA signed, and its key.
+    pub fn other_client(&self) -> (PathBuf, PathBuf) {
+        (self.path("other-client.pem"), self.path("other-client.key"))
     }
 
     /// The directory of the files.
