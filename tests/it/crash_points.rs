@@ -356,14 +356,15 @@ fn check_done(scenario: &Scenario, point: &str, crashes: u64, cycles: u64) {
 /// The WARC files hold exactly the durable fetches: per page, as many
 /// records as its page record counts fetches — the first a response, every
 /// later one a revisit (the site does not change) — and robots.txt's response
-/// once (its answer is kept for 24 h); every record whole, its digests right.
+/// once (its answer is kept for 24 h), each capture with one request record;
+/// every record whole, its digests there and right.
 fn check_warc(scenario: &Scenario, point: &str, expected: &std::collections::BTreeSet<String>) {
     let records = warc::read_dir(&scenario.warc());
     let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
     let base = scenario.server.url("");
     for record in &records {
         warc::check_digests(record);
-        if matches!(record.kind(), "response" | "revisit") {
+        if matches!(record.kind(), "request" | "response" | "revisit") {
             let path = record
                 .target()
                 .strip_prefix(&base)
@@ -398,15 +399,25 @@ fn check_warc(scenario: &Scenario, point: &str, expected: &std::collections::BTr
         );
         let responses = counts.remove(&(path.clone(), "response".to_owned()));
         let revisits = counts.remove(&(path.clone(), "revisit".to_owned()));
+        let requests = counts.remove(&(path.clone(), "request".to_owned()));
         assert_eq!(responses, Some(1), "{point}: response records of {path}");
         assert_eq!(
             revisits.unwrap_or(0),
             durable - 1,
             "{point}: revisit records of {path}, {durable} durable fetches"
         );
+        // One request record per capture: a duplicated request and revisit
+        // pair would show here.
+        assert_eq!(
+            requests,
+            Some(durable),
+            "{point}: request records of {path}, {durable} durable fetches"
+        );
     }
     let robots = counts.remove(&("/robots.txt".to_owned(), "response".to_owned()));
     assert_eq!(robots, Some(1), "{point}: robots.txt responses");
+    let robots = counts.remove(&("/robots.txt".to_owned(), "request".to_owned()));
+    assert_eq!(robots, Some(1), "{point}: robots.txt requests");
     assert!(counts.is_empty(), "{point}: unexpected records {counts:?}");
 }
 

@@ -155,7 +155,9 @@ fn kill_nine_30_times_keeps_invariants() {
     let mut progress = Vec::new();
     for round in 0..KILLS {
         let mut child = spawn_child(dir.path());
-        let wait = Duration::from_millis(30 + crate::support::splitmix64(&mut rng) % 270);
+        // Short enough that the kills land while the crawl runs (a whole
+        // crawl takes about 1.5 s here): checked below.
+        let wait = Duration::from_millis(20 + crate::support::splitmix64(&mut rng) % 60);
         std::thread::sleep(wait);
         child.kill().expect("SIGKILL the child");
         child.wait().expect("reap the child");
@@ -178,6 +180,18 @@ fn kill_nine_30_times_keeps_invariants() {
     assert!(
         progress.windows(2).all(|w| w[0] <= w[1]),
         "completed pages never go backwards: {progress:?}"
+    );
+    // The kills landed mid-crawl: most before the crawl was done, and many
+    // in a round that completed pages (not only while the state opened).
+    let unfinished = progress.iter().filter(|&&d| d < done).count();
+    let moving = progress
+        .iter()
+        .zip(std::iter::once(&0).chain(&progress))
+        .filter(|(now, before)| now > before && **now < done)
+        .count();
+    assert!(
+        unfinished * 4 >= KILLS * 3 && moving * 3 >= KILLS,
+        "{unfinished} of {KILLS} kills before the crawl was done, {moving} mid-progress: {progress:?}"
     );
 }
 

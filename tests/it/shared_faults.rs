@@ -53,8 +53,21 @@ fn kill_nine_workers_at_random_moments_then_each_page_once() {
     }
     let mut rng = kill_seed("kill_nine_workers_at_random_moments_then_each_page_once");
     let mut kills = 0u64;
+    let mut last = 0;
     'rounds: for round in 0..KILLS {
-        std::thread::sleep(Duration::from_millis(100 + splitmix64(&mut rng) % 500));
+        // Each kill lands mid-crawl: the crawl has fetched again since the
+        // last one (a respawned worker may first wait for the killed one's
+        // leases to expire), then a random moment later.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while site.requests() <= last && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            site.requests() > last,
+            "round {round}: no fetch in 30 s since the last kill: {}",
+            crawl.logs_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50 + splitmix64(&mut rng) % 300));
         for slot in 0..3 {
             if let Some(status) = crawl.try_wait(slot) {
                 assert_eq!(status.code(), Some(0), "{}", crawl.logs_tail());
@@ -69,13 +82,12 @@ fn kill_nine_workers_at_random_moments_then_each_page_once() {
             break;
         }
         kills += 1;
-        eprintln!(
-            "round {round}: killed worker {slot} after {} requests",
-            site.requests()
-        );
+        last = site.requests();
+        eprintln!("round {round}: killed worker {slot} after {last} requests");
         crawl.respawn(slot, &argvs[slot]);
     }
     crawl.wait_all_ok(LIMIT);
+    assert_eq!(kills, KILLS as u64, "every round killed a worker mid-crawl");
     assert_items_once(&crawl, &site);
     // What a killed worker committed but had not written, its next run wrote.
     let mut keys = Vec::new();

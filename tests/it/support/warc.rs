@@ -157,16 +157,38 @@ pub fn sha1_base32(bytes: &[u8]) -> String {
     out
 }
 
-/// Checks the digests of `record` against its block and payload.
+/// Checks the digests of `record` against its block and payload; they must be there.
 pub fn check_digests(record: &Record) {
-    if let Some(digest) = record.field("WARC-Block-Digest") {
-        assert_eq!(
-            digest,
-            sha1_base32(&record.block),
-            "block digest of {} record {} in {}",
+    // legcrawl digests every record's block, and the payload of every
+    // request and response and of an identical-payload revisit: a record
+    // without them is a defect, not a record to skip.
+    let digest = record.field("WARC-Block-Digest").unwrap_or_else(|| {
+        panic!(
+            "{} record {} in {} has no WARC-Block-Digest",
             record.kind(),
             record.index,
             record.file.display()
+        )
+    });
+    assert_eq!(
+        digest,
+        sha1_base32(&record.block),
+        "block digest of {} record {} in {}",
+        record.kind(),
+        record.index,
+        record.file.display()
+    );
+    let identical = record
+        .field("WARC-Profile")
+        .is_some_and(|p| p.ends_with("identical-payload-digest"));
+    if (record.kind() == "revisit" && identical) || matches!(record.kind(), "request" | "response")
+    {
+        assert!(
+            record.field("WARC-Payload-Digest").is_some(),
+            "{} record {} ({}) has no WARC-Payload-Digest",
+            record.kind(),
+            record.index,
+            record.target()
         );
     }
     if matches!(record.kind(), "request" | "response")
