@@ -105,11 +105,16 @@ impl Crawl<'_> {
     ) -> Result<ConnectNote, EngineError> {
         if result.answered {
             self.politeness.answered(host_id);
-            if let Some(host) = self.state.host_name(host_id).map(str::to_owned)
-                && self.unreachable.remove(&host)
-                && self.state.note_reachable(&host)?
+            // Nothing to look up (or allocate) on the usual path: no host failed.
+            if !self.unreachable.is_empty()
+                && let Some(host) = self.state.host_name(host_id)
+                && self.unreachable.contains(host)
             {
-                tracing::info!(%host, "host answers again");
+                let host = host.to_owned();
+                self.unreachable.remove(&host);
+                if self.state.note_reachable(&host)? {
+                    tracing::info!(%host, "host answers again");
+                }
             }
         }
         let (Some(error), Some(host)) = (
