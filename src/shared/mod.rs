@@ -137,16 +137,7 @@ impl SharedTarget {
                 self.shown()
             ));
         }
-        let pem = std::fs::read(path)
-            .map_err(|e| format!("the Redis CA certificate {shown} cannot be read: {e}"))?;
-        if !pem
-            .windows(b"-----BEGIN CERTIFICATE-----".len())
-            .any(|w| w == b"-----BEGIN CERTIFICATE-----")
-        {
-            return Err(format!(
-                "the Redis CA certificate {shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
-            ));
-        }
+        let pem = read_pem(path, "CA certificate", CERTIFICATE_PEM)?;
         self.cacert = Some(path.to_owned());
         self.ca_pem = Some(pem);
         Ok(self)
@@ -187,19 +178,8 @@ impl SharedTarget {
                 self.shown()
             ));
         }
-        let read = |path: &Path, what: &str, marker: &str| {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("the Redis {what} {} cannot be read: {e}", path.display()))?;
-            if !pem.windows(marker.len()).any(|w| w == marker.as_bytes()) {
-                return Err(format!(
-                    "the Redis {what} {} is not PEM (no {marker})",
-                    path.display()
-                ));
-            }
-            Ok(pem)
-        };
-        let cert_pem = read(cert, "client certificate", "-----BEGIN CERTIFICATE-----")?;
-        let key_pem = read(key, "client key", "PRIVATE KEY-----")?;
+        let cert_pem = read_pem(cert, "client certificate", CERTIFICATE_PEM)?;
+        let key_pem = read_pem(key, "client key", "PRIVATE KEY-----")?;
         self.client_cert = Some(cert.to_owned());
         self.client_key = Some(key.to_owned());
         self.client_pem = Some((cert_pem, key_pem));
@@ -213,6 +193,21 @@ impl SharedTarget {
             .as_ref()
             .map(|(cert, key)| (cert.as_slice(), key.as_slice()))
     }
+}
+
+/// The line that opens a PEM certificate.
+const CERTIFICATE_PEM: &str = "-----BEGIN CERTIFICATE-----";
+
+/// The PEM file `path` (a Redis TLS file, `what`), which must hold `marker`;
+/// the error, one line, names the file and never shows its contents.
+fn read_pem(path: &Path, what: &str, marker: &str) -> Result<Vec<u8>, String> {
+    let shown = path.display();
+    let pem =
+        std::fs::read(path).map_err(|e| format!("the Redis {what} {shown} cannot be read: {e}"))?;
+    if !pem.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+        return Err(format!("the Redis {what} {shown} is not PEM (no {marker})"));
+    }
+    Ok(pem)
 }
 
 impl SharedTarget {
@@ -370,7 +365,10 @@ mod tests {
             "{missing}"
         );
         let not_pem = tls.with_cacert(Some(&junk)).unwrap_err();
-        assert!(not_pem.contains("no PEM certificate"), "{not_pem}");
+        assert!(
+            not_pem.contains("not PEM (no -----BEGIN CERTIFICATE-----)"),
+            "{not_pem}"
+        );
         let plain = SharedTarget::new("redis://:pw@127.0.0.1:6379/0", "docs").unwrap();
         let error = plain.with_cacert(Some(&pem)).unwrap_err();
         assert!(

@@ -123,9 +123,10 @@ impl TlsPem<'_> {
 }
 
 impl Link {
-    /// Connects to the server `info` names (TLS for `rediss://`, trusting
-    /// `ca` when given, a PEM CA certificate), and to its whole cluster when
-    /// it is a cluster node. The caller bounds the time it takes.
+    /// Connects to the server `info` names (TLS for `rediss://`, with what
+    /// `tls` gives: the CA to trust, a client certificate to show), and to
+    /// its whole cluster when it is a cluster node. The caller bounds the
+    /// time it takes.
     pub(super) async fn open(info: ConnectionInfo, tls: TlsPem<'_>) -> RedisResult<(Link, Conn)> {
         let client = if tls.given() {
             redis::Client::build_with_tls(info.clone(), tls.certificates())?
