@@ -149,27 +149,6 @@ impl Shared {
             _ => Err(corrupt("the job script's answer")),
         }
     }
-
-    /// Sets every known host's delay to its default (0 on loopback, else
-    /// 1 s): a crawl begun by an earlier legcrawl kept there the `--delay` of
-    /// whichever worker queued the host first.
-    async fn reset_host_delays(&self) -> Result<(), SharedError> {
-        let key = self.keys().key("delay");
-        let hosts: Vec<String> = self
-            .query("reading the hosts", redis::cmd("HKEYS").arg(&key))
-            .await?;
-        for chunk in hosts.chunks(1000) {
-            let mut cmd = redis::cmd("HSET");
-            cmd.arg(&key);
-            for host in chunk {
-                cmd.arg(host)
-                    .arg(super::worker::default_delay(host).as_millis().to_string());
-            }
-            self.query::<i64>("resetting the hosts' delays", &cmd)
-                .await?;
-        }
-        Ok(())
-    }
 }
 
 /// Why a worker could not take part in a shared crawl's job.
@@ -183,6 +162,17 @@ pub enum JoinError {
     /// as a job.
     #[error(transparent)]
     Job(#[from] JobError),
+    /// The crawl has seeds but no job: an earlier build started it, and no
+    /// migration is kept (issue 28).
+    #[error(
+        "the shared crawl {name:?} has seeds but no stored job (an earlier legcrawl started it); the last build that makes its job is legcrawl commit {commit}: run one worker of it once"
+    )]
+    WithoutJob {
+        /// The crawl's name.
+        name: String,
+        /// The last build that makes the job of such a crawl.
+        commit: &'static str,
+    },
     /// Other workers stored new versions each time this one tried.
     #[error(
         "the job of the shared crawl {name:?} changed {tries} times while this worker stored its own; start it again"
@@ -226,9 +216,6 @@ pub struct Joined {
     pub previous: Option<u64>,
     /// What this worker changed in the job (empty when it runs it as stored).
     pub changes: Vec<Change>,
-    /// The crawl existed but had no job (an earlier legcrawl started it): its
-    /// job was made from the crawl file or defaults, its seeds and the flags.
-    pub made: bool,
 }
 
 /// Connects to the crawl and resolves its job with what this worker brings
@@ -246,6 +233,14 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
         .iter()
         .map(|seed| crate::canon::strip_credentials(seed).into_owned())
         .collect();
+    // Seeds are stored after the job (by this build), so a crawl with seeds
+    // and, read after them, no job was started by an earlier build.
+    if shared.exists().await? && shared.current_job().await?.is_none() {
+        return Err(JoinError::WithoutJob {
+            name: target.name.clone(),
+            commit: crate::store::LAST_BUILD_READING_OLD_FORMATS,
+        });
+    }
     let worker = super::worker::worker_id();
     for _ in 0..STORE_TRIES {
         let stored = shared.current_job().await?;
@@ -290,17 +285,9 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
             && resolved.changes.is_empty()
         {
             active.version = stored.version;
-            return Ok(joined(
-                shared,
-                active,
-                plan.run,
-                previous,
-                Vec::new(),
-                false,
-            ));
+            return Ok(joined(shared, active, plan.run, previous, Vec::new()));
         }
         let expected = previous.unwrap_or(0);
-        let existed = stored.is_none() && shared.exists().await?;
         let record = StoredJob {
             version: expected + 1,
             created_at: unix_now(),
@@ -308,18 +295,8 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
             text: resolved.text,
         };
         if let Ok(version) = shared.store_job(expected, &record, &active.config).await? {
-            if existed {
-                shared.reset_host_delays().await?;
-            }
             active.version = version;
-            return Ok(joined(
-                shared,
-                active,
-                plan.run,
-                previous,
-                resolved.changes,
-                existed,
-            ));
+            return Ok(joined(shared, active, plan.run, previous, resolved.changes));
         }
         // Another worker stored a version first: resolve against it.
     }
@@ -335,7 +312,6 @@ fn joined(
     run: &CrawlConfig,
     previous: Option<u64>,
     changes: Vec<Change>,
-    made: bool,
 ) -> Joined {
     Joined {
         shared,
@@ -344,7 +320,6 @@ fn joined(
         run: run.clone(),
         previous,
         changes,
-        made,
     }
 }
 

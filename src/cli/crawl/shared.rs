@@ -70,17 +70,6 @@ pub(super) fn run_shared(
             () = stop.notified() => return stopped_early(),
             joined = legcrawl::shared::join(target, plan) => joined.map_err(join_error)?,
         };
-        if joined.made {
-            let from = match &file {
-                Some(file) => format!("the crawl file {}", file.path.display()),
-                None => "the defaults".into(),
-            };
-            say!(
-                "legcrawl: the shared crawl {:?} has no stored job (an earlier legcrawl started it): its job is made from {from}, its stored seeds and the flags given (`legcrawl dump --shared URL --name {} job` prints it)",
-                target.name,
-                target.name
-            );
-        }
         if let Some(previous) = joined.previous {
             for change in &joined.changes {
                 say!("legcrawl: job {previous} -> {}: {change}", joined.version);
@@ -215,6 +204,11 @@ fn join_error(error: legcrawl::shared::JoinError) -> anyhow::Error {
             error @ SharedError::Eviction { .. },
         )) => BadInput(error.to_string()).into(),
         legcrawl::shared::JoinError::Engine(error) => error.into(),
+        // No migration is kept: a crawl of an earlier build is refused as a
+        // state of an older format is (exit 2).
+        error @ legcrawl::shared::JoinError::WithoutJob { .. } => {
+            BadInput(error.to_string()).into()
+        }
         other => other.into(),
     }
 }
