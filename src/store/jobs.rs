@@ -28,11 +28,7 @@ pub(super) fn latest(db: &Db) -> Result<Option<JobRecord>, StoreError> {
 
 /// Job version `version`, if stored.
 pub(super) fn get(db: &Db, version: u64) -> Result<Option<JobRecord>, StoreError> {
-    let key = keys::with_u64(JOB, version);
-    match db.get(&key)? {
-        None => Ok(None),
-        Some(value) => Ok(Some(db.decode("job", &key, &value)?)),
-    }
+    db.record("job", &keys::with_u64(JOB, version))
 }
 
 /// Puts `record` into `batch` (the batch that begins its first run).

@@ -28,12 +28,7 @@ pub struct Blocked {
 
 /// Every stored robots.txt record.
 pub(super) fn records<T: DeserializeOwned>(db: &Db) -> Result<Vec<T>, StoreError> {
-    let mut out = Vec::new();
-    for entry in db.scan([keys::ROBOTS]) {
-        let (key, value) = entry?;
-        out.push(db.decode("robots", &key, &value)?);
-    }
-    Ok(out)
+    db.records("robots", [keys::ROBOTS])
 }
 
 /// Stores (replaces) the robots.txt record of `origin`, in the group.
@@ -47,10 +42,9 @@ pub(super) fn put<T: Serialize>(batch: &mut Batch, origin: &str, record: &T) {
 /// Records that `url` was not fetched for `reason`, in the group.
 pub(super) fn block(db: &Db, batch: &mut Batch, url: &str, reason: &str) -> Result<(), StoreError> {
     let key = keys::with_prefix(keys::BLOCKED, url.as_bytes());
-    let count = match db.get(&key)? {
-        Some(value) => db.decode::<Blocked>("blocked", &key, &value)?.count,
-        None => 0,
-    };
+    let count = db
+        .record::<Blocked>("blocked", &key)?
+        .map_or(0, |blocked| blocked.count);
     let record = Blocked {
         url: url.to_owned(),
         reason: reason.to_owned(),
@@ -63,10 +57,5 @@ pub(super) fn block(db: &Db, batch: &mut Batch, url: &str, reason: &str) -> Resu
 
 /// Every blocked request, in URL order.
 pub(super) fn blocked(db: &Db) -> Result<Vec<Blocked>, StoreError> {
-    let mut out = Vec::new();
-    for entry in db.scan([keys::BLOCKED]) {
-        let (key, value) = entry?;
-        out.push(db.decode("blocked", &key, &value)?);
-    }
-    Ok(out)
+    db.records("blocked", [keys::BLOCKED])
 }

@@ -114,12 +114,7 @@ impl Runs {
 
     /// Every run record, oldest first.
     pub(super) fn all(&self, db: &Db) -> Result<Vec<RunRecord>, StoreError> {
-        let mut runs = Vec::new();
-        for entry in db.scan([keys::RUN]) {
-            let (key, value) = entry?;
-            runs.push(db.decode("run", &key, &value)?);
-        }
-        Ok(runs)
+        db.records("run", [keys::RUN])
     }
 
     /// Begins a run whose first item will be `first_item`, under job version

@@ -94,6 +94,33 @@ impl Db {
         records::decode(value).map_err(|e| self.corrupt(what, key, &e.to_string()))
     }
 
+    /// The serde record under `key` (`what` names it in an error), if any.
+    pub(super) fn record<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreError> {
+        match self.get(key)? {
+            Some(value) => self.decode(what, key, &value).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Every serde record under `prefix`, in key order (`what` names one in
+    /// an error).
+    pub(super) fn records<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        prefix: impl AsRef<[u8]>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.scan(prefix)
+            .map(|entry| {
+                let (key, value) = entry?;
+                self.decode(what, &key, &value)
+            })
+            .collect()
+    }
+
     /// sled's error, naming the directory.
     pub(super) fn error(&self, source: sled::Error) -> StoreError {
         super::repair::classify(&self.dir, source)

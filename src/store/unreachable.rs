@@ -46,21 +46,7 @@ fn key(host: &str) -> Vec<u8> {
 
 /// Every host with a failed run in a row, in host order.
 pub(super) fn all(db: &Db) -> Result<Vec<UnreachableHost>, StoreError> {
-    let mut out = Vec::new();
-    for entry in db.scan([keys::UNREACHABLE]) {
-        let (key, value) = entry?;
-        out.push(db.decode("unreachable host", &key, &value)?);
-    }
-    Ok(out)
-}
-
-/// The record of `host`, if its last runs failed.
-fn get(db: &Db, host: &str) -> Result<Option<UnreachableHost>, StoreError> {
-    let key = key(host);
-    match db.get(&key)? {
-        Some(value) => db.decode("unreachable host", &key, &value).map(Some),
-        None => Ok(None),
-    }
+    db.records("unreachable host", [keys::UNREACHABLE])
 }
 
 impl State {
@@ -81,7 +67,10 @@ impl State {
         error: &str,
         park: impl Fn(u32) -> Option<u64>,
     ) -> Result<UnreachableHost, StoreError> {
-        let record = match get(&self.db, host)? {
+        let record = match self
+            .db
+            .record::<UnreachableHost>("unreachable host", &key(host))?
+        {
             Some(record) if record.last_run == run => return Ok(record),
             Some(record) => UnreachableHost {
                 runs: record.runs.saturating_add(1),

@@ -187,26 +187,25 @@ impl RedisServer {
     /// PORT --tls-auth-clients no`) with the server certificate `cert`, its
     /// `key` and the `ca` (PEM files).
     pub fn start_tls(test: &str, cert: &Path, key: &Path, ca: &Path) -> Option<RedisServer> {
-        let files = [cert, key, ca].map(Path::to_path_buf);
-        RedisServer::start_as(
-            test,
-            Persistence::None,
-            None,
-            Vec::new(),
-            Mode::Tls(files, false),
-        )
+        RedisServer::start_tls_as(test, [cert, key, ca], false)
     }
 
     /// As [`RedisServer::start_tls`], asking every client for a certificate
     /// the CA `ca` signed (`--tls-auth-clients yes`: mutual TLS).
     pub fn start_mutual_tls(test: &str, cert: &Path, key: &Path, ca: &Path) -> Option<RedisServer> {
-        let files = [cert, key, ca].map(Path::to_path_buf);
+        RedisServer::start_tls_as(test, [cert, key, ca], true)
+    }
+
+    /// A TLS-only server with `files` (certificate, key, CA), asking clients
+    /// for a certificate when `mutual`.
+    fn start_tls_as(test: &str, files: [&Path; 3], mutual: bool) -> Option<RedisServer> {
+        let files = files.map(Path::to_path_buf);
         RedisServer::start_as(
             test,
             Persistence::None,
             None,
             Vec::new(),
-            Mode::Tls(files, true),
+            Mode::Tls(files, mutual),
         )
     }
 
