@@ -13,6 +13,7 @@
 //! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
 //! - [`bloom`]: the memory-mapped Bloom filter and its math.
 //! - [`fsync`]: new names made durable (directory syncs).
+//! - [`dirlock`]: the exclusive lock of a directory (the state's, a WARC directory's).
 //! - [`store`]: the sled state: frontier, seen set, items, page records, seeds, runs, stats.
 //! - [`revisit`]: incremental re-crawls: revisit policies, change detection, versions.
 //! - [`fetch`]: the hyper fetcher.
@@ -45,6 +46,7 @@ pub mod charset;
 pub mod clock;
 pub mod config;
 pub mod crawlfile;
+pub mod dirlock;
 pub mod engine;
 pub mod fetch;
 pub mod fingerprint;

@@ -1,33 +1,51 @@
 //! The engine's side of `--warc`: captured exchanges go to the WARC files in
-//! step with group commit.
+//! step with group commit, with their marks kept in the state.
 //!
 //! A completed page's captures are appended when it is completed into the open
 //! group; robots.txt exchanges when their answers are put into the group about
-//! to be sealed. Before a group is sealed, [`Crawl::archive_seal`] marks the
-//! file's length in it and returns the sync its flush runs first (see
-//! [`crate::warc`] for why that makes the files exact). Depends on the store
-//! and [`crate::warc`].
+//! to be sealed. A new file is registered in the state (length 0, synced)
+//! before it is created. Before a group is sealed, [`Crawl::archive_seal`]
+//! puts the file's length into it and returns the sync its flush runs first
+//! (see [`crate::warc`] for why that makes the files exact). Depends on the
+//! store and [`crate::warc`].
 
 use super::{Crawl, EngineError};
-use crate::config::CrawlConfig;
 use crate::fetch::Exchange;
-use crate::warc::{WarcSettings, WarcSync};
+use crate::store::State;
+use crate::warc::{Appended, WarcError, WarcSettings, WarcSync, WarcWriter};
+
+/// Opens the WARC directory of `settings` with the marks `state` keeps there.
+pub(super) fn open(settings: WarcSettings, state: &State) -> Result<WarcWriter, WarcError> {
+    let dir = crate::warc::canonical_dir(&settings.dir)?;
+    let marks = state.warc_marks(&dir)?;
+    WarcWriter::open(settings, marks)
+}
+
+/// Appends `records`, registering a new file in `state` first when one is
+/// needed.
+fn append(warc: &mut WarcWriter, state: &mut State, records: &[u8]) -> Result<(), WarcError> {
+    if let Appended::NeedsFile(new) = warc.append(records)? {
+        state.register_warc(new.path())?;
+        warc.begin(new, records)?;
+    }
+    Ok(())
+}
 
 impl Crawl<'_> {
     /// Appends a completed page's records (nothing without `--warc`).
     pub(super) fn archive(&mut self, records: &[u8]) -> Result<(), EngineError> {
         if let Some(warc) = self.warc.as_mut() {
-            warc.append(self.state, records)?;
+            append(warc, self.state, records)?;
         }
         Ok(())
     }
 
     /// Appends robots.txt exchanges whose answers join the open group.
     pub(super) fn archive_robots(&mut self, exchanges: Vec<Exchange>) -> Result<(), EngineError> {
-        if let Some(warc) = self.warc.as_mut() {
-            for exchange in exchanges {
-                warc.append_exchange(self.state, exchange)?;
-            }
+        if let Some(warc) = self.warc.as_mut()
+            && !exchanges.is_empty()
+        {
+            append(warc, self.state, &crate::warc::encode_exchanges(exchanges))?;
         }
         Ok(())
     }
@@ -35,10 +53,17 @@ impl Crawl<'_> {
     /// Marks what the open group's records reach; the returned sync must run
     /// before the group's batch is applied.
     pub(super) fn archive_seal(&mut self) -> Result<Option<WarcSync>, EngineError> {
-        match self.warc.as_mut() {
-            Some(warc) => Ok(warc.seal(self.state)?),
-            None => Ok(None),
-        }
+        let Some(warc) = self.warc.as_mut() else {
+            return Ok(None);
+        };
+        let Some(mark) = warc.mark()? else {
+            return Ok(None);
+        };
+        self.state.mark_warc(&mark.path, mark.len);
+        // The group takes the mark, or the run ends before its flush and the
+        // next open cuts back to the durable one.
+        warc.marked(mark.len);
+        Ok(Some(mark.sync))
     }
 
     /// At the end of a run however it ended: records not yet marked are synced
@@ -49,58 +74,4 @@ impl Crawl<'_> {
         }
         Ok(())
     }
-}
-
-/// The settings of a crawl's WARC files, `None` without `--warc`: the
-/// directory, the size limit and the `warcinfo` fields.
-pub(super) fn settings(config: &CrawlConfig) -> Option<WarcSettings> {
-    let dir = config.warc.clone()?;
-    let mut info = vec![
-        (
-            "software".to_owned(),
-            format!("legcrawl/{}", env!("CARGO_PKG_VERSION")),
-        ),
-        ("format".to_owned(), "WARC File Format 1.1".to_owned()),
-        (
-            "conformsTo".to_owned(),
-            "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
-                .to_owned(),
-        ),
-        (
-            "robots".to_owned(),
-            if config.obey_robots { "obey" } else { "ignore" }.to_owned(),
-        ),
-        (
-            "http-header-user-agent".to_owned(),
-            config.user_agent.clone(),
-        ),
-    ];
-    if let Some(from) = &config.from {
-        info.push(("http-header-from".to_owned(), from.clone()));
-    }
-    let delay = config
-        .delay
-        .map_or_else(|| "default".to_owned(), |d| format!("{:?}", d));
-    info.extend([
-        ("delay".to_owned(), delay),
-        ("per-host".to_owned(), config.per_host.to_string()),
-        ("concurrency".to_owned(), config.concurrency.to_string()),
-        (
-            "max-depth".to_owned(),
-            config
-                .max_depth
-                .map_or_else(|| "none".to_owned(), |d| d.to_string()),
-        ),
-        ("revisit".to_owned(), format!("{:?}", config.revisit)),
-        ("state".to_owned(), config.data_dir.display().to_string()),
-    ]);
-    for seed in &config.seeds {
-        let seed = crate::canon::strip_credentials(seed).into_owned();
-        info.push(("seed".to_owned(), seed));
-    }
-    Some(WarcSettings {
-        dir,
-        max_size: config.warc_max_size,
-        info,
-    })
 }

@@ -66,7 +66,7 @@ use politeness::Politeness;
 use scope::Scope;
 use sink::{Sink, SinkError};
 
-use crate::warc::{WarcError, WarcWriter};
+use crate::warc::{WarcError, WarcSettings, WarcWriter};
 
 /// What one `fill` pass found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -411,8 +411,8 @@ impl<'a> Crawl<'a> {
             Some(path) => Some(Sink::open(path, state)?),
             None => None,
         };
-        let warc = match archive::settings(config) {
-            Some(settings) => Some(WarcWriter::open(settings, state)?),
+        let warc = match WarcSettings::of(config) {
+            Some(settings) => Some(archive::open(settings, state)?),
             None => None,
         };
         let robots = if config.obey_robots {

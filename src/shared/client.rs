@@ -209,7 +209,15 @@ impl Scripts {
             release: script!("release.lua", &["workers", "alive"]),
             complete: script!(
                 "complete.lua",
-                &["done", "items", "pages", "due", "robotsfail", "parkedhosts"]
+                &[
+                    "done",
+                    "items",
+                    "pages",
+                    "due",
+                    "robotsfail",
+                    "parkedhosts",
+                    "warc"
+                ]
             ),
             links: script!("links.lua", &[]),
         }
@@ -361,6 +369,13 @@ impl Shared {
     /// retrying (the worker is stopping).
     pub fn stop_retrying(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// [`Shared::stop_retrying`] as a function that may be called while a
+    /// call of this connection is under way.
+    pub fn retry_stopper(&self) -> impl Fn() + use<> {
+        let stopping = Arc::clone(&self.stopping);
+        move || stopping.store(true, Ordering::SeqCst)
     }
 
     /// The current connection (a handle: cloning it is cheap).

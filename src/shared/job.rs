@@ -265,8 +265,8 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
             plan.file,
             |config| {
                 (plan.flags)(config);
-                // A worker's output file is its own; WARC and stats files
-                // are not written by a shared crawl.
+                // A worker's output file, WARC directory and stats file are
+                // its own, not the job's.
                 config.output = None;
                 config.warc = None;
                 config.stats = None;
@@ -346,7 +346,7 @@ fn worker_config(job: CrawlConfig, run: &CrawlConfig) -> CrawlConfig {
         shared: run.shared.clone(),
         lease_ttl: run.lease_ttl,
         output: run.output.clone(),
-        warc: None,
+        warc: run.warc.clone(),
         stats: None,
         ..job
     }

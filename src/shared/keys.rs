@@ -24,6 +24,7 @@
 //! | `cookies` | hash | domain, path and name (tab-separated) → the cookie (JSON, as `cookie_store` writes it; expired ones too): every worker's jar starts from them and writes its own back after each completion that changed it |
 //! | `robotsfail`, `parkedhosts` | hashes | per host: robots.txt failures in a row; hosts parked, with their set-aside count |
 //! | `parked:HOST` | sorted set | a parked host's queue, set aside until a worker starts |
+//! | `warc` | hash | a worker's WARC file (`MACHINE:PATH`, the canonical path) → the length its durable records reach: registered at 0 before the file is created, moved by each completion whose records it holds; the worker cuts the file back to it when it starts |
 //! | `counters` | hash | counter name → count |
 //! | `workers`, `alive` | hashes | worker id → its record (JSON, with its `lease_ttl_ms`), last renewal (ms); unlisted after three TTLs without one |
 //! | `runs` | list | one JSON record per worker run (`job`: the job version it began under, `jobs`: every version it ran under, `items_after`/`items_until`: the stream ids its items lie between) |

@@ -16,8 +16,8 @@
 //! The crawl is a stored job ([`job`]): a worker started with only `--shared`
 //! and `--name` runs it; one given settings changes it for every worker (a new
 //! version, compare-and-set), and running workers take up a new version within
-//! [`job::JOB_POLL`]. A worker's per-run options and its `--output` file are
-//! its own.
+//! [`job::JOB_POLL`]. A worker's per-run options, its `--output` file and its
+//! `--warc` directory are its own.
 //!
 //! The password: in the URL (`redis://:PASSWORD@HOST:PORT/DB`, or
 //! `redis://USER:PASSWORD@…` for an ACL user), or, when the URL has none, in
@@ -36,7 +36,7 @@
 //! [`client`] speaks to Redis (retrying while the server is away), [`job`]
 //! keeps the crawl's job and resolves a starting worker's, [`worker`] is the
 //! crawl loop of one worker (with `cycle`, which starts a new cycle of a
-//! drained crawl), [`output`] its `--output` file, [`views`] reads a shared
+//! drained crawl), [`output`] its `--output` file, [`warc`] its WARC files, [`views`] reads a shared
 //! crawl for `legcrawl dump`, `erase` deletes one (`crawl --fresh`). Depends on [`crate::engine`] (the page task,
 //! scope and page records), [`crate::job`], [`crate::fingerprint`] and
 //! [`crate::store`]'s record encodings; the embedded state does not depend on
@@ -49,6 +49,7 @@ pub mod job;
 mod keys;
 pub mod output;
 pub mod views;
+pub mod warc;
 pub mod watch;
 pub mod worker;
 

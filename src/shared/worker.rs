@@ -36,6 +36,7 @@ use super::client::{NewRequest, Shared, SharedError, SharedLease};
 use super::cycle::begin_cycle;
 use super::job::{Active, JOB_POLL, Joined};
 use super::output::WorkerOutput;
+use super::warc::WorkerWarc;
 use crate::config::{CrawlConfig, DEFAULT_DELAY};
 use crate::engine::page::PageResult;
 use crate::engine::parts::{Part, Parts};
@@ -45,6 +46,7 @@ use crate::engine::{EngineError, PageTotals, RunReport};
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
 use crate::store::records::{RunOutcome, unix_now};
+use crate::warc::WarcSettings;
 
 mod pages;
 
@@ -123,6 +125,8 @@ struct Worker {
     ttl: Duration,
     /// `--output`: the items this worker commits.
     output: Option<WorkerOutput>,
+    /// `--warc`: the records of the pages this worker completes.
+    warc: Option<WorkerWarc>,
     tasks: JoinSet<()>,
     results: mpsc::UnboundedReceiver<(SharedLease, PageResult)>,
     results_tx: mpsc::UnboundedSender<(SharedLease, PageResult)>,
@@ -199,6 +203,10 @@ impl Worker {
             Some(path) => Some(WorkerOutput::open(path, &machine_name(), &shared).await?),
             None => None,
         };
+        let warc = match WarcSettings::of(&active.config) {
+            Some(settings) => Some(WorkerWarc::open(settings, &machine_name(), &shared).await?),
+            None => None,
+        };
         let items_after = shared.last_item_id().await?;
         let (results_tx, results) = mpsc::unbounded_channel();
         let (parts_tx, parts) = mpsc::unbounded_channel();
@@ -212,6 +220,7 @@ impl Worker {
             shared,
             id: worker_id(),
             output,
+            warc,
             tasks: JoinSet::new(),
             results,
             results_tx,
@@ -309,12 +318,30 @@ impl Worker {
                 }
                 Some((lease, result)) = self.results.recv() => {
                     let token = lease.token;
-                    let call = self.complete(lease, result);
-                    if unless_stopped(shutdown.as_mut(), call).await.transpose()?.is_none() {
-                        // Returned with the others (or, if the completion did
-                        // commit before its answer was lost, found completed).
-                        self.held.insert(token);
-                        return self.stop().await;
+                    let stop_retrying = self.shared.retry_stopper();
+                    let settled = {
+                        let call = self.complete(lease, result);
+                        tokio::pin!(call);
+                        match unless_stopped(shutdown.as_mut(), call.as_mut()).await {
+                            Some(done) => Ok(done),
+                            // Ctrl-C: the call's outcome decides what the WARC
+                            // file keeps; without retries it settles at once.
+                            None => {
+                                stop_retrying();
+                                Err(tokio::time::timeout(LEASE_SETTLE, call).await.ok())
+                            }
+                        }
+                    };
+                    match settled {
+                        Ok(done) => done?,
+                        Err(Some(Ok(()))) => return self.stop().await,
+                        Err(_) => {
+                            // Returned with the others (or, if the completion
+                            // did commit before its answer was lost, found
+                            // completed).
+                            self.held.insert(token);
+                            return self.stop().await;
+                        }
                     }
                     // A slot is free, and the host may be under its limit again.
                     next_lease = Instant::now();
@@ -346,8 +373,13 @@ impl Worker {
                     "taking up the crawl's new job version"
                 );
                 if let Some(robots) = &self.active.robots {
-                    // What this version's cache learned, before it goes.
-                    self.shared.put_robots(&robots.take_new_records()).await?;
+                    // What this version's cache learned, before it goes (its
+                    // WARC records go with the next completion).
+                    let (records, exchanges) = robots.take_new();
+                    if let Some(warc) = &mut self.warc {
+                        warc.robots(exchanges);
+                    }
+                    self.shared.put_robots(&records).await?;
                 }
                 self.versions.push(active.version);
                 self.active = active;
@@ -427,7 +459,9 @@ impl Worker {
     async fn stop(&mut self) -> Result<RunOutcome, EngineError> {
         self.shared.stop_retrying();
         let deadline = Instant::now() + self.run.shutdown_grace;
-        let mut failed = false;
+        // After a completion whose outcome is not known, another would mark
+        // the WARC file past that one's records: nothing more is completed.
+        let mut failed = self.warc.as_ref().is_some_and(WorkerWarc::uncertain);
         while !self.held.is_empty() && !failed {
             tokio::select! {
                 Some(part) = self.parts.recv() => {

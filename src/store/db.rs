@@ -32,9 +32,9 @@ pub(super) fn open_db(
     loop {
         let opened = repair::guard(&dir.join("db"), || try_open_db(dir, cache));
         match opened {
-            Err(StoreError::Busy { .. }) if attempt < dir::LOCK_ATTEMPTS => {
+            Err(StoreError::Busy { .. }) if attempt < crate::dirlock::ATTEMPTS => {
                 attempt += 1;
-                std::thread::sleep(dir::LOCK_RETRY);
+                std::thread::sleep(crate::dirlock::RETRY);
             }
             other => return other.map(|db| (db, bloom)),
         }

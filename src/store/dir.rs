@@ -20,12 +20,6 @@ use super::crash;
 use super::error::StoreError;
 use super::format::{MARKER_FILE, STATE_FORMAT};
 
-/// Attempts to take a lock before a state counts as busy: a process that just
-/// closed the state may release its locks a moment after it returns.
-pub(super) const LOCK_ATTEMPTS: u32 = 10;
-/// Wait between two attempts.
-pub(super) const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
-
 /// The exclusive lock on a state directory, held as long as the state is open.
 #[derive(Debug)]
 pub(super) struct DirLock {
@@ -158,28 +152,16 @@ pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), Stor
 
 /// Takes the directory's exclusive lock, retrying briefly before it is busy.
 fn lock(dir: &Path) -> Result<DirLock, StoreError> {
-    let file = File::open(dir).map_err(|source| StoreError::Io {
-        path: dir.to_owned(),
-        source,
-    })?;
-    for attempt in 1..=LOCK_ATTEMPTS {
-        match file.try_lock() {
-            Ok(()) => return Ok(DirLock { _dir: file }),
-            Err(fs::TryLockError::WouldBlock) if attempt < LOCK_ATTEMPTS => {
-                std::thread::sleep(LOCK_RETRY);
-            }
-            Err(fs::TryLockError::WouldBlock) => break,
-            Err(fs::TryLockError::Error(source)) => {
-                return Err(StoreError::Io {
-                    path: dir.to_owned(),
-                    source,
-                });
-            }
-        }
+    match crate::dirlock::lock(dir) {
+        Ok(Some(file)) => Ok(DirLock { _dir: file }),
+        Ok(None) => Err(StoreError::Busy {
+            path: dir.to_owned(),
+        }),
+        Err(source) => Err(StoreError::Io {
+            path: dir.to_owned(),
+            source,
+        }),
     }
-    Err(StoreError::Busy {
-        path: dir.to_owned(),
-    })
 }
 
 /// True when `dir` does not exist or is an empty directory: nothing a command

@@ -6,8 +6,8 @@
 //! length into the group's batch (`w` · canonical path → version byte, u64),
 //! and the file is synced before that batch is applied. So the mark is durable
 //! exactly when the group's completions are, and it never covers bytes the
-//! disk may not have. On open the writer reads the marks
-//! ([`State::warc_marks`]) and cuts every file back to its mark: the records
+//! disk may not have. On open the engine reads the marks
+//! ([`State::warc_marks`]) and the writer cuts every file back to its mark: the records
 //! of pages whose completion was not durable (they will be fetched again) and
 //! any torn record go. A new file is registered ([`State::register_warc`],
 //! length 0, synced) before it is created, so a file of this state is always

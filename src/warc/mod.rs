@@ -32,22 +32,28 @@
 //! # Layout
 //! - `record`: building records — fields, digests, one gzip member each.
 //! - `writer`: the files — naming, rotation, appending, the mark and sync of
-//!   each commit group, cutting back on open.
+//!   each commit, cutting back on open; the marks are its owner's.
 //!
 //! # Exactness
 //! A record is in a WARC file exactly when its page's completion is durable.
-//! The engine appends a page's records when the page completes into the open
-//! group; before that group is sealed the writer flushes the file and puts its
-//! length (the *mark*) into the group's batch (`store::State::mark_warc`), and
-//! the group's flush syncs the file before it applies the batch. After a
-//! `kill -9` the next run cuts each file back to its durable mark: the records
-//! of completions that were lost go (those pages are fetched again and
+//! In the embedded crawl the engine appends a page's records when the page
+//! completes into the open group; before that group is sealed the writer
+//! flushes the file and its length (the *mark*) goes into the group's batch
+//! (`store::State::mark_warc`), and the group's flush syncs the file before it
+//! applies the batch. A worker of a shared crawl appends a page's records,
+//! syncs the file and passes the mark to the page's completion script, which
+//! stores it in the crawl's `warc` hash with the completion, atomically; a
+//! completion refused (its lease expired) has its records cut off at once.
+//! After a `kill -9` the next run cuts each file back to its durable mark: the
+//! records of completions that were lost go (those pages are fetched again and
 //! written then), and so does a torn record; nothing is written twice.
 //! robots.txt records travel with the robots.txt answer, which is stored in
-//! the group sealed after the fetch, so they are exact too.
+//! the group sealed after the fetch (embedded), or with the next completion
+//! (shared), so they are exact too.
 //!
-//! Depends on [`crate::fetch::Exchange`], [`crate::store`] (the marks and the
-//! crash points) and [`crate::clock`]; knows nothing of legs or the engine.
+//! Depends on [`crate::fetch::Exchange`], [`crate::store`] (its crash points
+//! and errors), [`crate::dirlock`] and [`crate::clock`]; knows nothing of
+//! legs, the engine or where the marks are kept.
 
 mod record;
 mod writer;
@@ -67,8 +73,22 @@ pub fn encode(captures: &[Capture]) -> Vec<u8> {
     }
     out
 }
-pub use writer::{WarcSync, WarcWriter, file_name};
+/// The plain `request` and `response` records of `exchanges` (robots.txt
+/// fetches), as [`encode`] makes them.
+pub fn encode_exchanges(exchanges: Vec<Exchange>) -> Vec<u8> {
+    let captures: Vec<Capture> = exchanges
+        .into_iter()
+        .map(|exchange| Capture {
+            exchange,
+            revisit: None,
+        })
+        .collect();
+    encode(&captures)
+}
 
+pub use writer::{Appended, Mark, NewFile, WarcSync, WarcWriter, canonical_dir, file_name};
+
+use crate::config::CrawlConfig;
 use crate::fetch::Exchange;
 use crate::store::StoreError;
 
@@ -127,6 +147,69 @@ pub struct WarcSettings {
     pub info: Vec<(String, String)>,
 }
 
+impl WarcSettings {
+    /// The settings of a crawl's WARC files, `None` without `--warc`: the
+    /// directory, the size limit and the `warcinfo` fields.
+    pub fn of(config: &CrawlConfig) -> Option<WarcSettings> {
+        let dir = config.warc.clone()?;
+        let mut info = vec![
+            (
+                "software".to_owned(),
+                format!("legcrawl/{}", env!("CARGO_PKG_VERSION")),
+            ),
+            ("format".to_owned(), "WARC File Format 1.1".to_owned()),
+            (
+                "conformsTo".to_owned(),
+                "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+                    .to_owned(),
+            ),
+            (
+                "robots".to_owned(),
+                if config.obey_robots { "obey" } else { "ignore" }.to_owned(),
+            ),
+            (
+                "http-header-user-agent".to_owned(),
+                config.user_agent.clone(),
+            ),
+        ];
+        if let Some(from) = &config.from {
+            info.push(("http-header-from".to_owned(), from.clone()));
+        }
+        let delay = config
+            .delay
+            .map_or_else(|| "default".to_owned(), |d| format!("{:?}", d));
+        info.extend([
+            ("delay".to_owned(), delay),
+            ("per-host".to_owned(), config.per_host.to_string()),
+            ("concurrency".to_owned(), config.concurrency.to_string()),
+            (
+                "max-depth".to_owned(),
+                config
+                    .max_depth
+                    .map_or_else(|| "none".to_owned(), |d| d.to_string()),
+            ),
+            ("revisit".to_owned(), format!("{:?}", config.revisit)),
+        ]);
+        match &config.shared {
+            // The URL as every message shows it: never the password.
+            Some(target) => info.extend([
+                ("shared".to_owned(), target.shown()),
+                ("name".to_owned(), target.name.clone()),
+            ]),
+            None => info.push(("state".to_owned(), config.data_dir.display().to_string())),
+        }
+        for seed in &config.seeds {
+            let seed = crate::canon::strip_credentials(seed).into_owned();
+            info.push(("seed".to_owned(), seed));
+        }
+        Some(WarcSettings {
+            dir,
+            max_size: config.warc_max_size,
+            info,
+        })
+    }
+}
+
 /// Errors of the WARC output. Each names the file or directory.
 #[derive(Debug, thiserror::Error)]
 pub enum WarcError {
@@ -149,6 +232,14 @@ pub enum WarcError {
         len: u64,
         /// The recorded length.
         mark: u64,
+    },
+    /// Another process writes the directory's files.
+    #[error(
+        "{dir}: another legcrawl process is writing WARC files in this directory (each crawl, and each worker of a shared crawl, needs a --warc directory of its own)"
+    )]
+    Busy {
+        /// The directory.
+        dir: PathBuf,
     },
     /// Reading or writing the marks failed.
     #[error(transparent)]

@@ -1,26 +1,37 @@
-//! The WARC files of one crawl: naming, rotation, appending, marks, cutting back.
+//! The WARC files of one crawl (or of one worker of a shared crawl): naming,
+//! rotation, appending, cutting back to the durable marks.
 //!
 //! Files are `legcrawl-<UTC YYYYMMDDHHMMSS>-<serial>.warc.gz` in the WARC
-//! directory, the serial (5 digits) counting on from the highest this state
-//! registered there. A file is registered in the state (length 0, synced)
-//! before it is created, and opens with a `warcinfo` record. [`WarcWriter::seal`]
-//! flushes the open file, puts its length into the open commit group
-//! (`State::mark_warc`) and hands back the [`WarcSync`] that the group's flush
-//! runs before applying the batch; past the size limit the file is closed
-//! there, at a group boundary, so a group's records are always in one file.
-//! [`WarcWriter::open`] cuts every registered file back to its mark. Files this
-//! state did not register are never touched. Every write and sync has a crash
-//! point (`warc.create`, `warc.append`, `warc.sync`, `warc.truncate`).
-//! Depends on `record`, [`crate::store`] and [`crate::clock`].
+//! directory, the serial (5 digits) counting on from the highest its owner
+//! registered there. The writer keeps no marks itself: its owner does — the
+//! embedded state (`engine::archive`) or the shared crawl's Redis
+//! (`shared::warc`) — and the protocol is the same for both:
+//! - [`WarcWriter::open`] takes the directory's lock (one writer per
+//!   directory), cuts every file the owner marked back to its mark and goes on
+//!   with the newest unless it is full or gone.
+//! - [`WarcWriter::append`] answers [`Appended::NeedsFile`] when no file is
+//!   open: the owner registers the new file's path (length 0, durably) before
+//!   [`WarcWriter::begin`] creates it and writes the records there, so a file of the crawl is always known
+//!   and a file without a mark is never touched. A file opens with a
+//!   `warcinfo` record.
+//! - [`WarcWriter::mark`] flushes the open file and hands back its length and
+//!   the [`WarcSync`] that must run before the owner stores that length with
+//!   the completions it covers. Then [`WarcWriter::marked`] (the file is
+//!   closed there when past the size limit, so one commit's records are
+//!   always in one file), or, when the owner's commit did not take them,
+//!   [`WarcWriter::cut_to_mark`].
+//!
+//! Every write and sync has a crash point (`warc.create`, `warc.append`,
+//! `warc.sync`, `warc.truncate`). Depends on `record`, [`crate::store::crash`],
+//! [`crate::dirlock`] and [`crate::clock`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{Capture, WarcError, WarcSettings, record};
-use crate::fetch::Exchange;
-use crate::store::{State, crash};
+use super::{WarcError, WarcSettings, record};
+use crate::store::crash;
 
 /// The WARC file being written.
 struct Current {
@@ -28,14 +39,37 @@ struct Current {
     file: BufWriter<File>,
     /// Bytes written (buffered ones included).
     len: u64,
-    /// The length last put into a commit group.
+    /// The length last marked.
     marked: u64,
 }
 
-/// Appends records to the crawl's WARC files; see the module doc.
+impl Current {
+    /// Appends `records`, after the `warcinfo` record when the file is empty.
+    fn write(&mut self, records: &[u8], settings: &WarcSettings) -> Result<(), WarcError> {
+        if self.len == 0 {
+            let name = self
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let info = record::warcinfo(&name, SystemTime::now(), &settings.info);
+            crash::point("warc.append");
+            self.file.write_all(&info).map_err(io(&self.path))?;
+            self.len += info.len() as u64;
+        }
+        crash::point("warc.append");
+        self.file.write_all(records).map_err(io(&self.path))?;
+        self.len += records.len() as u64;
+        Ok(())
+    }
+}
+
+/// Appends records to a directory's WARC files; see the module doc.
 pub struct WarcWriter {
     /// The directory, canonical.
     dir: PathBuf,
+    /// The directory's lock, held while the writer lives.
+    _lock: File,
     settings: WarcSettings,
     /// The open file; `None` before the first record and after a rotation.
     current: Option<Current>,
@@ -45,8 +79,41 @@ pub struct WarcWriter {
     created: u64,
 }
 
-/// The sync of a WARC file up to its mark, run by the group's flush (on any
-/// thread) before the batch holding the mark is applied.
+/// What [`WarcWriter::append`] did.
+#[must_use = "a new file must be registered and begun before the records are written"]
+pub enum Appended {
+    /// The records are in the file (in its buffer until the next mark).
+    Written,
+    /// Nothing was written: no file is open. Register [`NewFile::path`], then
+    /// [`WarcWriter::begin`] it with the same records.
+    NeedsFile(NewFile),
+}
+
+/// The next file's name, to register before [`WarcWriter::begin`] creates it.
+pub struct NewFile {
+    path: PathBuf,
+}
+
+impl NewFile {
+    /// The file's path (canonical), to register with length 0.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The open file's length to store as its mark, and the sync that must run
+/// first.
+pub struct Mark {
+    /// The file (canonical path).
+    pub path: PathBuf,
+    /// Its length: the bytes the mark covers.
+    pub len: u64,
+    /// Syncs the file up to `len`.
+    pub sync: WarcSync,
+}
+
+/// The sync of a WARC file up to its mark, run (on any thread) before the
+/// mark is stored.
 #[must_use = "the mark is durable only after the file is synced"]
 pub struct WarcSync {
     file: File,
@@ -80,18 +147,35 @@ fn serial_of(path: &Path) -> Option<u32> {
     rest.rsplit_once('-')?.1.parse().ok()
 }
 
+/// An I/O error on `path`.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WarcError + '_ {
+    move |source| WarcError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The canonical path of the WARC directory `dir`, created if missing (its
+/// parent must exist): what the owner's marks are kept under.
+pub fn canonical_dir(dir: &Path) -> Result<PathBuf, WarcError> {
+    crate::fsync::create_dir_all(dir).map_err(io(dir))?;
+    dir.canonicalize().map_err(io(dir))
+}
+
 impl WarcWriter {
-    /// Opens the WARC directory of a crawl on `state`: creates it if missing,
-    /// cuts every file this state registered there back to its mark, and goes
-    /// on with the newest one unless it is full or gone.
-    pub fn open(settings: WarcSettings, state: &mut State) -> Result<WarcWriter, WarcError> {
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| WarcError::Io { path, source }
-        };
-        crate::fsync::create_dir_all(&settings.dir).map_err(io(&settings.dir))?;
-        let dir = settings.dir.canonicalize().map_err(io(&settings.dir))?;
-        let marks = state.warc_marks(&dir)?;
+    /// Opens the WARC directory of `settings` (canonical, see
+    /// [`canonical_dir`]) with `marks`, the owner's `(file, durable length)`
+    /// of the files it registered there: takes the directory's lock, cuts
+    /// every file back to its mark, and goes on with the newest one unless it
+    /// is full or gone.
+    pub fn open(
+        settings: WarcSettings,
+        marks: Vec<(PathBuf, u64)>,
+    ) -> Result<WarcWriter, WarcError> {
+        let dir = canonical_dir(&settings.dir)?;
+        let lock = crate::dirlock::lock(&dir)
+            .map_err(io(&dir))?
+            .ok_or_else(|| WarcError::Busy { dir: dir.clone() })?;
         let mut newest: Option<(u32, PathBuf, u64)> = None;
         let mut next_serial = 0;
         for (path, mark) in marks {
@@ -119,6 +203,7 @@ impl WarcWriter {
         };
         Ok(WarcWriter {
             dir,
+            _lock: lock,
             settings,
             current,
             next_serial,
@@ -126,55 +211,111 @@ impl WarcWriter {
         })
     }
 
-    /// Appends encoded records ([`super::encode`]); nothing for an empty slice.
-    pub fn append(&mut self, state: &mut State, records: &[u8]) -> Result<(), WarcError> {
+    /// Appends encoded records ([`super::encode`]) to the open file, or asks
+    /// for a new one (see [`Appended`]); nothing for an empty slice.
+    pub fn append(&mut self, records: &[u8]) -> Result<Appended, WarcError> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(Appended::Written);
         }
-        self.write(state, records)
+        match self.current.as_mut() {
+            Some(current) => {
+                current.write(records, &self.settings)?;
+                Ok(Appended::Written)
+            }
+            None => {
+                let path = self
+                    .dir
+                    .join(file_name(SystemTime::now(), self.next_serial));
+                Ok(Appended::NeedsFile(NewFile { path }))
+            }
+        }
     }
 
-    /// Appends plain `request` and `response` records of `exchange` (robots.txt).
-    pub fn append_exchange(
-        &mut self,
-        state: &mut State,
-        exchange: Exchange,
-    ) -> Result<(), WarcError> {
-        let capture = Capture {
-            exchange,
-            revisit: None,
-        };
-        self.append(state, &record::capture(&capture))
+    /// Creates `file`, which its owner registered, and appends `records` (those
+    /// [`WarcWriter::append`] did not write) to it.
+    pub fn begin(&mut self, file: NewFile, records: &[u8]) -> Result<(), WarcError> {
+        let NewFile { path } = file;
+        self.next_serial = serial_of(&path)
+            .unwrap_or(self.next_serial)
+            .saturating_add(1);
+        let created = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        // The new name must survive a power cut once records are marked in it.
+        crate::fsync::sync_dir(&self.dir).map_err(io(&self.dir))?;
+        self.created += 1;
+        tracing::info!(file = %path.display(), "WARC file begun");
+        let current = self.current.insert(Current {
+            path,
+            file: BufWriter::with_capacity(256 * 1024, created),
+            len: 0,
+            marked: 0,
+        });
+        current.write(records, &self.settings)
     }
 
-    /// Puts the open file's length into the open commit group when records were
-    /// written since the last mark, and returns the sync the group's flush must
-    /// run first. Past the size limit the file is closed: the next record opens
-    /// a new one.
-    pub fn seal(&mut self, state: &mut State) -> Result<Option<WarcSync>, WarcError> {
+    /// When records were written since the last mark: flushes them to the
+    /// file and returns its length with the sync that must run before the
+    /// owner stores it. Then [`WarcWriter::marked`] or
+    /// [`WarcWriter::cut_to_mark`].
+    pub fn mark(&mut self) -> Result<Option<Mark>, WarcError> {
         let Some(current) = self.current.as_mut() else {
             return Ok(None);
         };
         if current.len == current.marked {
             return Ok(None);
         }
-        let io = |source| WarcError::Io {
-            path: current.path.clone(),
-            source,
-        };
         // crash point: warc.append (the buffered records reach the file)
-        current.file.flush().map_err(io)?;
-        let file = current.file.get_ref().try_clone().map_err(io)?;
-        state.mark_warc(&current.path, current.len);
-        current.marked = current.len;
-        let sync = WarcSync {
-            file,
+        current.file.flush().map_err(io(&current.path))?;
+        let file = current
+            .file
+            .get_ref()
+            .try_clone()
+            .map_err(io(&current.path))?;
+        Ok(Some(Mark {
             path: current.path.clone(),
-        };
-        if current.len >= self.settings.max_size {
-            self.current = None;
+            len: current.len,
+            sync: WarcSync {
+                file,
+                path: current.path.clone(),
+            },
+        }))
+    }
+
+    /// The owner stored `len` (from [`WarcWriter::mark`]) as the open file's
+    /// mark. Past the size limit the file is closed: the next record opens a
+    /// new one.
+    pub fn marked(&mut self, len: u64) {
+        if let Some(current) = self.current.as_mut() {
+            current.marked = len;
+            if len >= self.settings.max_size {
+                self.current = None;
+            }
         }
-        Ok(Some(sync))
+    }
+
+    /// The owner's commit did not take the records written since the last
+    /// mark (a shared crawl's lease had expired): they are cut off the file.
+    pub fn cut_to_mark(&mut self) -> Result<(), WarcError> {
+        let Some(current) = self.current.as_mut() else {
+            return Ok(());
+        };
+        if current.len == current.marked {
+            return Ok(());
+        }
+        // Buffered bytes reach the file first, so that nothing is written
+        // past the cut later; the file is opened for appending.
+        current.file.flush().map_err(io(&current.path))?;
+        crash::point("warc.truncate");
+        current
+            .file
+            .get_ref()
+            .set_len(current.marked)
+            .map_err(io(&current.path))?;
+        current.len = current.marked;
+        Ok(())
     }
 
     /// WARC files this writer created.
@@ -186,86 +327,15 @@ impl WarcWriter {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
-
-    fn write(&mut self, state: &mut State, bytes: &[u8]) -> Result<(), WarcError> {
-        if self.current.is_none() {
-            self.current = Some(self.create(state)?);
-        }
-        let Some(current) = self.current.as_mut() else {
-            unreachable!("a WARC file was just opened");
-        };
-        if current.len == 0 {
-            let name = current
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let info = record::warcinfo(&name, SystemTime::now(), &self.settings.info);
-            crash::point("warc.append");
-            current
-                .file
-                .write_all(&info)
-                .map_err(|source| WarcError::Io {
-                    path: current.path.clone(),
-                    source,
-                })?;
-            current.len += info.len() as u64;
-        }
-        crash::point("warc.append");
-        current
-            .file
-            .write_all(bytes)
-            .map_err(|source| WarcError::Io {
-                path: current.path.clone(),
-                source,
-            })?;
-        current.len += bytes.len() as u64;
-        Ok(())
-    }
-
-    /// Registers and creates the next file.
-    fn create(&mut self, state: &mut State) -> Result<Current, WarcError> {
-        let path = self
-            .dir
-            .join(file_name(SystemTime::now(), self.next_serial));
-        self.next_serial = self.next_serial.saturating_add(1);
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| WarcError::Io { path, source }
-        };
-        // crash point: warc.create (registered and synced before the file exists)
-        state.register_warc(&path)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        // The new name must survive a power cut once records are marked in it.
-        File::open(&self.dir)
-            .and_then(|dir| dir.sync_all())
-            .map_err(io(&self.dir))?;
-        self.created += 1;
-        tracing::info!(file = %path.display(), "WARC file begun");
-        Ok(Current {
-            path,
-            file: BufWriter::with_capacity(256 * 1024, file),
-            len: 0,
-            marked: 0,
-        })
-    }
 }
 
 /// Cuts `path` back to `mark` bytes if it is longer; false when it is gone
 /// (moved away by its owner: nothing to do). A shorter file is an error.
 fn cut_back(path: &Path, mark: u64) -> Result<bool, WarcError> {
-    let io = |source| WarcError::Io {
-        path: path.to_owned(),
-        source,
-    };
     let len = match std::fs::metadata(path) {
         Ok(meta) => meta.len(),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(io(error)),
+        Err(error) => return Err(io(path)(error)),
     };
     if len < mark {
         return Err(WarcError::Shorter {
@@ -276,10 +346,13 @@ fn cut_back(path: &Path, mark: u64) -> Result<bool, WarcError> {
     }
     if len > mark {
         tracing::info!(file = %path.display(), len, mark, "cutting the WARC file back to its durable records");
-        let file = OpenOptions::new().write(true).open(path).map_err(io)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(io(path))?;
         crash::point("warc.truncate");
-        file.set_len(mark).map_err(io)?;
-        file.sync_all().map_err(io)?;
+        file.set_len(mark).map_err(io(path))?;
+        file.sync_all().map_err(io(path))?;
     }
     Ok(true)
 }
@@ -287,15 +360,37 @@ fn cut_back(path: &Path, mark: u64) -> Result<bool, WarcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::OpenOptions;
+    use crate::fetch::Exchange;
+    use crate::warc::Capture;
+    use std::collections::BTreeMap;
 
-    fn open_state(dir: &Path) -> State {
-        let options = OpenOptions {
-            create: true,
-            bloom_bits: Some(10),
-            ..OpenOptions::default()
-        };
-        State::open(dir, &options).unwrap()
+    /// An owner keeping the marks in memory, as the state or Redis would.
+    #[derive(Default)]
+    struct Owner {
+        marks: BTreeMap<PathBuf, u64>,
+    }
+
+    impl Owner {
+        fn open(&self, settings: &WarcSettings) -> WarcWriter {
+            let marks = self.marks.iter().map(|(p, l)| (p.clone(), *l)).collect();
+            WarcWriter::open(settings.clone(), marks).unwrap()
+        }
+
+        fn append(&mut self, writer: &mut WarcWriter, url: &str) {
+            let records = record::capture(&capture(url));
+            if let Appended::NeedsFile(new) = writer.append(&records).unwrap() {
+                self.marks.insert(new.path().to_owned(), 0);
+                writer.begin(new, &records).unwrap();
+            }
+        }
+
+        /// Marks and commits what was written.
+        fn commit(&mut self, writer: &mut WarcWriter) {
+            let mark = writer.mark().unwrap().unwrap();
+            mark.sync.run().unwrap();
+            self.marks.insert(mark.path, mark.len);
+            writer.marked(mark.len);
+        }
     }
 
     fn capture(url: &str) -> Capture {
@@ -314,86 +409,96 @@ mod tests {
         }
     }
 
+    fn settings(dir: &Path) -> WarcSettings {
+        WarcSettings {
+            dir: dir.join("warc"),
+            max_size: 1 << 30,
+            info: vec![("software".into(), "test".into())],
+        }
+    }
+
+    fn text(file: &Path) -> String {
+        use std::io::Read;
+        let bytes = std::fs::read(file).unwrap();
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     #[test]
     fn records_past_the_durable_mark_are_cut_on_open_and_the_file_goes_on() {
         let tmp = tempfile::tempdir().unwrap();
-        let settings = WarcSettings {
-            dir: tmp.path().join("warc"),
-            max_size: 1 << 30,
-            info: vec![("software".into(), "test".into())],
-        };
-        let mut state = open_state(&tmp.path().join("state"));
-        let mut writer = WarcWriter::open(settings.clone(), &mut state).unwrap();
-        writer
-            .append(&mut state, &record::capture(&capture("http://a/1")))
-            .unwrap();
-        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
-        state.commit().unwrap();
-        assert!(writer.seal(&mut state).unwrap().is_none(), "nothing new");
-        let file = std::fs::read_dir(writer.dir())
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        let settings = settings(tmp.path());
+        let mut owner = Owner::default();
+        let mut writer = owner.open(&settings);
+        owner.append(&mut writer, "http://a/1");
+        owner.commit(&mut writer);
+        assert!(writer.mark().unwrap().is_none(), "nothing new");
+        let file = owner.marks.keys().next().unwrap().clone();
         let durable = std::fs::metadata(&file).unwrap().len();
-        // A second group whose batch never commits (a kill before its flush).
-        writer
-            .append(&mut state, &record::capture(&capture("http://a/2")))
-            .unwrap();
-        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
+        // A second commit that never lands (a kill before it).
+        owner.append(&mut writer, "http://a/2");
+        writer.mark().unwrap().unwrap().sync.run().unwrap();
         assert!(std::fs::metadata(&file).unwrap().len() > durable);
         drop(writer);
-        drop(state);
-        let mut state = open_state(&tmp.path().join("state"));
-        let mut writer = WarcWriter::open(settings, &mut state).unwrap();
+        let mut writer = owner.open(&settings);
         assert_eq!(std::fs::metadata(&file).unwrap().len(), durable);
         // The run goes on in the same file, after its durable records.
-        writer
-            .append(&mut state, &record::capture(&capture("http://a/3")))
-            .unwrap();
-        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
-        state.commit().unwrap();
+        owner.append(&mut writer, "http://a/3");
+        owner.commit(&mut writer);
         assert_eq!(writer.files_created(), 0);
-        let text: Vec<u8> = {
-            use std::io::Read;
-            let bytes = std::fs::read(&file).unwrap();
-            let mut out = Vec::new();
-            flate2::read::MultiGzDecoder::new(&bytes[..])
-                .read_to_end(&mut out)
-                .unwrap();
-            out
-        };
-        let text = String::from_utf8_lossy(&text);
+        let text = text(&file);
         assert_eq!(text.matches("WARC-Type: warcinfo").count(), 1);
         assert!(text.contains("http://a/1") && text.contains("http://a/3"));
         assert!(
             !text.contains("http://a/2"),
-            "the lost group's records are gone"
+            "the lost commit's records are gone"
+        );
+    }
+
+    #[test]
+    fn records_a_commit_did_not_take_are_cut_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = settings(tmp.path());
+        let mut owner = Owner::default();
+        let mut writer = owner.open(&settings);
+        // Refused in a new file: the file is emptied, and begins again with
+        // its warcinfo record.
+        owner.append(&mut writer, "http://a/refused-first");
+        writer.mark().unwrap().unwrap().sync.run().unwrap();
+        writer.cut_to_mark().unwrap();
+        let file = owner.marks.keys().next().unwrap().clone();
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
+        owner.append(&mut writer, "http://a/1");
+        owner.commit(&mut writer);
+        // Refused after a commit, its records still buffered.
+        owner.append(&mut writer, "http://a/refused");
+        writer.cut_to_mark().unwrap();
+        owner.append(&mut writer, "http://a/2");
+        owner.commit(&mut writer);
+        drop(writer);
+        let text = text(&file);
+        assert_eq!(text.matches("WARC-Type: warcinfo").count(), 1);
+        assert!(text.contains("http://a/1") && text.contains("http://a/2"));
+        assert!(!text.contains("refused"), "{text}");
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().len(),
+            owner.marks[&file],
+            "the file ends at its mark"
         );
     }
 
     #[test]
     fn a_shorter_file_than_its_mark_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        let settings = WarcSettings {
-            dir: tmp.path().join("warc"),
-            max_size: 1 << 30,
-            info: Vec::new(),
-        };
-        let mut state = open_state(&tmp.path().join("state"));
-        let mut writer = WarcWriter::open(settings.clone(), &mut state).unwrap();
-        writer
-            .append(&mut state, &record::capture(&capture("http://a/1")))
-            .unwrap();
-        writer.seal(&mut state).unwrap().unwrap().run().unwrap();
-        state.commit().unwrap();
-        let file = std::fs::read_dir(writer.dir())
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        let settings = settings(tmp.path());
+        let mut owner = Owner::default();
+        let mut writer = owner.open(&settings);
+        owner.append(&mut writer, "http://a/1");
+        owner.commit(&mut writer);
+        let file = owner.marks.keys().next().unwrap().clone();
         drop(writer);
         std::fs::OpenOptions::new()
             .write(true)
@@ -401,7 +506,8 @@ mod tests {
             .unwrap()
             .set_len(10)
             .unwrap();
-        let error = WarcWriter::open(settings.clone(), &mut state)
+        let marks: Vec<_> = owner.marks.iter().map(|(p, l)| (p.clone(), *l)).collect();
+        let error = WarcWriter::open(settings.clone(), marks)
             .err()
             .expect("refused");
         assert!(
@@ -410,11 +516,23 @@ mod tests {
         );
         // Moved away: a new file is begun.
         std::fs::remove_file(&file).unwrap();
-        let mut writer = WarcWriter::open(settings, &mut state).unwrap();
-        writer
-            .append(&mut state, &record::capture(&capture("http://a/2")))
-            .unwrap();
+        let mut writer = owner.open(&settings);
+        owner.append(&mut writer, "http://a/2");
         assert_eq!(writer.files_created(), 1);
+    }
+
+    #[test]
+    fn one_writer_per_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = settings(tmp.path());
+        let owner = Owner::default();
+        let writer = owner.open(&settings);
+        let error = WarcWriter::open(settings.clone(), Vec::new())
+            .err()
+            .expect("refused while the first writer lives");
+        assert!(matches!(error, WarcError::Busy { .. }), "{error}");
+        drop(writer);
+        let _writer = owner.open(&settings);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Issue 25, a shared crawl's outputs at parity with the embedded state:
-//! per-worker `--output` exact across kill -9 (kill moments from a printed
+//! per-worker `--output` and `--warc` exact across kill -9 (kill moments from a printed
 //! seed, replayable with `LEGCRAWL_KILL_SEED`). The set-up is that of
 //! `shared.rs`: a real `redis-server` started by the test (skipped loudly when
 //! missing, unless `LEGCRAWL_REQUIRE_REDIS=1`), a site over several loopback
@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::support::cli;
-use crate::support::hosts::{MultiSite, args, fixed, item_key};
+use crate::support::hosts::{MultiSite, args, fixed, item_key, url_key};
 use crate::support::redis::RedisServer;
 use crate::support::workers::{Crawl, assert_items_once, serial, wait_for_requests};
-use crate::support::{kill_seed, splitmix64};
+use crate::support::{assert_each_once, kill_seed, splitmix64, warc};
 
 /// Longest any one crawl of these tests may take.
 const LIMIT: Duration = Duration::from_secs(180);
@@ -22,10 +22,13 @@ fn file_lines(path: &str) -> Vec<serde_json::Value> {
     cli::parse_lines(&std::fs::read(path).unwrap_or_default())
 }
 
-/// Three workers, each with its own `--output`; one of them killed with
-/// SIGKILL ten times at random moments and restarted each time with the same
-/// file. At the end the three files together hold exactly the stream's items,
-/// each once.
+/// Three workers, each with its own `--output` and `--warc` directory; one of
+/// them killed with SIGKILL ten times at random moments and restarted each
+/// time with the same file and directory. At the end the three files together
+/// hold exactly the stream's items, each once, and the three directories'
+/// WARC files one request and one response record for each page (the
+/// records a killed worker wrote for pages it never completed are cut), which
+/// warcio reads.
 #[test]
 fn one_worker_killed_ten_times_outputs_add_up_to_the_stream() {
     const KILLS: usize = 10;
@@ -45,14 +48,24 @@ fn one_worker_killed_ten_times_outputs_add_up_to_the_stream() {
             path.display().to_string()
         })
         .collect();
+    let warcs: Vec<String> = (0..3)
+        .map(|slot| {
+            crawl
+                .dir()
+                .join(format!("warc{slot}"))
+                .display()
+                .to_string()
+        })
+        .collect();
     let argvs: Vec<Vec<&str>> = outputs
         .iter()
-        .map(|output| {
+        .zip(&warcs)
+        .map(|(output, warc)| {
             let mut argv = args(
                 &crawl_args,
                 &["--concurrency", "2", "--per-host", "3", "--lease-ttl", "2"],
             );
-            argv.extend(["--output", output.as_str()]);
+            argv.extend(["--output", output.as_str(), "--warc", warc.as_str()]);
             argv
         })
         .collect();
@@ -131,6 +144,12 @@ fn one_worker_killed_ten_times_outputs_add_up_to_the_stream() {
         .take(5)
         .collect();
     assert!(missing.is_empty(), "in the stream, in no file: {missing:?}");
+    // The WARC files: each page's request and response once over the three
+    // directories (robots.txt, fetched by each worker, aside).
+    let dirs: Vec<&std::path::Path> = warcs.iter().map(std::path::Path::new).collect();
+    let (requests, responses) = page_records(&dirs);
+    assert_each_once(&responses, &site.expected(), "WARC response records");
+    assert_each_once(&requests, &site.expected(), "WARC request records");
 }
 
 /// `--stats FILE` on a worker of a shared crawl: the report of its run, as the
@@ -268,4 +287,90 @@ fn fresh_deletes_the_shared_crawl_after_confirmation() {
         redis.keys("legcrawl:{fresh2}:*"),
         vec!["legcrawl:{fresh2}:meta".to_owned()]
     );
+}
+
+/// The WARC records of `dirs`' files, checked (digests, warcio): the
+/// `host:port/path` of each request and each response record of a page
+/// (robots.txt aside).
+fn page_records(dirs: &[&std::path::Path]) -> (Vec<String>, Vec<String>) {
+    let mut files = Vec::new();
+    let (mut requests, mut responses) = (Vec::new(), Vec::new());
+    for dir in dirs {
+        files.extend(warc::files(dir));
+        for record in warc::read_dir(dir) {
+            warc::check_digests(&record);
+            if record.kind() == "warcinfo" || record.target().ends_with("/robots.txt") {
+                continue;
+            }
+            match record.kind() {
+                "request" => requests.push(url_key(record.target())),
+                "response" => responses.push(url_key(record.target())),
+                other => panic!("a {other} record in a one-cycle crawl"),
+            }
+        }
+    }
+    assert!(!files.is_empty(), "no WARC file written");
+    // warcio reads them all (skipped loudly without it, unless required).
+    warc::warcio_check(&files);
+    (requests, responses)
+}
+
+/// A worker aborted at each WARC crash point in turn — records appended but
+/// not synced (`warc.append`), synced but not yet stored as the mark with
+/// their completion (`warc.sync`), a file registered in Redis but not yet
+/// created (`warc.create`), and the cut itself on the next start
+/// (`warc.truncate`) — then run to the end: its WARC files hold each page's
+/// request and response once, although the servers answered some pages twice.
+#[test]
+fn a_worker_aborted_at_each_warc_point_writes_each_record_once() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("warc_points") else {
+        return;
+    };
+    let site = MultiSite::start(120, 2, 43, crate::support::hosts::no_delay());
+    let crawl = Crawl::new(&redis.url(), "warc-points");
+    let warc_dir = crawl.dir().join("warc");
+    let crawl_args = site.crawl_args();
+    // Short leases: an aborted worker's come back within a second. Small
+    // files: the crawl begins several.
+    let mut argv = args(&crawl_args, &["--concurrency", "2", "--lease-ttl", "1"]);
+    argv.extend([
+        "--warc",
+        warc_dir.to_str().unwrap(),
+        "--warc-max-size",
+        "20KB",
+    ]);
+    // warc.truncate:1 aborts the start that cuts what warc.sync:7 left.
+    for point in [
+        "warc.sync:7",
+        "warc.truncate:1",
+        "warc.append:12",
+        "warc.create:2",
+        "warc.sync:20",
+    ] {
+        let mut cmd = crawl.crawl_command(&argv);
+        cmd.env("LEGCRAWL_CRASH_AT", point);
+        let out = cli::run(cmd, LIMIT);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(&format!("crash point {point}")),
+            "{point}: {}\n{stderr}",
+            out.status
+        );
+    }
+    let out = cli::run(crawl.crawl_command(&argv), LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched_twice = site.fetches().values().filter(|n| **n > 1).count();
+    assert!(
+        fetched_twice > 0,
+        "no page was fetched again after an abort"
+    );
+    assert_items_once(&crawl, &site);
+    let (requests, responses) = page_records(&[&warc_dir]);
+    assert_each_once(&responses, &site.expected(), "WARC response records");
+    assert_each_once(&requests, &site.expected(), "WARC request records");
 }

@@ -6,8 +6,9 @@
 //! crawl; a wrong or missing password is one line and exit 1 (as an
 //! unreachable server at start: the worker never joined the crawl, and no
 //! state was touched); and no stdout or stderr of any run — the resume hint of
-//! a run stopped by `--max-pages`, the `--warc` refusal, `dump`'s "no shared
-//! crawl" message, the wrong-password errors — holds the password.
+//! a run stopped by `--max-pages`, `dump`'s "no shared crawl" message, the
+//! wrong-password errors — holds the password, and neither do the `warcinfo`
+//! records of a worker's WARC files.
 
 use std::process::Output;
 use std::time::Duration;
@@ -56,8 +57,13 @@ fn the_redis_password_works_from_the_url_or_rediscli_auth_and_is_never_printed()
     let url_crawl = Crawl::new(&with_password, "secret");
     let env_crawl = Crawl::new(&redis.url(), "secret");
 
-    // The password in the URL; stopped by --max-pages: the resume hint.
-    let mut cmd = url_crawl.crawl_command(&[argv.as_slice(), &["--max-pages", "5"]].concat());
+    // The password in the URL; stopped by --max-pages: the resume hint. Its
+    // WARC files name the crawl's server redacted.
+    let warc = tempfile::tempdir().unwrap();
+    let warc_dir = warc.path().join("warc");
+    let warc_arg = warc_dir.to_str().unwrap();
+    let mut cmd = url_crawl
+        .crawl_command(&[argv.as_slice(), &["--max-pages", "5", "--warc", warc_arg]].concat());
     cmd.env("RUST_LOG", "info");
     let out = run(cmd, LIMIT);
     let err = clean("worker with the password in the URL", &out, &[]);
@@ -67,6 +73,20 @@ fn the_redis_password_works_from_the_url_or_rediscli_auth_and_is_never_printed()
         err.contains(&format!("redis://:***@127.0.0.1:{port}/0")),
         "the hint shows the URL redacted: {err}"
     );
+    let records = crate::support::warc::read_dir(&warc_dir);
+    let info = records
+        .iter()
+        .find(|r| r.kind() == "warcinfo")
+        .expect("a warcinfo record");
+    let info = String::from_utf8_lossy(&info.block);
+    assert!(
+        info.contains(&format!("shared: redis://:***@127.0.0.1:{port}/0")),
+        "{info}"
+    );
+    for record in &records {
+        let text = String::from_utf8_lossy(&record.block);
+        assert!(!text.contains(PASSWORD), "the password is in a WARC record");
+    }
 
     // The password from REDISCLI_AUTH, the URL without one: crawls the rest.
     let mut cmd = env_crawl.crawl_command(&[]);
@@ -107,20 +127,7 @@ fn the_redis_password_works_from_the_url_or_rediscli_auth_and_is_never_printed()
     );
     assert!(err.contains("password"), "{err}");
 
-    // Refusals and dump's messages with the password in the URL.
-    let warc = tempfile::tempdir().unwrap();
-    let warc_dir = warc.path().join("warc");
-    let warc_arg = warc_dir.to_str().unwrap();
-    let err = one_line(
-        "--warc refusal",
-        &run(
-            url_crawl.crawl_command(&[argv.as_slice(), &["--warc", warc_arg]].concat()),
-            LIMIT,
-        ),
-        2,
-        &[],
-    );
-    assert!(err.contains("redis://:***@"), "{err}");
+    // dump's messages with the password in the URL.
     let typo = Crawl::new(&with_password, "no-such-crawl");
     let err = one_line(
         "dump of a crawl that is not there",

@@ -33,13 +33,8 @@ pub(super) fn run_shared(
     if let Some(path) = &config.stats {
         crate::cli::stats::check_path("--stats", path)?;
     }
-    // Not yet exact for a shared crawl: refused rather than done approximately.
-    if config.warc.is_some() {
-        return Err(BadInput(format!(
-            "--warc is not available with --shared yet (read the crawl's items with: legcrawl dump --shared {} --name {} items)",
-            target.shown(), target.name
-        ))
-        .into());
+    if let Some(dir) = &config.warc {
+        crate::cli::stats::check_dir("--warc", dir)?;
     }
     check_settings(args, file.as_ref(), config)?;
     let (runtime, stop) = runtime_and_stop()?;

@@ -35,6 +35,9 @@ pub struct PageCompletion {
     pub due: DueChange,
     /// The id of the worker's output file its items are written to.
     pub output: Option<String>,
+    /// The worker's WARC file holding the page's records, and its length
+    /// after them (synced): the mark the completion stores.
+    pub warc: Option<(String, u64)>,
     /// What the host's robots.txt said: `Some(true)` answered, `Some(false)`
     /// failed (5xx, unreachable: three in a row park the host), `None` not asked.
     pub robots_answered: Option<bool>,
@@ -157,6 +160,12 @@ impl Shared {
             Some(false) => b"failed".to_vec(),
             None => Vec::new(),
         });
+        let (warc_file, warc_len) = page
+            .warc
+            .as_ref()
+            .map_or((String::new(), 0), |(file, len)| (file.clone(), *len));
+        args.push(warc_file.into_bytes());
+        args.push(warc_len.to_string().into_bytes());
         args.push(page.counters.len().to_string().into_bytes());
         for (name, by) in &page.counters {
             args.push(name.as_bytes().to_vec());

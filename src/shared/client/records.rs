@@ -1,6 +1,6 @@
 //! The crawl's plain records, as calls of [`Shared`]: seeds (stored in
 //! chunks, read with `SSCAN`), parked hosts, page records, robots.txt
-//! answers and worker runs.
+//! answers, WARC marks and worker runs.
 
 use super::pages::NewRequest;
 use super::{SCRIPT_CHUNK, Shared, SharedError, encode_request, int, millis};
@@ -177,6 +177,43 @@ impl Shared {
         self.query::<i64>("storing the cookies", &cmd)
             .await
             .map(drop)
+    }
+
+    /// The marks of the WARC files whose field in the `warc` hash starts with
+    /// `prefix` (a worker's machine name and WARC directory, see
+    /// [`crate::shared::warc`]): `(field, durable length)`.
+    pub async fn warc_marks(&self, prefix: &str) -> Result<Vec<(String, u64)>, SharedError> {
+        let all: Vec<(String, String)> = self
+            .query(
+                "reading the WARC marks",
+                redis::cmd("HGETALL").arg(self.keys.key("warc")),
+            )
+            .await?;
+        let mut marks = Vec::new();
+        for (field, len) in all {
+            if field.starts_with(prefix) {
+                let len = len
+                    .parse()
+                    .map_err(|_| self.corrupt(format!("the WARC mark of {field}: {len:?}")))?;
+                marks.push((field, len));
+            }
+        }
+        Ok(marks)
+    }
+
+    /// Registers a new WARC file (its `warc` field) with length 0, before it
+    /// is created.
+    pub async fn register_warc(&self, field: &str) -> Result<(), SharedError> {
+        crate::store::crash::point("warc.create");
+        self.query::<i64>(
+            "registering a WARC file",
+            redis::cmd("HSETNX")
+                .arg(self.keys.key("warc"))
+                .arg(field)
+                .arg(0),
+        )
+        .await
+        .map(drop)
     }
 
     /// Appends one worker run's record (JSON) to the crawl's runs; returns

@@ -8,9 +8,10 @@
 -- page fingerprint, ARGV[9] page record ('' : none), ARGV[10] the page's due
 -- time in unix seconds ('' : not due, '-' : leave the due index as it is),
 -- ARGV[11] the id of the worker's output file ('' : none), ARGV[12] what
--- robots.txt said ('ok', 'failed': 5xx or unreachable, '' : not asked), then a
--- count and that
--- many counter pairs (name, by), a count and that many items (JSON), and a
+-- robots.txt said ('ok', 'failed': 5xx or unreachable, '' : not asked),
+-- ARGV[13] the worker's WARC file holding the page's records ('' : none) and
+-- ARGV[14] its length after them (synced: stored as the file's mark), then a
+-- count and that many counter pairs (name, by), a count and that many items (JSON), and a
 -- count and that many requests (host, priority, dont_filter 0/1, fingerprint,
 -- request, host delay ms).
 --
@@ -44,7 +45,11 @@ if backoff > 0 then
   redis.call('HSET', K('next'), host, math.max(next, now + backoff))
 end
 
-local at = 13
+if ARGV[13] ~= '' then
+  redis.call('HSET', K('warc'), ARGV[13], ARGV[14])
+end
+
+local at = 15
 local counters = tonumber(ARGV[at])
 for i = 0, counters - 1 do
   count(ARGV[at + 1 + i * 2], tonumber(ARGV[at + 2 + i * 2]))

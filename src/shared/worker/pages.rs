@@ -38,6 +38,7 @@ impl Worker {
             requeued,
             backoff,
             crawl_delay,
+            archived,
             ..
         } = result;
         if requeued {
@@ -70,7 +71,11 @@ impl Worker {
         // fetched since the last completion are queued with this one.
         let mut robots = std::mem::take(&mut self.robots_pending);
         if let Some(cache) = &self.active.robots {
-            robots.extend(cache.take_new_records());
+            let (records, exchanges) = cache.take_new();
+            robots.extend(records);
+            if let Some(warc) = &mut self.warc {
+                warc.robots(exchanges);
+            }
         }
         if self.active.config.sitemaps {
             let agent = &self.active.config.user_agent;
@@ -88,6 +93,12 @@ impl Worker {
             .iter()
             .map(|item| serde_json::Value::Object(item.clone()).to_string())
             .collect();
+        // The page's records are in the worker's WARC file, synced, before
+        // the completion stores the file's new length with it.
+        let warc = match &mut self.warc {
+            Some(warc) => warc.write(&self.shared, &archived).await?,
+            None => None,
+        };
         let completion = PageCompletion {
             token: lease.token,
             backoff,
@@ -96,6 +107,7 @@ impl Worker {
             record,
             due,
             output: self.output.as_ref().map(|o| o.id().to_owned()),
+            warc,
             robots_answered,
             counters,
             items,
@@ -103,6 +115,9 @@ impl Worker {
         };
         match self.shared.complete(&self.id, &completion).await? {
             Completed::Done { queued, filtered } => {
+                if let Some(warc) = &mut self.warc {
+                    warc.committed();
+                }
                 self.tally(&completion, queued, filtered);
                 if let Some(output) = &mut self.output {
                     output.append(&completion.items)?;
@@ -110,12 +125,19 @@ impl Worker {
             }
             // Committed by the earlier attempt whose answer was lost.
             Completed::Already => {
+                if let Some(warc) = &mut self.warc {
+                    warc.committed();
+                }
                 self.tally(&completion, 0, 0);
                 if let Some(output) = &mut self.output {
                     output.catch_up(&self.shared).await?;
                 }
             }
             Completed::Stale => {
+                // Its records go: the page's next fetch writes them.
+                if let Some(warc) = &mut self.warc {
+                    warc.refused()?;
+                }
                 tracing::warn!(
                     url = %lease.request.url,
                     "the lease expired before the page was completed; another worker fetches it again"

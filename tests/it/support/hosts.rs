@@ -216,7 +216,12 @@ fn respond(site: &Site, names: &[String], h: usize, req: &TestRequest) -> TestRe
 /// An item's `url` as `host:port/path` (query kept), comparable with
 /// [`MultiSite::key`].
 pub fn item_key(item: &serde_json::Value) -> String {
-    let url = url::Url::parse(item["url"].as_str().expect("url field")).expect("item url parses");
+    url_key(item["url"].as_str().expect("url field"))
+}
+
+/// `url` as `host:port/path` (query kept), comparable with [`MultiSite::key`].
+pub fn url_key(url: &str) -> String {
+    let url = url::Url::parse(url).expect("url parses");
     let authority = match url.port() {
         Some(port) => format!("{}:{port}", url.host_str().unwrap_or("")),
         None => url.host_str().unwrap_or("").to_owned(),
