@@ -268,10 +268,16 @@ pub async fn run_job(
     load_cookies(&state, &fetcher)?;
     let schedule = Schedule::new(config)?;
     let started = Instant::now();
+    // The previous run's last activity, as its record tells (to the second,
+    // rounded up): the delay holds across a resume.
+    let previous_end = state.runs()?.last().map(|run| {
+        let secs = run.ended_at.unwrap_or(0).max(run.updated_at) + 1;
+        std::time::UNIX_EPOCH + Duration::from_secs(secs)
+    });
     state.begin_run(Some(job))?;
     // A run that cannot start (no seeds, an unwritable output file) still ends
     // its run record, as failed.
-    let result = match Crawl::new(config, &mut state, fetcher, legs, schedule) {
+    let result = match Crawl::new(config, &mut state, fetcher, legs, schedule, previous_end) {
         Ok(crawl) => crawl.run(shutdown).await,
         Err(error) => Err(error),
     };
@@ -391,6 +397,7 @@ impl<'a> Crawl<'a> {
         fetcher: Fetcher,
         legs: Arc<dyn Leg>,
         schedule: Schedule,
+        previous_end: Option<std::time::SystemTime>,
     ) -> Result<Crawl<'a>, EngineError> {
         revisits::begin_cycle(state, config, &schedule)?;
         // Credentials in a seed are never stored or sent.
@@ -426,6 +433,9 @@ impl<'a> Crawl<'a> {
         let (parts_tx, parts) = mpsc::unbounded_channel();
         let progress = progress::Progress::new(state.dir(), config.obey_robots);
         let mut politeness = Politeness::new(config);
+        if let Some(ended) = previous_end {
+            politeness.after_previous_run(ended);
+        }
         let unreachable = hosts::park_unreachable(state, &mut politeness)?;
         Ok(Crawl {
             config,

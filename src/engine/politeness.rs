@@ -72,6 +72,9 @@ pub struct Politeness {
     jitter: bool,
     slots: HashMap<u32, Slot>,
     rng: u64,
+    /// When the previous run on the state last fetched, at the latest (see
+    /// [`Politeness::after_previous_run`]).
+    previous_end: Option<Instant>,
 }
 
 impl Politeness {
@@ -83,7 +86,20 @@ impl Politeness {
             jitter: config.jitter,
             slots: HashMap::new(),
             rng: 0x853c_49e6_748f_ea9b,
+            previous_end: None,
         }
+    }
+
+    /// The previous run on this state ended (or last committed) at `ended`:
+    /// no host starts before that moment plus its delay, so that a run
+    /// resumed at once, after Ctrl-C or a kill, keeps the delay its
+    /// predecessor kept. Costs nothing when the previous run ended longer ago
+    /// than the delay.
+    pub fn after_previous_run(&mut self, ended: std::time::SystemTime) {
+        let ago = std::time::SystemTime::now()
+            .duration_since(ended)
+            .unwrap_or(Duration::ZERO);
+        self.previous_end = Instant::now().checked_sub(ago);
     }
 
     fn slot(&mut self, host_id: u32, host: &str, now: Instant) -> &mut Slot {
@@ -94,9 +110,10 @@ impl Politeness {
                 DEFAULT_DELAY
             }
         });
+        let next_start = self.previous_end.map_or(now, |end| now.max(end + delay));
         self.slots.entry(host_id).or_insert(Slot {
             in_flight: 0,
-            next_start: now,
+            next_start,
             delay,
             crawl_delay: None,
             robots_failures: 0,
@@ -254,6 +271,19 @@ mod tests {
             delay,
             ..CrawlConfig::default()
         })
+    }
+
+    #[test]
+    fn a_resumed_run_keeps_the_delay_after_the_previous_run() {
+        let mut p = politeness(1, Some(Duration::from_millis(300)));
+        p.after_previous_run(std::time::SystemTime::now());
+        let t0 = Instant::now();
+        assert!(!p.may_start(1, "a.test", t0), "too soon after the last run");
+        assert!(p.may_start(2, "b.test", t0 + Duration::from_millis(300)));
+        // Long ago: no wait.
+        let mut p = politeness(1, Some(Duration::from_millis(300)));
+        p.after_previous_run(std::time::SystemTime::now() - Duration::from_secs(1));
+        assert!(p.may_start(1, "a.test", Instant::now()));
     }
 
     #[test]
