@@ -9,8 +9,10 @@
 //! of links is completed, divided by the links queued: the bytes one queued
 //! request costs, frontier and seen set together (the bound: 150 B). The
 //! links are as the bundled link leg makes them (`Request::follow`: depth 1,
-//! the page's URL as referer), on URLs of 42 to 47 bytes. `MEMORY USAGE` of
-//! the host's queue and of the seen set (exact: `SAMPLES 0`) split it.
+//! the page's URL as referer), on URLs of 42 to 47 bytes. `MEMORY USAGE`
+//! (exact: `SAMPLES 0`) summed over the host's queue (its lists `q:a.test:*`
+//! and `qp:a.test`) and over the seen set's buckets (`s:*`), each found by
+//! `SCAN`, splits it.
 
 use std::time::{Duration, Instant};
 
@@ -68,6 +70,17 @@ fn key_memory(redis: &RedisServer, key: &str) -> anyhow::Result<u64> {
         Resp::Bulk(None) => Ok(0),
         other => anyhow::bail!("MEMORY USAGE {key} answered {other:?}"),
     }
+}
+
+/// `MEMORY USAGE` summed over the keys matching `pattern` (found by `SCAN`),
+/// and how many there are.
+fn keys_memory(redis: &RedisServer, pattern: &str) -> anyhow::Result<(u64, usize)> {
+    let keys = redis.keys(pattern);
+    let mut bytes = 0;
+    for key in &keys {
+        bytes += key_memory(redis, key)?;
+    }
+    Ok((bytes, keys.len()))
 }
 
 /// The longest command Redis's latency monitor saw (ms, whole: `LATENCY
@@ -149,18 +162,23 @@ async fn memory(redis: &RedisServer, n: usize) -> anyhow::Result<()> {
             .collect(),
         ..Default::default()
     };
-    let queue = "legcrawl:{memory}:q:a.test";
-    let seen = "legcrawl:{memory}:seen";
-    let (queue_before, seen_before) = (key_memory(redis, queue)?, key_memory(redis, seen)?);
+    // The host's queue: its lists (q:a.test:PRIO) and priorities (qp:a.test).
+    let queue = |redis: &RedisServer| -> anyhow::Result<u64> {
+        let (lists, _) = keys_memory(redis, "legcrawl:{memory}:q:a.test:*")?;
+        Ok(lists + key_memory(redis, "legcrawl:{memory}:qp:a.test")?)
+    };
+    let seen = "legcrawl:{memory}:s:*";
+    let (queue_before, (seen_before, _)) = (queue(redis)?, keys_memory(redis, seen)?);
     let before = info_memory(redis, "used_memory")?;
     shared.complete("bench", &page).await?;
     let after = info_memory(redis, "used_memory")?;
+    let (seen_after, buckets) = keys_memory(redis, seen)?;
     let per = |bytes: u64| bytes as f64 / n as f64;
     println!(
-        "memory per queued request: {:.1} B (used_memory {before} -> {after}, {n} links); queue {:.1} B, seen set {:.1} B (MEMORY USAGE)",
+        "memory per queued request: {:.1} B (used_memory {before} -> {after}, {n} links); queue {:.1} B, seen set {:.1} B in {buckets} buckets (MEMORY USAGE)",
         per(after.saturating_sub(before)),
-        per(key_memory(redis, queue)?.saturating_sub(queue_before)),
-        per(key_memory(redis, seen)?.saturating_sub(seen_before)),
+        per(queue(redis)?.saturating_sub(queue_before)),
+        per(seen_after.saturating_sub(seen_before)),
     );
     redis.command(&["FLUSHALL"])?;
     Ok(())
@@ -242,8 +260,12 @@ pub fn run() -> anyhow::Result<()> {
 
         // Drained, as at the end of a cycle: the queue emptied (UNLINK frees it
         // in the background), the counters at zero.
-        for key in ["q:a.test", "ready", "leases"] {
-            redis.command(&["UNLINK", &format!("legcrawl:{{calls}}:{key}")])?;
+        let mut drained = redis.keys("legcrawl:{calls}:q:a.test:*");
+        drained.extend(
+            ["qp:a.test", "ready", "leases"].map(|key| format!("legcrawl:{{calls}}:{key}")),
+        );
+        for key in &drained {
+            redis.command(&["UNLINK", key])?;
         }
         redis.command(&["HSET", "legcrawl:{calls}:meta", "frontier", "0"])?;
         longest_call(&redis)?;

@@ -36,6 +36,13 @@ pub(super) fn run(
             ))
             .into());
         }
+        // A crawl of an earlier key layout: one line, exit 2.
+        shared.check_schema().await.map_err(|error| match error {
+            error @ legcrawl::shared::SharedError::OldSchema { .. } => {
+                anyhow::Error::from(BadInput(error.to_string()))
+            }
+            error => error.into(),
+        })?;
         let mut out = BufWriter::new(io::stdout().lock());
         let written = match view {
             View::Summary => print_summary(&mut out, &shared.summary().await?, json),
@@ -118,7 +125,7 @@ async fn print_frontier(
     }
     for entry in head {
         let line = json.then(|| serde_json::to_string(&entry)).transpose()?;
-        print_queued(out, line, entry.seq, &entry.request)?;
+        print_queued(out, line, entry.place, &entry.request)?;
     }
     Ok(())
 }

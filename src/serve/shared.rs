@@ -73,6 +73,8 @@ async fn read(
             snapshot: None,
         });
     }
+    // A crawl of an earlier key layout is not read (shown as unreadable).
+    shared.check_schema().await?;
     let summary = shared.summary().await?;
     let records = shared.runs().await?;
     let queued = shared.frontier_head(HEAD_HOSTS * HEAD_URLS).await?;

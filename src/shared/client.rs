@@ -101,6 +101,20 @@ pub enum SharedError {
         /// The server's policy.
         policy: String,
     },
+    /// The crawl's keys are in a layout (`meta`'s `schema`) this build does
+    /// not read: an earlier build made it, and no migration is kept.
+    #[error(
+        "the shared crawl {name:?} was made by an earlier legcrawl (its keys are in layout {schema}; this build reads layout {}); the last build that reads it is legcrawl commit {commit}",
+        super::SCHEMA
+    )]
+    OldSchema {
+        /// The crawl's name.
+        name: String,
+        /// The crawl's `schema` (`none` when it has none).
+        schema: String,
+        /// The last build that reads it.
+        commit: &'static str,
+    },
     /// A record in Redis is not what this build writes.
     #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
     Corrupt {
@@ -165,7 +179,6 @@ const COMMON_KEYS: &[&str] = &[
     "delay",
     "crawldelay",
     "leases",
-    "seen",
 ];
 
 /// The crawl's scripts, hashed once.
@@ -183,6 +196,10 @@ struct Scripts {
 /// `lua/epoch.lua`, hashed once.
 static EPOCH_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/epoch.lua")));
+
+/// `lua/seen.lua` (whether a fingerprint is in the seen set), hashed once.
+pub(super) static SEEN_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/seen.lua")));
 
 macro_rules! script {
     ($file:literal, $keys:expr) => {{
@@ -600,8 +617,9 @@ impl Shared {
             .ok_or_else(|| self.corrupt("the renew script's answer"))
     }
 
-    /// Returns `worker`'s leases among `tokens` to the frontier, in their
-    /// places, and unlists the worker. Returns how many were returned.
+    /// Returns `worker`'s leases among `tokens` to the frontier, at the head
+    /// of their hosts' queues in the order they were leased, and unlists the
+    /// worker. Returns how many were returned.
     pub async fn release(&self, worker: &str, tokens: &[u64]) -> Result<u64, SharedError> {
         let mut args = vec![worker.as_bytes().to_vec()];
         args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));

@@ -233,6 +233,8 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
         .iter()
         .map(|seed| crate::canon::strip_credentials(seed).into_owned())
         .collect();
+    // A crawl of an earlier layout is refused before anything is written.
+    shared.check_schema().await?;
     // Seeds are stored after the job (by this build), so a crawl with seeds
     // and, read after them, no job was started by an earlier build.
     if shared.exists().await? && shared.current_job().await?.is_none() {

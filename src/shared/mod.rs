@@ -58,7 +58,7 @@ use std::time::Duration;
 
 pub use client::{Shared, SharedError};
 pub use job::{JobPlan, JoinError, Joined, StoredJob, join};
-pub use keys::Keys;
+pub use keys::{Keys, LAST_BUILD_READING_SCHEMA_1, SCHEMA};
 
 /// The environment variable the password comes from when the URL has none
 /// (as for `redis-cli`).

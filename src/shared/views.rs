@@ -1,6 +1,8 @@
 //! Reading a shared crawl for `legcrawl dump --shared`: the same views as a
-//! local state's, read from Redis with plain commands (never a script), so they
-//! work while workers run. Depends on [`super::client`].
+//! local state's, read from Redis with plain commands and one script that
+//! writes nothing (`lua/seen.lua`: a seen-set lookup must be atomic with the
+//! buckets' splits), so they work while workers run. Depends on
+//! [`super::client`].
 
 use std::collections::BTreeMap;
 
@@ -117,8 +119,8 @@ pub fn stream_id(id: &str) -> Option<(u64, u64)> {
 pub struct QueuedRequest {
     /// Its host.
     pub host: String,
-    /// Its place among the crawl's enqueues.
-    pub seq: u64,
+    /// Its place in its host's queue (1: leased next).
+    pub place: u64,
     /// The request.
     pub request: crate::request::Request,
 }
@@ -130,7 +132,7 @@ impl Shared {
         let mut pipe = redis::pipe();
         pipe.cmd("HGET").arg(k.key("meta")).arg("frontier");
         pipe.cmd("ZCARD").arg(k.key("leases"));
-        pipe.cmd("SCARD").arg(k.key("seen"));
+        pipe.cmd("HGET").arg(k.key("meta")).arg("seen_count");
         pipe.cmd("XLEN").arg(k.key("items"));
         pipe.cmd("HLEN").arg(k.key("pages"));
         pipe.cmd("HLEN").arg(k.key("delay"));
@@ -228,7 +230,7 @@ impl Shared {
             filtered: counters.get("dupefilter/filtered").copied().unwrap_or(0),
             fetches: counters.get("pages/completed").copied().unwrap_or(0),
             parked_hosts: n(12),
-            dedup: "exact (a Redis set of fingerprints)",
+            dedup: "exact (Redis hashes of 16-byte fingerprint prefixes)",
             workers: workers.into_values().collect(),
             counters,
         })
@@ -308,7 +310,8 @@ impl Shared {
     }
 
     /// The head of every host's queue, up to `limit` requests in all, hosts in
-    /// name order and each in lease order.
+    /// name order and each in lease order (highest priority first, first in,
+    /// first out within one).
     pub async fn frontier_head(&self, limit: usize) -> Result<Vec<QueuedRequest>, SharedError> {
         let mut hosts: Vec<String> = self
             .query(
@@ -322,43 +325,68 @@ impl Shared {
             if out.len() >= limit {
                 break;
             }
-            let members: Vec<Vec<u8>> = self
+            let priorities: Vec<String> = self
                 .query(
                     "reading the frontier",
                     redis::cmd("ZRANGE")
-                        .arg(self.keys().queue(&host))
+                        .arg(self.keys().priorities(&host))
                         .arg(0)
-                        .arg((limit - out.len()) as i64 - 1),
+                        .arg(-1),
                 )
                 .await?;
-            for member in members {
-                let Some((seq, body)) = queued_member(&member) else {
-                    continue;
-                };
-                let request = decode_request(body).map_err(|e| SharedError::Corrupt {
-                    name: self.target().name.clone(),
-                    what: format!("a queued request of {host}: {e}"),
-                })?;
-                out.push(QueuedRequest {
-                    host: host.clone(),
-                    seq,
-                    request,
-                });
+            let mut place = 0;
+            for prio in priorities {
+                if out.len() >= limit {
+                    break;
+                }
+                let members: Vec<Vec<u8>> = self
+                    .query(
+                        "reading the frontier",
+                        redis::cmd("LRANGE")
+                            .arg(self.keys().queue(&host, &prio))
+                            .arg(0)
+                            .arg((limit - out.len()) as i64 - 1),
+                    )
+                    .await?;
+                for member in members {
+                    let request = queued_request(&member).map_err(|e| SharedError::Corrupt {
+                        name: self.target().name.clone(),
+                        what: format!("a queued request of {host}: {e}"),
+                    })?;
+                    place += 1;
+                    out.push(QueuedRequest {
+                        host: host.clone(),
+                        place,
+                        request,
+                    });
+                }
             }
         }
         Ok(out)
     }
 
-    /// Whether `fp` is in the seen set, and its page record.
+    /// Whether `fp` is in the seen set, and its page record. The seen set's
+    /// bucket is found and read in one script call (`lua/seen.lua`), so a
+    /// split by a worker meanwhile cannot hide it.
     pub async fn seen(&self, fp: &Fingerprint) -> Result<(bool, Option<PageRecord>), SharedError> {
         let k = self.keys();
-        let mut pipe = redis::pipe();
-        pipe.cmd("SISMEMBER").arg(k.key("seen")).arg(fp.as_slice());
-        pipe.cmd("HGET").arg(k.key("pages")).arg(fp.as_slice());
-        let v = self.pipeline("looking up the seen set", &pipe).await?;
-        let seen = v.first().and_then(int) == Some(1);
-        let record = match v.get(1).and_then(bytes) {
-            Some(b) => Some(self.page_record(b)?),
+        let found = self
+            .eval(
+                "looking up the seen set",
+                &super::client::SEEN_SCRIPT,
+                &[k.key("meta")],
+                &[k.prefix().as_bytes().to_vec(), fp.to_vec()],
+            )
+            .await?;
+        let seen = int(&found) == Some(1);
+        let record: Option<Vec<u8>> = self
+            .query(
+                "reading a page record",
+                redis::cmd("HGET").arg(k.key("pages")).arg(fp.as_slice()),
+            )
+            .await?;
+        let record = match record {
+            Some(b) => Some(self.page_record(&b)?),
             None => None,
         };
         Ok((seen, record))
@@ -455,19 +483,13 @@ impl Shared {
     }
 }
 
-/// The sequence number and request of a host queue's member: sequence (8
-/// bytes, big-endian), fingerprint (20 bytes), request; or, written before,
-/// 16 and 40 hex digits, then the request. `None` when it is too short.
-fn queued_member(member: &[u8]) -> Option<(u64, &[u8])> {
-    if member.first() == Some(&0) {
-        let seq = u64::from_be_bytes(member.get(..8)?.try_into().ok()?);
-        return Some((seq, member.get(28..)?));
-    }
-    let seq = std::str::from_utf8(member.get(..16)?)
-        .ok()
-        .and_then(|s| u64::from_str_radix(s, 16).ok())
-        .unwrap_or(0);
-    Some((seq, member.get(56..)?))
+/// The request of a host queue's member: fingerprint (20 bytes), then the
+/// request's stored form.
+fn queued_request(member: &[u8]) -> Result<crate::request::Request, String> {
+    let body = member
+        .get(20..)
+        .ok_or_else(|| format!("a member of {} bytes", member.len()))?;
+    decode_request(body).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -476,22 +498,12 @@ mod tests {
     use crate::request::Request;
 
     #[test]
-    fn a_queued_member_reads_in_both_layouts() {
+    fn a_queued_member_is_the_fingerprint_then_the_request() {
         let request = Request::get("http://a.test/x");
-        let mut binary = 7u64.to_be_bytes().to_vec();
-        binary.extend([0xab; 20]);
-        binary.extend(super::super::client::encode_request(&request));
-        let (seq, body) = queued_member(&binary).expect("binary member");
-        assert_eq!(seq, 7);
-        assert_eq!(decode_request(body).expect("stored form"), request);
-
-        let mut hex = format!("{:016x}{}", 300, "ab".repeat(20)).into_bytes();
-        hex.extend(serde_json::to_vec(&request).expect("JSON"));
-        let (seq, body) = queued_member(&hex).expect("hex member");
-        assert_eq!(seq, 300);
-        assert_eq!(decode_request(body).expect("JSON form"), request);
-
-        assert!(queued_member(&[0, 1, 2]).is_none());
-        assert!(decode_request(b"\x09junk").is_err());
+        let mut member = vec![0xab; 20];
+        member.extend(super::super::client::encode_request(&request));
+        assert_eq!(queued_request(&member).expect("member"), request);
+        assert!(queued_request(&[0, 1, 2]).is_err());
+        assert!(queued_request(&[7; 21]).is_err());
     }
 }

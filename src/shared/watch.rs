@@ -85,18 +85,11 @@ impl Shared {
         }
         hosts.extend(parked.keys().cloned());
         let hosts: Vec<String> = hosts.into_iter().take(HOSTS_SCANNED).collect();
-        let mut pipe = redis::pipe();
-        for host in &hosts {
-            pipe.cmd("ZCARD").arg(k.queue(host));
-        }
-        let queued = match hosts.is_empty() {
-            true => Vec::new(),
-            false => self.pipeline("reading the hosts' queues", &pipe).await?,
-        };
+        let queued = self.queued_counts(&hosts).await?;
         let get = |map: &BTreeMap<String, u64>, host: &str| map.get(host).copied().unwrap_or(0);
         let mut rows: Vec<SharedHost> = hosts
             .into_iter()
-            .zip(queued.iter().map(|n| int(n).unwrap_or(0).max(0) as u64))
+            .zip(queued)
             .map(|(host, queued)| SharedHost {
                 queued: queued + get(&parked, &host),
                 in_flight: get(&in_flight, &host),
@@ -114,6 +107,42 @@ impl Shared {
         });
         rows.truncate(limit);
         Ok(rows)
+    }
+
+    /// How many requests each of `hosts` has queued: the lengths of its
+    /// lists, one per priority in its `qp:HOST` (two pipelined reads).
+    async fn queued_counts(&self, hosts: &[String]) -> Result<Vec<u64>, SharedError> {
+        if hosts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = self.keys();
+        let mut pipe = redis::pipe();
+        for host in hosts {
+            pipe.cmd("ZRANGE").arg(k.priorities(host)).arg(0).arg(-1);
+        }
+        let priorities = self.pipeline("reading the hosts' queues", &pipe).await?;
+        let mut pipe = redis::pipe();
+        let mut lists = Vec::with_capacity(hosts.len());
+        for (host, prios) in hosts.iter().zip(&priorities) {
+            let prios: Vec<String> = array(prios)
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(text)
+                .collect();
+            for prio in &prios {
+                pipe.cmd("LLEN").arg(k.queue(host, prio));
+            }
+            lists.push(prios.len());
+        }
+        let lengths = match lists.iter().sum::<usize>() {
+            0 => Vec::new(),
+            _ => self.pipeline("reading the hosts' queues", &pipe).await?,
+        };
+        let mut lengths = lengths.iter().map(|n| int(n).unwrap_or(0).max(0) as u64);
+        Ok(lists
+            .into_iter()
+            .map(|n| lengths.by_ref().take(n).sum())
+            .collect())
     }
 
     /// The newest `limit` items of the stream, newest first.

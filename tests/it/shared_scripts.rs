@@ -1,9 +1,11 @@
 //! The shared crawl's scripts, one call at a time, against a real
 //! `redis-server` (see `support::redis`): fencing (a completion whose lease
 //! expired and was leased again writes nothing), a retried completion, leases
-//! returned to their place, crawl-wide per-host limits and delays, dedup of
-//! links across pages. The worker processes are tested in `shared.rs`; here
-//! each rule is checked without timing luck.
+//! returned to the head of the queue, the queue's order (priority, then first
+//! in, first out), crawl-wide per-host limits and delays, dedup of links
+//! across pages, and the seen set's buckets split as they fill. The worker
+//! processes are tested in `shared.rs`; here each rule is checked without
+//! timing luck.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use legcrawl::request::Request;
 use legcrawl::shared::client::{Completed, NewRequest, PageCompletion};
 use legcrawl::shared::{Shared, SharedTarget};
 
-use crate::support::redis::RedisServer;
+use crate::support::redis::{RedisServer, Resp};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -267,50 +269,255 @@ fn a_part_of_a_pages_links_is_queued_only_under_a_live_lease_and_once() {
     });
 }
 
-/// A queue member written before members were binary (16 hex digits of
-/// sequence, 40 of fingerprint, JSON) is still leased, with its request,
-/// after the binary ones of the same priority.
+fn with_priority(url: &str, priority: i32) -> NewRequest {
+    let mut r = request(url, Duration::ZERO);
+    r.request.priority = priority;
+    r.fingerprint = legcrawl::fingerprint::fingerprint(&r.request, &[]);
+    r
+}
+
+fn urls(batch: &legcrawl::shared::client::LeaseBatch) -> Vec<&str> {
+    batch
+        .leases
+        .iter()
+        .map(|l| l.request.url.as_str())
+        .collect()
+}
+
+/// A host's queue (lists per priority): the highest priority first, first in,
+/// first out within one; leases returned go back to the head of their
+/// priority in the order they were leased, and one that expired comes out
+/// next; `dump`'s frontier lists the queue in the same order.
 #[test]
-fn a_member_written_in_hex_and_json_is_still_leased() {
-    let Some(server) = RedisServer::start("shared_scripts::old_member") else {
+fn the_queue_leases_higher_priorities_first_fifo_within_one_and_returned_leases_first() {
+    let Some(server) = RedisServer::start("shared_scripts::order") else {
         return;
     };
     runtime().block_on(async {
-        let shared = connect(&server, "old", 4).await;
-        shared.add_seeds(&[seed("http://a.test/")]).await.unwrap();
-        let old = request("http://a.test/old", Duration::ZERO);
-        let fp = legcrawl::fingerprint::to_hex(&old.fingerprint);
-        let json = serde_json::to_string(&old.request).unwrap();
-        let member = format!("{:016x}{fp}{json}", 1);
-        let p = "legcrawl:{old}:";
-        for args in [
-            vec![
-                "ZADD".to_owned(),
-                format!("{p}q:a.test"),
-                "0".into(),
-                member,
-            ],
-            vec![
-                "HINCRBY".into(),
-                format!("{p}meta"),
-                "frontier".into(),
-                "1".into(),
-            ],
-        ] {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            server.command(&args).unwrap();
-        }
-        let batch = shared
-            .lease("w1", 4, Duration::from_secs(30))
+        let shared = connect(&server, "order", 16).await;
+        shared.add_seeds(&[seed("http://o.test/")]).await.unwrap();
+        let ttl = Duration::from_secs(30);
+        let page = shared.lease("w", 1, ttl).await.unwrap().leases[0].token;
+        let links = vec![
+            with_priority("http://o.test/a0", 0),
+            with_priority("http://o.test/b5", 5),
+            with_priority("http://o.test/c0", 0),
+            with_priority("http://o.test/d5", 5),
+            with_priority("http://o.test/e-1", -1),
+            with_priority("http://o.test/f5", 5),
+            with_priority("http://o.test/g0", 0),
+        ];
+        let done = PageCompletion {
+            token: page,
+            requests: links,
+            ..PageCompletion::default()
+        };
+        assert!(matches!(
+            shared.complete("w", &done).await.unwrap(),
+            Completed::Done { queued: 7, .. }
+        ));
+        let order = [
+            "http://o.test/b5",
+            "http://o.test/d5",
+            "http://o.test/f5",
+            "http://o.test/a0",
+            "http://o.test/c0",
+            "http://o.test/g0",
+            "http://o.test/e-1",
+        ];
+        let head = shared.frontier_head(100).await.unwrap();
+        let listed: Vec<(&str, u64)> = head
+            .iter()
+            .map(|q| (q.request.url.as_str(), q.place))
+            .collect();
+        let expected: Vec<(&str, u64)> = order.iter().copied().zip(1..).collect();
+        assert_eq!(listed, expected, "dump's frontier, in lease order");
+
+        // Two leased and returned: back at the head, in their order.
+        let two = shared.lease("w", 2, ttl).await.unwrap();
+        assert_eq!(urls(&two), order[..2]);
+        let tokens: Vec<u64> = two.leases.iter().map(|l| l.token).collect();
+        assert_eq!(shared.release("w", &tokens).await.unwrap(), 2);
+        // Three more; the first one expires (the others are renewed): it is
+        // the next one leased.
+        let three = shared
+            .lease("w", 3, Duration::from_millis(200))
             .await
             .unwrap();
-        let urls: Vec<&str> = batch
-            .leases
-            .iter()
-            .map(|l| l.request.url.as_str())
-            .collect();
-        assert_eq!(urls, ["http://a.test/", "http://a.test/old"]);
-        assert_eq!(batch.leases[1].request, old.request);
-        assert_eq!(batch.frontier, 0);
+        assert_eq!(urls(&three), order[..3]);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let keep: Vec<u64> = three.leases[1..].iter().map(|l| l.token).collect();
+        assert_eq!(shared.renew("w", ttl, "{}", &keep).await.unwrap(), 2);
+        let next = shared.lease("w2", 1, ttl).await.unwrap();
+        assert_eq!(next.expired, 1);
+        assert_eq!(urls(&next), order[..1], "the expired lease comes out first");
+        let rest = shared.lease("w2", 16, ttl).await.unwrap();
+        assert_eq!(urls(&rest), order[3..], "then the rest, in order");
+        assert_eq!(rest.frontier, 0);
+        let summary = shared.summary().await.unwrap();
+        assert_eq!(summary.frontier, 0);
+        assert_eq!(summary.in_flight, 7);
     });
+}
+
+/// The seen set in buckets split as they fill (linear hashing, `lua/common.lua`):
+/// 20,000 fingerprints force splits over many levels; every one is still
+/// found (sent again, all are filtered; `dump seen`'s lookup finds each), one
+/// never added is not, the count is exact, and every bucket stays a listpack
+/// below 128 fields, as many buckets as the level and split pointer say.
+#[test]
+fn the_seen_set_splits_its_buckets_and_keeps_every_fingerprint() {
+    let Some(server) = RedisServer::start("shared_scripts::seen_split") else {
+        return;
+    };
+    const N: usize = 20_000;
+    runtime().block_on(async {
+        let shared = connect(&server, "split", 4).await;
+        shared.add_seeds(&[seed("http://s.test/")]).await.unwrap();
+        let token = shared
+            .lease("w", 1, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .leases[0]
+            .token;
+        let links: Vec<NewRequest> = (0..N)
+            .map(|i| request(&format!("http://s.test/{i}"), Duration::ZERO))
+            .collect();
+        assert_eq!(
+            shared.queue_links("w", token, &links).await.unwrap(),
+            Some((N as u64, 0))
+        );
+        assert_eq!(
+            shared.queue_links("w", token, &links).await.unwrap(),
+            Some((0, N as u64)),
+            "every fingerprint is found again"
+        );
+        let summary = shared.summary().await.unwrap();
+        assert_eq!(summary.seen, N as u64 + 1, "seen_count is exact");
+        assert_eq!(summary.frontier, N as u64);
+        for link in links.iter().step_by(7) {
+            assert!(
+                shared.seen(&link.fingerprint).await.unwrap().0,
+                "{}",
+                link.request.url
+            );
+        }
+        let never = request("http://s.test/never", Duration::ZERO);
+        assert!(!shared.seen(&never.fingerprint).await.unwrap().0);
+    });
+    let field = |name: &str| -> u64 {
+        server
+            .command(&["HGET", "legcrawl:{split}:meta", name])
+            .unwrap()
+            .text()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0)
+    };
+    let (level, split) = (field("seen_level"), field("seen_split"));
+    assert!(level >= 9, "several levels of splits: level {level}");
+    let buckets = server.keys("legcrawl:{split}:s:*");
+    assert_eq!(
+        buckets.len() as u64,
+        (1 << level) + split,
+        "one key a bucket"
+    );
+    let mut total = 0;
+    for bucket in &buckets {
+        let Resp::Int(len) = server.command(&["HLEN", bucket]).unwrap() else {
+            panic!("HLEN {bucket}");
+        };
+        assert!(len <= 127, "{bucket} holds {len} fields");
+        let encoding = server.command(&["OBJECT", "ENCODING", bucket]).unwrap();
+        assert_eq!(encoding.text().as_deref(), Some("listpack"), "{bucket}");
+        total += len;
+    }
+    assert_eq!(total, N as i64 + 1, "each fingerprint once, in one bucket");
+}
+
+/// A host whose robots.txt failed three times in a row is parked (its lists
+/// set aside, out of the frontier count) and a worker's start brings them
+/// back, ahead of the requests of their priority queued since, whichever of
+/// the two lists is the longer (`concat_lists` moves the shorter).
+#[test]
+fn a_parked_queue_comes_back_ahead_of_what_was_queued_since() {
+    let Some(server) = RedisServer::start("shared_scripts::park") else {
+        return;
+    };
+    runtime().block_on(async {
+        // Three in flight per host: the fourth request of x and the fourth to
+        // sixth of z stay queued when their hosts are parked.
+        let shared = connect(&server, "park", 3).await;
+        let seeds: Vec<NewRequest> = (1..=4)
+            .map(|i| seed(&format!("http://x.test/{i}")))
+            .chain((1..=6).map(|i| seed(&format!("http://z.test/{i}"))))
+            .chain([seed("http://y.test/")])
+            .collect();
+        assert_eq!(shared.add_seeds(&seeds).await.unwrap(), 11);
+        let ttl = Duration::from_secs(30);
+        let leased = shared.lease("w", 16, ttl).await.unwrap();
+        assert_eq!(leased.leases.len(), 7, "three of x, three of z, y");
+        assert_eq!(leased.frontier, 4);
+        for lease in leased.leases.iter().filter(|l| l.host != "y.test") {
+            let failed = PageCompletion {
+                token: lease.token,
+                robots_answered: Some(false),
+                ..PageCompletion::default()
+            };
+            assert!(matches!(
+                shared.complete("w", &failed).await.unwrap(),
+                Completed::Done { .. }
+            ));
+        }
+        let summary = shared.summary().await.unwrap();
+        assert_eq!(summary.parked_hosts, 2);
+        assert_eq!(
+            summary.frontier, 0,
+            "parked requests are out of the frontier"
+        );
+        assert!(shared.frontier_head(100).await.unwrap().is_empty());
+        // y's page links both hosts again, at two priorities.
+        let y = leased.leases.iter().find(|l| l.host == "y.test").unwrap();
+        let links = vec![
+            with_priority("http://x.test/5", 0),
+            with_priority("http://x.test/6", 0),
+            with_priority("http://x.test/7", 3),
+            with_priority("http://z.test/7", 0),
+        ];
+        let page = PageCompletion {
+            token: y.token,
+            requests: links,
+            ..PageCompletion::default()
+        };
+        assert!(matches!(
+            shared.complete("w", &page).await.unwrap(),
+            Completed::Done { queued: 4, .. }
+        ));
+        assert_eq!(shared.unpark().await.unwrap(), 4, "x/4 and z/4 to z/6");
+        let summary = shared.summary().await.unwrap();
+        assert_eq!((summary.parked_hosts, summary.frontier), (0, 8));
+        let head: Vec<String> = shared
+            .frontier_head(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|q| q.request.url)
+            .collect();
+        let path = |u: &str| u.trim_start_matches("http://").to_owned();
+        assert_eq!(
+            head.iter().map(|u| path(u)).collect::<Vec<_>>(),
+            [
+                "x.test/7", "x.test/4", "x.test/5", "x.test/6", "z.test/4", "z.test/5", "z.test/6",
+                "z.test/7"
+            ],
+            "per host: priority first, then the parked requests ahead"
+        );
+        let all = shared.lease("w", 16, ttl).await.unwrap();
+        assert_eq!(all.leases.len(), 6, "three per host");
+        assert_eq!(all.frontier, 2);
+    });
+    assert!(
+        server.keys("legcrawl:{park}:parked*").is_empty(),
+        "nothing stays set aside"
+    );
 }

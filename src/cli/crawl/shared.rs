@@ -198,6 +198,11 @@ fn join_error(error: legcrawl::shared::JoinError) -> anyhow::Error {
         legcrawl::shared::JoinError::Engine(EngineError::Shared(
             error @ SharedError::Eviction { .. },
         )) => BadInput(error.to_string()).into(),
+        // A crawl made by an earlier build in another key layout: no
+        // migration is kept, it is refused as an older state format is.
+        legcrawl::shared::JoinError::Engine(EngineError::Shared(
+            error @ SharedError::OldSchema { .. },
+        )) => BadInput(error.to_string()).into(),
         legcrawl::shared::JoinError::Engine(error) => error.into(),
         // No migration is kept: a crawl of an earlier build is refused as a
         // state of an older format is (exit 2).

@@ -1,8 +1,9 @@
 //! Tests that every call of a crawl script declares in KEYS each fixed key
 //! the script names (`K('name')` in `lua/common.lua` and its own file), and
-//! the lease records it is given, all in one Redis Cluster slot; and that the
-//! only keys a script builds itself (`found(...)`) are the host queues and
-//! lease records it cannot know ahead.
+//! the lease records it is given, all in one Redis Cluster slot; that the
+//! only keys a script builds itself (`found(...)`) are the host queues, lease
+//! records and seen-set buckets it cannot know ahead; and that `lua/seen.lua`
+//! finds a fingerprint's bucket as `lua/common.lua` does.
 
 use std::collections::BTreeSet;
 
@@ -67,7 +68,7 @@ fn every_fixed_key_a_script_names_is_declared_by_its_call() {
 }
 
 #[test]
-fn keys_a_script_builds_itself_are_host_queues_and_lease_records() {
+fn keys_a_script_builds_itself_are_host_queues_lease_records_and_seen_buckets() {
     let scripts = Scripts::new();
     for (name, script, _) in call_sites(&scripts) {
         // `P ..` only in the meta check, K and found.
@@ -75,7 +76,10 @@ fn keys_a_script_builds_itself_are_host_queues_and_lease_records() {
         for part in script.source.split("found('").skip(1) {
             let kind = part.split('\'').next().unwrap_or("");
             assert!(
-                matches!(kind, "q:" | "parked:" | "lease:"),
+                matches!(
+                    kind,
+                    "q:" | "qp:" | "parked:" | "parkedp:" | "lease:" | "s:"
+                ),
                 "{name}.lua builds a {kind:?} key itself"
             );
         }
@@ -106,5 +110,30 @@ fn a_call_declares_meta_first_and_every_key_in_the_crawls_slot() {
         }
         let unique: BTreeSet<&String> = declared.iter().collect();
         assert_eq!(unique.len(), declared.len(), "{name}: a key declared twice");
+    }
+}
+
+/// The text of `local function NAME` in `source`, to its closing `end` at
+/// the start of a line.
+fn lua_function<'a>(source: &'a str, name: &str) -> &'a str {
+    let start = source
+        .find(&format!("local function {name}("))
+        .unwrap_or_else(|| panic!("no function {name}"));
+    let end = source[start..]
+        .find("\nend\n")
+        .unwrap_or_else(|| panic!("function {name} has no end"));
+    &source[start..start + end]
+}
+
+#[test]
+fn the_seen_lookup_finds_buckets_as_the_scripts_that_add_to_them() {
+    let common = include_str!("../lua/common.lua");
+    let seen = include_str!("../lua/seen.lua");
+    for name in ["seen_hash", "seen_bucket"] {
+        assert_eq!(
+            lua_function(common, name),
+            lua_function(seen, name),
+            "{name} differs between common.lua and seen.lua"
+        );
     }
 }

@@ -50,6 +50,30 @@ impl Shared {
         Ok(n > 0)
     }
 
+    /// Refuses a crawl whose keys are in a layout this build does not read
+    /// ([`crate::shared::SCHEMA`]): one made by an earlier build. A crawl
+    /// not made yet (no seeds stored) passes; its seeds will make it so.
+    pub async fn check_schema(&self) -> Result<(), SharedError> {
+        let (created, schema): (Option<String>, Option<String>) = self
+            .query(
+                "reading the crawl's layout",
+                redis::cmd("HMGET")
+                    .arg(self.keys.key("meta"))
+                    .arg("created")
+                    .arg("schema"),
+            )
+            .await?;
+        let current = crate::shared::SCHEMA.to_string();
+        if created.is_none() || schema.as_deref() == Some(current.as_str()) {
+            return Ok(());
+        }
+        Err(SharedError::OldSchema {
+            name: self.target.name.clone(),
+            schema: schema.unwrap_or_else(|| "none".into()),
+            commit: crate::shared::LAST_BUILD_READING_SCHEMA_1,
+        })
+    }
+
     /// Hosts parked because their robots.txt kept failing are tried again
     /// (a worker starts); returns how many requests came back to the frontier.
     pub async fn unpark(&self) -> Result<u64, SharedError> {

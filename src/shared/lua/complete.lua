@@ -80,21 +80,18 @@ end
 count('pages/completed', 1)
 
 -- A host whose robots.txt failed PARK_AFTER times in a row is parked: its
--- queue is set aside (out of the frontier count, so the crawl can drain) until
--- a worker starts again (unpark.lua). Nothing is lost.
+-- queue is set aside (its lists become `parked:HOST:PRIO`, out of the frontier
+-- count, so the crawl can drain) until a worker starts again (unpark.lua).
+-- Nothing is lost.
 local PARK_AFTER = 3
 if ARGV[12] == 'ok' then
   redis.call('HDEL', K('robotsfail'), host)
 elseif ARGV[12] == 'failed' then
   if redis.call('HINCRBY', K('robotsfail'), host, 1) >= PARK_AFTER then
-    local q, parked = found('q:' .. host), found('parked:' .. host)
-    local n = redis.call('ZCARD', q)
-    if n > 0 then
-      redis.call('ZUNIONSTORE', parked, 2, parked, q, 'AGGREGATE', 'MIN')
-      redis.call('DEL', q)
-      redis.call('HINCRBY', K('meta'), 'frontier', -n)
-    end
-    redis.call('HSET', K('parkedhosts'), host, redis.call('ZCARD', parked))
+    local before = tonumber(redis.call('HGET', K('parkedhosts'), host) or '0')
+    local n = move_queue(host, true)
+    redis.call('HINCRBY', K('meta'), 'frontier', -n)
+    redis.call('HSET', K('parkedhosts'), host, before + n)
     redis.call('HDEL', K('robotsfail'), host)
     count('robots/host_parked', 1)
   end

@@ -47,7 +47,7 @@ for i = 0, n - 1 do
   if kind == 's' then
     if seeding and redis.call('SADD', K('seeded'), fp) == 1 then
       redis.call('SADD', K('seeds'), url)
-      redis.call('SADD', K('seen'), fp)
+      seen_add(fp)
       redis.call('ZREM', K('due'), fp)
       go = true
       seeds = seeds + 1

@@ -19,30 +19,21 @@ while got < want do
     break
   end
   for _, host in ipairs(hosts) do
-    local popped = {}
+    local member, prio
     if tonumber(redis.call('HGET', K('inflight'), host) or '0') < PER_HOST then
-      popped = redis.call('ZPOPMIN', found('q:' .. host))
+      member, prio = pop(host)
     end
-    if popped[1] then
-      local member, score = popped[1], popped[2]
+    if member then
       local token = next_token(now)
       redis.call('ZADD', K('leases'), now + ttl, token)
       redis.call('HSET', found('lease:' .. token), 'worker', worker, 'host', host,
-        'score', score, 'member', member, 'at', now)
+        'prio', prio, 'member', member, 'at', now)
       redis.call('HINCRBY', K('meta'), 'frontier', -1)
       redis.call('HINCRBY', K('inflight'), host, 1)
       redis.call('HSET', K('next'), host, now + host_delay(host))
       got = got + 1
-      -- The member (common.lua's push): binary sequence and fingerprint, or
-      -- (written before) their hex digits.
-      local fp, body
-      if string.byte(member, 1) == 0 then
-        fp, body = string.sub(member, 9, 28), string.sub(member, 29)
-      else
-        local hex = string.sub(member, 17, 56)
-        fp = string.gsub(hex, '..', function(h) return string.char(tonumber(h, 16)) end)
-        body = string.sub(member, 57)
-      end
+      -- The member (common.lua's push): fingerprint (20 bytes), request.
+      local fp, body = string.sub(member, 1, 20), string.sub(member, 21)
       out[#out + 1] = token
       out[#out + 1] = host
       out[#out + 1] = body

@@ -12,7 +12,7 @@ for i = 0, n - 1 do
   local at = 5 + i * 5
   local url, host, fp, body, delay = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   if redis.call('SADD', K('seeds'), url) == 1 then
-    redis.call('SADD', K('seen'), fp)
+    seen_add(fp)
     if seeding then
       redis.call('SADD', K('seeded'), fp)
     end
@@ -22,7 +22,7 @@ for i = 0, n - 1 do
   end
 end
 if redis.call('HSETNX', K('meta'), 'created', now_ms()) == 1 then
-  redis.call('HSET', K('meta'), 'schema', 1, 'cycle', 1, 'cycle_started', ARGV[#ARGV])
+  redis.call('HSET', K('meta'), 'schema', 2, 'cycle', 1, 'cycle_started', ARGV[#ARGV])
 end
 count('frontier/enqueued', added)
 return added
