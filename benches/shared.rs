@@ -44,7 +44,8 @@
 //!
 //! Run: `cargo bench --bench shared` (about three minutes, 17 with scrapy-redis). Environment:
 //! `SHARED_BENCH_RUNS` (default 3), `SHARED_BENCH_POLITE_PAGES` (default 1600),
-//! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_ONLY` (`polite`,
+//! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_WARC=1` (each
+//! worker writes WARC files into a directory of its own), `SHARED_BENCH_ONLY` (`polite`,
 //! `redis`, `calls` or `memory`: the memory line of `calls` alone), `SHARED_BENCH_SCRAPY` (see above), `SHARED_BENCH_SCRAPY_SET`
 //! (more Scrapy settings for it, `NAME=VALUE` separated by spaces, e.g.
 //! `SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue`).
@@ -354,9 +355,21 @@ fn measure(
         "--name".into(),
         "bench".into(),
     ]);
+    // SHARED_BENCH_WARC=1: each worker writes WARC files into a directory
+    // of its own (one fdatasync per completion).
+    let warc = match std::env::var("SHARED_BENCH_WARC").as_deref() {
+        Ok("1") => Some(tempfile::tempdir()?),
+        _ => None,
+    };
+    let next = std::cell::Cell::new(0);
     let (_, wall) = crawl_with(workers, &site, scenario, "legcrawl", || {
         let mut cmd = Command::new(exe);
         cmd.arg("crawl").args(&args).env("RUST_LOG", "error");
+        if let Some(dir) = &warc {
+            next.set(next.get() + 1);
+            cmd.arg("--warc")
+                .arg(dir.path().join(format!("w{}", next.get())));
+        }
         cmd
     })?;
     let expected = scenario.pages + scenario.hosts;
