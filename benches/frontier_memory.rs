@@ -13,6 +13,11 @@
 //! 2. `crawl --max-pages 1000000 --concurrency 16 --per-host 16`: resumes and
 //!    fetches 1,000,000 of them.
 //!
+//! Between the two, a `crawl --concurrency 16 --per-host 16` is killed with
+//! SIGKILL once it has completed a tenth of phase 2's pages, and the first
+//! `State::open` after the kill is timed (sled recovers the killed run's log in
+//! place, with no copy of `db/`), then a second one; phase 2 resumes that state.
+//!
 //! While each runs it samples the child's `RssAnon` (anonymous memory: the
 //! mapped Bloom file is not counted) every 20 ms from /proc/PID/status, and the
 //! run's progress (`status.json`, written once a second). It reports, per phase,
@@ -382,8 +387,8 @@ fn main() -> anyhow::Result<()> {
         &DENSE_PAGES.to_string(),
     ]);
     let one = watch(command.spawn()?, &data)?;
-    let (after_one, _) = summary(&data)?;
-    let queued = field(&after_one, "frontier");
+    let (after_dense, _) = summary(&data)?;
+    let queued = field(&after_dense, "frontier");
     let runs_one = size_of(&data.join("runs"));
     let db_one = size_of(&data.join("db")) + runs_one;
     let bloom = size_of(&data.join("bloom.bin"));
@@ -392,6 +397,59 @@ fn main() -> anyhow::Result<()> {
         "phase 1 queued {queued}, expected {}",
         DENSE_PAGES * links
     );
+
+    // A run killed with SIGKILL after a tenth of phase 2's pages, then the
+    // first open after it (sled recovers the run's log; no copy of `db/`),
+    // timed in this process, and a second open (clean). Phase 2 resumes it.
+    let kill_at = (crawl / 10).max(1);
+    let mut command = legcrawl(&data, &dir.path().join("killed.log"))?;
+    command.args(["--concurrency", "16", "--per-host", "16"]);
+    let mut child = command.spawn()?;
+    let killed_started = Instant::now();
+    loop {
+        if run_pages(&data).is_some_and(|pages| pages >= kill_at) {
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("the crawl to be killed ended by itself ({status})");
+        }
+        ensure!(
+            killed_started.elapsed() < Duration::from_secs(3600),
+            "the crawl to be killed did not reach {kill_at} pages in an hour"
+        );
+        std::thread::sleep(SAMPLE_EVERY);
+    }
+    child.kill()?;
+    child.wait()?;
+    // For comparison, a copy of the killed state whose open mark is taken
+    // away, so that its open takes the path every open after a crash took
+    // before the mark: a trial open of a copy of `db/`, read whole. (`durable`
+    // holds its two record slots in its first 128 bytes, then the mark.)
+    let unmarked = dir.path().join("unmarked");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(&data)
+        .arg(&unmarked)
+        .status()?;
+    ensure!(copied.success(), "cp -a of the killed state: {copied}");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(unmarked.join("durable"))?
+        .set_len(128)?;
+    let mut opens_after_kill = Vec::new();
+    for _ in 0..2 {
+        let started = Instant::now();
+        let state = State::open(&data, &OpenOptions::default())?;
+        opens_after_kill.push(started.elapsed().as_secs_f64());
+        drop(state);
+    }
+    let started = Instant::now();
+    drop(State::open(&unmarked, &OpenOptions::default())?);
+    let trial_open = started.elapsed().as_secs_f64();
+    std::fs::remove_dir_all(&unmarked)?;
+    let (after_one, _) = summary(&data)?;
+    let killed_pages = field(&after_one, "pages");
+    let queued_at_kill = field(&after_one, "frontier");
 
     // Phase 2: resume and crawl.
     let mut command = legcrawl(&data, &dir.path().join("phase2.log"))?;
@@ -448,7 +506,7 @@ fn main() -> anyhow::Result<()> {
         "1: {DENSE_PAGES} dense pages, c=1     {:>9.1}   {:>16.1}   {:>9.1}",
         one.wall.as_secs_f64(),
         mib(one.peak_anon_kib),
-        mib(hwm(&after_one))
+        mib(hwm(&after_dense))
     );
     println!(
         "2: {crawl} pages, c=16      {:>9.1}   {:>16.1}   {:>9.1}",
@@ -465,6 +523,9 @@ fn main() -> anyhow::Result<()> {
         db_one as f64 / queued as f64,
         bloom as f64 / 1048576.0
     );
+    // Growth over both runs after phase 1 (the killed one and phase 2).
+    let fetched = field(&after_two, "pages") - field(&after_dense, "pages");
+    let per_page = (db_two as f64 - db_one as f64) / fetched as f64;
     println!(
         "after phase 2: {} pages, {} items, {} queued; db/ + runs/ {:.1} MiB (runs/ {:.1}); \
          growth {:.1} B per fetched page (items included)",
@@ -473,7 +534,13 @@ fn main() -> anyhow::Result<()> {
         field(&after_two, "frontier"),
         db_two as f64 / 1048576.0,
         runs_two as f64 / 1048576.0,
-        (db_two as f64 - db_one as f64) / pages as f64
+        per_page
+    );
+    println!(
+        "open after kill -9 (a run killed at {killed_pages} pages, {queued_at_kill} queued): \
+         State::open {:.3} s, then {:.3} s; the same state without its open mark (a trial \
+         open of a copy of db/, as every open after a crash before): {trial_open:.3} s",
+        opens_after_kill[0], opens_after_kill[1]
     );
     println!(
         "open of the finished state: State::open {} s; `dump summary` {:.3} s",
@@ -506,16 +573,18 @@ fn main() -> anyhow::Result<()> {
     }
     println!("{line}");
     let peak = one.peak_anon_kib.max(two.peak_anon_kib);
-    let per_page = (db_two as f64 - db_one as f64) / pages as f64;
     let open = opens.iter().copied().fold(0.0, f64::max);
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     println!();
     println!(
         "targets: peak RssAnon {:.1} MiB <= 256 MB: {}; open {open:.3} s < 1 s: {}; \
+         open after kill -9 {:.3} s < 1 s: {}; \
          end within 20 % of start: {}; {per_page:.0} B per fetched page <= 1 KB: {}",
         mib(peak),
         verdict(peak * 1024 <= 256_000_000),
         verdict(open < 1.0),
+        opens_after_kill[0],
+        verdict(opens_after_kill[0] < 1.0),
         verdict(end_rate >= 0.8 * start_rate),
         verdict(per_page <= 1024.0)
     );

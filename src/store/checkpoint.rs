@@ -31,7 +31,7 @@ use super::options::DedupMode;
 use super::pageids::{self, IDS_MAX_RECENT, IdsDone, IdsJob};
 use super::runfile::{self, Kind, RunFile, RunFileWriter};
 use super::seen::SeenSet;
-use super::table::Db;
+use super::table::{Batch, Db, Durability};
 use super::{State, crash, keys};
 use crate::bloom::BloomSync;
 use crate::fingerprint::Fingerprint;
@@ -42,7 +42,7 @@ type RunIndex = Vec<(u64, u64)>;
 /// One checkpoint's work, detached from the state (see the module doc).
 #[must_use = "a checkpoint does nothing until it runs and its result reaches State::checkpointed"]
 pub struct Checkpoint {
-    db: super::db::Sled,
+    db: Db,
     dir: PathBuf,
     bloom: BloomSync,
     /// Journal entries of groups below this number are covered.
@@ -90,9 +90,9 @@ impl Checkpoint {
             let (runs, merged, file) = self.write_exact_run()?;
             (runs, merged, Some((self.run_id, file)))
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         if new_file.is_some() {
-            batch.insert(keys::EXACT_INDEX, encode_index(&runs));
+            batch.put(keys::EXACT_INDEX, encode_index(&runs));
         }
         let ids = match &self.ids {
             Some(job) => Some(self.seal_ids(job, &mut batch)?),
@@ -100,13 +100,14 @@ impl Checkpoint {
         };
         let end = keys::with_u64(keys::JOURNAL, self.journal_end);
         for entry in self.db.range(vec![keys::JOURNAL]..end) {
-            let (key, _) = entry.map_err(|e| self.db_error(e))?;
-            batch.remove(key);
+            let (key, _) = entry?;
+            batch.delete(key);
         }
         crash::point("checkpoint.index");
-        self.db.apply_batch(batch).map_err(|e| self.db_error(e))?;
-        crash::point("checkpoint.sync");
-        self.db.flush().map_err(|e| self.db_error(e))?;
+        self.db.commit_now(
+            batch,
+            Durability::Synced(|| crash::point("checkpoint.sync")),
+        )?;
         Ok(Checkpointed {
             runs,
             new_file,
@@ -139,7 +140,7 @@ impl Checkpoint {
     /// The page-id index's share: removes its garbage files, writes the
     /// sealed ids as a run (merged with full tiers) and puts the index record
     /// that lists it into `batch`.
-    fn seal_ids(&self, job: &IdsJob, batch: &mut sled::Batch) -> Result<IdsDone, StoreError> {
+    fn seal_ids(&self, job: &IdsJob, batch: &mut Batch) -> Result<IdsDone, StoreError> {
         for &run in &job.garbage_files {
             runfile::remove_of(&self.dir, Kind::PageIds, run)?;
         }
@@ -163,7 +164,7 @@ impl Checkpoint {
                 run_id: job.run_id,
             },
         )?;
-        batch.insert(
+        batch.put(
             keys::PAGE_ID_INDEX,
             pageids::encode_index(job.watermark, &runs),
         );
@@ -272,13 +273,6 @@ impl Checkpoint {
         }
         Ok(())
     }
-
-    fn db_error(&self, source: sled::Error) -> StoreError {
-        StoreError::Db {
-            path: self.dir.clone(),
-            source,
-        }
-    }
 }
 
 /// The widest run record: a fingerprint and a page id (an exact-set record
@@ -369,7 +363,7 @@ impl SeenSet {
         self.journaled = 0;
         self.last_checkpoint = Instant::now();
         Ok(Some(Checkpoint {
-            db: db.tree().clone(),
+            db: db.clone(),
             dir: db.dir().to_owned(),
             bloom,
             journal_end: self.journal_end,

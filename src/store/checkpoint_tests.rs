@@ -40,7 +40,7 @@ fn an_orphan_run_of_a_cut_checkpoint_is_never_read_and_its_id_never_reused() {
     job.bloom.sync().unwrap();
     let orphan = job.run_id;
     let _cut_short = job.write_exact_run().unwrap();
-    job.db.flush().unwrap();
+    job.db.tree().flush().unwrap();
     drop(job);
     drop(state);
 
@@ -79,7 +79,7 @@ fn a_failed_checkpoint_leaves_its_garbage_for_the_next() {
     let job = state.start_checkpoint().unwrap().unwrap();
     let orphan = job.run_id;
     let _cut_short = job.write_exact_run().unwrap();
-    job.db.flush().unwrap();
+    job.db.tree().flush().unwrap();
     drop(job);
     drop(state);
 

@@ -22,6 +22,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::error::StoreError;
+use super::table::Durability;
 use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State, crash, keys, records};
 
 /// What a commit made durable.
@@ -49,9 +50,8 @@ pub(super) struct Sealed {
 /// group. Only [`State::seal`] makes one.
 #[must_use = "a sealed group is written only when its Flush runs"]
 pub struct Flush {
-    db: super::db::Sled,
-    dir: std::path::PathBuf,
-    batch: sled::Batch,
+    db: super::table::Db,
+    batch: super::table::Batch,
     seq: u64,
     /// The durable record, and what this group changes in it once synced.
     durable: (
@@ -66,21 +66,14 @@ impl Flush {
     pub fn run(self) -> Result<Receipt, StoreError> {
         let Flush {
             db,
-            dir,
             batch,
             seq,
             durable: (log, delta),
         } = self;
         crash::point("group.apply");
-        let done = db.apply_batch(batch).and_then(|()| {
-            crash::point("group.sync");
-            db.flush().map(drop)
-        });
-        if let Err(source) = done {
-            // Applied or not, synced or not: unknown, so nothing more is written.
-            db.poison(&source);
-            return Err(StoreError::Db { path: dir, source });
-        }
+        // A failure poisons the state: applied or not, synced or not is
+        // unknown, so nothing more is written.
+        db.commit_now(batch, Durability::Synced(|| crash::point("group.sync")))?;
         // Only after the sync: the record never claims more than sled holds.
         crash::point("group.durable");
         log.record(delta)?;
@@ -171,9 +164,8 @@ impl State {
             pages: group.pages,
         });
         Ok(Some(Flush {
-            db: self.db.tree().clone(),
-            dir: self.db.dir().to_owned(),
-            batch: group.batch.into_inner(),
+            db: self.db.clone(),
+            batch: group.batch,
             seq: self.sealed_seq,
             durable: (std::sync::Arc::clone(&self.durable_log), delta),
         }))
@@ -188,18 +180,12 @@ impl State {
     /// `cause` is what the failure said; the first one is kept, for
     /// [`StoreError::Poisoned`] to name.
     pub fn flush_failed(&mut self, cause: &dyn std::fmt::Display) {
-        self.db.tree().poison(cause);
+        self.db.poison(cause);
     }
 
     /// `Ok` unless a write of the state failed before ([`State::flush_failed`]).
     pub(super) fn writable(&self) -> Result<(), StoreError> {
-        if let Some(cause) = self.db.tree().poisoned() {
-            return Err(StoreError::Poisoned {
-                path: self.db.dir().to_owned(),
-                cause: cause.to_owned(),
-            });
-        }
-        Ok(())
+        self.db.writable()
     }
 
     /// Pages completed but not durable yet: the open group's and the sealed one's.

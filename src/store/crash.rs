@@ -50,6 +50,10 @@ pub const POINTS: &[Point] = &[
         before: "the journal left by the last run sets its Bloom bits again, on open",
     },
     Point {
+        name: "state.open",
+        before: "an open that found the state whole marks it open in `durable`, so that the next open tells a crash from another program's write",
+    },
+    Point {
         name: "run.close_dead",
         before: "runs left running by a dead process are marked killed",
     },
@@ -183,7 +187,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "repair.trial",
-        before: "a copy of db/ is made and opened, to check a database whose files changed since the last clean close (after a crash or an outside write)",
+        before: "a copy of db/ is made and opened, to check a database whose files changed since the last clean close while no process of ours had it open (another program's write, a copy put back)",
     },
     Point {
         name: "repair.bloom",

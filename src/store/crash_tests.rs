@@ -50,6 +50,7 @@ const SOURCES: &[(&str, &str)] = &[
 /// Calls that write or sync something of the state.
 const WRITES: &[&str] = &[
     ".apply_batch(",
+    ".commit_now(",
     "db.flush()",
     "db.insert(",
     "db.remove(",

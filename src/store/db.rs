@@ -14,7 +14,7 @@ use super::error::StoreError;
 use super::format::STATE_FORMAT;
 use super::options::DedupMode;
 use super::records::{self, Meta, unix_now};
-use super::{DEFAULT_CACHE_BYTES, OpenOptions, crash, dir, keys, repair, sizing};
+use super::{DEFAULT_CACHE_BYTES, OpenOptions, crash, keys, repair, sizing};
 use crate::bloom::{BloomFile, BloomParams};
 
 /// Opens sled in `dir/db` with a page cache of `cache_bytes` (default
@@ -156,9 +156,8 @@ impl Deref for Sled {
     }
 }
 
-pub(super) fn create_meta(
+pub(super) fn new_meta(
     dir: &Path,
-    db: &Sled,
     options: &OpenOptions,
 ) -> Result<(Meta, DedupMode, BloomFile), StoreError> {
     let dedup = options.dedup.unwrap_or_default();
@@ -186,16 +185,6 @@ pub(super) fn create_meta(
         next_queue_seq: 0,
         next_host_id: 0,
     };
-    let db_err = |source| StoreError::Db {
-        path: dir.to_owned(),
-        source,
-    };
-    crash::point("create.meta");
-    db.insert(keys::META, records::encode(&meta))
-        .map_err(db_err)?;
-    db.flush().map_err(db_err)?;
-    // The final marker is written last: a directory with it is a complete state.
-    dir::mark_complete(dir)?;
     Ok((meta, dedup, bloom))
 }
 

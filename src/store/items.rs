@@ -30,7 +30,7 @@ use std::path::Path;
 use flate2::{Compress, Compression, FlushCompress, Status};
 
 use super::error::StoreError;
-use super::table::{Batch, Db};
+use super::table::{Batch, Db, Durability};
 use super::{State, crash, keys};
 use crate::item::{self, Item};
 
@@ -267,9 +267,10 @@ impl Items {
         // A cursor of the same path handed over earlier is older: this one
         // replaces it.
         self.cursor = None;
+        let mut write = Batch::default();
+        write.put(key, value);
         crash::point("output.advance");
-        db.tree().insert(key, value).map_err(|e| db.error(e))?;
-        Ok(())
+        db.commit_now(write, Durability::NextSync)
     }
 }
 
@@ -302,16 +303,15 @@ impl State {
         if self.items.cursor.as_ref().is_some_and(|(k, _)| *k == key) {
             self.items.cursor = None;
         }
-        if db.contains(&key)? {
+        let known = db.contains(&key)?;
+        let mut batch = Batch::default();
+        batch.put(key, cursor.encode());
+        if known {
             crash::point("output.cursor");
         } else {
             crash::point("output.watermark");
         }
-        db.tree()
-            .insert(key, cursor.encode())
-            .map_err(|e| db.error(e))?;
-        db.tree().flush().map_err(|e| db.error(e))?;
-        Ok(())
+        db.commit_now(batch, Durability::Synced(|| ()))
     }
 
     /// Hands over the cursor of the output path `path` after the sink wrote

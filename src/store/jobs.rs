@@ -9,7 +9,7 @@
 use super::error::StoreError;
 use super::keys;
 use super::records::{self, JobRecord};
-use super::table::Db;
+use super::table::{Batch, Db};
 
 /// Namespace of job versions: `J` · version (u64, big-endian) → a
 /// [`JobRecord`] as [`records::encode`] writes it.
@@ -32,6 +32,6 @@ pub(super) fn get(db: &Db, version: u64) -> Result<Option<JobRecord>, StoreError
 }
 
 /// Puts `record` into `batch` (the batch that begins its first run).
-pub(super) fn put(batch: &mut sled::Batch, record: &JobRecord) {
-    batch.insert(keys::with_u64(JOB, record.version), records::encode(record));
+pub(super) fn put(batch: &mut Batch, record: &JobRecord) {
+    batch.put(keys::with_u64(JOB, record.version), records::encode(record));
 }

@@ -168,6 +168,22 @@ pub struct OpenOptions {
 /// sled's page cache unless set (sled's own default is 1 GiB).
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
+/// Makes a new state in the database `db` opened in an empty directory: its
+/// Bloom file and metadata record (crash point `create.meta` before the
+/// record), then the marker that says the state is complete, written last.
+fn create(
+    db: &table::Db,
+    options: &OpenOptions,
+) -> Result<(Meta, DedupMode, crate::bloom::BloomFile), StoreError> {
+    let (meta, dedup, bloom) = db::new_meta(db.dir(), options)?;
+    let mut batch = table::Batch::default();
+    batch.put(keys::META, records::encode(&meta));
+    crash::point("create.meta");
+    db.commit_now(batch, table::Durability::Synced(|| ()))?;
+    dir::mark_complete(db.dir())?;
+    Ok((meta, dedup, bloom))
+}
+
 /// The open, uncommitted completion group.
 #[derive(Default)]
 struct Group {
@@ -212,9 +228,10 @@ impl State {
         let (db, opened) = db::open_db(dir, options.cache_bytes)?;
         // A panic of sled on a damaged database is an error (see `repair`).
         let db_dir = dir.join("db");
+        let db = table::Db::new(db, dir);
         let made = repair::guard(&db_dir, || match found {
-            dir::Found::Create => db::create_meta(dir, &db, options),
-            dir::Found::State => db::load_meta(dir, &db, options, opened),
+            dir::Found::Create => create(&db, options),
+            dir::Found::State => db::load_meta(dir, db.tree(), options, opened),
         });
         let (meta, dedup, bloom) = match made {
             Ok(made) => made,
@@ -227,7 +244,6 @@ impl State {
             Err(error) => return Err(error),
         };
         let (durable_log, recorded) = repair::DurableLog::open(dir)?;
-        let db = table::Db::new(db, dir);
         let every = options.checkpoint_every.unwrap_or(CHECKPOINT_EVERY);
         // The tables' loads read the whole index of the database: a panic of
         // sled there is damage too, and a database holding less than the
@@ -261,6 +277,8 @@ impl State {
             durable_log: std::sync::Arc::new(durable_log),
             close: repair::CloseRecord::new(dir),
         };
+        // From here on, a crash leaves files only this program wrote.
+        repair::mark_open(dir);
         if options.begin_run {
             state.begin_run(None)?;
         }
@@ -307,7 +325,7 @@ impl State {
     /// without the run that first used it. `None` records a run without a
     /// job. Returns the job version the run runs under.
     pub fn begin_run(&mut self, job: Option<&str>) -> Result<Option<u64>, StoreError> {
-        let mut batch = sled::Batch::default();
+        let mut batch = table::Batch::default();
         let version = match job {
             None => None,
             Some(text) => match jobs::latest(&self.db)? {

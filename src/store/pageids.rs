@@ -34,7 +34,7 @@ use std::sync::Arc;
 use super::error::StoreError;
 use super::pageblock::Block;
 use super::runfile::{self, Kind, RunFile, RunFileWriter};
-use super::table::Db;
+use super::table::{Batch, Db, Durability};
 use super::{crash, keys};
 use crate::fingerprint::{Fingerprint, FingerprintMap};
 
@@ -258,11 +258,10 @@ impl PageIds {
         if !chunk.is_empty() {
             self.write_chunk(db, &mut chunk, &mut runs, &mut files)?;
         }
+        let mut batch = Batch::default();
+        batch.put(keys::PAGE_ID_INDEX, encode_index(blocks_end, &runs));
         crash::point("repair.ids_index");
-        let tree = db.tree();
-        tree.insert(keys::PAGE_ID_INDEX, encode_index(blocks_end, &runs))
-            .map_err(|e| db.error(e))?;
-        tree.flush().map_err(|e| db.error(e))?;
+        db.commit_now(batch, Durability::Synced(|| ()))?;
         let old = std::mem::replace(&mut self.runs, runs);
         self.garbage_files.extend(old.iter().map(|&(run, _)| run));
         self.files = files;

@@ -59,6 +59,10 @@ const SLOT_DATA: usize = 32;
 const CLOSE_AT: u64 = 2 * SLOT;
 /// Version byte of the close record.
 const CLOSE_VERSION: u8 = 1;
+/// Version byte that stands in the close record's place while a process has
+/// the state open: found at the next open, it says that process ended without
+/// closing (a crash), not that another program wrote to the files.
+const OPEN_VERSION: u8 = 2;
 /// The copy of `db/` a trial open reads (removed after it).
 const TRIAL_DIR: &str = ".db-trial";
 /// Name of a Bloom file being rebuilt.
@@ -269,13 +273,33 @@ fn db_files_fingerprint(dir: &Path) -> io::Result<[u8; 20]> {
     Ok(sum.finalize().into())
 }
 
-/// The close record (see [`CLOSE_AT`]), if there is one.
-fn read_close_record(dir: &Path) -> Option<[u8; 20]> {
-    let file = File::open(dir.join(DURABLE_FILE)).ok()?;
+/// What the close record's place in the durable file says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LastClose {
+    /// The state closed cleanly, its database files then as this fingerprint says.
+    Clean([u8; 20]),
+    /// A process opened the state whole and never closed it: it crashed (or
+    /// was killed, or lost power) while the files were its own.
+    Crashed,
+    /// No record (a state that never closed, or a record that does not read).
+    Unknown,
+}
+
+/// The close record (see [`CLOSE_AT`]).
+fn read_close_record(dir: &Path) -> LastClose {
+    let Ok(file) = File::open(dir.join(DURABLE_FILE)) else {
+        return LastClose::Unknown;
+    };
+    // The open mark is one byte; a close record, the version and 20 more.
     let mut record = [0u8; 21];
-    file.read_exact_at(&mut record, CLOSE_AT).ok()?;
-    let (&version, fingerprint) = record.split_first()?;
-    (version == CLOSE_VERSION).then(|| fingerprint.try_into().ok())?
+    let read = file.read_at(&mut record, CLOSE_AT).unwrap_or(0);
+    match record[0] {
+        OPEN_VERSION if read >= 1 => LastClose::Crashed,
+        CLOSE_VERSION if read == record.len() => record[1..]
+            .try_into()
+            .map_or(LastClose::Unknown, LastClose::Clean),
+        _ => LastClose::Unknown,
+    }
 }
 
 /// Records, once the state closed cleanly, what its database files look like,
@@ -435,10 +459,17 @@ pub(super) fn before_open(dir: &Path, cache: u64) -> Result<Option<BloomFile>, S
         // Not damage (no room to reserve its blocks, permissions): nothing opened yet.
         return Err(error.into());
     }
-    let recorded = read_close_record(dir);
-    let unchanged = recorded.is_some() && recorded == db_files_fingerprint(dir).ok();
+    // Files that only this program wrote: as the last clean close left them,
+    // or as a process that crashed with the state open left them (sled's
+    // recovery then cuts only the torn tail of its log, and the durable record
+    // still refuses a rollback after the open).
+    let ours = match read_close_record(dir) {
+        LastClose::Clean(fingerprint) => db_files_fingerprint(dir).ok() == Some(fingerprint),
+        LastClose::Crashed => true,
+        LastClose::Unknown => false,
+    };
     let durable = dir.join(DURABLE_FILE).exists();
-    if (unchanged || !durable) && bloom_damage.is_none() {
+    if (ours || !durable) && bloom_damage.is_none() {
         return Ok(opened.ok());
     }
     let trial = dir.join(TRIAL_DIR);
@@ -464,6 +495,30 @@ pub(super) fn before_open(dir: &Path, cache: u64) -> Result<Option<BloomFile>, S
             reason,
         }),
         _ => Ok(opened.ok()),
+    }
+}
+
+/// Records in the close record's place that a process has the state open
+/// (see [`OPEN_VERSION`]), once the open found it whole and until the close
+/// record replaces it: a crash from here on leaves files that only this program
+/// wrote, which the next open reads without a trial. (An open refused before
+/// this leaves the state's files as they were; a crash inside the open, before
+/// it, costs the next open a trial.) Not synced: a mark lost to a power cut
+/// leaves the last close record, which no longer matches the files, so the
+/// next open makes the trial, as it would without the mark.
+pub(super) fn mark_open(dir: &Path) {
+    let written = (|| {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(DURABLE_FILE))?;
+        crash::point("state.open");
+        file.write_all_at(&[OPEN_VERSION], CLOSE_AT)
+    })();
+    if let Err(error) = written {
+        // Only costs the next open after a crash a trial.
+        tracing::debug!(dir = %dir.display(), %error, "could not mark the state open");
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use super::error::StoreError;
 use super::records::{Counters, RunOutcome, RunRecord, unix_now};
-use super::table::{Batch, Db};
+use super::table::{Batch, Db, Durability};
 use super::{crash, keys, records};
 
 /// The runs table (see the module doc).
@@ -125,7 +125,7 @@ impl Runs {
         db: &Db,
         first_item: u64,
         job: Option<u64>,
-        mut batch: sled::Batch,
+        mut batch: Batch,
     ) -> Result<(), StoreError> {
         let id = self.next_id(db)?;
         let now = unix_now();
@@ -140,10 +140,9 @@ impl Runs {
             first_item: Some(first_item),
             job,
         };
-        batch.insert(keys::with_u64(keys::RUN, id), records::encode(&run));
+        batch.put(keys::with_u64(keys::RUN, id), records::encode(&run));
         crash::point("run.begin");
-        db.tree().apply_batch(batch).map_err(|e| db.error(e))?;
-        db.tree().flush().map_err(|e| db.error(e))?;
+        db.commit_now(batch, Durability::Synced(|| ()))?;
         self.run = Some(run);
         Ok(())
     }
@@ -161,28 +160,27 @@ impl Runs {
             run.ended_at = Some(unix_now());
             run.updated_at = unix_now();
             run.counters = self.run_counters.values().clone();
-            let key = keys::with_u64(keys::RUN, run.id);
+            let mut batch = Batch::default();
+            batch.put(keys::with_u64(keys::RUN, run.id), records::encode(&run));
             crash::point("run.end");
-            db.tree()
-                .insert(key, records::encode(&run))
-                .map_err(|e| db.error(e))?;
+            db.commit_now(batch, Durability::NextSync)?;
         }
         Ok(())
     }
 
     /// Marks runs left "running" by a dead process as killed.
     pub(super) fn close_dead(&self, db: &Db) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for entry in db.scan([keys::RUN]) {
             let (key, value) = entry?;
             let mut run: RunRecord = db.decode("run", &key, &value)?;
             if run.outcome == RunOutcome::Running {
                 run.outcome = RunOutcome::Killed;
-                batch.insert(key, records::encode(&run));
+                batch.put(key, records::encode(&run));
             }
         }
         crash::point("run.close_dead");
-        db.tree().apply_batch(batch).map_err(|e| db.error(e))
+        db.commit_now(batch, Durability::NextSync)
     }
 
     /// True when `url` is in the seed list.

@@ -3,10 +3,12 @@
 //!
 //! A table (frontier, seen, pages, items, runs, robots) owns its namespaces and
 //! its record encodings, reads through `&Db` and writes only into a
-//! `&mut Batch`; the batch reaches the disk in one atomic `apply_batch` and one
-//! sync (see `commit`). The few records written outside a group (a run's
-//! begin and end, output watermarks) are written by their table with a named
-//! crash point through [`Db::tree`]. Depends on `keys` and `records`.
+//! `&mut Batch`. Every write reaches sled through [`Db::commit_now`]: one
+//! atomic `apply_batch`, then (as the [`Durability`] says) one sync. A commit
+//! group's flush calls it (see `commit`), and so does every write outside a
+//! group (a run's begin and end, output cursors, the checkpoint's switch, the
+//! metadata record at creation), each behind its caller's named crash point.
+//! Depends on `keys` and `records`.
 
 use std::path::{Path, PathBuf};
 
@@ -34,10 +36,54 @@ impl Db {
         &self.dir
     }
 
-    /// sled's tree, for the writes outside a group (each behind a crash point)
-    /// and the handles that run off the crawl loop.
+    /// sled's tree, for the repairs' whole-database reads (writes go through
+    /// [`Db::commit_now`]).
     pub(super) fn tree(&self) -> &super::db::Sled {
         &self.tree
+    }
+
+    /// Writes `batch` to the database: one atomic `apply_batch`, then the sync
+    /// that `durability` asks for. The one write path: a commit group's flush
+    /// and every write outside a group come here, each after its caller's
+    /// crash point. A failure poisons the state, as a failed sync does (see
+    /// `db::Sled`): what reached the disk is unknown until the next open reads
+    /// it, so nothing more is written in this process. A poisoned state
+    /// writes nothing ([`StoreError::Poisoned`]).
+    pub(super) fn commit_now(
+        &self,
+        batch: Batch,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
+        self.writable()?;
+        // crash point: group.apply, checkpoint.index, run.begin, run.end, run.close_dead, output.watermark, output.cursor, output.advance, create.meta, repair.ids_index (the callers')
+        let applied = self.tree.apply_batch(batch.inner).map_err(|e| {
+            self.tree.poison(&e);
+            self.error(e)
+        });
+        applied?;
+        if let Durability::Synced(before_sync) = durability {
+            before_sync();
+            // `Sled::flush` poisons the state when it fails.
+            self.tree.flush().map_err(|e| self.error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Marks the state poisoned by `cause`: a write failed where
+    /// [`Db::commit_now`] could not see it (a flush thread died).
+    pub(super) fn poison(&self, cause: &dyn std::fmt::Display) {
+        self.tree.poison(cause);
+    }
+
+    /// `Ok` unless a write of the state failed before ([`Db::poison`]).
+    pub(super) fn writable(&self) -> Result<(), StoreError> {
+        match self.tree.poisoned() {
+            Some(cause) => Err(StoreError::Poisoned {
+                path: self.dir.clone(),
+                cause: cause.to_owned(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The value under `key`.
@@ -136,8 +182,22 @@ impl Db {
     }
 }
 
-/// What one commit group writes: every table's inserts and removals, applied
-/// atomically by one flush (see `commit`). Only tables write into it.
+/// When a write of [`Db::commit_now`] is on disk.
+pub(super) enum Durability {
+    /// Before `commit_now` returns: the batch is applied, the function (the
+    /// caller's crash point between the two, or nothing) runs, then the log
+    /// is synced.
+    Synced(fn()),
+    /// With the next sync of the database (a commit group's or a
+    /// checkpoint's): a record whose loss to a crash the next open repairs
+    /// (a run's end, a dead run's outcome, an output cursor handed over
+    /// between groups).
+    NextSync,
+}
+
+/// What one write to the database holds: a commit group's every table's
+/// inserts and removals, or one write outside a group, applied atomically by
+/// [`Db::commit_now`]. Only tables write into it.
 #[derive(Default)]
 pub(super) struct Batch {
     inner: sled::Batch,
@@ -166,10 +226,5 @@ impl Batch {
     /// True when the group writes anything at all.
     pub(super) fn is_dirty(&self) -> bool {
         self.dirty
-    }
-
-    /// The sled batch, for the flush.
-    pub(super) fn into_inner(self) -> sled::Batch {
-        self.inner
     }
 }

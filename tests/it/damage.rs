@@ -431,52 +431,71 @@ fn repair_rebuilds_the_bloom_filter_and_a_crash_inside_it_loses_nothing() {
     }
 }
 
-/// The trial open that checks a state after a crash (`repair.trial`), itself
-/// cut short: by a crash at the point in the crawl that resumes a crawl
-/// killed mid-run, then in a `dump` of it. Each following open runs the trial
-/// again, the crawl resumes, and the items are the site's pages once each.
+/// The open after a crash reads the state in place: no trial copy of `db/`
+/// (`repair.trial` is not reached). A state whose database files changed
+/// after a clean close (another program's write: here, only a new
+/// modification time) gets the trial open, which is itself cut short by a
+/// crash, in the crawl and in a `dump`; each following open runs the trial
+/// again until one completes, the crawl resumes, and the items are the site's
+/// pages once each.
 #[test]
-fn a_crash_in_the_trial_open_after_a_crash_loses_nothing() {
+fn a_crash_is_opened_in_place_and_an_outside_write_gets_a_trial_that_may_crash() {
     let site = Site::generate(200, 14);
     let server = TestServer::start(site.handler());
     let data = tempfile::tempdir().expect("temp dir");
     let state = data.path().join("state");
+    let trace = data.path().join("trace");
     let seed = server.url("/");
-    let crawl = |crash_at: Option<&str>| {
-        let mut cmd = legcrawl(&state, &["crawl", &seed, "--bloom-bits", "16"]);
+    let run = |args: &[&str], crash_at: Option<&str>| {
+        let _ = std::fs::remove_file(&trace);
+        let mut cmd = legcrawl(&state, args);
+        cmd.env(legcrawl::store::crash::TRACE_ENV, &trace);
         if let Some(at) = crash_at {
             cmd.env(legcrawl::store::crash::CRASH_AT_ENV, at);
         }
-        cli::run(cmd, LIMIT)
+        let out = cli::run(cmd, LIMIT);
+        let hits = std::fs::read_to_string(&trace).unwrap_or_default();
+        (out, hits.lines().any(|l| l == "repair.trial"))
     };
-    // Killed mid-crawl: after the fifth durable group.
-    let out = crawl(Some("group.apply:5"));
+    let crawl = ["crawl", seed.as_str(), "--bloom-bits", "16"];
+    // Killed mid-crawl, after the fifth durable group: opened in place.
+    let (out, _) = run(&crawl, Some("group.apply:5"));
     assert!(
         stderr(&out).contains("crash point group.apply:5"),
         "{}",
         stderr(&out)
     );
-    let dump = |crash_at: &str| {
-        let mut cmd = legcrawl(&state, &["dump", "summary"]);
-        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, crash_at);
-        cli::run(cmd, LIMIT)
-    };
-    for (what, out) in [
-        ("crawl", crawl(Some("repair.trial:1"))),
-        ("dump", dump("repair.trial:1")),
-    ] {
+    let (out, trial) = run(&["dump", "summary"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!trial, "the open after a crash made a trial copy");
+    // Another program touched the database after the dump's clean close.
+    let log = state.join("db").join("db");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .expect("db/db");
+    file.set_modified(std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000))
+        .expect("set mtime");
+    drop(file);
+    for (what, args) in [("crawl", &crawl[..]), ("dump", &["dump", "summary"][..])] {
+        let (out, trial) = run(args, Some("repair.trial:1"));
+        assert!(trial, "{what}: no trial open after an outside write");
         assert!(
             stderr(&out).contains("legcrawl: crash point repair.trial:1"),
             "{what}: the trial open ran and crashed: {}",
             stderr(&out)
         );
     }
-    let out = crawl(None);
+    let (out, trial) = run(&crawl, None);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(trial, "the trial open runs until one completes");
     assert!(
         !state.join(".db-trial").exists(),
         "the trial's copy is removed"
     );
+    let (out, trial) = run(&["dump", "summary"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!trial, "the open after a clean close made a trial copy");
     assert_items_whole(&state, &site, "after crashes in the trial open");
     assert!(
         site.reachable().iter().all(|path| server.hits(path) <= 2),
