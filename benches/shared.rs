@@ -45,7 +45,8 @@
 //! Run: `cargo bench --bench shared` (about three minutes, 17 with scrapy-redis). Environment:
 //! `SHARED_BENCH_RUNS` (default 3), `SHARED_BENCH_POLITE_PAGES` (default 1600),
 //! `SHARED_BENCH_REDIS_PAGES` (default 6000), `SHARED_BENCH_WARC=1` (each
-//! worker writes WARC files into a directory of its own), `SHARED_BENCH_ONLY` (`polite`,
+//! worker writes WARC files into a directory of its own), `SHARED_BENCH_BIN`
+//! (the legcrawl binary to run instead of this build's), `SHARED_BENCH_ONLY` (`polite`,
 //! `redis`, `calls` or `memory`: the memory line of `calls` alone), `SHARED_BENCH_SCRAPY` (see above), `SHARED_BENCH_SCRAPY_SET`
 //! (more Scrapy settings for it, `NAME=VALUE` separated by spaces, e.g.
 //! `SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue`).
@@ -569,7 +570,10 @@ fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
 
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let exe = env!("CARGO_BIN_EXE_legcrawl");
+    // Another build of the binary, to compare two builds in one run.
+    let exe = std::env::var("SHARED_BENCH_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_legcrawl").to_owned());
+    let exe = exe.as_str();
     let runs = env_usize("SHARED_BENCH_RUNS", 3)?.max(1);
     let only = std::env::var("SHARED_BENCH_ONLY").unwrap_or_default();
     let scenarios = [

@@ -63,6 +63,7 @@ impl Crawl<'_> {
         // The group takes the mark, or the run ends before its flush and the
         // next open cuts back to the durable one.
         warc.marked(mark.len);
+        warc.rotate_if_full();
         Ok(Some(mark.sync))
     }
 

@@ -54,6 +54,10 @@ mod pages;
 /// ready: another worker's completion may queue requests at any moment.
 const POLL: Duration = Duration::from_millis(100);
 
+/// With `--warc`, the most finished pages completed together (their records
+/// written with one sync of the WARC file, see [`super::warc`]).
+pub const COMPLETE_TOGETHER: usize = 64;
+
 impl Joined {
     /// Runs this worker on the crawl's job until the crawl is drained, a
     /// limit of this run is reached, or `shutdown` resolves; the run's record
@@ -316,11 +320,21 @@ impl Worker {
                         return self.stop().await;
                     }
                 }
-                Some((lease, result)) = self.results.recv() => {
-                    let token = lease.token;
+                Some(first) = self.results.recv() => {
+                    // With --warc, the pages finished by now are completed
+                    // together: one sync of the WARC file for all of them.
+                    let mut finished = vec![first];
+                    if self.warc.is_some() {
+                        while finished.len() < COMPLETE_TOGETHER {
+                            match self.results.try_recv() {
+                                Ok(next) => finished.push(next),
+                                Err(_) => break,
+                            }
+                        }
+                    }
                     let stop_retrying = self.shared.retry_stopper();
                     let settled = {
-                        let call = self.complete(lease, result);
+                        let call = self.complete(finished);
                         tokio::pin!(call);
                         match unless_stopped(shutdown.as_mut(), call.as_mut()).await {
                             Some(done) => Ok(done),
@@ -334,14 +348,11 @@ impl Worker {
                     };
                     match settled {
                         Ok(done) => done?,
-                        Err(Some(Ok(()))) => return self.stop().await,
-                        Err(_) => {
-                            // Returned with the others (or, if the completion
-                            // did commit before its answer was lost, found
-                            // completed).
-                            self.held.insert(token);
-                            return self.stop().await;
-                        }
+                        // The leases of pages whose completions did not
+                        // settle are still held: returned with the others
+                        // (or, if a completion did commit before its answer
+                        // was lost, found completed).
+                        Err(_) => return self.stop().await,
                     }
                     // A slot is free, and the host may be under its limit again.
                     next_lease = Instant::now();
@@ -470,10 +481,8 @@ impl Worker {
                         failed = true;
                     }
                 }
-                Some((lease, result)) = self.results.recv() => {
-                    let token = lease.token;
-                    if let Err(error) = self.complete(lease, result).await {
-                        self.held.insert(token);
+                Some(finished) = self.results.recv() => {
+                    if let Err(error) = self.complete(vec![finished]).await {
                         tracing::warn!(%error, "a finished page could not be completed while stopping");
                         failed = true;
                     }

@@ -284,16 +284,37 @@ impl WarcWriter {
         }))
     }
 
-    /// The owner stored `len` (from [`WarcWriter::mark`]) as the open file's
-    /// mark. Past the size limit the file is closed: the next record opens a
-    /// new one.
+    /// The owner stored `len` (from [`WarcWriter::mark`], or a length
+    /// [`WarcWriter::written`] gave before that mark) as the open file's mark.
+    /// Then [`WarcWriter::rotate_if_full`].
     pub fn marked(&mut self, len: u64) {
         if let Some(current) = self.current.as_mut() {
             current.marked = len;
-            if len >= self.settings.max_size {
-                self.current = None;
-            }
         }
+    }
+
+    /// Closes the open file once it is past the size limit and all of it is
+    /// marked: the next record opens a new one. (A file takes the records of
+    /// pages marked together whole, so it may end past the limit by those.)
+    pub fn rotate_if_full(&mut self) {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.marked >= self.settings.max_size && c.len == c.marked)
+        {
+            self.current = None;
+        }
+    }
+
+    /// The open file's length with everything appended so far (buffered
+    /// bytes included); `None` when no file is open.
+    pub fn written(&self) -> Option<u64> {
+        self.current.as_ref().map(|c| c.len)
+    }
+
+    /// The open file (canonical path); `None` when no file is open.
+    pub fn current_path(&self) -> Option<&Path> {
+        self.current.as_ref().map(|c| c.path.as_path())
     }
 
     /// The owner's commit did not take the records written since the last
@@ -390,6 +411,7 @@ mod tests {
             mark.sync.run().unwrap();
             self.marks.insert(mark.path, mark.len);
             writer.marked(mark.len);
+            writer.rotate_if_full();
         }
     }
 

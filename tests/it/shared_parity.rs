@@ -374,3 +374,93 @@ fn a_worker_aborted_at_each_warc_point_writes_each_record_once() {
     assert_each_once(&responses, &site.expected(), "WARC response records");
     assert_each_once(&requests, &site.expected(), "WARC request records");
 }
+
+/// `argv` as string slices.
+fn strs(argv: &[String]) -> Vec<&str> {
+    argv.iter().map(String::as_str).collect()
+}
+
+/// Sends `signal` to the process `pid`.
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on a child of this test, which reaps it only later.
+    let sent = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    assert_eq!(sent, 0, "kill({pid}, {signal})");
+}
+
+/// A worker with `--warc` is stopped (SIGSTOP) past its leases' TTL again and
+/// again (stop moments from a printed seed) while another worker crawls on.
+/// When it continues, the pages it had finished are completed together: their
+/// records are written with one sync, and a completion refused because its
+/// lease expired has its records cut off the file and those of the pages
+/// after it in the batch written again. Both workers' WARC files then hold each
+/// page's request and response once, and some completion was refused.
+#[test]
+fn records_of_a_refused_completion_are_cut_and_the_rest_written_again() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("warc_refused") else {
+        return;
+    };
+    // Answers after 120 ms: a stopped worker has several fetches in flight.
+    let site = MultiSite::start(600, 2, 61, fixed(120));
+    let mut crawl = Crawl::new(&redis.url(), "warc-refused");
+    let dirs = [crawl.dir().join("warc-a"), crawl.dir().join("warc-b")];
+    let crawl_args = site.crawl_args();
+    // The same settings for both (they are the crawl's job); each its own
+    // WARC directory.
+    let argv = |dir: &std::path::Path| {
+        let mut argv: Vec<String> = args(&crawl_args, &["--concurrency", "4", "--per-host", "4"])
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        argv.extend(["--lease-ttl", "1", "--warc"].map(str::to_owned));
+        argv.push(dir.to_str().expect("utf-8 path").to_owned());
+        argv
+    };
+    let (argv_a, argv_b) = (argv(&dirs[0]), argv(&dirs[1]));
+    let a = crawl.spawn(&strs(&argv_a));
+    let b = crawl.spawn(&strs(&argv_b));
+    let mut rng = kill_seed("refused completions");
+    let mut stops = 0;
+    let mut ended = None;
+    for _ in 0..12 {
+        let running = Duration::from_millis(200 + splitmix64(&mut rng) % 400);
+        std::thread::sleep(running);
+        ended = crawl.try_wait(a);
+        if ended.is_some() {
+            break;
+        }
+        let pid = crawl.pid(a);
+        signal(pid, libc::SIGSTOP);
+        // Leases are renewed every third of their TTL (1 s): stopped for
+        // 0.7 to 1.8 s, some of its leases expire, and maybe not all.
+        std::thread::sleep(Duration::from_millis(700 + splitmix64(&mut rng) % 1100));
+        signal(pid, libc::SIGCONT);
+        stops += 1;
+    }
+    assert!(stops >= 2, "the worker finished after {stops} stops");
+    let a_status = match ended {
+        Some(status) => status,
+        None => crawl.wait(a, LIMIT),
+    };
+    let b_status = crawl.wait(b, LIMIT);
+    for (slot, status) in [(a, a_status), (b, b_status)] {
+        assert!(
+            status.success(),
+            "worker {slot}: {status}\n{}",
+            crawl.logs_tail()
+        );
+    }
+    assert_items_once(&crawl, &site);
+    let runs = cli::parse_lines(&crawl.dump(&["runs", "--json"]));
+    let lost: u64 = runs
+        .iter()
+        .filter_map(|run| run["counters"]["leases/lost"].as_u64())
+        .sum();
+    assert!(
+        lost > 0,
+        "no completion was refused in {stops} stops: {runs:?}"
+    );
+    let (requests, responses) = page_records(&[&dirs[0], &dirs[1]]);
+    assert_each_once(&responses, &site.expected(), "WARC response records");
+    assert_each_once(&requests, &site.expected(), "WARC request records");
+}

@@ -1,5 +1,7 @@
-//! A worker's finished pages: each completed with the completion script, and
-//! the parts of a page's links its task sends ahead, scope checked here.
+//! A worker's finished pages: each completed with the completion script (those
+//! finished together, in one batch: with `--warc`, one sync of the WARC file
+//! for all of them), and the parts of a page's links its task sends ahead,
+//! scope checked here.
 
 use super::{Worker, new_request};
 use crate::engine::EngineError;
@@ -11,18 +13,60 @@ use crate::engine::task;
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
 use crate::revisit::{lastmod_makes_due, lastmod_of, redirect_is_redundant};
+use crate::robots::RobotsRecord;
 use crate::shared::client::{Completed, DueChange, NewRequest, PageCompletion, SharedLease};
+use crate::shared::warc::WorkerWarc;
 use crate::store::records::unix_now;
 
+/// A finished page made ready for its completion script.
+struct Ready {
+    lease: SharedLease,
+    completion: PageCompletion,
+    /// The robots.txt answers whose sitemaps it queues.
+    robots: Vec<RobotsRecord>,
+    /// Its WARC records.
+    archived: Vec<u8>,
+}
+
 impl Worker {
-    /// Completes one finished page with the completion script.
+    /// Completes finished pages in the order given, each with the completion
+    /// script. With `--warc` their records are written first, with one sync
+    /// for all of them (see [`crate::shared::warc`]). A page's lease stays
+    /// held until its completion is settled.
     pub(super) async fn complete(
+        &mut self,
+        finished: Vec<(SharedLease, PageResult)>,
+    ) -> Result<(), EngineError> {
+        task::reap(&mut self.tasks);
+        let mut ready = Vec::with_capacity(finished.len());
+        for (lease, result) in finished {
+            ready.push(self.prepare(lease, result).await?);
+        }
+        if let Some(warc) = &mut self.warc {
+            let pages = ready
+                .iter_mut()
+                .map(|page| std::mem::take(&mut page.archived))
+                .collect();
+            warc.write(&self.shared, pages).await?;
+        }
+        for page in ready {
+            self.complete_one(page).await?;
+        }
+        if let Some(warc) = &mut self.warc {
+            warc.settled();
+        }
+        self.active.keep_cookies(&self.shared).await?;
+        Ok(())
+    }
+
+    /// Works out a finished page's completion: its page record, the robots.txt
+    /// answers and sitemaps fetched since the last one, its new requests
+    /// (scope checked) and its items.
+    async fn prepare(
         &mut self,
         lease: SharedLease,
         result: PageResult,
-    ) -> Result<(), EngineError> {
-        self.held.remove(&lease.token);
-        task::reap(&mut self.tasks);
+    ) -> Result<Ready, EngineError> {
         let robots_answered = self
             .active
             .robots
@@ -93,12 +137,6 @@ impl Worker {
             .iter()
             .map(|item| serde_json::Value::Object(item.clone()).to_string())
             .collect();
-        // The page's records are in the worker's WARC file, synced, before
-        // the completion stores the file's new length with it.
-        let warc = match &mut self.warc {
-            Some(warc) => warc.write(&self.shared, &archived).await?,
-            None => None,
-        };
         let completion = PageCompletion {
             token: lease.token,
             backoff,
@@ -107,13 +145,34 @@ impl Worker {
             record,
             due,
             output: self.output.as_ref().map(|o| o.id().to_owned()),
-            warc,
+            warc: None,
             robots_answered,
             counters,
             items,
             requests: accepted,
         };
-        match self.shared.complete(&self.id, &completion).await? {
+        Ok(Ready {
+            lease,
+            completion,
+            robots,
+            archived,
+        })
+    }
+
+    /// Runs one page's completion script and acts on its answer. The page's
+    /// records are in the worker's WARC file, synced, before the completion
+    /// stores the length they reach with it.
+    async fn complete_one(&mut self, page: Ready) -> Result<(), EngineError> {
+        let Ready {
+            lease,
+            mut completion,
+            robots,
+            ..
+        } = page;
+        completion.warc = self.warc.as_ref().and_then(WorkerWarc::mark);
+        let answer = self.shared.complete(&self.id, &completion).await?;
+        self.held.remove(&lease.token);
+        match answer {
             Completed::Done { queued, filtered } => {
                 if let Some(warc) = &mut self.warc {
                     warc.committed();
@@ -136,7 +195,7 @@ impl Worker {
             Completed::Stale => {
                 // Its records go: the page's next fetch writes them.
                 if let Some(warc) = &mut self.warc {
-                    warc.refused()?;
+                    warc.refused(&self.shared).await?;
                 }
                 tracing::warn!(
                     url = %lease.request.url,
@@ -144,11 +203,10 @@ impl Worker {
                 );
                 *self.counters.entry("leases/lost").or_default() += 1;
                 // Their sitemaps were not queued: the next completion queues them.
-                self.robots_pending.clone_from(&robots);
+                self.robots_pending.extend(robots.iter().cloned());
             }
         }
         self.shared.put_robots(&robots).await?;
-        self.active.keep_cookies(&self.shared).await?;
         Ok(())
     }
 
