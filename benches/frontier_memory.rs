@@ -323,6 +323,18 @@ fn field(summary: &serde_json::Value, name: &str) -> u64 {
     summary.get(name).and_then(|v| v.as_u64()).unwrap_or(0)
 }
 
+/// Seconds each of `n` opens of the state in `data` took (each closed before the next).
+fn time_opens(data: &Path, n: usize) -> anyhow::Result<Vec<f64>> {
+    let mut opens = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        let state = State::open(data, &OpenOptions::default())?;
+        opens.push(started.elapsed().as_secs_f64());
+        drop(state);
+    }
+    Ok(opens)
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -436,16 +448,8 @@ fn main() -> anyhow::Result<()> {
         .write(true)
         .open(unmarked.join("durable"))?
         .set_len(128)?;
-    let mut opens_after_kill = Vec::new();
-    for _ in 0..2 {
-        let started = Instant::now();
-        let state = State::open(&data, &OpenOptions::default())?;
-        opens_after_kill.push(started.elapsed().as_secs_f64());
-        drop(state);
-    }
-    let started = Instant::now();
-    drop(State::open(&unmarked, &OpenOptions::default())?);
-    let trial_open = started.elapsed().as_secs_f64();
+    let opens_after_kill = time_opens(&data, 2)?;
+    let trial_open = time_opens(&unmarked, 1)?[0];
     std::fs::remove_dir_all(&unmarked)?;
     let (after_one, _) = summary(&data)?;
     let killed_pages = field(&after_one, "pages");
@@ -467,13 +471,7 @@ fn main() -> anyhow::Result<()> {
 
     // Opening the finished state: first in this process (the first open after
     // the crawl, then two more), then `dump summary` as a user would.
-    let mut opens = Vec::new();
-    for _ in 0..3 {
-        let started = Instant::now();
-        let state = State::open(&data, &OpenOptions::default())?;
-        opens.push(started.elapsed().as_secs_f64());
-        drop(state);
-    }
+    let opens = time_opens(&data, 3)?;
     let (after_two, dump_took) = summary(&data)?;
     let pages = field(&after_two, "pages") - field(&after_one, "pages");
     ensure!(
