@@ -164,7 +164,7 @@ fn crawl_once(redis_url: &str, name: &str, site: &MultiSite) -> std::process::Ou
 }
 
 #[test]
-fn an_evicting_server_is_refused_and_no_persistence_is_warned_of() {
+fn an_evicting_server_is_refused_and_risky_settings_are_warned_of() {
     let _serial = serial();
     let site = MultiSite::start(20, 1, 5, fixed(0));
     let Some(lru) = RedisServer::start_with_config(
@@ -222,6 +222,19 @@ fn an_evicting_server_is_refused_and_no_persistence_is_warned_of() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
         !err.contains("copy on disk") && !err.contains("CONFIG"),
+        "{err}"
+    );
+    // Buckets that would not stay listpacks: a warning naming the setting.
+    let set = kept
+        .command(&["CONFIG", "SET", "hash-max-listpack-entries", "32"])
+        .unwrap();
+    assert_eq!(set, Resp::Simple("OK".into()));
+    let out = crawl_once(&kept.url(), "small-listpacks", &site);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("hash-max-listpack-entries 32")
+            && err.contains("CONFIG SET hash-max-listpack-entries 128"),
         "{err}"
     );
 }

@@ -56,6 +56,11 @@ fn new_epoch() -> String {
     format!("{:016x}", hasher.finish())
 }
 
+/// The `hash-max-listpack-entries` the seen set's buckets are sized for (Redis's
+/// default): each stays below it, so each is a compact listpack (see
+/// `lua/common.lua`, `SEEN_LOAD`).
+pub const LISTPACK_ENTRIES: u64 = 128;
+
 impl Shared {
     /// The error a call that failed for good ends with.
     pub(super) fn failed(&self, what: &'static str, error: &RedisError) -> SharedError {
@@ -119,7 +124,8 @@ impl Shared {
     /// Checks the server's settings before a worker starts: a
     /// `maxmemory-policy` other than `noeviction` is refused
     /// ([`SharedError::Eviction`]); no persistence (neither AOF nor RDB
-    /// snapshots) is a warning. Where `CONFIG GET` is not allowed (an ACL user
+    /// snapshots) is a warning, and so is a `hash-max-listpack-entries` below
+    /// [`LISTPACK_ENTRIES`]. Where `CONFIG GET` is not allowed (an ACL user
     /// without `+config`, a managed Redis), a warning says what could not be
     /// checked.
     pub async fn check_server(&self) -> Result<(), SharedError> {
@@ -144,6 +150,11 @@ impl Shared {
                 url: self.target.shown(),
                 policy,
             });
+        }
+        if let Ok(entries) = get("hash-max-listpack-entries").await
+            && entries.parse::<u64>().is_ok_and(|n| n < LISTPACK_ENTRIES)
+        {
+            tracing::warn!(url = %self.target.shown(), "Redis has hash-max-listpack-entries {entries}: the buckets of the shared crawl's seen set (hashes kept below {LISTPACK_ENTRIES} fields) then become hashtables, several times the memory; set it to {LISTPACK_ENTRIES} or more (CONFIG SET hash-max-listpack-entries {LISTPACK_ENTRIES})");
         }
         let (aof, save) = match (get("appendonly").await, get("save").await) {
             (Ok(aof), Ok(save)) => (aof, save),
