@@ -14,8 +14,9 @@
 //!   `error` ([`StoreError`]) and `options` (the dedup mode).
 //! - `dir`: the directory's lock and marker, and creating a state (crash-safe).
 //! - `db`: opening sled, the metadata record (`m`), the format version.
-//! - `table`: what the tables share — `Db` (they read through it) and `Batch`
-//!   (the one write set of a group; tables write only into it).
+//! - `table`: what the tables share — `Db` (they read through it; its
+//!   `commit_now` is the one call that writes to sled) and `Batch` (the write
+//!   set of a group or of one write outside it; tables write only into it).
 //! - The tables, each owning its namespaces, record encodings and in-memory
 //!   part: `frontier` (queue `q`, host index `h`/`H`, leases), `seen` (the
 //!   Bloom filter, journal `j`, and through `exact` the exact set's index `e`
@@ -38,8 +39,9 @@
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
 //! - `repair`: damage — sled panics caught, the durable record against silent
-//!   rollbacks, a trial open of a copy of `db/`, the Bloom filter rebuilt from
-//!   the exact set, `legcrawl repair`.
+//!   rollbacks, the open mark that tells a crash (opened in place) from another
+//!   program's write (a trial open of a copy of `db/`), the Bloom filter
+//!   rebuilt from the exact set, `legcrawl repair`.
 //!
 //! # Invariants
 //! - **Atomic completion.** Completing a lease removes its queue entry and inserts
