@@ -15,6 +15,10 @@
 //!   after each group's sled sync (crash point `group.durable`), so after any
 //!   legitimate crash sled holds at least what it says. [`check_durable`] on
 //!   open refuses a database that holds less ([`StoreError::RolledBack`]).
+//!   A database another program may have written (its files changed since the
+//!   last clean close, and no open mark says that a process of ours crashed
+//!   with it open) is first opened as a copy and read whole ([`before_open`]),
+//!   so that a refusal leaves its bytes as they were.
 //! - **lost Bloom bits.** In `exact` mode the Bloom filter is a cache of the
 //!   exact set (sealed runs + journal). A missing, truncated, bad-header or
 //!   wrong-size `bloom.bin`, or one with fewer ones than its header counted at
@@ -430,12 +434,15 @@ impl Drop for CloseRecord {
 /// Before sled opens `dir/db` (and, on a damaged log, rewrites its tail as if
 /// it were a torn write, losing what follows), makes sure the state can be
 /// opened whole, so that a refusal leaves every byte as it was:
-/// - unless the database files are exactly as the last clean close left them
-///   (or the state has no durable record yet), a copy of `db/` is opened and
-///   scanned in full — a sled panic or error is [`StoreError::Damaged`] — and
-///   its items and completed pages are compared with the durable record
-///   ([`StoreError::RolledBack`]). Costs a copy of `db/` after a crash, after
-///   another program wrote to it, or after a build that kept no close record;
+/// - unless the database files are exactly as the last clean close left them,
+///   or were last written by a process of ours that crashed with the state
+///   open (the open mark, see [`mark_open`]: sled's recovery then cuts only
+///   its log's torn tail, and the open's rollback check follows), or the
+///   state has no durable record yet, a copy of `db/` is opened and scanned in
+///   full — a sled panic or error is [`StoreError::Damaged`] — and its items
+///   and completed pages are compared with the durable record
+///   ([`StoreError::RolledBack`]). Costs a copy of `db/` after another program
+///   wrote to it, or after a crash whose open mark a power cut lost;
 /// - `bloom.bin` is opened; a damaged one is refused here in `bloom` mode
 ///   ([`StoreError::BloomLost`]; the copy tells the mode), and left for the
 ///   open to rebuild in `exact` mode.
