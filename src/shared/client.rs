@@ -639,24 +639,9 @@ pub(crate) fn encode_request(request: &Request) -> Vec<u8> {
     request.encode()
 }
 
-/// The request [`encode_request`] wrote, or one written before as JSON (it
-/// starts with `{`; never a version byte).
-pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, RequestFormatError> {
-    match bytes.first() {
-        Some(b'{') => Ok(serde_json::from_slice(bytes)?),
-        _ => Ok(Request::decode(bytes)?),
-    }
-}
-
-/// Why a queued request could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum RequestFormatError {
-    /// A request in its stored form.
-    #[error(transparent)]
-    Stored(#[from] crate::request::DecodeError),
-    /// A request written as JSON (before the stored form).
-    #[error("corrupt request record (JSON): {0}")]
-    Json(#[from] serde_json::Error),
+/// The request [`encode_request`] wrote (key layout 2 stores no other form).
+pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, crate::request::DecodeError> {
+    Request::decode(bytes)
 }
 
 fn millis(d: Duration) -> String {
