@@ -21,7 +21,6 @@
 //! removed by the next checkpoint, and their ids are never reused.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,7 +42,6 @@ type RunIndex = Vec<(u64, u64)>;
 #[must_use = "a checkpoint does nothing until it runs and its result reaches State::checkpointed"]
 pub struct Checkpoint {
     db: Db,
-    dir: PathBuf,
     bloom: BloomSync,
     /// Journal entries of groups below this number are covered.
     journal_end: u64,
@@ -142,7 +140,7 @@ impl Checkpoint {
     /// that lists it into `batch`.
     fn seal_ids(&self, job: &IdsJob, batch: &mut Batch) -> Result<IdsDone, StoreError> {
         for &run in &job.garbage_files {
-            runfile::remove_of(&self.dir, Kind::PageIds, run)?;
+            runfile::remove_of(self.db.dir(), Kind::PageIds, run)?;
         }
         if job.seal.is_empty() {
             return Ok(IdsDone {
@@ -181,7 +179,7 @@ impl Checkpoint {
     /// orphaned by a crash before an index switch).
     fn collect_garbage(&self) -> Result<(), StoreError> {
         for &run in &self.garbage_files {
-            runfile::remove(&self.dir, run)?;
+            runfile::remove(self.db.dir(), run)?;
         }
         Ok(())
     }
@@ -216,7 +214,7 @@ impl Checkpoint {
         let mut sources = vec![RunReader::Memory(from.seal)];
         for &run in &merged {
             let file = from.files.get(&run).ok_or_else(|| StoreError::Corrupt {
-                path: self.dir.clone(),
+                path: self.db.dir().to_owned(),
                 what: format!("run {run}"),
                 reason: "listed in the index without its file".into(),
             })?;
@@ -227,7 +225,7 @@ impl Checkpoint {
                 width,
             });
         }
-        let mut writer = RunFileWriter::create_kind(&self.dir, kind, from.run_id)?;
+        let mut writer = RunFileWriter::create_kind(self.db.dir(), kind, from.run_id)?;
         let count = match self.merge(&mut sources, &mut writer, width) {
             Ok(()) => writer.finish()?,
             Err(error) => {
@@ -236,7 +234,7 @@ impl Checkpoint {
             }
         };
         runs.push((from.run_id, count));
-        let file = RunFile::open_kind(&self.dir, kind, from.run_id, count)?;
+        let file = RunFile::open_kind(self.db.dir(), kind, from.run_id, count)?;
         Ok((runs, merged, Arc::new(file)))
     }
 
@@ -364,7 +362,6 @@ impl SeenSet {
         self.last_checkpoint = Instant::now();
         Ok(Some(Checkpoint {
             db: db.clone(),
-            dir: db.dir().to_owned(),
             bloom,
             journal_end: self.journal_end,
             seal,

@@ -105,6 +105,17 @@ pub struct DurableDelta {
     pub pages: Option<u64>,
 }
 
+/// Opens the durable file to write a slot, the open mark or the close record
+/// in place (created when missing, never truncated).
+fn open_for_writing(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
 fn encode_slot(seq: u64, durable: Durable) -> [u8; SLOT_DATA + 8] {
     let mut out = [0u8; SLOT_DATA + 8];
     out[0] = DURABLE_VERSION;
@@ -212,12 +223,7 @@ impl DurableLog {
                 .lock()
                 .map_err(|_| io::Error::other("a flush panicked while writing it"))?;
             if file.is_none() {
-                let new = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&self.path)?;
+                let new = open_for_writing(&self.path)?;
                 *file = Some(new);
             }
             let Some(file) = file.as_ref() else {
@@ -414,11 +420,7 @@ impl Drop for CloseRecord {
             let mut record = [0u8; 21];
             record[0] = CLOSE_VERSION;
             record[1..].copy_from_slice(&fingerprint);
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(self.dir.join(DURABLE_FILE))?;
+            let file = open_for_writing(&self.dir.join(DURABLE_FILE))?;
             crash::point("state.close");
             file.write_all_at(&record, CLOSE_AT)?;
             // Also makes the last durable slot (written unsynced) reach the disk;
@@ -515,11 +517,7 @@ pub(super) fn before_open(dir: &Path, cache: u64) -> Result<Option<BloomFile>, S
 /// next open makes the trial, as it would without the mark.
 pub(super) fn mark_open(dir: &Path) {
     let written = (|| {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join(DURABLE_FILE))?;
+        let file = open_for_writing(&dir.join(DURABLE_FILE))?;
         crash::point("state.open");
         file.write_all_at(&[OPEN_VERSION], CLOSE_AT)
     })();
