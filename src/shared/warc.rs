@@ -143,14 +143,8 @@ impl WorkerWarc {
     /// Appends every pending page's records after the file's mark, notes the
     /// length each reaches, and syncs the file once.
     async fn append_pending(&mut self, shared: &Shared) -> Result<(), WorkerWarcError> {
-        for at in 0..self.pending.len() {
-            for part in [0, 1] {
-                let pending = &self.pending[at];
-                let records = if part == 0 {
-                    &pending.robots
-                } else {
-                    &pending.page
-                };
+        for pending in &mut self.pending {
+            for records in [&pending.robots, &pending.page] {
                 if let Appended::NeedsFile(new) = self.writer.append(records)? {
                     shared
                         .register_warc(&field(&self.machine, new.path()))
@@ -158,7 +152,7 @@ impl WorkerWarc {
                     self.writer.begin(new, records)?;
                 }
             }
-            self.pending[at].end = self.writer.written().unwrap_or(0);
+            pending.end = self.writer.written().unwrap_or(0);
         }
         if let Some(mark) = self.writer.mark()? {
             sync(mark.sync).await?;
