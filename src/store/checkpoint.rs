@@ -20,23 +20,17 @@
 //! before the switch, or merged runs not yet removed) are never read, are
 //! removed by the next checkpoint, and their ids are never reused.
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::error::StoreError;
-use super::exact::{MERGE_FANOUT, encode_index, tier};
-use super::options::DedupMode;
-use super::pageids::{self, IDS_MAX_RECENT, IdsDone, IdsJob};
-use super::runfile::{self, Kind, RunFile, RunFileWriter};
+use super::exact::Exact;
+use super::pageids::{IDS_MAX_RECENT, IdsDone, IdsJob};
 use super::seen::SeenSet;
+use super::sorted::{SealJob, Sealed};
 use super::table::{Batch, Db, Durability};
 use super::{State, crash, keys};
 use crate::bloom::BloomSync;
 use crate::fingerprint::Fingerprint;
-
-/// The run index: `(run id, fingerprints)`, oldest first.
-type RunIndex = Vec<(u64, u64)>;
 
 /// One checkpoint's work, detached from the state (see the module doc).
 #[must_use = "a checkpoint does nothing until it runs and its result reaches State::checkpointed"]
@@ -47,14 +41,8 @@ pub struct Checkpoint {
     journal_end: u64,
     /// The fingerprints to seal, sorted (empty in `bloom` mode).
     seal: Vec<Fingerprint>,
-    /// The run index as the state reads it now.
-    runs: Vec<(u64, u64)>,
-    /// Its runs that are files.
-    files: HashMap<u64, Arc<RunFile>>,
-    /// The id of the run this checkpoint writes.
-    run_id: u64,
-    /// Run files nothing reads any more.
-    garbage_files: Vec<u64>,
+    /// The exact set's run to write (and garbage to remove).
+    exact: SealJob,
     /// The page-id index's share, if it has something to do.
     ids: Option<IdsJob>,
 }
@@ -63,14 +51,8 @@ pub struct Checkpoint {
 #[derive(Debug)]
 #[must_use = "the state reads the new run index only once this reaches State::checkpointed"]
 pub struct Checkpointed {
-    /// The run index now on disk.
-    runs: Vec<(u64, u64)>,
-    /// The new run's file, mapped, when the checkpoint wrote one.
-    new_file: Option<(u64, Arc<RunFile>)>,
-    /// Runs merged into the new one: garbage once the state reads the new index.
-    merged: Vec<u64>,
-    /// Garbage run files this checkpoint removed.
-    collected_files: Vec<u64>,
+    /// What it did with the exact set's runs.
+    exact: Sealed,
     /// What it did with the page-id index.
     ids: Option<IdsDone>,
 }
@@ -79,21 +61,12 @@ impl Checkpoint {
     /// Runs the steps; blocks on the disk. On error nothing the state reads has
     /// changed (the index switch is one batch).
     pub fn run(self) -> Result<Checkpointed, StoreError> {
-        self.collect_garbage()?;
         crash::point("checkpoint.msync");
         self.bloom.sync()?;
-        let (runs, merged, new_file) = if self.seal.is_empty() {
-            (self.runs.clone(), Vec::new(), None)
-        } else {
-            let (runs, merged, file) = self.write_exact_run()?;
-            (runs, merged, Some((self.run_id, file)))
-        };
         let mut batch = Batch::default();
-        if new_file.is_some() {
-            batch.put(keys::EXACT_INDEX, encode_index(&runs));
-        }
-        let ids = match &self.ids {
-            Some(job) => Some(self.seal_ids(job, &mut batch)?),
+        let exact = Exact::seal(self.exact, &self.seal, &mut batch)?;
+        let ids = match self.ids {
+            Some(job) => Some(job.run(&mut batch)?),
             None => None,
         };
         let end = keys::with_u64(keys::JOURNAL, self.journal_end);
@@ -106,219 +79,7 @@ impl Checkpoint {
             batch,
             Durability::Synced(|| crash::point("checkpoint.sync")),
         )?;
-        Ok(Checkpointed {
-            runs,
-            new_file,
-            merged,
-            collected_files: self.garbage_files,
-            ids,
-        })
-    }
-
-    /// Writes the sealed fingerprints as the exact set's new run (see
-    /// [`Checkpoint::write_new_run`]).
-    fn write_exact_run(&self) -> Result<(RunIndex, Vec<u64>, Arc<RunFile>), StoreError> {
-        let seal = self.seal.iter().map(|fp| {
-            let mut record = [0u8; RECORD];
-            record[..20].copy_from_slice(fp);
-            record
-        });
-        self.write_new_run(
-            Kind::Seen,
-            Sources {
-                seal: Box::new(seal),
-                count: self.seal.len() as u64,
-                runs: &self.runs,
-                files: &self.files,
-                run_id: self.run_id,
-            },
-        )
-    }
-
-    /// The page-id index's share: removes its garbage files, writes the
-    /// sealed ids as a run (merged with full tiers) and puts the index record
-    /// that lists it into `batch`.
-    fn seal_ids(&self, job: &IdsJob, batch: &mut Batch) -> Result<IdsDone, StoreError> {
-        for &run in &job.garbage_files {
-            runfile::remove_of(self.db.dir(), Kind::PageIds, run)?;
-        }
-        if job.seal.is_empty() {
-            return Ok(IdsDone {
-                runs: job.runs.clone(),
-                watermark: job.watermark,
-                new_file: None,
-                merged: Vec::new(),
-                collected_files: job.garbage_files.clone(),
-            });
-        }
-        let seal = job.seal.iter().map(|(fp, id)| pageids::record(fp, *id));
-        let (runs, merged, file) = self.write_new_run(
-            Kind::PageIds,
-            Sources {
-                seal: Box::new(seal),
-                count: job.seal.len() as u64,
-                runs: &job.runs,
-                files: &job.files,
-                run_id: job.run_id,
-            },
-        )?;
-        batch.put(
-            keys::PAGE_ID_INDEX,
-            pageids::encode_index(job.watermark, &runs),
-        );
-        Ok(IdsDone {
-            runs,
-            watermark: job.watermark,
-            new_file: Some((job.run_id, file)),
-            merged,
-            collected_files: job.garbage_files.clone(),
-        })
-    }
-
-    /// Removes the run files nothing reads (merged by the last checkpoint, or
-    /// orphaned by a crash before an index switch).
-    fn collect_garbage(&self) -> Result<(), StoreError> {
-        for &run in &self.garbage_files {
-            runfile::remove(self.db.dir(), run)?;
-        }
-        Ok(())
-    }
-
-    /// Merges full tiers into the sealed records and writes them as the new
-    /// run's file; returns the index that lists it, the runs it replaced and
-    /// the file, mapped. The merge streams: runs are read in order (a file
-    /// through its map, after its checksum was checked) and the new file is
-    /// written as it forms, so
-    /// memory stays a few buffers, however large the runs.
-    fn write_new_run(
-        &self,
-        kind: Kind,
-        from: Sources<'_>,
-    ) -> Result<(RunIndex, Vec<u64>, Arc<RunFile>), StoreError> {
-        let mut runs = from.runs.to_vec();
-        let mut merged = Vec::new();
-        // Runs are disjoint, so the merged size is the sum of their counts.
-        let mut size = from.count;
-        loop {
-            let top = tier(size);
-            let same = runs.iter().rev().take_while(|r| tier(r.1) == top).count();
-            if same + 1 < MERGE_FANOUT {
-                break;
-            }
-            for (run, count) in runs.split_off(runs.len() - same) {
-                merged.push(run);
-                size += count;
-            }
-        }
-        let width = kind.width();
-        let mut sources = vec![RunReader::Memory(from.seal)];
-        for &run in &merged {
-            let file = from.files.get(&run).ok_or_else(|| StoreError::Corrupt {
-                path: self.db.dir().to_owned(),
-                what: format!("run {run}"),
-                reason: "listed in the index without its file".into(),
-            })?;
-            file.verify()?;
-            sources.push(RunReader::File {
-                body: file.body(),
-                at: 0,
-                width,
-            });
-        }
-        let mut writer = RunFileWriter::create_kind(self.db.dir(), kind, from.run_id)?;
-        let count = match self.merge(&mut sources, &mut writer, width) {
-            Ok(()) => writer.finish()?,
-            Err(error) => {
-                writer.abandon();
-                return Err(error);
-            }
-        };
-        runs.push((from.run_id, count));
-        let file = RunFile::open_kind(self.db.dir(), kind, from.run_id, count)?;
-        Ok((runs, merged, Arc::new(file)))
-    }
-
-    /// Writes the union of `sources` (each sorted by fingerprint) to `writer`,
-    /// in order: each step takes the smallest fingerprint, and a fingerprint
-    /// in several sources is written once, as the first of them (the newest:
-    /// the seal comes first) holds it.
-    fn merge(
-        &self,
-        sources: &mut [RunReader<'_>],
-        writer: &mut RunFileWriter,
-        width: usize,
-    ) -> Result<(), StoreError> {
-        let mut heads = Vec::with_capacity(sources.len());
-        for source in sources.iter_mut() {
-            heads.push(source.next_record()?);
-        }
-        let fp = |record: &Record| -> [u8; 20] {
-            let mut fp = [0u8; 20];
-            fp.copy_from_slice(&record[..20]);
-            fp
-        };
-        while let Some(smallest) = heads.iter().flatten().map(fp).min() {
-            let mut written = false;
-            for (head, source) in heads.iter_mut().zip(sources.iter_mut()) {
-                if let Some(record) = head.as_ref().filter(|r| fp(r) == smallest) {
-                    if !written {
-                        writer.push_record(&record[..width])?;
-                        written = true;
-                    }
-                    *head = source.next_record()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The widest run record: a fingerprint and a page id (an exact-set record
-/// uses the first 20 bytes).
-const RECORD: usize = 28;
-/// A record as a merge carries it.
-type Record = [u8; RECORD];
-
-/// The sealed records and the runs a new run may merge with.
-struct Sources<'c> {
-    /// The records being sealed, sorted.
-    seal: Box<dyn Iterator<Item = Record> + 'c>,
-    /// How many.
-    count: u64,
-    /// The runs as the state reads them now, oldest first.
-    runs: &'c [(u64, u64)],
-    /// Their files.
-    files: &'c HashMap<u64, Arc<RunFile>>,
-    /// The id of the run to write.
-    run_id: u64,
-}
-
-/// The records of one merge source, in order: the sorted records being
-/// sealed, or a run file's body.
-enum RunReader<'c> {
-    Memory(Box<dyn Iterator<Item = Record> + 'c>),
-    File {
-        body: &'c [u8],
-        at: usize,
-        width: usize,
-    },
-}
-
-impl<'c> RunReader<'c> {
-    /// The next record, `None` at the end.
-    fn next_record(&mut self) -> Result<Option<Record>, StoreError> {
-        match self {
-            RunReader::Memory(records) => Ok(records.next()),
-            RunReader::File { body, at, width } => {
-                let Some(bytes) = body.get(*at..*at + *width) else {
-                    return Ok(None);
-                };
-                *at += *width;
-                let mut record = [0u8; RECORD];
-                record[..*width].copy_from_slice(bytes);
-                Ok(Some(record))
-            }
-        }
+        Ok(Checkpointed { exact, ids })
     }
 }
 
@@ -332,7 +93,7 @@ impl SeenSet {
         !self.checkpointing
             && (self.journaled >= super::CHECKPOINT_MAX_JOURNALED
                 || ids_full
-                || ((self.journaled > 0 || self.exact.has_garbage() || ids_waiting)
+                || ((self.journaled > 0 || self.exact.runs.has_garbage() || ids_waiting)
                     && self.last_checkpoint.elapsed() >= self.checkpoint_every))
     }
 
@@ -344,19 +105,14 @@ impl SeenSet {
         db: &Db,
         ids_waiting: bool,
     ) -> Result<Option<Checkpoint>, StoreError> {
-        if self.checkpointing || (self.journaled == 0 && !self.exact.has_garbage() && !ids_waiting)
+        if self.checkpointing
+            || (self.journaled == 0 && !self.exact.runs.has_garbage() && !ids_waiting)
         {
             return Ok(None);
         }
         let bloom = self.bloom.sync_handle()?;
-        let mut seal = Vec::new();
-        if self.dedup == DedupMode::Exact {
-            self.exact.sealing = std::mem::take(&mut self.exact.recent);
-            seal.extend(self.exact.sealing.iter().copied());
-            seal.sort_unstable();
-        }
-        let run_id = self.exact.next_run;
-        self.exact.next_run += 1;
+        // In `bloom` mode nothing is recent: the job only removes garbage.
+        let (seal, exact) = self.exact.start_seal();
         self.checkpointing = true;
         self.journaled = 0;
         self.last_checkpoint = Instant::now();
@@ -365,39 +121,20 @@ impl SeenSet {
             bloom,
             journal_end: self.journal_end,
             seal,
-            runs: self.exact.runs.clone(),
-            files: self.exact.files.clone(),
-            run_id,
-            // Left listed here until the checkpoint says it removed them, so a
-            // failed one leaves them for the next.
-            garbage_files: self.exact.garbage_files.clone(),
+            exact,
             ids: None,
         }))
     }
 
     /// A [`Checkpoint`] finished (see [`State::checkpointed`]).
-    pub(super) fn checkpointed(&mut self, done: Checkpointed) {
-        let exact = &mut self.exact;
-        exact.runs = done.runs;
-        exact
-            .garbage_files
-            .retain(|run| !done.collected_files.contains(run));
-        if let Some((id, file)) = done.new_file {
-            exact.files.insert(id, file);
-        }
-        for run in done.merged {
-            exact.files.remove(&run);
-            exact.garbage_files.push(run);
-        }
-        self.exact.sealing.clear();
+    pub(super) fn checkpointed(&mut self, done: Sealed) {
+        self.exact.sealed(done);
         self.checkpointing = false;
     }
 
     /// A [`Checkpoint`] failed (see [`State::checkpoint_failed`]).
     pub(super) fn checkpoint_failed(&mut self) {
-        let sealing = std::mem::take(&mut self.exact.sealing);
-        self.journaled += sealing.len() as u64;
-        self.exact.recent.extend(sealing.iter().copied());
+        self.journaled += self.exact.seal_failed();
         self.checkpointing = false;
     }
 
@@ -450,11 +187,11 @@ impl State {
 
     /// A [`Checkpoint`] finished: the new run index is read from now on, and the
     /// runs it replaced are left for the next checkpoint to remove.
-    pub fn checkpointed(&mut self, mut done: Checkpointed) {
-        if let Some(ids) = done.ids.take() {
+    pub fn checkpointed(&mut self, done: Checkpointed) {
+        if let Some(ids) = done.ids {
             self.pages.ids_mut().checkpointed(ids);
         }
-        self.seen.checkpointed(done);
+        self.seen.checkpointed(done.exact);
     }
 
     /// A [`Checkpoint`] failed (or its thread died): what it was sealing is

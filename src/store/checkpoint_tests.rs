@@ -26,6 +26,15 @@ fn unseen(state: &State, range: std::ops::Range<u32>) -> Vec<u32> {
         .collect()
 }
 
+/// Writes the exact set's run of `job` as a checkpoint would, without the
+/// index switch (a crash between the two); returns the run's id.
+fn write_run_unlisted(job: super::Checkpoint) -> u64 {
+    let mut batch = super::Batch::default();
+    let done = super::Exact::seal(job.exact, &job.seal, &mut batch).unwrap();
+    job.db.tree().flush().unwrap();
+    done.listed.last().unwrap().0
+}
+
 /// Defect 1 of the issue: a crash after a new run was written and before the
 /// index switch left orphan chunks under an id the next checkpoint reused, and
 /// lookups landed on them: about 2,000 of 10,000 seen fingerprints read as
@@ -38,28 +47,25 @@ fn an_orphan_run_of_a_cut_checkpoint_is_never_read_and_its_id_never_reused() {
     // The first half of a checkpoint: bits synced, the new run's chunks written.
     let job = state.start_checkpoint().unwrap().unwrap();
     job.bloom.sync().unwrap();
-    let orphan = job.run_id;
-    let _cut_short = job.write_exact_run().unwrap();
-    job.db.tree().flush().unwrap();
-    drop(job);
+    let orphan = write_run_unlisted(job);
     drop(state);
 
     let mut state = open(dir.path());
     assert_eq!(
-        state.seen.exact.garbage_files,
+        state.seen.exact.runs.garbage(),
         vec![orphan],
         "the orphan run is found"
     );
     assert!(
-        state.seen.exact.next_run > orphan,
+        state.seen.exact.runs.next_id() > orphan,
         "its id is not taken again"
     );
     enqueue(&mut state, 5_000..10_000);
     state.checkpoint().unwrap();
     assert_eq!(unseen(&state, 0..10_000), Vec::<u32>::new());
-    assert!(!state.seen.exact.has_garbage());
+    assert!(!state.seen.exact.runs.has_garbage());
     assert!(
-        !runfile::path(dir.path(), orphan).exists(),
+        !runfile::path(dir.path(), runfile::Kind::Seen, orphan).exists(),
         "the checkpoint removed the orphan's file"
     );
     drop(state);
@@ -77,27 +83,24 @@ fn a_failed_checkpoint_leaves_its_garbage_for_the_next() {
     let mut state = open(dir.path());
     enqueue(&mut state, 0..2_000);
     let job = state.start_checkpoint().unwrap().unwrap();
-    let orphan = job.run_id;
-    let _cut_short = job.write_exact_run().unwrap();
-    job.db.tree().flush().unwrap();
-    drop(job);
+    let orphan = write_run_unlisted(job);
     drop(state);
 
     let mut state = open(dir.path());
-    assert_eq!(state.seen.exact.garbage_files, vec![orphan]);
+    assert_eq!(state.seen.exact.runs.garbage(), vec![orphan]);
     enqueue(&mut state, 2_000..3_000);
     let lost = state.start_checkpoint().unwrap().unwrap();
     drop(lost);
     state.checkpoint_failed();
     assert_eq!(
-        state.seen.exact.garbage_files,
+        state.seen.exact.runs.garbage(),
         vec![orphan],
         "still to remove"
     );
     assert_eq!(unseen(&state, 0..3_000), Vec::<u32>::new());
     state.checkpoint().unwrap();
-    assert!(!state.seen.exact.has_garbage());
-    assert!(!runfile::path(dir.path(), orphan).exists());
+    assert!(!state.seen.exact.runs.has_garbage());
+    assert!(!runfile::path(dir.path(), runfile::Kind::Seen, orphan).exists());
     assert_eq!(unseen(&state, 0..3_000), Vec::<u32>::new());
 }
 
@@ -124,28 +127,28 @@ fn a_detached_checkpoint_leaves_every_answer_right_while_it_runs() {
     }
     // The fourth run merged the first three away; their files go next time.
     assert_eq!(
-        state.seen.exact.runs.len(),
+        state.seen.exact.runs.listed().len(),
         1,
         "{:?}",
         state.seen.exact.runs
     );
-    let merged = state.seen.exact.garbage_files.clone();
+    let merged = state.seen.exact.runs.garbage().to_vec();
     assert_eq!(merged.len(), 3);
     assert!(
         merged
             .iter()
-            .all(|&run| runfile::path(dir.path(), run).exists())
+            .all(|&run| runfile::path(dir.path(), runfile::Kind::Seen, run).exists())
     );
     state.checkpoint().unwrap();
-    assert!(!state.seen.exact.has_garbage());
+    assert!(!state.seen.exact.runs.has_garbage());
     assert!(
         merged
             .iter()
-            .all(|&run| !runfile::path(dir.path(), run).exists())
+            .all(|&run| !runfile::path(dir.path(), runfile::Kind::Seen, run).exists())
     );
-    let mut on_disk = runfile::ids_on_disk(dir.path()).unwrap();
+    let mut on_disk = runfile::ids_on_disk(dir.path(), runfile::Kind::Seen).unwrap();
     on_disk.sort_unstable();
-    let listed: Vec<u64> = state.seen.exact.runs.iter().map(|r| r.0).collect();
+    let listed: Vec<u64> = state.seen.exact.runs.listed().iter().map(|r| r.0).collect();
     assert_eq!(on_disk, listed, "one file per listed run, no other");
     drop(state);
     let state = open(dir.path());

@@ -13,6 +13,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/commit.rs", include_str!("commit.rs")),
     ("store/exact.rs", include_str!("exact.rs")),
     ("store/runfile.rs", include_str!("runfile.rs")),
+    ("store/sorted.rs", include_str!("sorted.rs")),
     ("store/checkpoint.rs", include_str!("checkpoint.rs")),
     ("store/frontier.rs", include_str!("frontier.rs")),
     ("store/pages.rs", include_str!("pages.rs")),

@@ -5,36 +5,23 @@
 //! - fingerprints committed since the last checkpoint are exactly the ones in the
 //!   Bloom journal; they are kept in memory ([`Exact::recent`]) and rebuilt from the
 //!   journal on open;
-//! - a checkpoint (see `checkpoint`) *seals* them into a run: a file of sorted
-//!   fingerprints (`runs/`, see `runfile`), then lists the run in the run index
-//!   (`e`) in the batch that truncates the journal;
-//! - runs are merged size-tiered: when [`MERGE_FANOUT`] runs share a tier
-//!   (`log4` of their size in units of 4,096 fingerprints) they become one, so a
-//!   fingerprint is rewritten about `log4(total / seal)` times and a lookup
-//!   searches at most `(MERGE_FANOUT - 1)` runs per tier.
+//! - a checkpoint (see `checkpoint`) *seals* them into a run (see `sorted`: files
+//!   of sorted fingerprints in `runs/`, merged size-tiered), then lists the run in
+//!   the run index (`e`) in the batch that truncates the journal.
 //!
 //! Invariant: the exact set never holds a fingerprint whose journal entry was not
-//! durable first (it only seals what commits made durable). Only runs listed in
-//! the index are read; runs on disk the index does not list (a crash before the
-//! index switch, or runs merged away) are found on open and removed by the next
-//! checkpoint, and a run id is never reused, so a lookup never lands on one of
-//! them. Depends on [`crate::fingerprint`], `runfile` and the state's key layout.
-
-use std::collections::HashMap;
-use std::sync::Arc;
+//! durable first (it only seals what commits made durable). Depends on
+//! [`crate::fingerprint`], `sorted` and `table`.
 
 use super::error::StoreError;
-use super::keys;
-use super::runfile::{self, RunFile};
-use super::table::Db;
-use crate::fingerprint::Fingerprint;
+use super::runfile::Kind;
+use super::sorted::{Listing, Record, SealJob, Sealed, SortedRuns};
+use super::table::{Batch, Db};
+use crate::fingerprint::{Fingerprint, FingerprintSet};
 
-/// Fingerprints per unit of run size for [`tier`]: the chunk size the tiers
-/// were defined with, kept when chunks became smaller so that the runs of an
-/// existing state keep their tiers (and merge when they did).
-const TIER_UNIT_FPS: u64 = 4096;
-/// Runs of one tier merged into one.
-pub(super) const MERGE_FANOUT: usize = 4;
+/// The run index (one key): [`INDEX_VERSION`], then per run its id, its
+/// fingerprints (u64 each, big-endian) and a place byte.
+pub(super) const INDEX: &[u8] = b"e";
 /// Version byte of the run index record (its entries carry a place byte, as
 /// when some runs were kept in sled; every run is a file now).
 const INDEX_VERSION: u8 = 2;
@@ -42,33 +29,19 @@ const INDEX_VERSION: u8 = 2;
 const PLACE_FILE: u8 = 1;
 
 /// In-memory part of the exact set.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Exact {
     /// Fingerprints made durable since the last checkpoint started.
-    pub(super) recent: crate::fingerprint::FingerprintSet,
+    pub(super) recent: FingerprintSet,
     /// Fingerprints a running checkpoint seals (answered from here until the
     /// state reads the index that lists their run).
-    pub(super) sealing: crate::fingerprint::FingerprintSet,
-    /// Sealed runs the state reads, oldest first: `(run id, fingerprints)`.
-    pub(super) runs: Vec<(u64, u64)>,
-    /// The files of [`Exact::runs`], mapped.
-    pub(super) files: HashMap<u64, Arc<RunFile>>,
-    /// Run files in `runs/` the index does not list: removed by the next
-    /// checkpoint, never read.
-    pub(super) garbage_files: Vec<u64>,
-    /// Next run id: above every run id on disk, listed or not.
-    pub(super) next_run: u64,
-}
-
-/// The merge tier of a run of `count` fingerprints: `log4` of its size in
-/// units of [`TIER_UNIT_FPS`].
-pub(super) fn tier(count: u64) -> u32 {
-    let units = count.div_ceil(TIER_UNIT_FPS).max(1);
-    units.ilog2() / 2
+    sealing: FingerprintSet,
+    /// The sealed runs.
+    pub(super) runs: SortedRuns,
 }
 
 /// The run index record: each run (a file in `runs/`) with its size.
-pub(super) fn encode_index(runs: &[(u64, u64)]) -> Vec<u8> {
+fn encode_index(runs: &[(u64, u64)]) -> Vec<u8> {
     let mut index = Vec::with_capacity(1 + runs.len() * 17);
     index.push(INDEX_VERSION);
     for (run, count) in runs {
@@ -80,9 +53,8 @@ pub(super) fn encode_index(runs: &[(u64, u64)]) -> Vec<u8> {
 }
 
 /// The entries of a run index record: `(run id, fingerprints)`, oldest
-/// first; `None` for any other layout (a run kept in sled, as states before
-/// 2026-12-03 kept some, included).
-pub(super) fn decode_index(value: &[u8]) -> Option<Vec<(u64, u64)>> {
+/// first; `None` for any other layout.
+pub(super) fn decode_index(value: &[u8]) -> Option<Listing> {
     let (&INDEX_VERSION, body) = value.split_first()? else {
         return None;
     };
@@ -99,60 +71,71 @@ pub(super) fn decode_index(value: &[u8]) -> Option<Vec<(u64, u64)>> {
 }
 
 impl Exact {
-    /// Loads the run index (one read), opens the run files it lists (their
-    /// headers and lengths are checked, see `runfile`) and finds the run
-    /// files it does not list (one listing of `runs/`): they are garbage, and
-    /// no new run takes their ids.
+    /// Loads the run index (one read) and opens its runs; a damaged run file
+    /// is refused ([`StoreError::RunDamaged`]).
     pub(super) fn load(db: &Db) -> Result<Exact, StoreError> {
-        let mut exact = Exact::default();
-        if let Some(value) = db.get(keys::EXACT_INDEX)? {
-            let entries = decode_index(&value)
-                .ok_or_else(|| db.corrupt("exact run index", keys::EXACT_INDEX, "bad layout"))?;
-            for (id, count) in entries {
-                exact.runs.push((id, count));
-                exact.next_run = exact.next_run.max(id + 1);
-                let run = RunFile::open(db.dir(), id, count)?;
-                exact.files.insert(id, Arc::new(run));
-            }
+        let listed = match db.get(INDEX)? {
+            Some(value) => decode_index(&value)
+                .ok_or_else(|| db.corrupt("exact run index", INDEX, "bad layout"))?,
+            None => Vec::new(),
+        };
+        let (runs, damage) = SortedRuns::open(db.dir(), Kind::Seen, listed)?;
+        if let Some(damage) = damage {
+            return Err(damage);
         }
-        for id in runfile::ids_on_disk(db.dir())? {
-            if !exact.files.contains_key(&id) {
-                exact.garbage_files.push(id);
-            }
-            exact.next_run = exact.next_run.max(id.saturating_add(1));
-        }
-        Ok(exact)
-    }
-
-    /// True when runs nothing reads wait for a checkpoint to remove them.
-    pub(super) fn has_garbage(&self) -> bool {
-        !self.garbage_files.is_empty()
+        Ok(Exact {
+            recent: FingerprintSet::default(),
+            sealing: FingerprintSet::default(),
+            runs,
+        })
     }
 
     /// True when a sealed run, the fingerprints being sealed or the recent set
     /// holds `fp`.
     pub(super) fn contains(&self, fp: &Fingerprint) -> bool {
-        if self.recent.contains(fp) || self.sealing.contains(fp) {
-            return true;
+        self.recent.contains(fp) || self.sealing.contains(fp) || self.runs.contains(fp)
+    }
+
+    /// Detaches a checkpoint's share: the recent fingerprints, sorted (answered
+    /// from [`Exact::sealing`] until it ends), and the job that writes them.
+    pub(super) fn start_seal(&mut self) -> (Vec<Fingerprint>, SealJob) {
+        self.sealing = std::mem::take(&mut self.recent);
+        let mut seal: Vec<Fingerprint> = self.sealing.iter().copied().collect();
+        seal.sort_unstable();
+        (seal, self.runs.start())
+    }
+
+    /// Runs `job` over `seal` (on the checkpoint's thread) and puts the new
+    /// index record into `batch` when the listing changed.
+    pub(super) fn seal(
+        job: SealJob,
+        seal: &[Fingerprint],
+        batch: &mut Batch,
+    ) -> Result<Sealed, StoreError> {
+        let records = seal.iter().map(|fp| {
+            let mut record: Record = [0; super::sorted::RECORD];
+            record[..20].copy_from_slice(fp);
+            record
+        });
+        let done = job.run(records, seal.len() as u64)?;
+        if done.wrote_run() {
+            batch.put(INDEX, encode_index(&done.listed));
         }
-        // The answer does not depend on the order; the cost does. A lookup that
-        // misses the page cache reads from disk, and a fingerprint is in one run at most
-        // (merges never duplicate one), so the largest run, which holds most of
-        // them, is searched first: a duplicate is then found after about one
-        // search instead of one per smaller, newer run before it. The rest
-        // follow newest first; nothing is allocated (this runs for every
-        // Bloom "maybe").
-        let largest = self.runs.iter().max_by_key(|(run, count)| (*count, *run));
-        largest
-            .into_iter()
-            .chain(
-                self.runs
-                    .iter()
-                    .rev()
-                    .filter(|entry| Some(*entry) != largest),
-            )
-            .filter_map(|(run, _)| self.files.get(run))
-            .any(|file| file.contains(fp))
+        Ok(done)
+    }
+
+    /// The checkpoint's index is on disk.
+    pub(super) fn sealed(&mut self, done: Sealed) {
+        self.runs.switched(done);
+        self.sealing.clear();
+    }
+
+    /// The checkpoint failed: what it sealed is recent again; returns how
+    /// many fingerprints that is.
+    pub(super) fn seal_failed(&mut self) -> u64 {
+        let sealing = std::mem::take(&mut self.sealing);
+        self.recent.extend(sealing.iter().copied());
+        sealing.len() as u64
     }
 }
 
@@ -161,10 +144,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tiers_group_runs_by_log4_of_their_chunks() {
-        assert_eq!(tier(1), 0);
-        assert_eq!(tier(3 * TIER_UNIT_FPS), 0);
-        assert_eq!(tier(4 * TIER_UNIT_FPS), 1);
-        assert_eq!(tier(16 * TIER_UNIT_FPS), 2);
+    fn index_records_round_trip() {
+        let value = encode_index(&[(1, 10), (5, 300)]);
+        assert_eq!(decode_index(&value), Some(vec![(1, 10), (5, 300)]));
+        assert_eq!(decode_index(&encode_index(&[])), Some(vec![]));
+        assert_eq!(decode_index(&value[..value.len() - 1]), None);
+        assert_eq!(decode_index(&[9]), None);
     }
 }

@@ -16,8 +16,6 @@ pub(crate) const QUEUE: u8 = b'q';
 pub(crate) const HOST: u8 = b'h';
 /// Host lookup: `H` · host name → [`SMALL_VERSION`], then the host id (u32).
 pub(crate) const HOST_BY_NAME: u8 = b'H';
-/// Exact seen set, run index (one key): version byte, then (run id, count) pairs.
-pub(crate) const EXACT_INDEX: &[u8] = b"e";
 /// Bloom journal: `j` · group sequence (u64) · part (u16) → [`JOURNAL_VERSION`],
 /// then fingerprints of the group, concatenated, at most [`MAX_VALUE_BYTES`] per
 /// part (read by [`journal_body`]).
@@ -78,10 +76,6 @@ pub(crate) const BLOCKED: u8 = b'b';
 pub(crate) const PAGE_BY_ID: u8 = b'P';
 /// Version byte of a page block under [`PAGE_BY_ID`].
 pub(crate) const PAGE_BLOCK_VERSION: u8 = 3;
-/// The page-id index (one key): a version byte, the watermark (u64: ids below
-/// it are in the listed runs), then (run id, ids) pairs of u64s (see
-/// `pageids`).
-pub(crate) const PAGE_ID_INDEX: &[u8] = b"k";
 /// Version byte of a page record: in a block and in shared mode's Redis hash
 /// (distinct from `records::RECORD_VERSION`).
 pub(crate) const PAGE_RECORD_VERSION: u8 = 2;

@@ -20,15 +20,19 @@
 //! - The tables, each owning its namespaces, record encodings and in-memory
 //!   part: `frontier` (queue `q`, host index `h`/`H`, leases), `seen` (the
 //!   Bloom filter, journal `j`, and through `exact` the exact set's index `e`
-//!   and runs: files in `runs/` (`runfile`)), `pages` (page records in
-//!   blocks `P`, page-id index `k` with its run files, due index `u`),
+//!   and its sorted runs), `pages` (page records in blocks `P`, through
+//!   `pageids` the page-id index `k` and its sorted runs, due index `u`),
 //!   `items` (`i`, output cursors `O`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
 //!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
 //!   durable lengths of WARC files `w`), `cookies` (the cookie jar `K`, put
 //!   into a group like a WARC mark), `unreachable` (hosts that failed on the
 //!   network in runs in a row `U`, parked by the engine). No table calls
-//!   another; `keys` is the key layout of all of them, `records` the serde
+//!   another; `keys` is the key layout of most of them (`exact` and
+//!   `pageids` define their keys beside themselves), `records` the serde
 //!   records.
+//! - `sorted`: sorted runs, the one structure behind the exact set and the
+//!   page-id index: immutable files in `runs/` (`runfile`: layout, lookup,
+//!   writer), merged size-tiered, switched in two phases by a checkpoint.
 //! - `ops`: the operations that span tables (enqueue, complete, seeds, cycle
 //!   start) — the only place tables are composed.
 //! - `commit`: the commit protocol — [`State::seal`] → [`Flush`] (any thread) →
@@ -94,6 +98,7 @@ mod runfile;
 mod runs;
 mod seen;
 pub mod sizing;
+mod sorted;
 pub mod status;
 mod table;
 #[cfg(test)]

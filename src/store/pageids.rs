@@ -10,7 +10,7 @@
 //! exact seen set does:
 //! - the blocks (`P`) already hold each page's fingerprint next to its id, so
 //!   the index is derived data: ids below the *watermark* are in sorted runs of
-//!   (fingerprint, id) in files (`runs/{id:016x}.ids`, see `runfile`), and ids
+//!   (fingerprint, id) in files (`runs/{id:016x}.ids`, see `sorted`), and ids
 //!   from it on are in memory ([`PageIds::recent`]), rebuilt from the blocks
 //!   on open;
 //! - a checkpoint (see `checkpoint`) seals the recent ids into a run, merged
@@ -25,19 +25,21 @@
 //! groups are below those of any group not yet durable, so "every durable id
 //! below the watermark is in a run" holds for the largest recent id plus one;
 //! run files the index does not list are garbage, never read, removed by the
-//! next checkpoint, and run ids are never reused. Depends on `runfile`,
-//! `pageblock`, `table`, `keys` and `crash`.
-
-use std::collections::HashMap;
-use std::sync::Arc;
+//! next checkpoint, and run ids are never reused (see `sorted`). Depends on
+//! `sorted`, `pageblock`, `table`, `keys` and `crash`.
 
 use super::error::StoreError;
 use super::pageblock::Block;
-use super::runfile::{self, Kind, RunFile, RunFileWriter};
+use super::runfile::Kind;
+use super::sorted::{Listing, Record, SealJob, Sealed, SortedRuns};
 use super::table::{Batch, Db, Durability};
 use super::{crash, keys};
 use crate::fingerprint::{Fingerprint, FingerprintMap};
 
+/// The index record (one key): [`INDEX_VERSION`], the watermark (u64: ids
+/// below it are in the listed runs), then (run id, ids) pairs of u64s, all
+/// big-endian.
+pub(super) const INDEX: &[u8] = b"k";
 /// Recent ids that make a checkpoint due (and hold new completions back while
 /// one runs, see [`super::State::checkpoint_behind`]): 2^17 entries of 28
 /// bytes in a hash map, about 6 MiB, and as many again sorted while sealed.
@@ -46,7 +48,7 @@ pub(super) const IDS_MAX_RECENT: usize = 1 << 17;
 const INDEX_VERSION: u8 = 1;
 
 /// The index record: version, watermark, then (run id, ids) pairs, oldest first.
-pub(super) fn encode_index(watermark: u64, runs: &[(u64, u64)]) -> Vec<u8> {
+fn encode_index(watermark: u64, runs: &[(u64, u64)]) -> Vec<u8> {
     let mut value = Vec::with_capacity(9 + runs.len() * 16);
     value.push(INDEX_VERSION);
     value.extend_from_slice(&watermark.to_be_bytes());
@@ -58,7 +60,7 @@ pub(super) fn encode_index(watermark: u64, runs: &[(u64, u64)]) -> Vec<u8> {
 }
 
 /// The watermark and runs of an index record; `None` for another layout.
-pub(super) fn decode_index(value: &[u8]) -> Option<(u64, Vec<(u64, u64)>)> {
+pub(super) fn decode_index(value: &[u8]) -> Option<(u64, Listing)> {
     let (&INDEX_VERSION, rest) = value.split_first()? else {
         return None;
     };
@@ -80,8 +82,8 @@ pub(super) fn decode_index(value: &[u8]) -> Option<(u64, Vec<(u64, u64)>)> {
 }
 
 /// A run record: the fingerprint, then the id (big-endian).
-pub(super) fn record(fp: &Fingerprint, id: u64) -> [u8; 28] {
-    let mut record = [0u8; 28];
+fn record(fp: &Fingerprint, id: u64) -> Record {
+    let mut record = [0u8; super::sorted::RECORD];
     record[..20].copy_from_slice(fp);
     record[20..].copy_from_slice(&id.to_be_bytes());
     record
@@ -104,8 +106,17 @@ fn blocks_from(
         })
 }
 
+/// A damaged run file as the rebuild's warning names it (`path: reason`);
+/// any other error is returned.
+fn what_is_damaged(error: StoreError) -> Result<String, StoreError> {
+    match error {
+        StoreError::RunDamaged { path, reason } => Ok(format!("{}: {reason}", path.display())),
+        other => Err(other),
+    }
+}
+
 /// The page-id index (see the module doc).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct PageIds {
     /// Ids below it are in the runs the index on disk lists.
     watermark: u64,
@@ -116,18 +127,9 @@ pub(super) struct PageIds {
     recent: FingerprintMap<u64>,
     /// The ids a running checkpoint seals, sorted (answered from here until
     /// the state reads the index that lists their run).
-    sealing: Arc<Vec<(Fingerprint, u64)>>,
-    /// Runs, oldest first: `(run id, ids)`.
-    runs: Vec<(u64, u64)>,
-    /// The runs' files, mapped.
-    files: HashMap<u64, Arc<RunFile>>,
-    /// The same files in the order a lookup searches them: largest first (a
-    /// fingerprint is in one run at most, and the largest runs hold most).
-    search: Vec<Arc<RunFile>>,
-    /// Run files the index does not list: removed by the next checkpoint.
-    garbage_files: Vec<u64>,
-    /// Next run id: above every run id on disk.
-    next_run: u64,
+    sealing: std::sync::Arc<Vec<(Fingerprint, u64)>>,
+    /// The sealed runs.
+    runs: SortedRuns,
     /// A checkpoint seals [`PageIds::sealing`].
     checkpointing: bool,
 }
@@ -136,32 +138,37 @@ pub(super) struct PageIds {
 #[derive(Debug)]
 pub(super) struct IdsJob {
     /// The recent ids, sorted; empty when only garbage waits.
-    pub(super) seal: Arc<Vec<(Fingerprint, u64)>>,
+    seal: std::sync::Arc<Vec<(Fingerprint, u64)>>,
     /// The watermark the index says once the seal is listed.
-    pub(super) watermark: u64,
-    /// The runs as the state reads them now.
-    pub(super) runs: Vec<(u64, u64)>,
-    /// Their files.
-    pub(super) files: HashMap<u64, Arc<RunFile>>,
-    /// The id of the run this checkpoint writes.
-    pub(super) run_id: u64,
-    /// Run files nothing reads any more.
-    pub(super) garbage_files: Vec<u64>,
+    watermark: u64,
+    /// The run to write.
+    job: SealJob,
 }
 
 /// What the checkpoint did with an [`IdsJob`].
 #[derive(Debug)]
 pub(super) struct IdsDone {
-    /// The runs the index on disk lists now.
-    pub(super) runs: Vec<(u64, u64)>,
-    /// The watermark it says.
-    pub(super) watermark: u64,
-    /// The new run's file, mapped, when one was written.
-    pub(super) new_file: Option<(u64, Arc<RunFile>)>,
-    /// Runs merged into the new one: garbage once the state reads the new index.
-    pub(super) merged: Vec<u64>,
-    /// Garbage files this checkpoint removed.
-    pub(super) collected_files: Vec<u64>,
+    /// The watermark the index on disk says now.
+    watermark: u64,
+    /// The runs it lists.
+    sealed: Sealed,
+}
+
+impl IdsJob {
+    /// Writes the sealed ids as a run (merged with full tiers, the garbage
+    /// removed first; see `sorted`) and puts the index record that lists it
+    /// into `batch`. Runs on the checkpoint's thread.
+    pub(super) fn run(self, batch: &mut Batch) -> Result<IdsDone, StoreError> {
+        let records = self.seal.iter().map(|(fp, id)| record(fp, *id));
+        let sealed = self.job.run(records, self.seal.len() as u64)?;
+        if sealed.wrote_run() {
+            batch.put(INDEX, encode_index(self.watermark, &sealed.listed));
+        }
+        Ok(IdsDone {
+            watermark: self.watermark,
+            sealed,
+        })
+    }
 }
 
 impl PageIds {
@@ -170,41 +177,27 @@ impl PageIds {
     /// blocks from its watermark on, read into memory. `blocks_end` is the id
     /// after the last stored block's.
     pub(super) fn load(db: &Db, blocks_end: u64) -> Result<PageIds, StoreError> {
-        let mut ids = PageIds::default();
-        let mut damaged = None;
-        if let Some(value) = db.get(keys::PAGE_ID_INDEX)? {
-            let (watermark, runs) = decode_index(&value)
-                .ok_or_else(|| db.corrupt("page id index", keys::PAGE_ID_INDEX, "bad layout"))?;
-            for &(id, count) in &runs {
-                ids.next_run = ids.next_run.max(id.saturating_add(1));
-                match RunFile::open_kind(db.dir(), Kind::PageIds, id, count) {
-                    Ok(file) => {
-                        ids.files.insert(id, Arc::new(file));
-                    }
-                    Err(StoreError::RunDamaged { path, reason }) => {
-                        damaged.get_or_insert((path, reason));
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-            ids.runs = runs;
-            ids.watermark = watermark;
-        }
-        ids.floor = ids.watermark;
-        for id in runfile::ids_on_disk_of(db.dir(), Kind::PageIds)? {
-            if !ids.files.contains_key(&id) {
-                ids.garbage_files.push(id);
-            }
-            ids.next_run = ids.next_run.max(id.saturating_add(1));
-        }
-        if let Some((path, reason)) = damaged {
+        let (watermark, listed) = match db.get(INDEX)? {
+            Some(value) => decode_index(&value)
+                .ok_or_else(|| db.corrupt("page id index", INDEX, "bad layout"))?,
+            None => (0, Vec::new()),
+        };
+        let (runs, damage) = SortedRuns::open(db.dir(), Kind::PageIds, listed)?;
+        let mut ids = PageIds {
+            watermark,
+            floor: watermark,
+            recent: FingerprintMap::default(),
+            sealing: Default::default(),
+            runs,
+            checkpointing: false,
+        };
+        if let Some(damage) = damage {
+            let damage = what_is_damaged(damage)?;
             let pages = ids.rebuild(db, blocks_end)?;
             tracing::warn!(
-                "{}: {reason}; rebuilt the page-id index from the page records ({pages} pages)",
-                path.display()
+                "{damage}; rebuilt the page-id index from the page records ({pages} pages)"
             );
         }
-        ids.order_search();
         ids.read_blocks(db)?;
         Ok(ids)
     }
@@ -218,85 +211,55 @@ impl PageIds {
         db: &Db,
         blocks_end: u64,
     ) -> Result<Option<(String, u64)>, StoreError> {
-        let mut damage = None;
-        for file in self.files.values() {
-            match file.verify() {
-                Ok(()) => {}
-                Err(StoreError::RunDamaged { path, reason }) => {
-                    damage = Some(format!("{}: {reason}", path.display()));
-                    break;
-                }
-                Err(error) => return Err(error),
+        match self.runs.verify() {
+            Ok(()) => Ok(None),
+            Err(error) => {
+                let damage = what_is_damaged(error)?;
+                Ok(Some((damage, self.rebuild(db, blocks_end)?)))
             }
-        }
-        match damage {
-            None => Ok(None),
-            Some(damage) => Ok(Some((damage, self.rebuild(db, blocks_end)?))),
         }
     }
 
     /// Writes the index again from the page blocks: their (fingerprint, id)
-    /// pairs in chunks of [`IDS_MAX_RECENT`], each sorted and written as a run
-    /// file (synced), then one record lists them all with the watermark at
-    /// `blocks_end` (crash point `repair.ids_index`). The runs listed before
-    /// are garbage from then on; a crash before the switch leaves them listed
-    /// (and the new files garbage), so the next open rebuilds again. Memory
-    /// holds one chunk. Returns the number of pages indexed.
+    /// pairs in chunks of [`IDS_MAX_RECENT`], each sorted and sealed as a run
+    /// (merged size-tiered as a checkpoint merges), then one record lists them
+    /// all with the watermark at `blocks_end` (crash point
+    /// `repair.ids_index`). The runs listed before are garbage from then on;
+    /// a crash before the switch leaves them listed (and the new files
+    /// garbage), so the next open rebuilds again. Memory holds one chunk.
+    /// Returns the number of pages indexed.
     pub(super) fn rebuild(&mut self, db: &Db, blocks_end: u64) -> Result<u64, StoreError> {
-        let mut runs = Vec::new();
-        let mut files = HashMap::new();
+        let mut rebuilt = self.runs.successor();
         let mut chunk: Vec<(Fingerprint, u64)> = Vec::new();
         let mut pages = 0;
+        let mut seal = |chunk: &mut Vec<(Fingerprint, u64)>| {
+            chunk.sort_unstable();
+            let records = chunk.iter().map(|(fp, id)| record(fp, *id));
+            let sealed = rebuilt.start().run(records, chunk.len() as u64)?;
+            rebuilt.switched(sealed);
+            chunk.clear();
+            Ok::<_, StoreError>(())
+        };
         for block in blocks_from(db, vec![keys::PAGE_BY_ID]) {
             let block = block?;
             pages += block.len() as u64;
             chunk.extend(block);
             if chunk.len() >= IDS_MAX_RECENT {
-                self.write_chunk(db, &mut chunk, &mut runs, &mut files)?;
+                seal(&mut chunk)?;
             }
         }
         if !chunk.is_empty() {
-            self.write_chunk(db, &mut chunk, &mut runs, &mut files)?;
+            seal(&mut chunk)?;
         }
         let mut batch = Batch::default();
-        batch.put(keys::PAGE_ID_INDEX, encode_index(blocks_end, &runs));
+        batch.put(INDEX, encode_index(blocks_end, rebuilt.listed()));
         crash::point("repair.ids_index");
         db.commit_now(batch, Durability::Synced(|| ()))?;
-        let old = std::mem::replace(&mut self.runs, runs);
-        self.garbage_files.extend(old.iter().map(|&(run, _)| run));
-        self.files = files;
-        self.order_search();
+        self.runs.adopt(rebuilt);
         self.watermark = blocks_end;
         self.floor = blocks_end;
         self.recent.clear();
         Ok(pages)
-    }
-
-    /// Sorts `chunk` and writes it as a new run file (synced) for
-    /// [`PageIds::rebuild`], adding it to `runs` and `files`; empties `chunk`.
-    fn write_chunk(
-        &mut self,
-        db: &Db,
-        chunk: &mut Vec<(Fingerprint, u64)>,
-        runs: &mut Vec<(u64, u64)>,
-        files: &mut HashMap<u64, Arc<RunFile>>,
-    ) -> Result<(), StoreError> {
-        chunk.sort_unstable();
-        let id = self.next_run;
-        self.next_run += 1;
-        let mut writer = RunFileWriter::create_kind(db.dir(), Kind::PageIds, id)?;
-        for (fp, page) in chunk.iter() {
-            if let Err(error) = writer.push_record(&record(fp, *page)) {
-                writer.abandon();
-                return Err(error);
-            }
-        }
-        let count = writer.finish()?;
-        let file = RunFile::open_kind(db.dir(), Kind::PageIds, id, count)?;
-        files.insert(id, Arc::new(file));
-        runs.push((id, count));
-        chunk.clear();
-        Ok(())
     }
 
     /// Reads the ids of the blocks from the watermark on into `recent`.
@@ -325,18 +288,7 @@ impl PageIds {
         if let Ok(at) = self.sealing.binary_search_by(|(other, _)| other.cmp(fp)) {
             return Some(self.sealing[at].1);
         }
-        self.search.iter().find_map(|file| file.page_id(fp))
-    }
-
-    /// Puts the run files in [`PageIds::search`]'s order (after the runs
-    /// changed).
-    fn order_search(&mut self) {
-        let mut order = self.runs.clone();
-        order.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-        self.search = order
-            .iter()
-            .filter_map(|(run, _)| self.files.get(run).cloned())
-            .collect();
+        self.runs.page_id(fp)
     }
 
     /// The pages of a group that became durable, with their ids: those not
@@ -357,7 +309,7 @@ impl PageIds {
     /// True when a checkpoint has something to do here: ids to seal, or run
     /// files to remove.
     pub(super) fn waiting(&self) -> bool {
-        !self.recent.is_empty() || !self.garbage_files.is_empty()
+        !self.recent.is_empty() || self.runs.has_garbage()
     }
 
     /// Detaches this index's share of a checkpoint: the recent ids, sorted,
@@ -377,38 +329,22 @@ impl PageIds {
             .max()
             .unwrap_or(self.watermark)
             .max(self.watermark);
-        self.sealing = Arc::new(seal);
+        self.sealing = std::sync::Arc::new(seal);
         self.floor = watermark;
         self.checkpointing = true;
-        let run_id = self.next_run;
-        self.next_run += 1;
         Some(IdsJob {
-            seal: Arc::clone(&self.sealing),
+            seal: std::sync::Arc::clone(&self.sealing),
             watermark,
-            runs: self.runs.clone(),
-            files: self.files.clone(),
-            run_id,
-            garbage_files: self.garbage_files.clone(),
+            job: self.runs.start(),
         })
     }
 
     /// The checkpoint listed the sealed ids: the new index is read from now
     /// on, and the runs it merged wait for the next checkpoint to remove them.
     pub(super) fn checkpointed(&mut self, done: IdsDone) {
-        self.runs = done.runs;
+        self.runs.switched(done.sealed);
         self.watermark = done.watermark;
-        self.garbage_files
-            .retain(|run| !done.collected_files.contains(run));
-        if let Some((id, file)) = done.new_file {
-            self.files.insert(id, file);
-        }
-        for run in done.merged {
-            if self.files.remove(&run).is_some() {
-                self.garbage_files.push(run);
-            }
-        }
-        self.order_search();
-        self.sealing = Arc::default();
+        self.sealing = Default::default();
         self.checkpointing = false;
     }
 

@@ -290,7 +290,6 @@ impl<C> Decode<C> for PageRecord {
 /// (about 300,000 pages at the default 64 MiB) every new page paid a page-in of
 /// a leaf of records; in blocks by id they are appended at the end, and the
 /// fingerprint → id index is kept in sorted run files.
-#[derive(Default)]
 pub(super) struct Pages {
     open: FingerprintMap<(u64, PageRecord)>,
     sealed: FingerprintMap<(u64, PageRecord)>,
@@ -324,10 +323,13 @@ impl Pages {
     pub(super) fn load(db: &Db) -> Result<Pages, StoreError> {
         let next_id = blocks_end(db)?;
         Ok(Pages {
+            open: FingerprintMap::default(),
+            sealed: FingerprintMap::default(),
+            changes: BTreeMap::new(),
             group_first: next_id,
             next_id,
             ids: PageIds::load(db, next_id)?,
-            ..Pages::default()
+            due: DueIndex::default(),
         })
     }
 

@@ -606,7 +606,7 @@ fn a_new_policy_moves_every_page_once_over_many_chunks() {
 
 /// The page-id runs listed in the index record, and those on disk.
 fn page_id_runs(state: &State) -> (Vec<u64>, Vec<u64>) {
-    let index = state.db.get(keys::PAGE_ID_INDEX).unwrap();
+    let index = state.db.get(super::super::pageids::INDEX).unwrap();
     let listed = index
         .map(|v| super::super::pageids::decode_index(&v).unwrap().1)
         .unwrap_or_default()
@@ -614,7 +614,7 @@ fn page_id_runs(state: &State) -> (Vec<u64>, Vec<u64>) {
         .map(|(run, _)| run)
         .collect();
     let mut on_disk =
-        super::super::runfile::ids_on_disk_of(state.dir(), super::super::runfile::Kind::PageIds)
+        super::super::runfile::ids_on_disk(state.dir(), super::super::runfile::Kind::PageIds)
             .unwrap();
     on_disk.sort_unstable();
     (listed, on_disk)

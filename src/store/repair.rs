@@ -42,7 +42,7 @@ use sha1::{Digest, Sha1};
 use super::error::StoreError;
 use super::exact::decode_index;
 use super::options::DedupMode;
-use super::runfile::RunFile;
+use super::runfile::{Kind, RunFile};
 use super::sizing::Shape;
 use super::{State, crash, keys};
 use crate::bloom::{BloomError, BloomFile, BloomParams};
@@ -772,15 +772,15 @@ pub(super) fn visit_exact(
             visited += 1;
         }
     };
-    let index = db.get(keys::EXACT_INDEX).map_err(db_err)?;
+    let index = db.get(super::exact::INDEX).map_err(db_err)?;
     let listed = match index.as_deref().map(decode_index) {
         None => Vec::new(),
         Some(Some(listed)) => listed,
-        Some(None) => return Err(corrupt("exact run index", keys::EXACT_INDEX)),
+        Some(None) => return Err(corrupt("exact run index", super::exact::INDEX)),
     };
     for (run, count) in listed {
         // Read whole, so its checksum is checked too.
-        let file = RunFile::open(dir, run, count)?;
+        let file = RunFile::open(dir, Kind::Seen, run, count)?;
         file.verify()?;
         take(file.body());
     }
@@ -798,7 +798,7 @@ fn exact_len(dir: &Path, db: &super::db::Sled) -> Result<u64, StoreError> {
         path: dir.to_owned(),
         source,
     };
-    let index = db.get(keys::EXACT_INDEX).map_err(db_err)?;
+    let index = db.get(super::exact::INDEX).map_err(db_err)?;
     let runs: u64 = match index.as_deref().map(decode_index) {
         Some(Some(listed)) => listed.iter().map(|&(_, count)| count).sum(),
         _ => 0,

@@ -86,40 +86,22 @@ impl Kind {
     }
 }
 
-/// The path of exact-set run `id` in the state directory `dir`.
-#[cfg(test)]
-pub(super) fn path(dir: &Path, id: u64) -> PathBuf {
-    path_of(dir, Kind::Seen, id)
-}
-
 /// The path of run `id` of `kind` in the state directory `dir`.
-pub(super) fn path_of(dir: &Path, kind: Kind, id: u64) -> PathBuf {
+pub(super) fn path(dir: &Path, kind: Kind, id: u64) -> PathBuf {
     dir.join(RUNS_DIR)
         .join(format!("{id:016x}.{}", kind.extension()))
 }
 
-/// The exact-set run id a file name in `runs/` names, if it is one's name.
-#[cfg(test)]
-pub(super) fn id_of(name: &str) -> Option<u64> {
-    id_of_kind(name, Kind::Seen)
-}
-
-fn id_of_kind(name: &str, kind: Kind) -> Option<u64> {
+fn id_of(name: &str, kind: Kind) -> Option<u64> {
     let hex = name.strip_suffix(kind.extension())?.strip_suffix('.')?;
     (hex.len() == 16)
         .then(|| u64::from_str_radix(hex, 16).ok())
         .flatten()
 }
 
-/// The ids of the exact set's run files in `dir/runs` (none when it does not
-/// exist).
-pub(super) fn ids_on_disk(dir: &Path) -> Result<Vec<u64>, StoreError> {
-    ids_on_disk_of(dir, Kind::Seen)
-}
-
 /// The ids of the run files of `kind` in `dir/runs` (none when it does not
 /// exist).
-pub(super) fn ids_on_disk_of(dir: &Path, kind: Kind) -> Result<Vec<u64>, StoreError> {
+pub(super) fn ids_on_disk(dir: &Path, kind: Kind) -> Result<Vec<u64>, StoreError> {
     let runs = dir.join(RUNS_DIR);
     let entries = match fs::read_dir(&runs) {
         Ok(entries) => entries,
@@ -135,7 +117,7 @@ pub(super) fn ids_on_disk_of(dir: &Path, kind: Kind) -> Result<Vec<u64>, StoreEr
         if let Some(id) = entry
             .file_name()
             .to_str()
-            .and_then(|name| id_of_kind(name, kind))
+            .and_then(|name| id_of(name, kind))
         {
             ids.push(id);
         }
@@ -160,22 +142,10 @@ pub(super) struct RunFile {
 }
 
 impl RunFile {
-    /// Opens exact-set run `id` of `dir`, which the index lists with `count`
-    /// fingerprints: a missing file, a bad header or a length that does not
-    /// match is [`StoreError::RunDamaged`].
-    pub(super) fn open(dir: &Path, id: u64, count: u64) -> Result<RunFile, StoreError> {
-        RunFile::open_kind(dir, Kind::Seen, id, count)
-    }
-
     /// Opens run `id` of `kind` in `dir`, which its index lists with `count`
-    /// records (checked as [`RunFile::open`] does).
-    pub(super) fn open_kind(
-        dir: &Path,
-        kind: Kind,
-        id: u64,
-        count: u64,
-    ) -> Result<RunFile, StoreError> {
-        let path = path_of(dir, kind, id);
+    /// records (a missing file, a bad header or a length that does not match is [`StoreError::RunDamaged`]).
+    pub(super) fn open(dir: &Path, kind: Kind, id: u64, count: u64) -> Result<RunFile, StoreError> {
+        let path = path(dir, kind, id);
         let file = match File::open(&path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -359,19 +329,9 @@ pub(super) struct RunFileWriter {
 }
 
 impl RunFileWriter {
-    /// Creates exact-set run `id`'s file in `dir` (and `dir/runs`, synced into
-    /// `dir`, the first time). Fails if the file exists: ids are never reused.
-    #[cfg(test)]
-    pub(super) fn create(dir: &Path, id: u64) -> Result<RunFileWriter, StoreError> {
-        RunFileWriter::create_kind(dir, Kind::Seen, id)
-    }
-
-    /// Creates the file of run `id` of `kind` in `dir`, as [`RunFileWriter::create`].
-    pub(super) fn create_kind(
-        dir: &Path,
-        kind: Kind,
-        id: u64,
-    ) -> Result<RunFileWriter, StoreError> {
+    /// Creates the file of run `id` of `kind` in `dir`, (and `dir/runs`, synced into `dir`, the first time). Fails if the file
+    /// exists: ids are never reused.
+    pub(super) fn create(dir: &Path, kind: Kind, id: u64) -> Result<RunFileWriter, StoreError> {
         let runs = dir.join(RUNS_DIR);
         let io_err = |path: &Path| {
             let path = path.to_owned();
@@ -381,7 +341,7 @@ impl RunFileWriter {
             fs::create_dir_all(&runs).map_err(io_err(&runs))?;
             crate::fsync::sync_dir(dir).map_err(io_err(dir))?;
         }
-        let path = path_of(dir, kind, id);
+        let path = path(dir, kind, id);
         let file = File::options()
             .write(true)
             .create_new(true)
@@ -397,12 +357,6 @@ impl RunFileWriter {
             count: 0,
             kind,
         })
-    }
-
-    /// Appends `fp` to an exact-set run (greater than the one before).
-    #[cfg(test)]
-    pub(super) fn push(&mut self, fp: &Fingerprint) -> Result<(), StoreError> {
-        self.push_record(fp)
     }
 
     /// Appends a record of the run's kind (its fingerprint greater than the one
@@ -464,14 +418,9 @@ impl RunFileWriter {
     }
 }
 
-/// Removes exact-set run `id`'s file, if present, and syncs `runs/`.
-pub(super) fn remove(dir: &Path, id: u64) -> Result<(), StoreError> {
-    remove_of(dir, Kind::Seen, id)
-}
-
 /// Removes the file of run `id` of `kind`, if present, and syncs `runs/`.
-pub(super) fn remove_of(dir: &Path, kind: Kind, id: u64) -> Result<(), StoreError> {
-    let path = path_of(dir, kind, id);
+pub(super) fn remove(dir: &Path, kind: Kind, id: u64) -> Result<(), StoreError> {
+    let path = path(dir, kind, id);
     crash::point("checkpoint.gc");
     match fs::remove_file(&path) {
         Ok(()) => {}
@@ -487,9 +436,9 @@ mod tests {
     use super::*;
 
     fn write(dir: &Path, id: u64, fps: &[Fingerprint]) -> u64 {
-        let mut writer = RunFileWriter::create(dir, id).expect("create");
+        let mut writer = RunFileWriter::create(dir, Kind::Seen, id).expect("create");
         for fp in fps {
-            writer.push(fp).expect("push");
+            writer.push_record(fp).expect("push");
         }
         writer.finish().expect("finish")
     }
@@ -505,8 +454,8 @@ mod tests {
             })
             .collect();
         assert_eq!(write(dir.path(), 7, &fps), 70_000);
-        assert_eq!(ids_on_disk(dir.path()).expect("list"), vec![7]);
-        let run = RunFile::open(dir.path(), 7, 70_000).expect("open");
+        assert_eq!(ids_on_disk(dir.path(), Kind::Seen).expect("list"), vec![7]);
+        let run = RunFile::open(dir.path(), Kind::Seen, 7, 70_000).expect("open");
         run.verify().expect("verify");
         assert_eq!(run.body().len(), 70_000 * FP);
         assert!(fps.iter().all(|fp| run.contains(fp)));
@@ -514,7 +463,7 @@ mod tests {
         odd[..4].copy_from_slice(&3u32.to_be_bytes());
         assert!(!run.contains(&odd));
         assert!(
-            RunFileWriter::create(dir.path(), 7).is_err(),
+            RunFileWriter::create(dir.path(), Kind::Seen, 7).is_err(),
             "ids are never reused"
         );
     }
@@ -524,33 +473,36 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let fps: Vec<Fingerprint> = (1..=10u8).map(|n| [n; FP]).collect();
         write(dir.path(), 1, &fps);
-        let file = path(dir.path(), 1);
+        let file = path(dir.path(), Kind::Seen, 1);
         let is_damage = |result: Result<RunFile, StoreError>| {
             matches!(result, Err(StoreError::RunDamaged { .. }))
         };
-        assert!(is_damage(RunFile::open(dir.path(), 1, 11)), "count differs");
+        assert!(
+            is_damage(RunFile::open(dir.path(), Kind::Seen, 1, 11)),
+            "count differs"
+        );
         // A flipped byte in the body: opens (cheap checks), fails verify.
         let mut bytes = fs::read(&file).expect("read");
         bytes[HEADER + 5] ^= 1;
         fs::write(&file, &bytes).expect("write");
-        let run = RunFile::open(dir.path(), 1, 10).expect("open");
+        let run = RunFile::open(dir.path(), Kind::Seen, 1, 10).expect("open");
         assert!(matches!(run.verify(), Err(StoreError::RunDamaged { .. })));
         // Cut short, a zeroed header, missing.
         bytes.truncate(bytes.len() - 1);
         fs::write(&file, &bytes).expect("write");
-        assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
+        assert!(is_damage(RunFile::open(dir.path(), Kind::Seen, 1, 10)));
         let mut zeroed = vec![0u8; HEADER + 10 * FP];
         zeroed[HEADER..].copy_from_slice(&fps.concat());
         fs::write(&file, &zeroed).expect("write");
-        assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
+        assert!(is_damage(RunFile::open(dir.path(), Kind::Seen, 1, 10)));
         fs::remove_file(&file).expect("remove");
-        assert!(is_damage(RunFile::open(dir.path(), 1, 10)));
+        assert!(is_damage(RunFile::open(dir.path(), Kind::Seen, 1, 10)));
     }
 
     #[test]
     fn a_page_id_run_gives_each_fingerprint_its_id() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut writer = RunFileWriter::create_kind(dir.path(), Kind::PageIds, 3).expect("create");
+        let mut writer = RunFileWriter::create(dir.path(), Kind::PageIds, 3).expect("create");
         for n in 0..1000u32 {
             let mut record = [0u8; FP + 8];
             record[..4].copy_from_slice(&(n * 2).to_be_bytes());
@@ -559,14 +511,16 @@ mod tests {
         }
         assert_eq!(writer.finish().expect("finish"), 1000);
         assert_eq!(
-            ids_on_disk_of(dir.path(), Kind::PageIds).expect("list"),
+            ids_on_disk(dir.path(), Kind::PageIds).expect("list"),
             vec![3]
         );
         assert!(
-            ids_on_disk(dir.path()).expect("list").is_empty(),
+            ids_on_disk(dir.path(), Kind::Seen)
+                .expect("list")
+                .is_empty(),
             "not an exact run"
         );
-        let run = RunFile::open_kind(dir.path(), Kind::PageIds, 3, 1000).expect("open");
+        let run = RunFile::open(dir.path(), Kind::PageIds, 3, 1000).expect("open");
         run.verify().expect("verify");
         let fp = |n: u32| {
             let mut fp = [0u8; FP];
@@ -577,7 +531,7 @@ mod tests {
         assert_eq!(run.page_id(&fp(3)), None);
         assert_eq!(run.page_id(&fp(5000)), None);
         // The other kind's reader refuses it (magic and length differ).
-        assert!(RunFile::open_kind(dir.path(), Kind::Seen, 3, 1000).is_err());
+        assert!(RunFile::open(dir.path(), Kind::Seen, 3, 1000).is_err());
     }
 
     #[test]
@@ -634,11 +588,11 @@ mod tests {
 
     #[test]
     fn names_are_sixteen_hex_digits() {
-        assert_eq!(id_of("00000000000000ff.run"), Some(255));
-        assert_eq!(id_of("ff.run"), None);
-        assert_eq!(id_of("00000000000000ff.run.tmp"), None);
+        assert_eq!(id_of("00000000000000ff.run", Kind::Seen), Some(255));
+        assert_eq!(id_of("ff.run", Kind::Seen), None);
+        assert_eq!(id_of("00000000000000ff.run.tmp", Kind::Seen), None);
         assert_eq!(
-            path(Path::new("d"), 255),
+            path(Path::new("d"), Kind::Seen, 255),
             Path::new("d/runs/00000000000000ff.run")
         );
     }

@@ -128,8 +128,7 @@ impl State {
         {
             return Ok(());
         }
-        let count =
-            seen.exact.runs.iter().map(|&(_, n)| n).sum::<u64>() + seen.exact.recent.len() as u64;
+        let count = seen.exact.runs.total() + seen.exact.recent.len() as u64;
         let params = Shape::of(&self.meta).params_for(count);
         if params.bits <= have.bits {
             return Ok(());

@@ -386,11 +386,13 @@ fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
             assert!(queued < 3000, "bloom mode drops false positives");
             assert_eq!(queued + state.counter("dupefilter/filtered"), 3000);
             assert!(
-                state.db.tree().get(keys::EXACT_INDEX).unwrap().is_none(),
+                state.db.tree().get(super::exact::INDEX).unwrap().is_none(),
                 "bloom mode keeps no exact set"
             );
             assert!(
-                super::runfile::ids_on_disk(dir.path()).unwrap().is_empty(),
+                super::runfile::ids_on_disk(dir.path(), super::runfile::Kind::Seen)
+                    .unwrap()
+                    .is_empty(),
                 "nor run files"
             );
         }
@@ -500,7 +502,7 @@ fn exact_set_survives_seals_merges_and_reopen() {
     };
     check(&state);
     assert!(
-        state.seen.exact.runs.len() <= 3,
+        state.seen.exact.runs.listed().len() <= 3,
         "{:?}",
         state.seen.exact.runs
     );
