@@ -2,7 +2,7 @@
 //! and act on what became durable.
 //!
 //! A due group is sealed on the loop ([`State::seal`]: its batch is built and
-//! set aside) and applied and flushed on a blocking thread, so the loop keeps
+//! set aside) and applied and flushed on the committer's flush thread, so the loop keeps
 //! fetching and completing pages into the next group while sled works and the
 //! disk syncs. Only a durable group ends its leases, makes its new requests
 //! leasable, reaches the Bloom bits and is streamed to `--output`. One group is
@@ -18,30 +18,24 @@
 //!
 //! Checkpoints run off the loop too: when one is due after a flush, the state
 //! detaches it ([`State::start_checkpoint`](crate::store::State::start_checkpoint))
-//! and it runs on a blocking thread beside the flushes; its result is handed
-//! back when it ends. With `--warc` the flush first syncs the WARC file up to
-//! the mark in its group (see `archive`). Depends on the store, the sink and
-//! the WARC writer only.
-
-use tokio::task::JoinHandle;
+//! and it runs beside the flushes; its result is handed back when it ends.
+//! Both run on the threads of the crawl's [`Committer`](crate::store::Committer),
+//! which waits for them if the crawl is dropped. With `--warc` the flush first
+//! syncs the WARC file up to the mark in its group (see `archive`). Depends on
+//! the store, the sink and the WARC writer only.
 
 use super::{Crawl, EngineError};
 use crate::request::Request;
 use crate::store::{Checkpointed, GROUP_MAX_PAGES, LINK_CHUNK, Receipt, StoreError};
 
-/// The flush in flight, if any.
-pub(super) type Flushing = Option<JoinHandle<Result<Receipt, StoreError>>>;
-/// The checkpoint in flight, if any.
-pub(super) type Checkpointing = Option<JoinHandle<Result<Checkpointed, StoreError>>>;
-
 impl Crawl<'_> {
     /// Seals the open group when it is due and no flush runs, or waits for the
     /// running flush first when the pipeline is full.
     pub(super) async fn maybe_seal(&mut self) -> Result<(), EngineError> {
-        if self.flushing.is_some() && self.state.undurable_pages() >= GROUP_MAX_PAGES {
+        if self.committer.flushing() && self.state.undurable_pages() >= GROUP_MAX_PAGES {
             self.finish_flush().await?;
         }
-        if self.flushing.is_none() && self.state.group_due() {
+        if !self.committer.flushing() && self.state.group_due() {
             self.seal()?;
         }
         self.keep_up_with_checkpoint().await
@@ -93,7 +87,7 @@ impl Crawl<'_> {
     ///
     /// [`State::checkpoint_behind`]: crate::store::State::checkpoint_behind
     async fn keep_up_with_checkpoint(&mut self) -> Result<(), EngineError> {
-        if self.checkpointing.is_some() && self.state.checkpoint_behind() {
+        if self.committer.checkpointing() && self.state.checkpoint_behind() {
             self.finish_checkpoint().await?;
             self.maybe_checkpoint()?;
         }
@@ -137,12 +131,10 @@ impl Crawl<'_> {
         // The state seals nothing while its sealed group's flush runs.
         match self.state.seal()? {
             Some(flush) => {
-                self.flushing = Some(tokio::task::spawn_blocking(move || {
-                    if let Some(sync) = warc {
-                        sync.run().map_err(warc_error)?;
-                    }
-                    flush.run()
-                }));
+                self.committer.start_flush(flush, move || match warc {
+                    Some(sync) => sync.run().map_err(warc_error),
+                    None => Ok(()),
+                });
                 Ok(true)
             }
             None => Ok(false),
@@ -170,20 +162,23 @@ impl Crawl<'_> {
 
     /// Waits for the running flush (if any) and acts on it; returns pages made durable.
     pub(super) async fn finish_flush(&mut self) -> Result<usize, EngineError> {
-        let Some(handle) = self.flushing.take() else {
-            return Ok(0);
-        };
-        self.joined(handle.await)
+        match self.committer.flushed().await {
+            Some(result) => self.flush_ended(result),
+            None => Ok(0),
+        }
     }
 
-    /// Acts on the result of the flush task: [`Crawl::flushed`], or the state
-    /// forgets the group whose flush failed and the error ends the crawl.
-    pub(super) fn joined(&mut self, joined: Joined) -> Result<usize, EngineError> {
-        match flush_result(joined) {
+    /// Acts on the result of a flush: [`Crawl::flushed`], or the state is
+    /// poisoned by the failure and the error ends the crawl.
+    pub(super) fn flush_ended(
+        &mut self,
+        result: Result<Receipt, StoreError>,
+    ) -> Result<usize, EngineError> {
+        match result {
             Ok(receipt) => self.flushed(receipt),
             Err(error) => {
                 self.state.flush_failed(&error);
-                Err(error)
+                Err(error.into())
             }
         }
     }
@@ -214,37 +209,31 @@ impl Crawl<'_> {
         Ok(pages)
     }
 
-    /// Starts a checkpoint on a blocking thread when one is due and none runs.
+    /// Starts a checkpoint when one is due and none runs.
     fn maybe_checkpoint(&mut self) -> Result<(), EngineError> {
-        if self.checkpointing.is_none()
+        if !self.committer.checkpointing()
             && self.state.checkpoint_due()
             && let Some(job) = self.state.start_checkpoint()?
         {
-            self.checkpointing = Some(tokio::task::spawn_blocking(move || job.run()));
+            self.committer.start_checkpoint(job);
         }
         Ok(())
     }
 
     /// Waits for the running checkpoint (if any) and hands its result to the state.
     pub(super) async fn finish_checkpoint(&mut self) -> Result<(), EngineError> {
-        match self.checkpointing.take() {
-            Some(handle) => self.checkpoint_joined(handle.await),
+        match self.committer.checkpointed().await {
+            Some(result) => self.checkpoint_ended(result),
             None => Ok(()),
         }
     }
 
-    /// Acts on the result of the checkpoint task; a failed (or panicked) one
-    /// gives its work back to the state and ends the crawl.
-    pub(super) fn checkpoint_joined(
+    /// Acts on the result of a checkpoint; a failed (or panicked) one gives
+    /// its work back to the state and ends the crawl.
+    pub(super) fn checkpoint_ended(
         &mut self,
-        joined: Result<Result<Checkpointed, StoreError>, tokio::task::JoinError>,
+        result: Result<Checkpointed, StoreError>,
     ) -> Result<(), EngineError> {
-        let result = match joined {
-            Ok(result) => result.map_err(EngineError::from),
-            Err(error) => Err(EngineError::CheckpointTask {
-                reason: error.to_string(),
-            }),
-        };
         match result {
             Ok(done) => {
                 self.state.checkpointed(done);
@@ -252,20 +241,9 @@ impl Crawl<'_> {
             }
             Err(error) => {
                 self.state.checkpoint_failed();
-                Err(error)
+                Err(error.into())
             }
         }
-    }
-}
-
-/// Resolves when the task in `slot` (a flush or a checkpoint) ends; never
-/// while the slot is empty, so a `select!` branch on it simply waits.
-pub(super) async fn ended<T>(
-    slot: &mut Option<JoinHandle<T>>,
-) -> Result<T, tokio::task::JoinError> {
-    match slot {
-        Some(handle) => handle.await,
-        None => std::future::pending().await,
     }
 }
 
@@ -278,18 +256,5 @@ fn warc_error(error: crate::warc::WarcError) -> StoreError {
             path: std::path::PathBuf::new(),
             source: std::io::Error::other(other.to_string()),
         },
-    }
-}
-
-/// What the flush task's handle yields.
-pub(super) type Joined = Result<Result<Receipt, StoreError>, tokio::task::JoinError>;
-
-/// The flush's own result, with a panicked or cancelled flush task as an error.
-fn flush_result(joined: Joined) -> Result<Receipt, EngineError> {
-    match joined {
-        Ok(result) => Ok(result?),
-        Err(error) => Err(EngineError::FlushTask {
-            reason: error.to_string(),
-        }),
     }
 }

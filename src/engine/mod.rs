@@ -59,7 +59,7 @@ use crate::legs::Leg;
 use crate::revisit::{RuleError, Schedule};
 use crate::robots::{RobotsCache, RobotsSettings};
 use crate::store::records::{RunOutcome, unix_now};
-use crate::store::{Completion, Lease, OpenOptions, State, StoreError};
+use crate::store::{Committer, Completion, Ended, Lease, OpenOptions, State, StoreError};
 use page::{PageResult, RetryPolicy};
 use parts::{Part, Parts};
 use politeness::Politeness;
@@ -129,12 +129,6 @@ pub enum EngineError {
     /// The task that flushes the state to disk panicked or was cancelled.
     #[error("the state's flush did not finish: {reason}")]
     FlushTask {
-        /// What the runtime reported.
-        reason: String,
-    },
-    /// The task that checkpoints the state panicked or was cancelled.
-    #[error("the state's checkpoint did not finish: {reason}")]
-    CheckpointTask {
         /// What the runtime reported.
         reason: String,
     },
@@ -378,10 +372,9 @@ struct Crawl<'a> {
     host_buf: Vec<u32>,
     /// `--max-duration`: no lease starts after this.
     deadline: Option<Instant>,
-    /// The state's flush running off the loop (see [`flush`]).
-    flushing: flush::Flushing,
-    /// The state's checkpoint running off the loop (see [`flush`]).
-    checkpointing: flush::Checkpointing,
+    /// The threads the state's flushes and checkpoints run on, off the loop
+    /// (see [`flush`]).
+    committer: Committer,
     /// Unix seconds when this run started (redirects to pages fetched since are
     /// not followed again).
     run_started: u64,
@@ -460,8 +453,7 @@ impl<'a> Crawl<'a> {
             schedule,
             host_buf: Vec::new(),
             deadline: config.max_duration.map(|d| Instant::now() + d),
-            flushing: None,
-            checkpointing: None,
+            committer: Committer::new()?,
             run_started: unix_now(),
             unreachable,
         })
@@ -471,11 +463,9 @@ impl<'a> Crawl<'a> {
     /// waited for, so the state is left with nothing in flight.
     async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<RunOutcome, EngineError> {
         let result = self.run_loop(shutdown).await;
-        if self.flushing.is_some() {
-            let finished = self.finish_flush().await;
-            if result.is_ok() {
-                finished?;
-            }
+        let finished = self.finish_flush().await;
+        if result.is_ok() {
+            finished?;
         }
         let finished = self.finish_checkpoint().await;
         if result.is_ok() {
@@ -519,7 +509,7 @@ impl<'a> Crawl<'a> {
                 }
                 // The open group's new requests become leasable once it is
                 // durable: seal it now rather than when it is due.
-                if self.flushing.is_none() {
+                if !self.committer.flushing() {
                     self.seal()?;
                 }
             }
@@ -536,9 +526,10 @@ impl<'a> Crawl<'a> {
             }
             let far = Instant::now() + Duration::from_secs(3600);
             // While a flush runs, its end (not the group's age) is the next event.
-            let group = match self.flushing {
-                None => self.state.group_deadline().unwrap_or(far),
-                Some(_) => far,
+            let group = if self.committer.flushing() {
+                far
+            } else {
+                self.state.group_deadline().unwrap_or(far)
             };
             let mut wake = match fill {
                 Fill::Waiting(Some(at)) => at.min(group),
@@ -551,14 +542,12 @@ impl<'a> Crawl<'a> {
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
-                joined = flush::ended(&mut self.flushing) => {
-                    self.flushing = None;
-                    self.joined(joined)?;
-                }
-                joined = flush::ended(&mut self.checkpointing) => {
-                    self.checkpointing = None;
-                    self.checkpoint_joined(joined)?;
-                }
+                ended = self.committer.ended() => match ended {
+                    Ended::Flush(result) => {
+                        self.flush_ended(result)?;
+                    }
+                    Ended::Checkpoint(result) => self.checkpoint_ended(result)?,
+                },
                 Some(part) = self.parts.recv() => self.queue_part_of_page(part).await?,
                 Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
                 () = tokio::time::sleep_until(wake.into()) => {}

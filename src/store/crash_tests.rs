@@ -11,6 +11,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/seen.rs", include_str!("seen.rs")),
     ("store/sizing.rs", include_str!("sizing.rs")),
     ("store/commit.rs", include_str!("commit.rs")),
+    ("store/committer.rs", include_str!("committer.rs")),
     ("store/exact.rs", include_str!("exact.rs")),
     ("store/runfile.rs", include_str!("runfile.rs")),
     ("store/sorted.rs", include_str!("sorted.rs")),

@@ -139,6 +139,15 @@ pub enum StoreError {
         /// What the first failure said.
         cause: String,
     },
+    /// A thread that writes the state (see `committer`) stopped: a job on it
+    /// panicked, or it could not be started.
+    #[error("the state's {what} thread stopped: {reason}")]
+    ThreadStopped {
+        /// Which: `flush` or `checkpoint`.
+        what: &'static str,
+        /// What happened.
+        reason: String,
+    },
     /// A synchronous checkpoint was asked while a detached one runs (a caller's
     /// mistake: hand that one's result to `State::checkpointed` first).
     #[error("{path}: a checkpoint was asked while another one is still running")]

@@ -39,6 +39,8 @@
 //!   [`Receipt`] → [`State::durable`]; [`State::commit`] does all of it.
 //! - `checkpoint`: detached checkpoints — [`State::start_checkpoint`] →
 //!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
+//! - `committer`: the [`Committer`], which owns the threads flushes and
+//!   checkpoints run on, and waits for them when dropped.
 //! - `views`: what `dump` reads; `status`: the live status file;
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
@@ -74,6 +76,7 @@
 
 mod checkpoint;
 mod commit;
+mod committer;
 mod cookies;
 pub mod crash;
 mod db;
@@ -111,6 +114,7 @@ use std::path::Path;
 
 pub use checkpoint::{Checkpoint, Checkpointed};
 pub use commit::{CommitOutcome, Flush, Receipt};
+pub use committer::{Committer, Ended};
 pub use dir::holds_nothing;
 pub use error::StoreError;
 pub use format::{LAST_BUILD_READING_OLD_FORMATS, MARKER_FILE, STATE_FORMAT};
