@@ -10,18 +10,20 @@
 use super::error::StoreError;
 use super::{State, keys};
 
+/// The cookie jar (one key): [`super::keys::SMALL_VERSION`], then the jar as
+/// `cookie_store` writes it in JSON, session cookies included (see `cookies`).
+pub(super) const COOKIES: &[u8] = b"K";
+
 impl State {
     /// The stored cookie jar, if a run kept one.
     pub fn cookies(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.db.get(keys::COOKIES)? {
+        match self.db.get(COOKIES)? {
             None => Ok(None),
             Some(value) => match value.split_first() {
                 Some((&keys::SMALL_VERSION, body)) => Ok(Some(body.to_vec())),
-                _ => Err(self.db.corrupt(
-                    "cookie jar",
-                    keys::COOKIES,
-                    "not a version byte and a jar",
-                )),
+                _ => Err(self
+                    .db
+                    .corrupt("cookie jar", COOKIES, "not a version byte and a jar")),
             },
         }
     }
@@ -29,8 +31,6 @@ impl State {
     /// Puts `jar` into the open group: it is stored with the group's
     /// completions (crash point: group.apply).
     pub fn put_cookies(&mut self, jar: &[u8]) {
-        self.group
-            .batch
-            .put(keys::COOKIES.to_vec(), keys::versioned(jar));
+        self.group.batch.put(COOKIES.to_vec(), keys::versioned(jar));
     }
 }

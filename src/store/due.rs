@@ -27,6 +27,10 @@ use super::keys;
 use super::table::Db;
 use crate::fingerprint::{Fingerprint, FingerprintMap, FingerprintSet};
 
+/// Revisit index: `u` · due time (unix seconds, u64) · chunk number (u32) →
+/// a version byte, then up to `due::CHUNK_FPS` fingerprints (see `due`).
+pub(super) const DUE_CHUNK: u8 = b'u';
+
 /// Fingerprints a chunk takes at most (2,001 bytes).
 pub(super) const CHUNK_FPS: usize = 100;
 /// Version byte of a chunk.
@@ -68,7 +72,7 @@ pub(super) struct DueIndex {
 }
 
 fn chunk_key(due: u64, chunk: u32) -> Vec<u8> {
-    let mut key = keys::with_u64(keys::DUE_CHUNK, due);
+    let mut key = keys::with_u64(DUE_CHUNK, due);
     key.extend_from_slice(&chunk.to_be_bytes());
     key
 }
@@ -213,7 +217,7 @@ impl DueIndex {
             return Ok(None);
         }
         let first = db
-            .range(keys::with_u64(keys::DUE_CHUNK, from)..vec![keys::DUE_CHUNK + 1])
+            .range(keys::with_u64(DUE_CHUNK, from)..vec![DUE_CHUNK + 1])
             .next()
             .transpose()?
             .map(|(key, _)| chunk_place(db, &key).map(|(due, _)| due))
@@ -289,7 +293,7 @@ mod tests {
             commit(&db, &mut index);
         }
         let chunks: Vec<usize> = db
-            .scan([keys::DUE_CHUNK])
+            .scan([DUE_CHUNK])
             .map(|e| e.unwrap().1.len() / 20)
             .collect();
         assert_eq!(chunks, vec![100, 100, 50]);

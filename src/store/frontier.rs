@@ -30,6 +30,11 @@ use super::keys;
 use super::table::{Batch, Db};
 use crate::request::Request;
 
+/// Host index: `h` · host id (u32) → [`super::keys::SMALL_VERSION`], then the host name.
+pub(super) const HOST: u8 = b'h';
+/// Host lookup: `H` · host name → [`super::keys::SMALL_VERSION`], then the host id (u32).
+pub(super) const HOST_BY_NAME: u8 = b'H';
+
 /// A request taken from the frontier. Give it back with [`super::State::complete`] or
 /// [`super::State::release`].
 #[derive(Debug)]
@@ -224,7 +229,7 @@ impl Frontier {
             open: Pending::default(),
             sealed: None,
         };
-        for entry in db.scan([keys::HOST]) {
+        for entry in db.scan([HOST]) {
             let (key, value) = entry?;
             let id = key
                 .get(1..5)
@@ -270,11 +275,11 @@ impl Frontier {
         let id = self.next_host_id;
         self.next_host_id += 1;
         batch.put(
-            keys::with_prefix(keys::HOST, &id.to_be_bytes()),
+            keys::with_prefix(HOST, &id.to_be_bytes()),
             keys::versioned(host.as_bytes()),
         );
         batch.put(
-            keys::with_prefix(keys::HOST_BY_NAME, host.as_bytes()),
+            keys::with_prefix(HOST_BY_NAME, host.as_bytes()),
             keys::versioned(&id.to_be_bytes()),
         );
         self.host_ids.insert(host.to_owned(), id);

@@ -3,7 +3,7 @@
 //!
 //! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`] of items)
 //! keyed by the sequence number of its first item: a version byte, then each
-//! item length-prefixed, raw-deflated ([`keys::ITEM_RECORD_DEFLATED`]). Items
+//! item length-prefixed, raw-deflated ([`ITEM_RECORD_DEFLATED`]). Items
 //! below the durable mark may be streamed to `--output`;
 //! a sealed group's items are in the database as soon as its batch is applied,
 //! but are not streamed before its receipt.
@@ -33,6 +33,24 @@ use super::error::StoreError;
 use super::table::{Batch, Db, Durability};
 use super::{State, crash, keys};
 use crate::item::{self, Item};
+
+/// Output cursors: `O` · path of an `--output` file (its directory made
+/// canonical, then its name: the key names the path even when no file is
+/// there) → [`super::keys::SMALL_VERSION`], then the device and inode of the file written
+/// there, the bytes written to it (the end of the last complete line) and the
+/// next item sequence number (four u64, big-endian; see `items`).
+pub(super) const OUTPUT_CURSOR: u8 = b'O';
+/// Items: `i` · sequence of the record's first item (u64) → items of one
+/// completion group (a group writes several records past [`super::keys::MAX_VALUE_BYTES`]),
+/// numbered on from the key's: the version byte [`ITEM_RECORD_DEFLATED`],
+/// then, raw-deflated, per item its length (u32, big-endian) and the item as
+/// `item::encode` writes it.
+pub(super) const ITEM: u8 = b'i';
+/// Version byte of an item record whose body (the same length-prefixed items)
+/// is raw-deflated: what the items table writes since 2026-12-03. A group's
+/// items repeat their keys and much of their URLs, so this takes a quarter to
+/// a tenth of the space.
+pub(super) const ITEM_RECORD_DEFLATED: u8 = 3;
 
 /// The items table (see the module doc).
 #[derive(Default)]
@@ -112,14 +130,14 @@ impl OutputCursor {
 /// The key of the cursor of the output path `path` (absolute, see `keys`).
 fn cursor_key(path: &Path) -> Vec<u8> {
     use std::os::unix::ffi::OsStrExt;
-    keys::with_prefix(keys::OUTPUT_CURSOR, path.as_os_str().as_bytes())
+    keys::with_prefix(OUTPUT_CURSOR, path.as_os_str().as_bytes())
 }
 
 impl Items {
     /// Reads the last item record to learn the next sequence number.
     pub(super) fn load(db: &Db) -> Result<Items, StoreError> {
-        let end = [keys::ITEM + 1];
-        let next = match db.range([keys::ITEM]..end).next_back() {
+        let end = [ITEM + 1];
+        let next = match db.range([ITEM]..end).next_back() {
             None => 0,
             Some(entry) => {
                 let (key, value) = entry?;
@@ -177,7 +195,7 @@ impl Items {
                 .compress
                 .get_or_insert_with(|| Compress::new(Compression::fast(), false));
             batch.put(
-                keys::with_u64(keys::ITEM, first),
+                keys::with_u64(ITEM, first),
                 deflated(compress, &self.record),
             );
             self.record.clear();
@@ -215,15 +233,12 @@ impl Items {
         mut each: impl FnMut(u64, &str) -> bool,
     ) -> Result<(), StoreError> {
         // The record holding `from` starts at or before it.
-        let at_from = keys::with_u64(keys::ITEM, from);
-        let start = match db
-            .range([keys::ITEM].as_slice()..=at_from.as_slice())
-            .next_back()
-        {
+        let at_from = keys::with_u64(ITEM, from);
+        let start = match db.range([ITEM].as_slice()..=at_from.as_slice()).next_back() {
             Some(entry) => entry?.0.to_vec(),
             None => at_from,
         };
-        let end = [keys::ITEM + 1];
+        let end = [ITEM + 1];
         for entry in db.range(start.as_slice()..end.as_slice()) {
             let (key, value) = entry?;
             let first = keys::u64_after_prefix(&key)
@@ -327,12 +342,12 @@ impl State {
     }
 }
 
-/// An item record's value: [`keys::ITEM_RECORD_DEFLATED`], then `body`
+/// An item record's value: [`ITEM_RECORD_DEFLATED`], then `body`
 /// raw-deflated by `compress` (reset first).
 fn deflated(compress: &mut Compress, body: &[u8]) -> Vec<u8> {
     compress.reset();
     let mut out = Vec::with_capacity(1 + body.len() / 2 + 64);
-    out.push(keys::ITEM_RECORD_DEFLATED);
+    out.push(ITEM_RECORD_DEFLATED);
     loop {
         let read = compress.total_in() as usize;
         let input = body.get(read..).unwrap_or_default();
@@ -353,7 +368,7 @@ fn deflated(compress: &mut Compress, body: &[u8]) -> Vec<u8> {
 /// item records: `repair` counts items with it too.
 pub(super) fn decode_record(value: &[u8]) -> Result<Vec<u8>, String> {
     match value.split_first() {
-        Some((&keys::ITEM_RECORD_DEFLATED, rest)) => {
+        Some((&ITEM_RECORD_DEFLATED, rest)) => {
             inflate(rest).map_err(|e| format!("cannot inflate: {e}"))
         }
         _ => Err("unknown item record version".to_owned()),
@@ -382,7 +397,7 @@ mod tests {
         for n in [0usize, 1, 100, 70_000] {
             let body: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
             let value = deflated(&mut compress, &body);
-            assert_eq!(value[0], keys::ITEM_RECORD_DEFLATED);
+            assert_eq!(value[0], ITEM_RECORD_DEFLATED);
             assert_eq!(inflate(&value[1..]).expect("inflates"), body);
         }
     }
@@ -403,7 +418,7 @@ mod tests {
         let plain = [&[2u8][..], &body].concat();
         assert!(record_body(&db, b"i", &plain).is_err());
         assert!(record_body(&db, b"i", &[9, 1, 2]).is_err());
-        assert!(record_body(&db, b"i", &[keys::ITEM_RECORD_DEFLATED, 0xff, 0xff]).is_err());
+        assert!(record_body(&db, b"i", &[ITEM_RECORD_DEFLATED, 0xff, 0xff]).is_err());
     }
 
     #[test]

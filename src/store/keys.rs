@@ -1,9 +1,15 @@
-//! Key layout of the one sled tree that holds the crawl state.
+//! What the keys of the one sled tree that holds the crawl state share.
 //!
 //! Everything lives in a single tree so that a completion group is one
 //! `apply_batch` (sled makes a batch on one tree atomic across crashes). The first
 //! byte of a key names its namespace; integers are big-endian so that byte order
-//! is numeric order. Depends on nothing else in the crate.
+//! is numeric order. A table defines its namespaces and its encodings beside
+//! itself (`runs`: `r`, `c`, `d`, `y`; `frontier`: `h`, `H`; `items`: `i`,
+//! `O`; `robots`: `R`, `b`; `due`: `u`; `pages`: `V`; `warc`: `w`; `cookies`:
+//! `K`; `unreachable`: `U`; `exact`: `e`; `pageids`: `k`); here are the
+//! namespaces more than one table reads (the metadata record, the queue, the
+//! journal, the page blocks), the helpers every table uses, and the test that
+//! no two namespaces share a byte. Depends on nothing else in the crate.
 
 /// Namespace of the state metadata record (one key).
 pub(crate) const META: &[u8] = b"m";
@@ -12,10 +18,6 @@ pub(crate) const META: &[u8] = b"m";
 /// entry's (see `frontier` for the record layout). A single request is named by the
 /// same layout with its own sequence number (an *entry key*, never stored as a key).
 pub(crate) const QUEUE: u8 = b'q';
-/// Host index: `h` · host id (u32) → [`SMALL_VERSION`], then the host name.
-pub(crate) const HOST: u8 = b'h';
-/// Host lookup: `H` · host name → [`SMALL_VERSION`], then the host id (u32).
-pub(crate) const HOST_BY_NAME: u8 = b'H';
 /// Bloom journal: `j` · group sequence (u64) · part (u16) → [`JOURNAL_VERSION`],
 /// then fingerprints of the group, concatenated, at most [`MAX_VALUE_BYTES`] per
 /// part (read by [`journal_body`]).
@@ -30,43 +32,6 @@ pub(crate) const SMALL_VERSION: u8 = 1;
 /// over a quarter of its 512 KiB segment to a blob file of its own — a file
 /// created per rewrite. Values under 6 KiB keep a leaf under 96 KiB.
 pub(crate) const MAX_VALUE_BYTES: usize = 6 * 1024;
-/// Items: `i` · sequence of the record's first item (u64) → items of one
-/// completion group (a group writes several records past [`MAX_VALUE_BYTES`]),
-/// numbered on from the key's: the version byte [`ITEM_RECORD_DEFLATED`],
-/// then, raw-deflated, per item its length (u32, big-endian) and the item as
-/// `item::encode` writes it.
-pub(crate) const ITEM: u8 = b'i';
-/// Version byte of an item record whose body (the same length-prefixed items)
-/// is raw-deflated: what the items table writes since 2026-12-03. A group's
-/// items repeat their keys and much of their URLs, so this takes a quarter to
-/// a tenth of the space.
-pub(crate) const ITEM_RECORD_DEFLATED: u8 = 3;
-/// Run records: `r` · run id (u64) → run record.
-pub(crate) const RUN: u8 = b'r';
-/// Global counters: `c` · name → [`SMALL_VERSION`], then u64 (little-endian).
-pub(crate) const COUNTER: u8 = b'c';
-/// Seeds: `d` · URL → empty.
-pub(crate) const SEED: u8 = b'd';
-/// Output cursors: `O` · path of an `--output` file (its directory made
-/// canonical, then its name: the key names the path even when no file is
-/// there) → [`SMALL_VERSION`], then the device and inode of the file written
-/// there, the bytes written to it (the end of the last complete line) and the
-/// next item sequence number (four u64, big-endian; see `items`).
-pub(crate) const OUTPUT_CURSOR: u8 = b'O';
-
-/// WARC marks: `w` · canonical path of a WARC file → [`SMALL_VERSION`], then
-/// its valid length (u64, big-endian): the bytes covered by durable
-/// completions (see `warc`).
-pub(crate) const WARC: u8 = b'w';
-
-/// The cookie jar (one key): [`SMALL_VERSION`], then the jar as
-/// `cookie_store` writes it in JSON, session cookies included (see `cookies`).
-pub(crate) const COOKIES: &[u8] = b"K";
-
-/// Cached robots.txt: `R` · origin (`http://host:port`) → record.
-pub(crate) const ROBOTS: u8 = b'R';
-/// Requests not fetched by rule (robots.txt): `b` · URL → record.
-pub(crate) const BLOCKED: u8 = b'b';
 
 /// Page records: `P` · first page id (u64) → a block of the records of
 /// consecutive page ids: [`PAGE_BLOCK_VERSION`], then per page its fingerprint,
@@ -79,19 +44,6 @@ pub(crate) const PAGE_BLOCK_VERSION: u8 = 3;
 /// Version byte of a page record: in a block and in shared mode's Redis hash
 /// (distinct from `records::RECORD_VERSION`).
 pub(crate) const PAGE_RECORD_VERSION: u8 = 2;
-/// Revisit index: `u` · due time (unix seconds, u64) · chunk number (u32) →
-/// a version byte, then up to `due::CHUNK_FPS` fingerprints (see `due`).
-pub(crate) const DUE_CHUNK: u8 = b'u';
-/// The start of the current crawl cycle: `y` → [`SMALL_VERSION`], then unix
-/// seconds (u64, big-endian).
-pub(crate) const CYCLE: &[u8] = b"y";
-/// The revisit policy the due index was last computed under: `V` →
-/// [`SMALL_VERSION`], then the policy's description (UTF-8). A cycle started
-/// under another policy moves every page's due time to the new policy's first.
-pub(crate) const DUE_POLICY: &[u8] = b"V";
-/// Hosts that failed on the network in runs in a row: `U` · host → record
-/// (see `unreachable`).
-pub(crate) const UNREACHABLE: u8 = b'U';
 
 /// Length of a queue key.
 pub(crate) const QUEUE_KEY_LEN: usize = 1 + 4 + 4 + 8;
@@ -226,6 +178,38 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_two_namespaces_share_a_byte() {
+        use crate::store::{
+            cookies, due, exact, frontier, items, pageids, pages, robots, runs, unreachable, warc,
+        };
+        let namespaces = [
+            META[0],
+            QUEUE,
+            JOURNAL,
+            PAGE_BY_ID,
+            frontier::HOST,
+            frontier::HOST_BY_NAME,
+            exact::INDEX[0],
+            pageids::INDEX[0],
+            items::ITEM,
+            items::OUTPUT_CURSOR,
+            runs::RUN,
+            runs::COUNTER,
+            runs::SEED,
+            runs::CYCLE[0],
+            warc::WARC,
+            cookies::COOKIES[0],
+            robots::ROBOTS,
+            robots::BLOCKED,
+            due::DUE_CHUNK,
+            pages::DUE_POLICY[0],
+            unreachable::UNREACHABLE,
+        ];
+        let distinct: std::collections::BTreeSet<u8> = namespaces.iter().copied().collect();
+        assert_eq!(distinct.len(), namespaces.len(), "{namespaces:?}");
+    }
 
     #[test]
     fn queue_keys_sort_by_priority_then_fifo() {

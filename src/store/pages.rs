@@ -28,6 +28,11 @@ use super::table::{Batch, Db};
 use crate::fingerprint::{self, Fingerprint, FingerprintMap};
 use crate::request::Request;
 
+/// The revisit policy the due index was last computed under: `V` →
+/// [`super::keys::SMALL_VERSION`], then the policy's description (UTF-8). A cycle started
+/// under another policy moves every page's due time to the new policy's first.
+pub(super) const DUE_POLICY: &[u8] = b"V";
+
 /// Everything the last fetch of one page told us, and when it is due again.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PageRecord {
@@ -575,20 +580,20 @@ impl Pages {
 
     /// The revisit policy the due index was last computed under, if recorded.
     pub(super) fn policy(&self, db: &Db) -> Result<Option<String>, StoreError> {
-        match db.get(keys::DUE_POLICY)? {
+        match db.get(DUE_POLICY)? {
             None => Ok(None),
             Some(value) => match value.split_first() {
                 Some((&keys::SMALL_VERSION, text)) => {
                     Ok(Some(String::from_utf8_lossy(text).into_owned()))
                 }
-                _ => Err(db.corrupt("due policy", keys::DUE_POLICY, "unknown version")),
+                _ => Err(db.corrupt("due policy", DUE_POLICY, "unknown version")),
             },
         }
     }
 
     /// Records, in the group, that the due index follows `policy`.
     pub(super) fn set_policy(&mut self, batch: &mut Batch, policy: &str) {
-        batch.put(keys::DUE_POLICY, keys::versioned(policy.as_bytes()));
+        batch.put(DUE_POLICY, keys::versioned(policy.as_bytes()));
     }
 
     /// The pages in the due index at `due`, as stored (a page taken out of

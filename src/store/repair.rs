@@ -569,10 +569,10 @@ fn scan_trial(
     };
     let mut found = Durable::default();
     let mut dedup = None;
-    let pages_key = keys::with_prefix(keys::COUNTER, b"pages/completed");
+    let pages_key = keys::with_prefix(super::runs::COUNTER, b"pages/completed");
     for entry in db.iter() {
         let (key, value) = entry.map_err(|e| damaged(describe(&e)))?;
-        if key.first() == Some(&keys::ITEM) {
+        if key.first() == Some(&super::items::ITEM) {
             let first = keys::u64_after_prefix(&key)
                 .ok_or_else(|| damaged(format!("item key {key:?} is too short")))?;
             let body = super::items::decode_record(&value)

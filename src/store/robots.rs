@@ -13,6 +13,11 @@ use super::error::StoreError;
 use super::table::{Batch, Db};
 use super::{keys, records};
 
+/// Cached robots.txt: `R` · origin (`http://host:port`) → record.
+pub(super) const ROBOTS: u8 = b'R';
+/// Requests not fetched by rule (robots.txt): `b` · URL → record.
+pub(super) const BLOCKED: u8 = b'b';
+
 /// Why a request was not fetched (`dump blocked`).
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Blocked {
@@ -28,20 +33,20 @@ pub struct Blocked {
 
 /// Every stored robots.txt record.
 pub(super) fn records<T: DeserializeOwned>(db: &Db) -> Result<Vec<T>, StoreError> {
-    db.records("robots", [keys::ROBOTS])
+    db.records("robots", [ROBOTS])
 }
 
 /// Stores (replaces) the robots.txt record of `origin`, in the group.
 pub(super) fn put<T: Serialize>(batch: &mut Batch, origin: &str, record: &T) {
     batch.put(
-        keys::with_prefix(keys::ROBOTS, origin.as_bytes()),
+        keys::with_prefix(ROBOTS, origin.as_bytes()),
         records::encode(record),
     );
 }
 
 /// Records that `url` was not fetched for `reason`, in the group.
 pub(super) fn block(db: &Db, batch: &mut Batch, url: &str, reason: &str) -> Result<(), StoreError> {
-    let key = keys::with_prefix(keys::BLOCKED, url.as_bytes());
+    let key = keys::with_prefix(BLOCKED, url.as_bytes());
     let count = db
         .record::<Blocked>("blocked", &key)?
         .map_or(0, |blocked| blocked.count);
@@ -57,5 +62,5 @@ pub(super) fn block(db: &Db, batch: &mut Batch, url: &str, reason: &str) -> Resu
 
 /// Every blocked request, in URL order.
 pub(super) fn blocked(db: &Db) -> Result<Vec<Blocked>, StoreError> {
-    db.records("blocked", [keys::BLOCKED])
+    db.records("blocked", [BLOCKED])
 }

@@ -16,6 +16,16 @@ use super::records::{Counters, RunOutcome, RunRecord, unix_now};
 use super::table::{Batch, Db, Durability};
 use super::{crash, keys, records};
 
+/// The start of the current crawl cycle: `y` → [`super::keys::SMALL_VERSION`], then unix
+/// seconds (u64, big-endian).
+pub(super) const CYCLE: &[u8] = b"y";
+/// Seeds: `d` · URL → empty.
+pub(super) const SEED: u8 = b'd';
+/// Global counters: `c` · name → [`super::keys::SMALL_VERSION`], then u64 (little-endian).
+pub(super) const COUNTER: u8 = b'c';
+/// Run records: `r` · run id (u64) → run record.
+pub(super) const RUN: u8 = b'r';
+
 /// The runs table (see the module doc).
 #[derive(Default)]
 pub(super) struct Runs {
@@ -28,7 +38,7 @@ impl Runs {
     /// Loads the global counters.
     pub(super) fn load(db: &Db) -> Result<Runs, StoreError> {
         let mut values = BTreeMap::new();
-        for entry in db.scan([keys::COUNTER]) {
+        for entry in db.scan([COUNTER]) {
             let (key, value) = entry?;
             let name = String::from_utf8_lossy(&key[1..]).into_owned();
             let value = keys::read_versioned_u64(&value).ok_or_else(|| StoreError::Corrupt {
@@ -86,24 +96,24 @@ impl Runs {
     pub(super) fn seal(&mut self, batch: &mut Batch) {
         for (name, value) in self.counters.take_dirty() {
             batch.put(
-                keys::with_prefix(keys::COUNTER, name.as_bytes()),
+                keys::with_prefix(COUNTER, name.as_bytes()),
                 &keys::versioned_u64(value),
             );
         }
         if let Some(run) = self.run.as_mut() {
             run.updated_at = records::unix_now();
             run.counters = self.run_counters.values().clone();
-            batch.put(keys::with_u64(keys::RUN, run.id), records::encode(run));
+            batch.put(keys::with_u64(RUN, run.id), records::encode(run));
         }
     }
 
     /// The run before the current one (or the last run, when none is current).
     pub(super) fn previous(&self, db: &Db) -> Result<Option<RunRecord>, StoreError> {
         let end = match &self.run {
-            Some(run) => keys::with_u64(keys::RUN, run.id),
-            None => vec![keys::RUN + 1],
+            Some(run) => keys::with_u64(RUN, run.id),
+            None => vec![RUN + 1],
         };
-        match db.range(vec![keys::RUN]..end).next_back() {
+        match db.range(vec![RUN]..end).next_back() {
             None => Ok(None),
             Some(entry) => {
                 let (key, value) = entry?;
@@ -114,7 +124,7 @@ impl Runs {
 
     /// Every run record, oldest first.
     pub(super) fn all(&self, db: &Db) -> Result<Vec<RunRecord>, StoreError> {
-        db.records("run", [keys::RUN])
+        db.records("run", [RUN])
     }
 
     /// Begins a run whose first item will be `first_item`, under job version
@@ -140,7 +150,7 @@ impl Runs {
             first_item: Some(first_item),
             job,
         };
-        batch.put(keys::with_u64(keys::RUN, id), records::encode(&run));
+        batch.put(keys::with_u64(RUN, id), records::encode(&run));
         crash::point("run.begin");
         db.commit_now(batch, Durability::Synced(|| ()))?;
         self.run = Some(run);
@@ -149,7 +159,7 @@ impl Runs {
 
     /// The number the next run will get.
     pub(super) fn next_id(&self, db: &Db) -> Result<u64, StoreError> {
-        Ok(db.last_u64_key(keys::RUN)?.map_or(1, |n| n + 1))
+        Ok(db.last_u64_key(RUN)?.map_or(1, |n| n + 1))
     }
 
     /// Records how the current run ended (the caller commits first and
@@ -161,7 +171,7 @@ impl Runs {
             run.updated_at = unix_now();
             run.counters = self.run_counters.values().clone();
             let mut batch = Batch::default();
-            batch.put(keys::with_u64(keys::RUN, run.id), records::encode(&run));
+            batch.put(keys::with_u64(RUN, run.id), records::encode(&run));
             crash::point("run.end");
             db.commit_now(batch, Durability::NextSync)?;
         }
@@ -171,7 +181,7 @@ impl Runs {
     /// Marks runs left "running" by a dead process as killed.
     pub(super) fn close_dead(&self, db: &Db) -> Result<(), StoreError> {
         let mut batch = Batch::default();
-        for entry in db.scan([keys::RUN]) {
+        for entry in db.scan([RUN]) {
             let (key, value) = entry?;
             let mut run: RunRecord = db.decode("run", &key, &value)?;
             if run.outcome == RunOutcome::Running {
@@ -185,23 +195,23 @@ impl Runs {
 
     /// True when `url` is in the seed list.
     pub(super) fn is_seed(&self, db: &Db, url: &str) -> Result<bool, StoreError> {
-        db.contains(keys::with_prefix(keys::SEED, url.as_bytes()))
+        db.contains(keys::with_prefix(SEED, url.as_bytes()))
     }
 
     /// Adds `url` to the seed list, in the group.
     pub(super) fn add_seed(&mut self, batch: &mut Batch, url: &str) {
-        batch.put(keys::with_prefix(keys::SEED, url.as_bytes()), &[]);
+        batch.put(keys::with_prefix(SEED, url.as_bytes()), &[]);
     }
 
     /// Takes `url` off the seed list, in the group.
     pub(super) fn remove_seed(&mut self, batch: &mut Batch, url: &str) {
-        batch.delete(keys::with_prefix(keys::SEED, url.as_bytes()));
+        batch.delete(keys::with_prefix(SEED, url.as_bytes()));
     }
 
     /// The stored seed list.
     pub(super) fn seeds(&self, db: &Db) -> Result<Vec<String>, StoreError> {
         let mut seeds = Vec::new();
-        for entry in db.scan([keys::SEED]) {
+        for entry in db.scan([SEED]) {
             let (key, _) = entry?;
             seeds.push(String::from_utf8_lossy(&key[1..]).into_owned());
         }
@@ -210,17 +220,16 @@ impl Runs {
 
     /// Records that the current cycle started at `now` (unix seconds), in the group.
     pub(super) fn start_cycle(&mut self, batch: &mut Batch, now: u64) {
-        batch.put(keys::CYCLE, keys::versioned(&now.to_be_bytes()));
+        batch.put(CYCLE, keys::versioned(&now.to_be_bytes()));
     }
 
     /// When the current cycle started, if one did.
     pub(super) fn cycle_start(&self, db: &Db) -> Result<Option<u64>, StoreError> {
-        match db.get(keys::CYCLE)? {
+        match db.get(CYCLE)? {
             None => Ok(None),
             Some(value) => {
-                let bytes: [u8; 8] = keys::versioned_body(&value).ok_or_else(|| {
-                    db.corrupt("cycle", keys::CYCLE, "not a version byte and 8 bytes")
-                })?;
+                let bytes: [u8; 8] = keys::versioned_body(&value)
+                    .ok_or_else(|| db.corrupt("cycle", CYCLE, "not a version byte and 8 bytes"))?;
                 Ok(Some(u64::from_be_bytes(bytes)))
             }
         }

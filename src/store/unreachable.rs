@@ -15,6 +15,10 @@ use super::error::StoreError;
 use super::table::{Batch, Db};
 use super::{State, keys, records};
 
+/// Hosts that failed on the network in runs in a row: `U` · host → record
+/// (see `unreachable`).
+pub(super) const UNREACHABLE: u8 = b'U';
+
 /// A host that failed on the network in its last runs (`dump summary`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct UnreachableHost {
@@ -41,12 +45,12 @@ impl UnreachableHost {
 }
 
 fn key(host: &str) -> Vec<u8> {
-    keys::with_prefix(keys::UNREACHABLE, host.as_bytes())
+    keys::with_prefix(UNREACHABLE, host.as_bytes())
 }
 
 /// Every host with a failed run in a row, in host order.
 pub(super) fn all(db: &Db) -> Result<Vec<UnreachableHost>, StoreError> {
-    db.records("unreachable host", [keys::UNREACHABLE])
+    db.records("unreachable host", [UNREACHABLE])
 }
 
 impl State {

@@ -13,10 +13,10 @@ fn url(n: u32) -> String {
 /// Namespaces whose values got their version byte late (2026-12-03).
 const LATE: &[(u8, &str)] = &[
     (keys::JOURNAL, "journal"),
-    (keys::COUNTER, "counter"),
-    (keys::HOST, "host name"),
-    (keys::HOST_BY_NAME, "host id"),
-    (keys::CYCLE[0], "cycle start"),
+    (crate::store::runs::COUNTER, "counter"),
+    (crate::store::frontier::HOST, "host name"),
+    (crate::store::frontier::HOST_BY_NAME, "host id"),
+    (crate::store::runs::CYCLE[0], "cycle start"),
 ];
 
 #[test]
@@ -74,7 +74,10 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     state.resume_cycle(&[]).unwrap();
     // Without its version byte, a journal entry or a host name is damage
     // that the open names (states written before the bytes are not read).
-    for (namespace, what) in [(keys::JOURNAL, "journal"), (keys::HOST, "host index")] {
+    for (namespace, what) in [
+        (keys::JOURNAL, "journal"),
+        (crate::store::frontier::HOST, "host index"),
+    ] {
         let (key, value) = state
             .db
             .tree()

@@ -122,7 +122,7 @@ pub struct SeenAnswer {
 impl State {
     /// The summary of this state.
     pub fn summary(&self) -> Result<Summary, StoreError> {
-        let runs = self.db.last_u64_key(keys::RUN)?.unwrap_or(0);
+        let runs = self.db.last_u64_key(super::runs::RUN)?.unwrap_or(0);
         let unreachable = self.unreachable_hosts()?;
         let bloom = &self.seen.bloom;
         Ok(Summary {

@@ -22,10 +22,15 @@ use std::path::{Path, PathBuf};
 use super::error::StoreError;
 use super::{State, crash, keys};
 
+/// WARC marks: `w` · canonical path of a WARC file → [`super::keys::SMALL_VERSION`], then
+/// its valid length (u64, big-endian): the bytes covered by durable
+/// completions (see `warc`).
+pub(super) const WARC: u8 = b'w';
+
 /// The key of the mark of `file` (a canonical path).
 fn mark_key(file: &Path) -> Vec<u8> {
     use std::os::unix::ffi::OsStrExt;
-    keys::with_prefix(keys::WARC, file.as_os_str().as_bytes())
+    keys::with_prefix(WARC, file.as_os_str().as_bytes())
 }
 
 impl State {
