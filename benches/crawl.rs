@@ -16,6 +16,10 @@
 //! - `engine/bloom24+warc`: as `engine/bloom24`, writing WARC files (`--warc`)
 //!   into the iteration's temp dir: the cost of capturing, compressing and
 //!   syncing the archive.
+//! - `engine/bloom24+output`: as `engine/bloom24`, streaming the items to a
+//!   JSON-lines file (`--output`) as their groups become durable: the cost of
+//!   the sink (each line written, and synced once a group, before its cursor).
+//!   Checked: one line per item the state holds.
 //! - `engine/bloom24+serve`: as `engine/bloom24`, with `legcrawl serve` on the
 //!   state (in-process, on its own one-thread runtime) scraped every second from
 //!   the start of the run by a client thread: `/metrics` and the six JSON
@@ -81,6 +85,7 @@ enum Variant {
     Engine {
         bloom_bits: u8,
         warc: bool,
+        output: bool,
         serve: bool,
     },
     BareFetcher,
@@ -93,10 +98,12 @@ impl Variant {
             Variant::Engine {
                 bloom_bits,
                 warc,
+                output,
                 serve,
             } => format!(
-                "engine/bloom{bloom_bits}{}{}",
+                "engine/bloom{bloom_bits}{}{}{}",
                 if warc { "+warc" } else { "" },
+                if output { "+output" } else { "" },
                 if serve { "+serve" } else { "" }
             ),
             Variant::BareFetcher => "bare_fetcher".into(),
@@ -177,8 +184,9 @@ impl Bench {
             Variant::Engine {
                 bloom_bits,
                 warc,
+                output,
                 serve,
-            } => self.engine(bloom_bits, warc, serve)?,
+            } => self.engine(bloom_bits, warc, output, serve)?,
             Variant::BareFetcher => self.fetch_all(None)?,
             Variant::FetchPlusLegs => {
                 let legs = bundled_legs(&self.config(std::path::Path::new("unused"), 24))?;
@@ -211,13 +219,22 @@ impl Bench {
     }
 
     /// A full engine run in a fresh state directory; checks it crawled everything.
-    fn engine(&self, bloom_bits: u8, warc: bool, serve: bool) -> anyhow::Result<(u64, Duration)> {
+    fn engine(
+        &self,
+        bloom_bits: u8,
+        warc: bool,
+        output: bool,
+        serve: bool,
+    ) -> anyhow::Result<(u64, Duration)> {
         let dir = tempfile::Builder::new()
             .prefix("legcrawl-bench-")
             .tempdir()?;
         let mut config = self.config(&dir.path().join("state"), bloom_bits);
         if warc {
             config.warc = Some(dir.path().join("warc"));
+        }
+        if output {
+            config.output = Some(dir.path().join("items.jsonl"));
         }
         let legs = bundled_legs(&config)?;
         let watcher = serve
@@ -237,6 +254,18 @@ impl Bench {
                 "engine run ended {:?} with {} failed",
                 report.outcome,
                 report.totals.failed
+            );
+        }
+        if let Some(path) = &config.output {
+            let lines = std::fs::read_to_string(path)?.lines().count() as u64;
+            let state = legcrawl::store::State::open(
+                &config.data_dir,
+                &legcrawl::store::OpenOptions::default(),
+            )?;
+            ensure!(
+                lines == state.items_len() && lines > 0,
+                "--output holds {lines} lines for {} items",
+                state.items_len()
             );
         }
         drop(dir);
@@ -406,16 +435,25 @@ fn main() -> anyhow::Result<()> {
         Variant::Engine {
             bloom_bits: 24,
             warc: false,
+            output: false,
             serve: false,
         },
         Variant::Engine {
             bloom_bits: 24,
             warc: true,
+            output: false,
+            serve: false,
+        },
+        Variant::Engine {
+            bloom_bits: 24,
+            warc: false,
+            output: true,
             serve: false,
         },
         Variant::Engine {
             bloom_bits: 30,
             warc: false,
+            output: false,
             serve: false,
         },
         Variant::BareFetcher,
@@ -423,6 +461,7 @@ fn main() -> anyhow::Result<()> {
         Variant::Engine {
             bloom_bits: 24,
             warc: false,
+            output: false,
             serve: true,
         },
     ]

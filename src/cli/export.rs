@@ -19,8 +19,8 @@ use std::io::Write;
 use std::ops::Range;
 
 use anyhow::Context;
-use legcrawl::store::State;
 use legcrawl::store::records::RunRecord;
+use legcrawl::store::{Each, State};
 use serde_json::{Map, Value};
 
 use super::BadInput;
@@ -220,21 +220,13 @@ fn each_item(
     mut each: impl FnMut(u64, &str) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let mut left = limit;
-    let mut failure = None;
-    state.for_each_item(range.start, |seq, text| {
+    state.deliver(&mut Each::new(range.start, |seq, text| {
         if seq >= range.end || left == 0 {
-            return false;
+            return Ok(false);
         }
         left -= 1;
-        match each(seq, text) {
-            Ok(()) => true,
-            Err(e) => {
-                failure = Some(e);
-                false
-            }
-        }
-    })?;
-    failure.map_or(Ok(()), Err)
+        each(seq, text).map(|()| true)
+    }))
 }
 
 /// A stored item as an object; an item that is not one is a corrupt record.

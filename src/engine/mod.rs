@@ -64,7 +64,7 @@ use page::{PageResult, RetryPolicy};
 use parts::{Part, Parts};
 use politeness::Politeness;
 use scope::Scope;
-use sink::{Sink, SinkError};
+use sink::{OutputFile, SinkError};
 
 use crate::warc::{WarcError, WarcSettings, WarcWriter};
 
@@ -344,7 +344,7 @@ struct Crawl<'a> {
     fetcher: Fetcher,
     legs: Arc<dyn Leg>,
     scope: Scope,
-    sink: Option<Sink>,
+    sink: Option<OutputFile>,
     /// The WARC files (`--warc`), written in step with group commit.
     warc: Option<WarcWriter>,
     tasks: JoinSet<()>,
@@ -408,7 +408,7 @@ impl<'a> Crawl<'a> {
         }
         let scope = Scope::of_crawl(config, &stored, &seeds);
         let sink = match &config.output {
-            Some(path) => Some(Sink::open(path, state)?),
+            Some(path) => Some(OutputFile::open(path, state)?),
             None => None,
         };
         let warc = match WarcSettings::of(config) {

@@ -1,4 +1,4 @@
-//! The `--output FILE.jsonl` sink: committed items, appended, never twice,
+//! The `--output FILE.jsonl` sink ([`OutputFile`], a [`Sink`]): committed items, appended, never twice,
 //! and only what was committed since the last run, even when the file was
 //! moved away in between.
 //!
@@ -51,7 +51,7 @@ use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::store::{OutputCursor, State, StoreError, crash};
+use crate::store::{OutputCursor, Sink, State, StoreError, crash};
 
 /// Errors of the output file.
 #[derive(Debug, thiserror::Error)]
@@ -95,20 +95,23 @@ pub enum SinkError {
 }
 
 /// An open output file and its cursor: what it holds, as written so far.
-pub struct Sink {
+pub struct OutputFile {
     /// The path as given (for messages).
     path: PathBuf,
     /// The path the cursor is kept under ([`cursor_path`]).
     key: PathBuf,
     file: io::BufWriter<File>,
+    /// The cursor the state holds (or was handed last).
     cursor: OutputCursor,
+    /// Where the lines written since stand (the cursor once they are synced).
+    written: OutputCursor,
 }
 
-impl Sink {
+impl OutputFile {
     /// Opens (or creates) the file, finds where it stands against its cursor
     /// (see the module doc), records the cursor and catches the file up with
     /// the committed items.
-    pub fn open(path: &Path, state: &mut State) -> Result<Sink, SinkError> {
+    pub fn open(path: &Path, state: &mut State) -> Result<OutputFile, SinkError> {
         let io_err = |source| SinkError::Io {
             path: path.to_owned(),
             source,
@@ -143,48 +146,30 @@ impl Sink {
             next,
         };
         state.record_output(&key, &cursor)?;
-        let mut sink = Sink {
+        // Each group's items are handed over from memory as it becomes durable.
+        state.keep_durable_items();
+        let mut sink = OutputFile {
             path: path.to_owned(),
             key,
             file: io::BufWriter::new(file),
             cursor,
+            written: cursor,
         };
         sink.catch_up(state)?;
         Ok(sink)
     }
 
-    /// Writes the committed items the file lacks (from the store), flushes,
-    /// and hands the new cursor to the state ([`State::advance_output`]).
+    /// Writes the durable items the file lacks ([`State::deliver`]), flushes
+    /// and syncs them, and hands the new cursor to the state
+    /// ([`State::advance_output`]).
     pub fn catch_up(&mut self, state: &mut State) -> Result<(), SinkError> {
-        let mut failure = None;
-        let (mut next, mut bytes) = (self.cursor.next, self.cursor.bytes);
         crash::point("output.append");
-        state.for_each_item(self.cursor.next, |seq, text| {
-            let written = self
-                .file
-                .write_all(text.as_bytes())
-                .and_then(|()| self.file.write_all(b"\n"));
-            match written {
-                Ok(()) => {
-                    next = seq + 1;
-                    bytes += text.len() as u64 + 1;
-                    true
-                }
-                Err(e) => {
-                    failure = Some(e);
-                    false
-                }
-            }
-        })?;
-        if let Some(source) = failure {
-            return Err(self.io(source));
-        }
+        state.deliver(self)?;
         self.file.flush().map_err(|e| self.io(e))?;
-        if next != self.cursor.next {
+        if self.written != self.cursor {
             // The lines are on disk before a cursor that counts them can be.
             self.file.get_ref().sync_data().map_err(|e| self.io(e))?;
-            self.cursor.next = next;
-            self.cursor.bytes = bytes;
+            self.cursor = self.written;
             state.advance_output(&self.key, &self.cursor)?;
         }
         Ok(())
@@ -195,6 +180,27 @@ impl Sink {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+/// The file takes each item as a line; the cursor counts it once the line is
+/// written (synced by [`OutputFile::catch_up`]).
+impl Sink for OutputFile {
+    type Error = SinkError;
+
+    fn next_item(&self) -> u64 {
+        self.written.next
+    }
+
+    fn item(&mut self, seq: u64, json: &str) -> Result<bool, SinkError> {
+        // crash point: output.append (the caller's: `catch_up`)
+        self.file
+            .write_all(json.as_bytes())
+            .and_then(|()| self.file.write_all(b"\n"))
+            .map_err(|e| self.io(e))?;
+        self.written.next = seq + 1;
+        self.written.bytes += json.len() as u64 + 1;
+        Ok(true)
     }
 }
 

@@ -19,7 +19,7 @@ use crate::store::status::snapshot::{
     self, ErrorRow, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_ERRORS, MAX_HOSTS,
     MAX_ITEMS, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot, errors, unix_ms,
 };
-use crate::store::{Lease, State, StoreError};
+use crate::store::{Each, Lease, State, StoreError};
 
 /// One host's counts this run.
 #[derive(Debug, Default)]
@@ -148,14 +148,14 @@ impl Watch {
         let from = self.next_item.max(end.saturating_sub(MAX_ITEMS as u64));
         let mut next = self.next_item;
         let items = &mut self.items;
-        state.for_each_item(from, |seq, text| {
+        state.deliver(&mut Each::new(from, |seq, text| {
             if items.len() == MAX_ITEMS {
                 items.pop_front();
             }
             items.push_back(snapshot::item_row(seq, text));
             next = seq + 1;
-            true
-        })?;
+            Ok::<_, StoreError>(true)
+        }))?;
         self.next_item = next;
         Ok(())
     }

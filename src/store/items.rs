@@ -72,6 +72,22 @@ pub(super) struct Items {
     /// An output cursor handed over while the open group held something: key
     /// and value, put into the group's batch at the seal.
     cursor: Option<(Vec<u8>, Vec<u8>)>,
+    /// The items of the open, the sealed and the last durable group, when
+    /// the state was asked to keep them (see `sink`).
+    kept: Option<Kept>,
+}
+
+/// Items of one group in memory: the first one's sequence number (none yet
+/// in an open group that has none) and the items, length-prefixed as in a
+/// record's body.
+type GroupItems = (Option<u64>, Vec<u8>);
+
+/// The items of the groups not yet handed to a sink (see `sink`).
+#[derive(Default)]
+struct Kept {
+    open: GroupItems,
+    sealed: GroupItems,
+    durable: GroupItems,
 }
 
 /// What has been written to an `--output` file: the file (its device and
@@ -179,8 +195,13 @@ impl Items {
                 self.record_first = Some(seq);
             }
             let bytes = item::encode(item);
-            self.record
-                .extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            let len = (bytes.len() as u32).to_be_bytes();
+            if let Some(kept) = &mut self.kept {
+                kept.open.0.get_or_insert(seq);
+                kept.open.1.extend_from_slice(&len);
+                kept.open.1.extend_from_slice(&bytes);
+            }
+            self.record.extend_from_slice(&len);
             self.record.extend_from_slice(&bytes);
             if self.record.len() >= keys::MAX_VALUE_BYTES {
                 self.close_record(batch);
@@ -215,13 +236,52 @@ impl Items {
             batch.put(key, value);
         }
         self.sealed_end = Some(self.next);
+        if let Some(kept) = &mut self.kept {
+            kept.sealed = std::mem::take(&mut kept.open);
+        }
     }
 
     /// The sealed group is durable: its items may be streamed.
     pub(super) fn durable(&mut self) {
         if let Some(end) = self.sealed_end.take() {
             self.durable = end;
+            if let Some(kept) = &mut self.kept {
+                kept.durable = std::mem::take(&mut kept.sealed);
+            }
         }
+    }
+
+    /// Keeps the items of the groups from the open one on in memory (see
+    /// `sink`).
+    pub(super) fn keep(&mut self) {
+        self.kept.get_or_insert_with(Kept::default);
+    }
+
+    /// The durable items from `from` on, as [`Items::for_each`] gives them,
+    /// when the group made durable last holds them all in memory; `None`
+    /// otherwise (read them from the database).
+    pub(super) fn kept<'a>(
+        &'a self,
+        db: &'a Db,
+        from: u64,
+    ) -> Option<impl Iterator<Item = Result<(u64, &'a str), StoreError>> + 'a> {
+        let (first, items) = &self.kept.as_ref()?.durable;
+        let first = first.unwrap_or(self.durable);
+        if from < first || from > self.durable {
+            return None;
+        }
+        let corrupt =
+            move |seq: u64, reason: &str| db.corrupt("kept item", &seq.to_be_bytes(), reason);
+        let entries = (first..).zip(keys::length_prefixed(items));
+        Some(
+            entries
+                .skip((from - first) as usize)
+                .map(move |(seq, entry)| {
+                    let bytes = entry.map_err(|reason| corrupt(seq, reason))?;
+                    let text = item::json_text(bytes).map_err(|e| corrupt(seq, &e.to_string()))?;
+                    Ok((seq, text))
+                }),
+        )
     }
 
     /// Calls `each` with the JSON text of every durable item, in order, from

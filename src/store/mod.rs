@@ -41,6 +41,8 @@
 //!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
 //! - `committer`: the [`Committer`], which owns the threads flushes and
 //!   checkpoints run on, and waits for them when dropped.
+//! - `sink`: the [`Sink`] trait, which [`State::deliver`] hands durable
+//!   items to (the `--output` file, `export`, `watch`, a library user's own).
 //! - `views`: what `dump` reads; `status`: the live status file;
 //! - `crash`: the named crash points — the one table of every step at which
 //!   the state writes or syncs.
@@ -100,6 +102,7 @@ mod robots;
 mod runfile;
 mod runs;
 mod seen;
+mod sink;
 pub mod sizing;
 mod sorted;
 pub mod status;
@@ -127,6 +130,7 @@ pub use pages::{CycleStart, PageRecord, StoredRequest};
 pub(crate) use pages::{decode_page, encode_page};
 pub use robots::Blocked;
 pub use seen::Seen;
+pub use sink::{Each, Sink};
 pub use unreachable::UnreachableHost;
 pub use views::{FrontierEntry, PEAK_RSS, SeenAnswer, Summary};
 
