@@ -2,9 +2,9 @@
 //! and act on what became durable.
 //!
 //! A due group is sealed on the loop ([`State::seal`]: its batch is built and
-//! set aside) and applied and flushed on the committer's flush thread, so the loop keeps
-//! fetching and completing pages into the next group while sled works and the
-//! disk syncs. Only a durable group ends its leases, makes its new requests
+//! set aside) and applied and flushed on the committer's flush thread, so the
+//! loop keeps fetching and completing pages into the next group while sled
+//! works and the disk syncs. Only a durable group ends its leases, makes its new requests
 //! leasable, reaches the Bloom bits and is streamed to `--output`. One group is
 //! sealed at a time, so one flush runs at a time; at most [`GROUP_MAX_PAGES`] completed
 //! pages are ever not durable (a full pipeline waits for its flush), which is

@@ -1,6 +1,6 @@
-//! The `--output FILE.jsonl` sink ([`OutputFile`], a [`Sink`]): committed items, appended, never twice,
-//! and only what was committed since the last run, even when the file was
-//! moved away in between.
+//! The `--output FILE.jsonl` sink ([`OutputFile`], a [`Sink`]): committed
+//! items, appended, never twice, and only what was committed since the last
+//! run, even when the file was moved away in between.
 //!
 //! Each output path has a cursor in the state ([`OutputCursor`], keyed by
 //! [`cursor_path`]: the path made absolute through its directory, so that it

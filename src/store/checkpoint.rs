@@ -14,9 +14,9 @@
 //! The state hands out a [`Checkpoint`] ([`State::start_checkpoint`]) that owns
 //! everything the steps need (a database handle, a sync handle on the Bloom file,
 //! the sorted fingerprints to seal, the index as it was), so it can run on a
-//! thread of its own (the `Committer`'s) while the crawl goes on; meanwhile the fingerprints being
-//! sealed are still answered from memory. [`State::checkpointed`] takes the
-//! result. On open, runs the index does not list (files left by a crash
+//! thread of its own (the `Committer`'s) while the crawl goes on; meanwhile
+//! the fingerprints being sealed are still answered from memory.
+//! [`State::checkpointed`] takes the result. On open, runs the index does not list (files left by a crash
 //! before the switch, or merged runs not yet removed) are never read, are
 //! removed by the next checkpoint, and their ids are never reused.
 

@@ -100,6 +100,55 @@ fn covered(lines: &[&str], at: usize) -> bool {
     false
 }
 
+/// The one write path: outside `Db::commit_now` (and the sync it calls,
+/// `db.rs`) no store code applies, inserts, removes or flushes through
+/// sled's tree.
+#[test]
+fn only_commit_now_writes_to_sled() {
+    let direct = [
+        "tree().insert(",
+        "tree().remove(",
+        "tree().flush(",
+        "tree().apply_batch(",
+        "tree.insert(",
+        "tree.remove(",
+        "tree.apply_batch(",
+    ];
+    let mut found = Vec::new();
+    for (file, text) in SOURCES {
+        if !file.starts_with("store/") || *file == "store/db.rs" {
+            continue;
+        }
+        let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+        // A method chain split over lines (`db.tree()` / `.insert(`) is read
+        // as one line, numbered by its first.
+        let mut lines: Vec<(usize, String)> = Vec::new();
+        for (n, line) in code.lines().enumerate() {
+            match lines.last_mut() {
+                Some((_, last)) if line.trim_start().starts_with('.') => {
+                    last.push_str(line.trim_start());
+                }
+                _ => lines.push((n, line.to_owned())),
+            }
+        }
+        for (n, line) in lines {
+            let in_commit_now =
+                *file == "store/table.rs" && line.contains("self.tree.apply_batch(");
+            if !line.trim_start().starts_with("//")
+                && !in_commit_now
+                && direct.iter().any(|d| line.contains(d))
+            {
+                found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "writes that bypass Db::commit_now:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn every_write_or_sync_of_the_state_has_a_crash_point() {
     let mut missing = Vec::new();

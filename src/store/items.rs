@@ -82,7 +82,7 @@ pub(super) struct Items {
 /// record's body.
 type GroupItems = (Option<u64>, Vec<u8>);
 
-/// The items of the groups not yet handed to a sink (see `sink`).
+/// The items of the open, the sealed and the last durable group (see `sink`).
 #[derive(Default)]
 struct Kept {
     open: GroupItems,

@@ -143,7 +143,8 @@ pub(super) struct RunFile {
 
 impl RunFile {
     /// Opens run `id` of `kind` in `dir`, which its index lists with `count`
-    /// records (a missing file, a bad header or a length that does not match is [`StoreError::RunDamaged`]).
+    /// records: a missing file, a bad header or a length that does not match
+    /// is [`StoreError::RunDamaged`].
     pub(super) fn open(dir: &Path, kind: Kind, id: u64, count: u64) -> Result<RunFile, StoreError> {
         let path = path(dir, kind, id);
         let file = match File::open(&path) {
@@ -329,8 +330,9 @@ pub(super) struct RunFileWriter {
 }
 
 impl RunFileWriter {
-    /// Creates the file of run `id` of `kind` in `dir`, (and `dir/runs`, synced into `dir`, the first time). Fails if the file
-    /// exists: ids are never reused.
+    /// Creates the file of run `id` of `kind` in `dir` (and `dir/runs`, synced
+    /// into `dir`, the first time). Fails if the file exists: ids are never
+    /// reused.
     pub(super) fn create(dir: &Path, kind: Kind, id: u64) -> Result<RunFileWriter, StoreError> {
         let runs = dir.join(RUNS_DIR);
         let io_err = |path: &Path| {

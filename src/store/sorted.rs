@@ -92,7 +92,8 @@ impl SortedRuns {
         }
         runs.listed = listed;
         for id in runfile::ids_on_disk(dir, kind)? {
-            if !runs.files.contains_key(&id) && !runs.listed.iter().any(|&(run, _)| run == id) {
+            // A listed file that is damaged is not garbage: its run is listed.
+            if !runs.listed.iter().any(|&(run, _)| run == id) {
                 runs.garbage.push(id);
             }
             runs.next_id = runs.next_id.max(id.saturating_add(1));

@@ -6,8 +6,10 @@
 //! `&mut Batch`. Every write reaches sled through [`Db::commit_now`]: one
 //! atomic `apply_batch`, then (as the [`Durability`] says) one sync. A commit
 //! group's flush calls it (see `commit`), and so does every write outside a
-//! group (a run's begin and end, output cursors, the checkpoint's switch, the
-//! metadata record at creation), each behind its caller's named crash point.
+//! group (a run's begin and end, output cursors, the checkpoint's switch, a
+//! new WARC file's registration, the metadata record at creation), each
+//! behind its caller's named crash point; a unit test (`crash_tests`) finds
+//! any other write to sled's tree.
 //! Depends on `keys` and `records`.
 
 use std::path::{Path, PathBuf};
@@ -55,7 +57,7 @@ impl Db {
         durability: Durability,
     ) -> Result<(), StoreError> {
         self.writable()?;
-        // crash point: group.apply, checkpoint.index, run.begin, run.end, run.close_dead, output.watermark, output.cursor, output.advance, create.meta, repair.ids_index (the callers')
+        // crash point: group.apply, checkpoint.index, run.begin, run.end, run.close_dead, output.watermark, output.cursor, output.advance, create.meta, repair.ids_index, warc.create (the callers')
         let applied = self.tree.apply_batch(batch.inner).map_err(|e| {
             self.tree.poison(&e);
             self.error(e)

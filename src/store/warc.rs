@@ -20,6 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::StoreError;
+use super::table::{Batch, Durability};
 use super::{State, crash, keys};
 
 /// WARC marks: `w` · canonical path of a WARC file → [`super::keys::SMALL_VERSION`], then
@@ -46,13 +47,10 @@ impl State {
     /// Registers a new WARC file `file` (a canonical path) with length 0 and
     /// makes that durable, before the file is created.
     pub fn register_warc(&mut self, file: &Path) -> Result<(), StoreError> {
-        let db = &self.db;
+        let mut batch = Batch::default();
+        batch.put(mark_key(file), keys::versioned(&0u64.to_be_bytes()));
         crash::point("warc.create");
-        db.tree()
-            .insert(mark_key(file), keys::versioned(&0u64.to_be_bytes()))
-            .map_err(|e| db.error(e))?;
-        db.tree().flush().map_err(|e| db.error(e))?;
-        Ok(())
+        self.db.commit_now(batch, Durability::Synced(|| ()))
     }
 
     /// The marks of the WARC files in `dir` (a canonical path), in name order:
