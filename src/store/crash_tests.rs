@@ -9,6 +9,7 @@ use super::{POINTS, parse};
 const SOURCES: &[(&str, &str)] = &[
     ("store/mod.rs", include_str!("mod.rs")),
     ("store/seen.rs", include_str!("seen.rs")),
+    ("store/side.rs", include_str!("side.rs")),
     ("store/sink.rs", include_str!("sink.rs")),
     ("store/sizing.rs", include_str!("sizing.rs")),
     ("store/commit.rs", include_str!("commit.rs")),

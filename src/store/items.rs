@@ -15,7 +15,7 @@
 //! when it opens the file, before it writes a line (crash point
 //! `output.watermark` for a path that has none yet, `output.cursor`
 //! otherwise); after it streamed a group's lines it hands the new cursor
-//! over ([`State::advance_output`]), which costs no sync of its own: it goes
+//! over ([`super::State::advance_output`]), which costs no sync of its own: it goes
 //! into the open group's batch when that group holds anything, and is
 //! sealed with it; otherwise it is written into the database at once,
 //! unsynced (crash point `output.advance`), and the next sync of the
@@ -31,7 +31,7 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 
 use super::error::StoreError;
 use super::table::{Batch, Db, Durability};
-use super::{State, crash, keys};
+use super::{crash, keys};
 use crate::item::{self, Item};
 
 /// Output cursors: `O` · path of an `--output` file (its directory made
@@ -323,11 +323,35 @@ impl Items {
         Ok(())
     }
 
+    /// Records the cursor of the output path `path` and makes it durable at
+    /// once (crash point `output.watermark` for a path without one yet,
+    /// `output.cursor` otherwise). It replaces a cursor handed over before.
+    pub(super) fn record_output(
+        &mut self,
+        db: &Db,
+        path: &Path,
+        cursor: &OutputCursor,
+    ) -> Result<(), StoreError> {
+        let key = cursor_key(path);
+        if self.cursor.as_ref().is_some_and(|(k, _)| *k == key) {
+            self.cursor = None;
+        }
+        let known = db.contains(&key)?;
+        let mut batch = Batch::default();
+        batch.put(key, cursor.encode());
+        if known {
+            crash::point("output.cursor");
+        } else {
+            crash::point("output.watermark");
+        }
+        db.commit_now(batch, Durability::Synced(|| ()))
+    }
+
     /// Hands over the cursor of the output path `path`: into the open group
     /// when `batch` (the open group's) holds anything, so that it is sealed
     /// with it; otherwise written into the database at once, without a sync
     /// (the next sync of the database makes it durable).
-    fn advance(
+    pub(super) fn advance(
         &mut self,
         db: &Db,
         batch: &Batch,
@@ -350,55 +374,13 @@ impl Items {
 }
 
 /// The cursor of the output path `path`, if one was recorded.
-fn cursor(db: &Db, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
+pub(super) fn cursor(db: &Db, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
     let key = cursor_key(path);
     match db.get(&key)? {
         None => Ok(None),
         Some(value) => OutputCursor::decode(&value)
             .map(Some)
             .ok_or_else(|| db.corrupt("output cursor", &key, "not a version byte and 32 bytes")),
-    }
-}
-
-/// The cursors of `--output` files (see the module doc).
-impl State {
-    /// The cursor of the output path `path` (made absolute through its
-    /// directory, see [`crate::engine::sink`]), if this state has one.
-    pub fn output_cursor(&self, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
-        cursor(&self.db, path)
-    }
-
-    /// Records the cursor of the output path `path` and makes it durable at
-    /// once (crash point `output.watermark` for a path without one yet,
-    /// `output.cursor` otherwise): the sink does so when it opens the file,
-    /// before it writes a line. It replaces a cursor handed over before.
-    pub fn record_output(&mut self, path: &Path, cursor: &OutputCursor) -> Result<(), StoreError> {
-        let db = &self.db;
-        let key = cursor_key(path);
-        if self.items.cursor.as_ref().is_some_and(|(k, _)| *k == key) {
-            self.items.cursor = None;
-        }
-        let known = db.contains(&key)?;
-        let mut batch = Batch::default();
-        batch.put(key, cursor.encode());
-        if known {
-            crash::point("output.cursor");
-        } else {
-            crash::point("output.watermark");
-        }
-        db.commit_now(batch, Durability::Synced(|| ()))
-    }
-
-    /// Hands over the cursor of the output path `path` after the sink wrote
-    /// lines: it becomes durable with the open group when that group holds
-    /// anything, or else is written at once and becomes durable with the
-    /// next sync of the database (crash point `output.advance`); no sync is
-    /// made for it. Items are streamed only after their group is durable, so
-    /// a durable cursor lags the file by at most the lines of the last group
-    /// streamed.
-    pub fn advance_output(&mut self, path: &Path, cursor: &OutputCursor) -> Result<(), StoreError> {
-        self.items
-            .advance(&self.db, &self.group.batch, path, cursor)
     }
 }
 

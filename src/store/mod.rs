@@ -41,6 +41,9 @@
 //!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
 //! - `committer`: the [`Committer`], which owns the threads flushes and
 //!   checkpoints run on, and waits for them when dropped.
+//! - `side`: the state's methods over its side tables (cookie jar, WARC
+//!   marks, output cursors, unreachable hosts), so that no table sees the
+//!   `State`.
 //! - `sink`: the [`Sink`] trait, which [`State::deliver`] hands durable
 //!   items to (the `--output` file, `export`, `watch`, a library user's own).
 //! - `views`: what `dump` reads; `status`: the live status file;
@@ -102,6 +105,7 @@ mod robots;
 mod runfile;
 mod runs;
 mod seen;
+mod side;
 mod sink;
 pub mod sizing;
 mod sorted;

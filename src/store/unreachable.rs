@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
 use super::table::{Batch, Db};
-use super::{State, keys, records};
+use super::{keys, records};
 
 /// Hosts that failed on the network in runs in a row: `U` · host → record
 /// (see `unreachable`).
@@ -53,76 +53,51 @@ pub(super) fn all(db: &Db) -> Result<Vec<UnreachableHost>, StoreError> {
     db.records("unreachable host", [UNREACHABLE])
 }
 
-impl State {
-    /// Hosts that failed on the network in their last runs, parked or not.
-    pub fn unreachable_hosts(&self) -> Result<Vec<UnreachableHost>, StoreError> {
-        all(&self.db)
-    }
-
-    /// Records, in the open group, that no connection could be made to `host`
-    /// in run `run` (once per run: a second note of the same run changes
-    /// nothing) at `now`, with `error`; `park(runs)` says until when the host
-    /// is parked after `runs` failed runs in a row. Returns the new record.
-    pub fn note_unreachable(
-        &mut self,
-        host: &str,
-        run: u64,
-        now: u64,
-        error: &str,
-        park: impl Fn(u32) -> Option<u64>,
-    ) -> Result<UnreachableHost, StoreError> {
-        let record = match self
-            .db
-            .record::<UnreachableHost>("unreachable host", &key(host))?
-        {
-            Some(record) if record.last_run == run => return Ok(record),
-            Some(record) => UnreachableHost {
-                runs: record.runs.saturating_add(1),
-                ..record
-            },
-            None => UnreachableHost {
-                host: host.to_owned(),
-                runs: 1,
-                last_run: run,
-                since: now,
-                error: String::new(),
-                parked_until: None,
-            },
-        };
-        let record = UnreachableHost {
-            last_run: run,
-            error: error.to_owned(),
-            parked_until: park(record.runs),
+/// Puts into `batch` (the open group's) that no connection could be made to
+/// `host` in run `run` (once per run: a second note of the same run changes
+/// nothing) at `now`, with `error`; `park(runs)` says until when the host is
+/// parked after `runs` failed runs in a row. Returns the new record.
+pub(super) fn note(
+    db: &Db,
+    batch: &mut Batch,
+    host: &str,
+    (run, now): (u64, u64),
+    error: &str,
+    park: impl Fn(u32) -> Option<u64>,
+) -> Result<UnreachableHost, StoreError> {
+    let record = match db.record::<UnreachableHost>("unreachable host", &key(host))? {
+        Some(record) if record.last_run == run => return Ok(record),
+        Some(record) => UnreachableHost {
+            runs: record.runs.saturating_add(1),
             ..record
-        };
-        put(&mut self.group.batch, &record);
-        Ok(record)
-    }
+        },
+        None => UnreachableHost {
+            host: host.to_owned(),
+            runs: 1,
+            last_run: run,
+            since: now,
+            error: String::new(),
+            parked_until: None,
+        },
+    };
+    let record = UnreachableHost {
+        last_run: run,
+        error: error.to_owned(),
+        parked_until: park(record.runs),
+        ..record
+    };
+    put(batch, &record);
+    Ok(record)
+}
 
-    /// Forgets, in the open group, that `host` failed: it answered, or the user
-    /// asked for it to be tried again. True when it had a record.
-    pub fn note_reachable(&mut self, host: &str) -> Result<bool, StoreError> {
-        let known = self.db.contains(key(host))?;
-        if known {
-            self.group.batch.delete(key(host));
-        }
-        Ok(known)
+/// Removes, in `batch` (the open group's), the record of `host`; true when
+/// it had one.
+pub(super) fn forget(db: &Db, batch: &mut Batch, host: &str) -> Result<bool, StoreError> {
+    let known = db.contains(key(host))?;
+    if known {
+        batch.delete(key(host));
     }
-
-    /// Forgets the failed runs of the hosts of `urls` (`legcrawl seeds add` of
-    /// a known seed: the next run tries it). Commits; returns the hosts that
-    /// had a record.
-    pub fn try_hosts_again(&mut self, urls: &[String]) -> Result<Vec<String>, StoreError> {
-        let mut again = Vec::new();
-        for url in urls {
-            let host = super::frontier::host_of(url);
-            if !again.contains(&host) && self.note_reachable(&host)? {
-                again.push(host);
-            }
-        }
-        self.commit()?;
-        Ok(again)
-    }
+    Ok(known)
 }
 
 fn put(batch: &mut Batch, record: &UnreachableHost) {
