@@ -27,9 +27,10 @@
 //!   durable lengths of WARC files `w`), `cookies` (the cookie jar `K`, put
 //!   into a group like a WARC mark), `unreachable` (hosts that failed on the
 //!   network in runs in a row `U`, parked by the engine). No table calls
-//!   another; `keys` is the key layout of most of them (`exact` and
-//!   `pageids` define their keys beside themselves), `records` the serde
-//!   records.
+//!   another, and none sees the `State`. Each defines its namespaces and
+//!   encodings beside itself; `keys` holds the namespaces several tables
+//!   read and the helpers all use (and the test that no two namespaces
+//!   share a byte), `records` the serde records.
 //! - `sorted`: sorted runs, the one structure behind the exact set and the
 //!   page-id index: immutable files in `runs/` (`runfile`: layout, lookup,
 //!   writer), merged size-tiered, switched in two phases by a checkpoint.
