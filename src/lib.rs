@@ -23,7 +23,7 @@
 //! - [`warc`]: WARC 1.1 files of every fetch, exact across `kill -9`.
 //! - [`shared`]: one crawl shared by several workers through Redis (`--shared`).
 //! - [`serve`]: `legcrawl serve`, a read-only page and `/metrics` from the
-//!   snapshot a crawl publishes (`store::status::snapshot`).
+//!   snapshot a crawl publishes (`status::snapshot`).
 //!
 //! # Data flow
 //! frontier → politeness → fetcher → legs → sink + frontier. The engine leases
@@ -45,6 +45,7 @@ pub mod canon;
 pub mod charset;
 pub mod clock;
 pub mod config;
+pub mod crash;
 pub mod crawlfile;
 pub mod dirlock;
 pub mod engine;
@@ -60,5 +61,6 @@ pub mod revisit;
 pub mod robots;
 pub mod serve;
 pub mod shared;
+pub mod status;
 pub mod store;
 pub mod warc;

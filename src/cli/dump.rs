@@ -6,10 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
 use legcrawl::fingerprint::Fingerprint;
+use legcrawl::status;
 use legcrawl::store::records::{RunRecord, unix_now};
-use legcrawl::store::{
-    Blocked, OpenOptions, PageRecord, SeenAnswer, State, StoreError, Summary, status,
-};
+use legcrawl::store::{Blocked, OpenOptions, PageRecord, SeenAnswer, State, StoreError, Summary};
 
 use super::dump_view::{View, check_seen_url, print_page_rows, print_queued, say_empty_frontier};
 use super::export;

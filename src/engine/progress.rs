@@ -13,8 +13,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::page::PageResult;
 use super::politeness::Politeness;
 use super::watch::{self, Watch};
+use crate::status::{self, Status, snapshot};
 use crate::store::records::RunOutcome;
-use crate::store::status::{self, Status, snapshot};
 use crate::store::{Lease, State, Summary};
 
 /// How often the status file is rewritten.

@@ -51,7 +51,8 @@ use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::store::{OutputCursor, Sink, State, StoreError, crash};
+use crate::crash;
+use crate::store::{OutputCursor, Sink, State, StoreError};
 
 /// Errors of the output file.
 #[derive(Debug, thiserror::Error)]

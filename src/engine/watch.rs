@@ -1,4 +1,4 @@
-//! What the crawl publishes for `legcrawl serve` ([`crate::store::status::snapshot`]):
+//! What the crawl publishes for `legcrawl serve` ([`crate::status::snapshot`]):
 //! per-host counts, the recent errors and items, the pages-over-time samples,
 //! and the assembly of the snapshot from them, the state's counters and queues,
 //! and the politeness slots.
@@ -14,11 +14,11 @@ use std::time::Instant;
 use super::PageTotals;
 use super::page::PageResult;
 use super::politeness::Politeness;
-use crate::store::records::{RunRecord, unix_now};
-use crate::store::status::snapshot::{
+use crate::status::snapshot::{
     self, ErrorRow, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_ERRORS, MAX_HOSTS,
     MAX_ITEMS, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot, errors, unix_ms,
 };
+use crate::store::records::{RunRecord, unix_now};
 use crate::store::{Each, Lease, State, StoreError};
 
 /// One host's counts this run.
@@ -168,7 +168,7 @@ impl Watch {
         politeness: Option<&Politeness>,
     ) -> Result<(Vec<HostRow>, Vec<HostHead>), StoreError> {
         let mut queues = state.host_queues()?;
-        let busy = |q: &crate::store::status::queues::HostQueueView| {
+        let busy = |q: &crate::store::queues::HostQueueView| {
             let fetched = self.hosts.get(&q.host_id).map_or(0, |h| h.fetched);
             (q.queued + q.leased, fetched)
         };

@@ -1,6 +1,6 @@
 //! The JSON endpoints the page polls (documented in docs/serve.md). Each is a
 //! bounded slice of the snapshot: the snapshot's own bounds hold, and the item
-//! search returns at most [`MAX_ITEMS`](crate::store::status::snapshot::MAX_ITEMS)
+//! search returns at most [`MAX_ITEMS`](crate::status::snapshot::MAX_ITEMS)
 //! items. Depends on the source's view only.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::App;
 use super::source::{Phase, View};
-use crate::store::status::snapshot::Snapshot;
+use crate::status::snapshot::Snapshot;
 
 /// The fields every answer starts with.
 #[derive(Serialize)]

@@ -132,7 +132,7 @@ pub fn render(view: &View) -> String {
     }
 }
 
-fn hosts(registry: &mut Registry, s: &crate::store::status::snapshot::Snapshot) {
+fn hosts(registry: &mut Registry, s: &crate::status::snapshot::Snapshot) {
     let queued = Family::<HostLabel, Gauge>::default();
     let in_flight = Family::<HostLabel, Gauge>::default();
     let fetched = Family::<HostLabel, Counter>::default();
@@ -194,7 +194,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::store::status::snapshot::{HostRow, Snapshot};
+    use crate::status::snapshot::{HostRow, Snapshot};
 
     #[test]
     fn the_issue_names_and_labels_are_there_and_hosts_are_bounded() {

@@ -21,7 +21,7 @@ use crate::engine::PageTotals;
 use crate::shared::Shared;
 use crate::shared::views::SharedSummary;
 use crate::shared::watch::SharedHost;
-use crate::store::status::snapshot::{
+use crate::status::snapshot::{
     self, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_HOSTS, MAX_ITEMS, MAX_RUNS,
     Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot,
 };

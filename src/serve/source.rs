@@ -1,5 +1,5 @@
 //! Where `serve` reads what it shows: the snapshot a crawl publishes in the
-//! data directory (see [`crate::store::status::snapshot`]). Never the database
+//! data directory (see [`crate::status::snapshot`]). Never the database
 //! and never its lock, so a crawl can start beside it at any moment.
 //!
 //! The file is read again whenever its modification time or length changed
@@ -14,8 +14,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::store::status::snapshot::{self, SNAPSHOT_FILE, Snapshot};
-use crate::store::status::{STALE_AFTER_SECS, process_alive};
+use crate::status::snapshot::{self, SNAPSHOT_FILE, Snapshot};
+use crate::status::{STALE_AFTER_SECS, process_alive};
 
 /// How the crawl behind the snapshot stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -9,7 +9,7 @@
 //! removes the journal entries the synced bits and the new run now cover, then
 //! the old data (runs merged into the new one) is removed — but only by the next
 //! checkpoint, after the state has stopped reading them. Every step boundary is a
-//! named crash point ([`super::crash`]).
+//! named crash point ([`crate::crash`]).
 //!
 //! The state hands out a [`Checkpoint`] ([`State::start_checkpoint`]) that owns
 //! everything the steps need (a database handle, a sync handle on the Bloom file,
@@ -22,14 +22,15 @@
 
 use std::time::Instant;
 
+use super::State;
 use super::error::StoreError;
 use super::exact::Exact;
 use super::pageids::{IDS_MAX_RECENT, IdsDone, IdsJob};
 use super::seen::SeenSet;
 use super::sorted::{SealJob, Sealed};
 use super::table::{Batch, Db, Durability};
-use super::{State, crash, keys};
 use crate::bloom::BloomSync;
+use crate::crash;
 use crate::fingerprint::Fingerprint;
 
 /// One checkpoint's work, detached from the state (see the module doc).
@@ -69,11 +70,7 @@ impl Checkpoint {
             Some(job) => Some(job.run(&mut batch)?),
             None => None,
         };
-        let end = keys::with_u64(keys::JOURNAL, self.journal_end);
-        for entry in self.db.range(vec![keys::JOURNAL]..end) {
-            let (key, _) = entry?;
-            batch.delete(key);
-        }
+        super::seen::JOURNAL.delete_below(&self.db, &mut batch, &(self.journal_end, 0))?;
         crash::point("checkpoint.index");
         self.db.commit_now(
             batch,

@@ -16,14 +16,15 @@
 //! leases and releases items, so the type system says what invariant 2 says:
 //! the bits never run ahead of the durable frontier. One group is sealed at a
 //! time. [`State::commit`] does all of it on the calling thread. Depends on the
-//! tables and [`super::crash`] only.
+//! tables and [`crate::crash`] only.
 
 use std::ops::Range;
 use std::time::Instant;
 
 use super::error::StoreError;
 use super::table::Durability;
-use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State, crash, keys, records};
+use super::{GROUP_MAX_AGE, GROUP_MAX_PAGES, State};
+use crate::crash;
 
 /// What a commit made durable.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -157,7 +158,7 @@ impl State {
         self.pages.seal(pages, &mut group.batch);
         self.runs.seal(&mut group.batch);
         (self.meta.next_host_id, self.meta.next_queue_seq) = self.frontier.next_ids();
-        group.batch.put(keys::META, records::encode(&self.meta));
+        super::db::META.put(&mut group.batch, &(), &self.meta);
         self.sealed_seq += 1;
         self.sealed = Some(Sealed {
             seq: self.sealed_seq,

@@ -5,28 +5,21 @@
 //! ([`super::State::put_cookies`]), so it is durable exactly when the completions of
 //! the pages that set those cookies are, and the next run starts from it
 //! ([`super::State::cookies`]). The jar is opaque here: bytes after a version byte.
-//! Depends on `table`, `keys` only.
+//! Depends on `table` only.
 
 use super::error::StoreError;
-use super::keys;
-use super::table::{Batch, Db};
+use super::table::{Batch, Bytes, Db, Table};
 
-/// The cookie jar (one key): [`super::keys::SMALL_VERSION`], then the jar as
-/// `cookie_store` writes it in JSON, session cookies included (see `cookies`).
-pub(super) const COOKIES: &[u8] = b"K";
+/// The cookie jar (one key `K`): the jar as `cookie_store` writes it in
+/// JSON, session cookies included.
+pub(super) const COOKIES: Table<(), Bytes> = Table::new(b'K', "cookie jar");
 
 /// The stored cookie jar, if a run kept one.
 pub(super) fn read(db: &Db) -> Result<Option<Vec<u8>>, StoreError> {
-    match db.get(COOKIES)? {
-        None => Ok(None),
-        Some(value) => match value.split_first() {
-            Some((&keys::SMALL_VERSION, body)) => Ok(Some(body.to_vec())),
-            _ => Err(db.corrupt("cookie jar", COOKIES, "not a version byte and a jar")),
-        },
-    }
+    COOKIES.get(db, &())
 }
 
 /// Puts `jar` into `batch` (the open group's).
 pub(super) fn put(batch: &mut Batch, jar: &[u8]) {
-    batch.put(COOKIES.to_vec(), keys::versioned(jar));
+    COOKIES.put(batch, &(), &jar.to_vec());
 }

@@ -2,7 +2,7 @@
 //! format version and the settings fixed at creation (Bloom size, dedup mode),
 //! and the Bloom file that goes with them. The directory's lock and marker are
 //! `dir`'s; everything here runs after the lock is taken. Depends on `dir`,
-//! `records`, `keys` and [`crate::bloom`].
+//! `records`, `table` and [`crate::bloom`].
 
 use std::fs::File;
 use std::io;
@@ -13,9 +13,15 @@ use std::sync::{Arc, OnceLock};
 use super::error::StoreError;
 use super::format::STATE_FORMAT;
 use super::options::DedupMode;
-use super::records::{self, Meta, unix_now};
-use super::{DEFAULT_CACHE_BYTES, OpenOptions, crash, keys, repair, sizing};
+use super::records::{Meta, unix_now};
+use super::table::{Db, Json, Table};
+use super::{DEFAULT_CACHE_BYTES, OpenOptions, repair, sizing};
 use crate::bloom::{BloomFile, BloomParams};
+use crate::crash;
+
+/// The state's metadata record (one key `m`): its format and the settings
+/// fixed at creation.
+pub(super) const META: Table<(), Json<Meta>> = Table::new(b'm', "meta");
 
 /// Opens sled in `dir/db` with a page cache of `cache_bytes` (default
 /// [`DEFAULT_CACHE_BYTES`]), after `repair::before_open` found the state whole
@@ -190,7 +196,7 @@ pub(super) fn new_meta(
 
 pub(super) fn load_meta(
     dir: &Path,
-    db: &Sled,
+    db: &Db,
     options: &OpenOptions,
     opened: Option<BloomFile>,
 ) -> Result<(Meta, DedupMode, BloomFile), StoreError> {
@@ -199,14 +205,9 @@ pub(super) fn load_meta(
         what: "meta".into(),
         reason,
     };
-    let bytes = db
-        .get(keys::META)
-        .map_err(|source| StoreError::Db {
-            path: dir.to_owned(),
-            source,
-        })?
+    let meta = META
+        .get(db, &())?
         .ok_or_else(|| corrupt("missing".into()))?;
-    let meta: Meta = records::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
     if meta.format != STATE_FORMAT {
         return Err(StoreError::Format {
             path: dir.to_owned(),
@@ -243,6 +244,6 @@ pub(super) fn load_meta(
     )?;
     let dedup = DedupMode::parse(&meta.dedup)
         .ok_or_else(|| corrupt(format!("unknown dedup mode {:?}", meta.dedup)))?;
-    let bloom = repair::open_bloom(dir, db, sizing::Shape::of(&meta), dedup, opened)?;
+    let bloom = repair::open_bloom(db, sizing::Shape::of(&meta), dedup, opened)?;
     Ok((meta, dedup, bloom))
 }

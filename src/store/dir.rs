@@ -16,9 +16,9 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::crash;
 use super::error::StoreError;
 use super::format::{MARKER_FILE, STATE_FORMAT};
+use crate::crash;
 
 /// The exclusive lock on a state directory, held as long as the state is open.
 #[derive(Debug)]

@@ -15,18 +15,66 @@
 
 use super::error::StoreError;
 use super::runfile::Kind;
-use super::sorted::{Listing, Record, SealJob, Sealed, SortedRuns};
-use super::table::{Batch, Db};
+use super::sorted::{Listing, SealJob, Sealed, SortedRuns, record};
+use super::table::{Batch, Codec, Db, Table};
 use crate::fingerprint::{Fingerprint, FingerprintSet};
 
-/// The run index (one key): [`INDEX_VERSION`], then per run its id, its
+/// The run index (one key `e`): the sealed runs, oldest first.
+pub(super) const INDEX: Table<(), RunIndex> = Table::new(b'e', "exact run index");
+
+/// The run index record: a version byte, then per run its id, its
 /// fingerprints (u64 each, big-endian) and a place byte.
-pub(super) const INDEX: &[u8] = b"e";
-/// Version byte of the run index record (its entries carry a place byte, as
-/// when some runs were kept in sled; every run is a file now).
-const INDEX_VERSION: u8 = 2;
-/// The place byte of a run in an index entry: a file in `runs/`.
-const PLACE_FILE: u8 = 1;
+pub(super) struct RunIndex;
+
+impl RunIndex {
+    /// Version byte of the record (its entries carry a place byte, as when
+    /// some runs were kept in sled; every run is a file now).
+    const VERSION: u8 = 2;
+    /// The place byte of a run in an index entry: a file in `runs/`.
+    const PLACE_FILE: u8 = 1;
+}
+
+impl Codec for RunIndex {
+    type Value = Listing;
+
+    fn encode(runs: &Listing) -> Vec<u8> {
+        let mut index = Vec::with_capacity(1 + runs.len() * 17);
+        index.push(Self::VERSION);
+        for (run, count) in runs {
+            index.extend_from_slice(&run.to_be_bytes());
+            index.extend_from_slice(&count.to_be_bytes());
+            index.push(Self::PLACE_FILE);
+        }
+        index
+    }
+
+    fn decode(value: &[u8]) -> Result<Listing, String> {
+        let bad = || "bad layout".to_owned();
+        let (&Self::VERSION, body) = value.split_first().ok_or_else(bad)? else {
+            return Err(bad());
+        };
+        if body.len() % 17 != 0 {
+            return Err(bad());
+        }
+        body.chunks_exact(17)
+            .map(|entry| {
+                let word = |at: usize| {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(&entry[at..at + 8]);
+                    u64::from_be_bytes(w)
+                };
+                (entry[16] == Self::PLACE_FILE)
+                    .then(|| (word(0), word(8)))
+                    .ok_or_else(bad)
+            })
+            .collect()
+    }
+}
+
+/// The runs the stored index lists (none without one).
+pub(super) fn listed(db: &Db) -> Result<Listing, StoreError> {
+    Ok(INDEX.get(db, &())?.unwrap_or_default())
+}
 
 /// In-memory part of the exact set.
 #[derive(Debug)]
@@ -40,46 +88,11 @@ pub(super) struct Exact {
     pub(super) runs: SortedRuns,
 }
 
-/// The run index record: each run (a file in `runs/`) with its size.
-fn encode_index(runs: &[(u64, u64)]) -> Vec<u8> {
-    let mut index = Vec::with_capacity(1 + runs.len() * 17);
-    index.push(INDEX_VERSION);
-    for (run, count) in runs {
-        index.extend_from_slice(&run.to_be_bytes());
-        index.extend_from_slice(&count.to_be_bytes());
-        index.push(PLACE_FILE);
-    }
-    index
-}
-
-/// The entries of a run index record: `(run id, fingerprints)`, oldest
-/// first; `None` for any other layout.
-pub(super) fn decode_index(value: &[u8]) -> Option<Listing> {
-    let (&INDEX_VERSION, body) = value.split_first()? else {
-        return None;
-    };
-    if body.len() % 17 != 0 {
-        return None;
-    }
-    body.chunks_exact(17)
-        .map(|entry| {
-            let id = u64::from_be_bytes(entry[..8].try_into().ok()?);
-            let count = u64::from_be_bytes(entry[8..16].try_into().ok()?);
-            (entry[16] == PLACE_FILE).then_some((id, count))
-        })
-        .collect()
-}
-
 impl Exact {
     /// Loads the run index (one read) and opens its runs; a damaged run file
     /// is refused ([`StoreError::RunDamaged`]).
     pub(super) fn load(db: &Db) -> Result<Exact, StoreError> {
-        let listed = match db.get(INDEX)? {
-            Some(value) => decode_index(&value)
-                .ok_or_else(|| db.corrupt("exact run index", INDEX, "bad layout"))?,
-            None => Vec::new(),
-        };
-        let (runs, damage) = SortedRuns::open(db.dir(), Kind::Seen, listed)?;
+        let (runs, damage) = SortedRuns::open(db.dir(), Kind::Seen, listed(db)?)?;
         if let Some(damage) = damage {
             return Err(damage);
         }
@@ -112,14 +125,10 @@ impl Exact {
         seal: &[Fingerprint],
         batch: &mut Batch,
     ) -> Result<Sealed, StoreError> {
-        let records = seal.iter().map(|fp| {
-            let mut record: Record = [0; super::sorted::RECORD];
-            record[..20].copy_from_slice(fp);
-            record
-        });
+        let records = seal.iter().map(|fp| record(fp, 0));
         let done = job.run(records, seal.len() as u64)?;
         if done.wrote_run() {
-            batch.put(INDEX, encode_index(&done.listed));
+            INDEX.put(batch, &(), &done.listed);
         }
         Ok(done)
     }
@@ -145,10 +154,10 @@ mod tests {
 
     #[test]
     fn index_records_round_trip() {
-        let value = encode_index(&[(1, 10), (5, 300)]);
-        assert_eq!(decode_index(&value), Some(vec![(1, 10), (5, 300)]));
-        assert_eq!(decode_index(&encode_index(&[])), Some(vec![]));
-        assert_eq!(decode_index(&value[..value.len() - 1]), None);
-        assert_eq!(decode_index(&[9]), None);
+        let value = RunIndex::encode(&vec![(1, 10), (5, 300)]);
+        assert_eq!(RunIndex::decode(&value), Ok(vec![(1, 10), (5, 300)]));
+        assert_eq!(RunIndex::decode(&RunIndex::encode(&vec![])), Ok(vec![]));
+        assert!(RunIndex::decode(&value[..value.len() - 1]).is_err());
+        assert!(RunIndex::decode(&[9]).is_err());
     }
 }

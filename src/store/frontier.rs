@@ -27,13 +27,13 @@ use std::ops::Bound;
 
 use super::error::StoreError;
 use super::keys;
-use super::table::{Batch, Db};
+use super::table::{Batch, Db, Table, Text, U32};
 use crate::request::Request;
 
-/// Host index: `h` · host id (u32) → [`super::keys::SMALL_VERSION`], then the host name.
-pub(super) const HOST: u8 = b'h';
-/// Host lookup: `H` · host name → [`super::keys::SMALL_VERSION`], then the host id (u32).
-pub(super) const HOST_BY_NAME: u8 = b'H';
+/// Host index: `h` · host id → host name.
+pub(super) const HOST: Table<u32, Text> = Table::new(b'h', "host index");
+/// Host lookup: `H` · host name → host id.
+pub(super) const HOST_BY_NAME: Table<str, U32> = Table::new(b'H', "host id");
 
 /// A request taken from the frontier. Give it back with [`super::State::complete`] or
 /// [`super::State::release`].
@@ -229,18 +229,8 @@ impl Frontier {
             open: Pending::default(),
             sealed: None,
         };
-        for entry in db.scan([HOST]) {
-            let (key, value) = entry?;
-            let id = key
-                .get(1..5)
-                .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                .map(u32::from_be_bytes)
-                .ok_or_else(|| db.corrupt("host index", &key, "bad key length"))?;
-            let Some((&keys::SMALL_VERSION, name)) = value.split_first() else {
-                return Err(db.corrupt("host index", &key, "unknown version"));
-            };
-            let name = String::from_utf8(name.to_vec())
-                .map_err(|_| db.corrupt("host index", &key, "not UTF-8"))?;
+        for entry in HOST.iter(db) {
+            let (id, name) = entry?;
             frontier.host_ids.insert(name.clone(), id);
             frontier.hosts.insert(id, HostQueue::new(name));
         }
@@ -274,14 +264,8 @@ impl Frontier {
         }
         let id = self.next_host_id;
         self.next_host_id += 1;
-        batch.put(
-            keys::with_prefix(HOST, &id.to_be_bytes()),
-            keys::versioned(host.as_bytes()),
-        );
-        batch.put(
-            keys::with_prefix(HOST_BY_NAME, host.as_bytes()),
-            keys::versioned(&id.to_be_bytes()),
-        );
+        HOST.put(batch, &id, &host.to_owned());
+        HOST_BY_NAME.put(batch, host, &id);
         self.host_ids.insert(host.to_owned(), id);
         self.hosts.insert(id, HostQueue::new(host.to_owned()));
         id

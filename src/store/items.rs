@@ -30,16 +30,15 @@ use std::path::Path;
 use flate2::{Compress, Compression, FlushCompress, Status};
 
 use super::error::StoreError;
-use super::table::{Batch, Db, Durability};
-use super::{crash, keys};
+use super::keys;
+use super::table::{Batch, Codec, Db, Durability, Table, fixed};
+use crate::crash;
 use crate::item::{self, Item};
 
 /// Output cursors: `O` · path of an `--output` file (its directory made
 /// canonical, then its name: the key names the path even when no file is
-/// there) → [`super::keys::SMALL_VERSION`], then the device and inode of the file written
-/// there, the bytes written to it (the end of the last complete line) and the
-/// next item sequence number (four u64, big-endian; see `items`).
-pub(super) const OUTPUT_CURSOR: u8 = b'O';
+/// there) → the file's cursor (see `items`).
+pub(super) const OUTPUT_CURSOR: Table<Path, OutputCursor> = Table::new(b'O', "output cursor");
 /// Items: `i` · sequence of the record's first item (u64) → items of one
 /// completion group (a group writes several records past [`super::keys::MAX_VALUE_BYTES`]),
 /// numbered on from the key's: the version byte [`ITEM_RECORD_DEFLATED`],
@@ -105,48 +104,29 @@ pub struct OutputCursor {
     pub next: u64,
 }
 
-impl OutputCursor {
-    /// Bytes of a cursor record after its version byte.
-    const LEN: usize = 32;
+/// [`super::keys::SMALL_VERSION`], then the four fields big-endian.
+impl Codec for OutputCursor {
+    type Value = OutputCursor;
 
-    /// The record: [`keys::SMALL_VERSION`], then the four fields big-endian.
-    fn encode(&self) -> Vec<u8> {
-        let mut body = [0u8; Self::LEN];
-        for (chunk, field) in body
-            .chunks_exact_mut(8)
-            .zip([self.dev, self.ino, self.bytes, self.next])
-        {
-            chunk.copy_from_slice(&field.to_be_bytes());
-        }
-        keys::versioned(&body)
+    fn encode(cursor: &OutputCursor) -> Vec<u8> {
+        let fields = [cursor.dev, cursor.ino, cursor.bytes, cursor.next];
+        keys::versioned(&fields.map(u64::to_be_bytes).concat())
     }
 
-    /// A record as [`OutputCursor::encode`] writes it; `None` for anything else.
-    fn decode(value: &[u8]) -> Option<OutputCursor> {
-        let (&keys::SMALL_VERSION, body) = value.split_first()? else {
-            return None;
-        };
-        if body.len() != Self::LEN {
-            return None;
-        }
+    fn decode(value: &[u8]) -> Result<OutputCursor, String> {
+        let body: [u8; 32] = fixed(value)?;
         let field = |i: usize| {
-            body.get(i * 8..i * 8 + 8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_be_bytes)
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&body[i * 8..i * 8 + 8]);
+            u64::from_be_bytes(word)
         };
-        Some(OutputCursor {
-            dev: field(0)?,
-            ino: field(1)?,
-            bytes: field(2)?,
-            next: field(3)?,
+        Ok(OutputCursor {
+            dev: field(0),
+            ino: field(1),
+            bytes: field(2),
+            next: field(3),
         })
     }
-}
-
-/// The key of the cursor of the output path `path` (absolute, see `keys`).
-fn cursor_key(path: &Path) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    keys::with_prefix(OUTPUT_CURSOR, path.as_os_str().as_bytes())
 }
 
 impl Items {
@@ -332,13 +312,13 @@ impl Items {
         path: &Path,
         cursor: &OutputCursor,
     ) -> Result<(), StoreError> {
-        let key = cursor_key(path);
+        let key = OUTPUT_CURSOR.key(path);
         if self.cursor.as_ref().is_some_and(|(k, _)| *k == key) {
             self.cursor = None;
         }
-        let known = db.contains(&key)?;
+        let known = OUTPUT_CURSOR.contains(db, path)?;
         let mut batch = Batch::default();
-        batch.put(key, cursor.encode());
+        OUTPUT_CURSOR.put(&mut batch, path, cursor);
         if known {
             crash::point("output.cursor");
         } else {
@@ -358,16 +338,15 @@ impl Items {
         path: &Path,
         cursor: &OutputCursor,
     ) -> Result<(), StoreError> {
-        let (key, value) = (cursor_key(path), cursor.encode());
         if batch.is_dirty() {
-            self.cursor = Some((key, value));
+            self.cursor = Some((OUTPUT_CURSOR.key(path), OutputCursor::encode(cursor)));
             return Ok(());
         }
         // A cursor of the same path handed over earlier is older: this one
         // replaces it.
         self.cursor = None;
         let mut write = Batch::default();
-        write.put(key, value);
+        OUTPUT_CURSOR.put(&mut write, path, cursor);
         crash::point("output.advance");
         db.commit_now(write, Durability::NextSync)
     }
@@ -375,13 +354,7 @@ impl Items {
 
 /// The cursor of the output path `path`, if one was recorded.
 pub(super) fn cursor(db: &Db, path: &Path) -> Result<Option<OutputCursor>, StoreError> {
-    let key = cursor_key(path);
-    match db.get(&key)? {
-        None => Ok(None),
-        Some(value) => OutputCursor::decode(&value)
-            .map(Some)
-            .ok_or_else(|| db.corrupt("output cursor", &key, "not a version byte and 32 bytes")),
-    }
+    OUTPUT_CURSOR.get(db, path)
 }
 
 /// An item record's value: [`ITEM_RECORD_DEFLATED`], then `body`
@@ -471,14 +444,17 @@ mod tests {
             bytes: u64::MAX,
             next: 12,
         };
-        let value = cursor.encode();
+        let value = OutputCursor::encode(&cursor);
         assert_eq!(value.len(), 33);
-        assert_eq!(OutputCursor::decode(&value), Some(cursor));
-        assert_eq!(OutputCursor::decode(&value[1..]), None, "no version byte");
-        assert_eq!(OutputCursor::decode(&value[..32]), None, "cut short");
+        assert_eq!(OutputCursor::decode(&value), Ok(cursor));
+        assert!(
+            OutputCursor::decode(&value[1..]).is_err(),
+            "no version byte"
+        );
+        assert!(OutputCursor::decode(&value[..32]).is_err(), "cut short");
         let mut other = value.clone();
         other[0] = 9;
-        assert_eq!(OutputCursor::decode(&other), None, "another version");
+        assert!(OutputCursor::decode(&other).is_err(), "another version");
     }
 
     #[test]

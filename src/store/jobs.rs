@@ -3,35 +3,26 @@
 //!
 //! A version is written only in the batch that begins the first run using it
 //! (see `State::begin_run`), so a job version never exists without a run that
-//! names it, and is never rewritten. The table owns its prefix here (it is not
-//! in `keys`, which predates it). Depends on `table`, `records` and `keys`.
+//! names it, and is never rewritten. Depends on `table` and `records`.
 
 use super::error::StoreError;
-use super::keys;
-use super::records::{self, JobRecord};
-use super::table::{Batch, Db};
+use super::records::JobRecord;
+use super::table::{Batch, Db, Json, Table};
 
-/// Namespace of job versions: `J` · version (u64, big-endian) → a
-/// [`JobRecord`] as [`records::encode`] writes it.
-pub(super) const JOB: u8 = b'J';
+/// Job versions: `J` · version (u64) → [`JobRecord`].
+pub(super) const JOB: Table<u64, Json<JobRecord>> = Table::new(b'J', "job");
 
 /// The newest job version, if the state has one.
 pub(super) fn latest(db: &Db) -> Result<Option<JobRecord>, StoreError> {
-    match db.range([JOB]..[JOB + 1]).next_back() {
-        None => Ok(None),
-        Some(entry) => {
-            let (key, value) = entry?;
-            Ok(Some(db.decode("job", &key, &value)?))
-        }
-    }
+    Ok(JOB.last(db, None)?.map(|(_, job)| job))
 }
 
 /// Job version `version`, if stored.
 pub(super) fn get(db: &Db, version: u64) -> Result<Option<JobRecord>, StoreError> {
-    db.record("job", &keys::with_u64(JOB, version))
+    JOB.get(db, &version)
 }
 
 /// Puts `record` into `batch` (the batch that begins its first run).
 pub(super) fn put(batch: &mut Batch, record: &JobRecord) {
-    batch.put(keys::with_u64(JOB, record.version), records::encode(record));
+    JOB.put(batch, &record.version, record);
 }

@@ -3,29 +3,22 @@
 //! Everything lives in a single tree so that a completion group is one
 //! `apply_batch` (sled makes a batch on one tree atomic across crashes). The first
 //! byte of a key names its namespace; integers are big-endian so that byte order
-//! is numeric order. A table defines its namespaces and its encodings beside
-//! itself (`runs`: `r`, `c`, `d`, `y`; `frontier`: `h`, `H`; `items`: `i`,
-//! `O`; `robots`: `R`, `b`; `due`: `u`; `pages`: `V`; `warc`: `w`; `cookies`:
-//! `K`; `unreachable`: `U`; `exact`: `e`; `pageids`: `k`); here are the
-//! namespaces more than one table reads (the metadata record, the queue, the
-//! journal, the page blocks), the helpers every table uses, and the test that
-//! no two namespaces share a byte. Depends on nothing else in the crate.
+//! is numeric order. A table declares its namespaces beside itself, most as a
+//! typed `table::Table` (`db`: `m`; `runs`: `r`, `c`, `d`, `y`; `jobs`: `J`;
+//! `frontier`: `h`, `H`; `seen`: `j`; `items`: `i`, `O`; `robots`: `R`, `b`;
+//! `due`: `u`; `pages`: `V`; `warc`: `w`; `cookies`: `K`; `unreachable`: `U`;
+//! `exact`: `e`; `pageids`: `k`); here are the two packed namespaces more
+//! than one table reads (the queue, the page blocks), the helpers they use,
+//! and the test that no two namespaces share a byte. Depends on nothing else
+//! in the crate.
 
-/// Namespace of the state metadata record (one key).
-pub(crate) const META: &[u8] = b"m";
 /// Queue: `q` · host id (u32) · inverted priority (u32) · sequence (u64) → a packed
 /// record of requests of that host and priority, the key's sequence being its first
 /// entry's (see `frontier` for the record layout). A single request is named by the
 /// same layout with its own sequence number (an *entry key*, never stored as a key).
 pub(crate) const QUEUE: u8 = b'q';
-/// Bloom journal: `j` · group sequence (u64) · part (u16) → [`JOURNAL_VERSION`],
-/// then fingerprints of the group, concatenated, at most [`MAX_VALUE_BYTES`] per
-/// part (read by [`journal_body`]).
-pub(crate) const JOURNAL: u8 = b'j';
-/// Version byte of a journal entry.
-pub(crate) const JOURNAL_VERSION: u8 = 1;
-/// Version byte of the small fixed-size records: counters, output watermarks,
-/// the cycle start, host ids and names.
+/// Version byte of the small fixed-size records (`table`'s codecs: counters,
+/// output cursors, WARC marks, the cycle start, host ids and names).
 pub(crate) const SMALL_VERSION: u8 = 1;
 /// Largest packed value written (queue records, item records, journal parts close
 /// at this size). sled 0.34 splits a leaf at 16 entries and writes any node image
@@ -117,37 +110,6 @@ pub(crate) fn length_prefixed(
     })
 }
 
-/// A counter's value: [`SMALL_VERSION`], then `n` little-endian.
-pub(crate) fn versioned_u64(n: u64) -> [u8; 9] {
-    let mut value = [SMALL_VERSION; 9];
-    value[1..].copy_from_slice(&n.to_le_bytes());
-    value
-}
-
-/// A counter's value as [`versioned_u64`] writes it; `None` for any other
-/// layout.
-pub(crate) fn read_versioned_u64(value: &[u8]) -> Option<u64> {
-    versioned_body::<8>(value).map(u64::from_le_bytes)
-}
-
-/// A small record of `N` bytes after [`SMALL_VERSION`]: the `N` bytes.
-pub(crate) fn versioned_body<const N: usize>(value: &[u8]) -> Option<[u8; N]> {
-    match value.split_first() {
-        Some((&SMALL_VERSION, body)) if body.len() == N => body.try_into().ok(),
-        _ => None,
-    }
-}
-
-/// The fingerprints of a journal entry ([`JOURNAL`]): 20 bytes each after
-/// [`JOURNAL_VERSION`]; `None` for any other layout. The one decoder of
-/// journal entries (the open's replay and `repair` read them).
-pub(crate) fn journal_body(value: &[u8]) -> Option<&[u8]> {
-    match value.split_first() {
-        Some((&JOURNAL_VERSION, body)) if body.len() % 20 == 0 => Some(body),
-        _ => None,
-    }
-}
-
 /// [`SMALL_VERSION`] followed by `body`.
 pub(crate) fn versioned(body: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(1 + body.len());
@@ -182,30 +144,32 @@ mod tests {
     #[test]
     fn no_two_namespaces_share_a_byte() {
         use crate::store::{
-            cookies, due, exact, frontier, items, pageids, pages, robots, runs, unreachable, warc,
+            cookies, db, due, exact, frontier, items, jobs, pageids, pages, robots, runs, seen,
+            unreachable, warc,
         };
         let namespaces = [
-            META[0],
+            db::META.ns(),
             QUEUE,
-            JOURNAL,
+            seen::JOURNAL.ns(),
             PAGE_BY_ID,
-            frontier::HOST,
-            frontier::HOST_BY_NAME,
-            exact::INDEX[0],
-            pageids::INDEX[0],
+            frontier::HOST.ns(),
+            frontier::HOST_BY_NAME.ns(),
+            exact::INDEX.ns(),
+            pageids::INDEX.ns(),
             items::ITEM,
-            items::OUTPUT_CURSOR,
-            runs::RUN,
-            runs::COUNTER,
-            runs::SEED,
-            runs::CYCLE[0],
-            warc::WARC,
-            cookies::COOKIES[0],
-            robots::ROBOTS,
-            robots::BLOCKED,
+            items::OUTPUT_CURSOR.ns(),
+            jobs::JOB.ns(),
+            runs::RUN.ns(),
+            runs::COUNTER.ns(),
+            runs::SEED.ns(),
+            runs::CYCLE.ns(),
+            warc::WARC.ns(),
+            cookies::COOKIES.ns(),
+            robots::robots::<robots::Blocked>().ns(),
+            robots::BLOCKED.ns(),
             due::DUE_CHUNK,
-            pages::DUE_POLICY[0],
-            unreachable::UNREACHABLE,
+            pages::DUE_POLICY.ns(),
+            unreachable::UNREACHABLE.ns(),
         ];
         let distinct: std::collections::BTreeSet<u8> = namespaces.iter().copied().collect();
         assert_eq!(distinct.len(), namespaces.len(), "{namespaces:?}");

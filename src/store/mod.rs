@@ -15,8 +15,10 @@
 //! - `dir`: the directory's lock and marker, and creating a state (crash-safe).
 //! - `db`: opening sled, the metadata record (`m`), the format version.
 //! - `table`: what the tables share — `Db` (they read through it; its
-//!   `commit_now` is the one call that writes to sled) and `Batch` (the write
-//!   set of a group or of one write outside it; tables write only into it).
+//!   `commit_now` is the one call that writes to sled), `Batch` (the write
+//!   set of a group or of one write outside it; tables write only into it)
+//!   and `Table<Key, Codec>`, a namespace declared once with its key and
+//!   value encodings, as redb's `TableDefinition` is.
 //! - The tables, each owning its namespaces, record encodings and in-memory
 //!   part: `frontier` (queue `q`, host index `h`/`H`, leases), `seen` (the
 //!   Bloom filter, journal `j`, and through `exact` the exact set's index `e`
@@ -26,11 +28,13 @@
 //!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
 //!   durable lengths of WARC files `w`), `cookies` (the cookie jar `K`, put
 //!   into a group like a WARC mark), `unreachable` (hosts that failed on the
-//!   network in runs in a row `U`, parked by the engine). No table calls
-//!   another, and none sees the `State`. Each defines its namespaces and
-//!   encodings beside itself; `keys` holds the namespaces several tables
-//!   read and the helpers all use (and the test that no two namespaces
-//!   share a byte), `records` the serde records.
+//!   network in runs in a row `U`, parked by the engine), `jobs` (job
+//!   versions `J`). No table calls another, and none sees the `State`. Each
+//!   declares its namespaces beside itself (a `Table` constant, or for the
+//!   packed ones a byte and its layout); `keys` holds the two packed
+//!   namespaces several tables read (queue, page blocks), their helpers, and
+//!   the test that no two namespaces share a byte; `records` the serde
+//!   records.
 //! - `sorted`: sorted runs, the one structure behind the exact set and the
 //!   page-id index: immutable files in `runs/` (`runfile`: layout, lookup,
 //!   writer), merged size-tiered, switched in two phases by a checkpoint.
@@ -47,9 +51,10 @@
 //!   `State`.
 //! - `sink`: the [`Sink`] trait, which [`State::deliver`] hands durable
 //!   items to (the `--output` file, `export`, `watch`, a library user's own).
-//! - `views`: what `dump` reads; `status`: the live status file;
-//! - `crash`: the named crash points — the one table of every step at which
-//!   the state writes or syncs.
+//! - `views`: what `dump` reads; `queues`: the host queues a snapshot shows.
+//!   (The files a running crawl publishes, `status.json` and
+//!   `snapshot.json`, are [`crate::status`]'s; the named crash points,
+//!   [`crate::crash`], are the whole crate's.)
 //! - `repair`: damage — sled panics caught, the durable record against silent
 //!   rollbacks, the open mark that tells a crash (opened in place) from another
 //!   program's write (a trial open of a copy of `db/`), the Bloom filter
@@ -84,7 +89,6 @@ mod checkpoint;
 mod commit;
 mod committer;
 mod cookies;
-pub mod crash;
 mod db;
 mod dir;
 mod due;
@@ -100,6 +104,7 @@ mod options;
 mod pageblock;
 mod pageids;
 pub(crate) mod pages;
+pub mod queues;
 pub mod records;
 pub mod repair;
 mod robots;
@@ -110,7 +115,6 @@ mod side;
 mod sink;
 pub mod sizing;
 mod sorted;
-pub mod status;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -139,6 +143,7 @@ pub use sink::{Each, Sink};
 pub use unreachable::UnreachableHost;
 pub use views::{FrontierEntry, PEAK_RSS, SeenAnswer, Summary};
 
+use crate::crash;
 use records::Meta;
 
 /// At most this many completed pages are not durable at any time: a group is
@@ -197,7 +202,7 @@ fn create(
 ) -> Result<(Meta, DedupMode, crate::bloom::BloomFile), StoreError> {
     let (meta, dedup, bloom) = db::new_meta(db.dir(), options)?;
     let mut batch = table::Batch::default();
-    batch.put(keys::META, records::encode(&meta));
+    db::META.put(&mut batch, &(), &meta);
     crash::point("create.meta");
     db.commit_now(batch, table::Durability::Synced(|| ()))?;
     dir::mark_complete(db.dir())?;
@@ -251,7 +256,7 @@ impl State {
         let db = table::Db::new(db, dir);
         let made = repair::guard(&db_dir, || match found {
             dir::Found::Create => create(&db, options),
-            dir::Found::State => db::load_meta(dir, db.tree(), options, opened),
+            dir::Found::State => db::load_meta(dir, &db, options, opened),
         });
         let (meta, dedup, bloom) = match made {
             Ok(made) => made,

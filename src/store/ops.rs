@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use super::error::StoreError;
 use super::pages::{CycleStart, PageRecord};
 use super::records::{RunOutcome, RunRecord};
-use super::{Blocked, Lease, Seen, State, crash, robots};
+use super::{Blocked, Lease, Seen, State, robots};
+use crate::crash;
 use crate::fingerprint::{self, Fingerprint};
 use crate::item::Item;
 use crate::request::Request;
@@ -571,12 +572,12 @@ impl State {
 /// Robots records and output files.
 impl State {
     /// Every stored robots.txt record.
-    pub fn robots_records<T: DeserializeOwned>(&self) -> Result<Vec<T>, StoreError> {
+    pub fn robots_records<T: Serialize + DeserializeOwned>(&self) -> Result<Vec<T>, StoreError> {
         robots::records(&self.db)
     }
 
     /// Stores (replaces) the robots.txt record of `origin`, in the open group.
-    pub fn put_robots<T: Serialize>(&mut self, origin: &str, record: &T) {
+    pub fn put_robots<T: Serialize + DeserializeOwned>(&mut self, origin: &str, record: &T) {
         robots::put(&mut self.group.batch, origin, record);
     }
 

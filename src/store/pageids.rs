@@ -29,64 +29,61 @@
 //! `sorted`, `pageblock`, `table`, `keys` and `crash`.
 
 use super::error::StoreError;
+use super::keys;
 use super::pageblock::Block;
 use super::runfile::Kind;
-use super::sorted::{Listing, Record, SealJob, Sealed, SortedRuns};
-use super::table::{Batch, Db, Durability};
-use super::{crash, keys};
+use super::sorted::{Listing, SealJob, Sealed, SortedRuns, record};
+use super::table::{Batch, Codec, Db, Durability, Table};
+use crate::crash;
 use crate::fingerprint::{Fingerprint, FingerprintMap};
 
-/// The index record (one key): [`INDEX_VERSION`], the watermark (u64: ids
-/// below it are in the listed runs), then (run id, ids) pairs of u64s, all
-/// big-endian.
-pub(super) const INDEX: &[u8] = b"k";
+/// The index record (one key `k`): the watermark (ids below it are in the
+/// listed runs) and the runs, oldest first.
+pub(super) const INDEX: Table<(), IdsIndex> = Table::new(b'k', "page id index");
 /// Recent ids that make a checkpoint due (and hold new completions back while
 /// one runs, see [`super::State::checkpoint_behind`]): 2^17 entries of 28
 /// bytes in a hash map, about 6 MiB, and as many again sorted while sealed.
 pub(super) const IDS_MAX_RECENT: usize = 1 << 17;
-/// Version byte of the index record.
-const INDEX_VERSION: u8 = 1;
 
-/// The index record: version, watermark, then (run id, ids) pairs, oldest first.
-fn encode_index(watermark: u64, runs: &[(u64, u64)]) -> Vec<u8> {
-    let mut value = Vec::with_capacity(9 + runs.len() * 16);
-    value.push(INDEX_VERSION);
-    value.extend_from_slice(&watermark.to_be_bytes());
-    for (run, count) in runs {
-        value.extend_from_slice(&run.to_be_bytes());
-        value.extend_from_slice(&count.to_be_bytes());
-    }
-    value
+/// The index record: a version byte, the watermark, then (run id, ids)
+/// pairs, all u64 big-endian.
+pub(super) struct IdsIndex;
+
+impl IdsIndex {
+    const VERSION: u8 = 1;
 }
 
-/// The watermark and runs of an index record; `None` for another layout.
-pub(super) fn decode_index(value: &[u8]) -> Option<(u64, Listing)> {
-    let (&INDEX_VERSION, rest) = value.split_first()? else {
-        return None;
-    };
-    let (watermark, body) = rest.split_first_chunk::<8>()?;
-    if body.len() % 16 != 0 {
-        return None;
-    }
-    let runs = body
-        .chunks_exact(16)
-        .map(|pair| {
-            let (run, count) = pair.split_at(8);
-            Some((
-                u64::from_be_bytes(run.try_into().ok()?),
-                u64::from_be_bytes(count.try_into().ok()?),
-            ))
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some((u64::from_be_bytes(*watermark), runs))
-}
+impl Codec for IdsIndex {
+    type Value = (u64, Listing);
 
-/// A run record: the fingerprint, then the id (big-endian).
-fn record(fp: &Fingerprint, id: u64) -> Record {
-    let mut record = [0u8; super::sorted::RECORD];
-    record[..20].copy_from_slice(fp);
-    record[20..].copy_from_slice(&id.to_be_bytes());
-    record
+    fn encode((watermark, runs): &(u64, Listing)) -> Vec<u8> {
+        let mut value = Vec::with_capacity(9 + runs.len() * 16);
+        value.push(Self::VERSION);
+        value.extend_from_slice(&watermark.to_be_bytes());
+        for (run, count) in runs {
+            value.extend_from_slice(&run.to_be_bytes());
+            value.extend_from_slice(&count.to_be_bytes());
+        }
+        value
+    }
+
+    fn decode(value: &[u8]) -> Result<(u64, Listing), String> {
+        let words = match value.split_first() {
+            Some((&Self::VERSION, rest)) if rest.len() % 16 == 8 => rest.chunks_exact(8),
+            _ => return Err("bad layout".into()),
+        };
+        let mut words = words.map(|word| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(word);
+            u64::from_be_bytes(w)
+        });
+        let watermark = words.next().unwrap_or_default();
+        let mut runs = Vec::new();
+        while let (Some(run), Some(count)) = (words.next(), words.next()) {
+            runs.push((run, count));
+        }
+        Ok((watermark, runs))
+    }
 }
 
 /// The (fingerprint, id) pairs of the page blocks from the key `start` on, a
@@ -162,7 +159,7 @@ impl IdsJob {
         let records = self.seal.iter().map(|(fp, id)| record(fp, *id));
         let sealed = self.job.run(records, self.seal.len() as u64)?;
         if sealed.wrote_run() {
-            batch.put(INDEX, encode_index(self.watermark, &sealed.listed));
+            INDEX.put(batch, &(), &(self.watermark, sealed.listed.clone()));
         }
         Ok(IdsDone {
             watermark: self.watermark,
@@ -177,11 +174,7 @@ impl PageIds {
     /// blocks from its watermark on, read into memory. `blocks_end` is the id
     /// after the last stored block's.
     pub(super) fn load(db: &Db, blocks_end: u64) -> Result<PageIds, StoreError> {
-        let (watermark, listed) = match db.get(INDEX)? {
-            Some(value) => decode_index(&value)
-                .ok_or_else(|| db.corrupt("page id index", INDEX, "bad layout"))?,
-            None => (0, Vec::new()),
-        };
+        let (watermark, listed) = INDEX.get(db, &())?.unwrap_or_default();
         let (runs, damage) = SortedRuns::open(db.dir(), Kind::PageIds, listed)?;
         let mut ids = PageIds {
             watermark,
@@ -252,7 +245,7 @@ impl PageIds {
             seal(&mut chunk)?;
         }
         let mut batch = Batch::default();
-        batch.put(INDEX, encode_index(blocks_end, rebuilt.listed()));
+        INDEX.put(&mut batch, &(), &(blocks_end, rebuilt.listed().to_vec()));
         crash::point("repair.ids_index");
         db.commit_now(batch, Durability::Synced(|| ()))?;
         self.runs.adopt(rebuilt);
@@ -366,10 +359,13 @@ mod tests {
 
     #[test]
     fn index_records_round_trip() {
-        let value = encode_index(77, &[(1, 10), (5, 300)]);
-        assert_eq!(decode_index(&value), Some((77, vec![(1, 10), (5, 300)])));
-        assert_eq!(decode_index(&encode_index(0, &[])), Some((0, vec![])));
-        assert_eq!(decode_index(&value[..value.len() - 1]), None);
-        assert_eq!(decode_index(&[9]), None);
+        let value = IdsIndex::encode(&(77, vec![(1, 10), (5, 300)]));
+        assert_eq!(IdsIndex::decode(&value), Ok((77, vec![(1, 10), (5, 300)])));
+        assert_eq!(
+            IdsIndex::decode(&IdsIndex::encode(&(0, vec![]))),
+            Ok((0, vec![]))
+        );
+        assert!(IdsIndex::decode(&value[..value.len() - 1]).is_err());
+        assert!(IdsIndex::decode(&[9]).is_err());
     }
 }

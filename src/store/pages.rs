@@ -24,14 +24,14 @@ use super::error::StoreError;
 use super::keys;
 use super::pageblock::{BLOCK_MAX_BYTES, Block};
 use super::pageids::PageIds;
-use super::table::{Batch, Db};
+use super::table::{Batch, Db, Table, Text};
 use crate::fingerprint::{self, Fingerprint, FingerprintMap};
 use crate::request::Request;
 
-/// The revisit policy the due index was last computed under: `V` →
-/// [`super::keys::SMALL_VERSION`], then the policy's description (UTF-8). A cycle started
-/// under another policy moves every page's due time to the new policy's first.
-pub(super) const DUE_POLICY: &[u8] = b"V";
+/// The revisit policy the due index was last computed under (one key `V`):
+/// its description. A cycle started under another policy moves every page's
+/// due time to the new policy's first.
+pub(super) const DUE_POLICY: Table<(), Text> = Table::new(b'V', "due policy");
 
 /// Everything the last fetch of one page told us, and when it is due again.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -580,20 +580,12 @@ impl Pages {
 
     /// The revisit policy the due index was last computed under, if recorded.
     pub(super) fn policy(&self, db: &Db) -> Result<Option<String>, StoreError> {
-        match db.get(DUE_POLICY)? {
-            None => Ok(None),
-            Some(value) => match value.split_first() {
-                Some((&keys::SMALL_VERSION, text)) => {
-                    Ok(Some(String::from_utf8_lossy(text).into_owned()))
-                }
-                _ => Err(db.corrupt("due policy", DUE_POLICY, "unknown version")),
-            },
-        }
+        DUE_POLICY.get(db, &())
     }
 
     /// Records, in the group, that the due index follows `policy`.
     pub(super) fn set_policy(&mut self, batch: &mut Batch, policy: &str) {
-        batch.put(DUE_POLICY, keys::versioned(policy.as_bytes()));
+        DUE_POLICY.put(batch, &(), &policy.to_owned());
     }
 
     /// The pages in the due index at `due`, as stored (a page taken out of

@@ -606,9 +606,9 @@ fn a_new_policy_moves_every_page_once_over_many_chunks() {
 
 /// The page-id runs listed in the index record, and those on disk.
 fn page_id_runs(state: &State) -> (Vec<u64>, Vec<u64>) {
-    let index = state.db.get(super::super::pageids::INDEX).unwrap();
+    let index = super::super::pageids::INDEX.get(&state.db, &()).unwrap();
     let listed = index
-        .map(|v| super::super::pageids::decode_index(&v).unwrap().1)
+        .map(|(_, listed)| listed)
         .unwrap_or_default()
         .into_iter()
         .map(|(run, _)| run)

@@ -40,12 +40,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sha1::{Digest, Sha1};
 
 use super::error::StoreError;
-use super::exact::decode_index;
 use super::options::DedupMode;
 use super::runfile::{Kind, RunFile};
+use super::seen::JOURNAL;
 use super::sizing::Shape;
-use super::{State, crash, keys};
+use super::table::{Codec, Count, Db};
+use super::{State, exact, keys};
 use crate::bloom::{BloomError, BloomFile, BloomParams};
+use crate::crash;
 use crate::fingerprint::Fingerprint;
 
 /// Name of the durable record in the state directory.
@@ -569,7 +571,8 @@ fn scan_trial(
     };
     let mut found = Durable::default();
     let mut dedup = None;
-    let pages_key = keys::with_prefix(super::runs::COUNTER, b"pages/completed");
+    let pages_key = super::runs::COUNTER.key("pages/completed");
+    let meta_key = super::db::META.key(&());
     for entry in db.iter() {
         let (key, value) = entry.map_err(|e| damaged(describe(&e)))?;
         if key.first() == Some(&super::items::ITEM) {
@@ -580,8 +583,8 @@ fn scan_trial(
             let count = keys::length_prefixed(&body).count();
             found.items = found.items.max(first + count as u64);
         } else if *key == *pages_key {
-            found.pages = keys::read_versioned_u64(&value).unwrap_or_default();
-        } else if *key == *keys::META {
+            found.pages = Count::decode(&value).unwrap_or_default();
+        } else if *key == *meta_key {
             dedup = super::records::decode::<super::records::Meta>(&value)
                 .ok()
                 .and_then(|meta| DedupMode::parse(&meta.dedup));
@@ -749,66 +752,35 @@ pub(super) fn bloom_damage(opened: &Result<BloomFile, BloomError>, shape: Shape)
 /// Visits every fingerprint of the exact set: the runs the index lists (a run
 /// file's checksum is checked), then the journal; returns how many it visited.
 /// Reads through [`guard`] (the caller's).
-pub(super) fn visit_exact(
-    dir: &Path,
-    db: &super::db::Sled,
-    mut visit: impl FnMut(&Fingerprint),
-) -> Result<u64, StoreError> {
-    let db_err = |source| StoreError::Db {
-        path: dir.to_owned(),
-        source,
-    };
-    let corrupt = |what: &str, key: &[u8]| StoreError::Corrupt {
-        path: dir.to_owned(),
-        what: format!("{what} {key:?}"),
-        reason: "length is not a version byte and a multiple of 20".into(),
-    };
+pub(super) fn visit_exact(db: &Db, mut visit: impl FnMut(&Fingerprint)) -> Result<u64, StoreError> {
     let mut visited = 0u64;
-    let mut take = |body: &[u8]| {
-        for chunk in body.chunks_exact(20) {
+    for (run, count) in exact::listed(db)? {
+        // Read whole, so its checksum is checked too.
+        let file = RunFile::open(db.dir(), Kind::Seen, run, count)?;
+        file.verify()?;
+        for chunk in file.body().chunks_exact(20) {
             let mut fp = [0u8; 20];
             fp.copy_from_slice(chunk);
             visit(&fp);
             visited += 1;
         }
-    };
-    let index = db.get(super::exact::INDEX).map_err(db_err)?;
-    let listed = match index.as_deref().map(decode_index) {
-        None => Vec::new(),
-        Some(Some(listed)) => listed,
-        Some(None) => return Err(corrupt("exact run index", super::exact::INDEX)),
-    };
-    for (run, count) in listed {
-        // Read whole, so its checksum is checked too.
-        let file = RunFile::open(dir, Kind::Seen, run, count)?;
-        file.verify()?;
-        take(file.body());
     }
-    for entry in db.scan_prefix([keys::JOURNAL]) {
-        let (key, value) = entry.map_err(db_err)?;
-        take(keys::journal_body(&value).ok_or_else(|| corrupt("journal", &key))?);
+    for entry in JOURNAL.iter(db) {
+        let (_, fps) = entry?;
+        fps.iter().for_each(&mut visit);
+        visited += fps.len() as u64;
     }
     Ok(visited)
 }
 
 /// The fingerprints of the exact set, counted from the run index and the
-/// journal's lengths without reading the runs.
-fn exact_len(dir: &Path, db: &super::db::Sled) -> Result<u64, StoreError> {
-    let db_err = |source| StoreError::Db {
-        path: dir.to_owned(),
-        source,
-    };
-    let index = db.get(super::exact::INDEX).map_err(db_err)?;
-    let runs: u64 = match index.as_deref().map(decode_index) {
-        Some(Some(listed)) => listed.iter().map(|&(_, count)| count).sum(),
-        _ => 0,
-    };
-    let mut journal = 0u64;
-    for entry in db.scan_prefix([keys::JOURNAL]) {
-        let (_, value) = entry.map_err(db_err)?;
-        journal += (value.len() / 20) as u64;
+/// journal without reading the runs.
+fn exact_len(db: &Db) -> Result<u64, StoreError> {
+    let mut len: u64 = exact::listed(db)?.iter().map(|&(_, count)| count).sum();
+    for entry in JOURNAL.iter(db) {
+        len += entry?.1.len() as u64;
     }
-    Ok(runs + journal)
+    Ok(len)
 }
 
 /// Why `bloom.bin` is rebuilt, which names the crash points of the rebuild:
@@ -843,11 +815,11 @@ impl RebuildPoints {
 /// temporary one the next rebuild removes); after it, the new one. Returns
 /// the new filter and the fingerprints it was built from.
 pub(super) fn rebuild_bloom(
-    dir: &Path,
     params: BloomParams,
-    db: &super::db::Sled,
+    db: &Db,
     points: RebuildPoints,
 ) -> Result<(BloomFile, u64), StoreError> {
+    let dir = db.dir();
     let path = dir.join("bloom.bin");
     let tmp = dir.join(REBUILD_FILE);
     let io_err = |path: &Path| {
@@ -863,7 +835,7 @@ pub(super) fn rebuild_bloom(
     let built = BloomFile::create(&tmp, params)
         .map_err(StoreError::from)
         .and_then(|mut fresh| {
-            let count = visit_exact(dir, db, |fp| {
+            let count = visit_exact(db, |fp| {
                 fresh.insert(fp);
             })?;
             fresh.flush()?;
@@ -890,12 +862,12 @@ pub(super) fn rebuild_bloom(
 /// Opens `bloom.bin`; when it is damaged, rebuilds it from the exact set
 /// (`exact` mode, saying so in a warning) or refuses (`bloom` mode).
 pub(super) fn open_bloom(
-    dir: &Path,
-    db: &super::db::Sled,
+    db: &Db,
     shape: Shape,
     dedup: DedupMode,
     opened: Option<BloomFile>,
 ) -> Result<BloomFile, StoreError> {
+    let dir = db.dir();
     let opened = match opened {
         Some(bloom) => Ok(bloom),
         None => BloomFile::open(&dir.join("bloom.bin")),
@@ -909,8 +881,8 @@ pub(super) fn open_bloom(
     if dedup == DedupMode::Bloom {
         return Err(StoreError::BloomLost { path, reason });
     }
-    let params = shape.params_for(exact_len(dir, db)?);
-    let (bloom, count) = rebuild_bloom(dir, params, db, RebuildPoints::Repair)?;
+    let params = shape.params_for(exact_len(db)?);
+    let (bloom, count) = rebuild_bloom(params, db, RebuildPoints::Repair)?;
     tracing::warn!(
         "{}: {reason}; rebuilt it from the exact seen set ({count} fingerprints)",
         path.display(),
@@ -962,13 +934,13 @@ impl State {
             // smaller than it was.
             let shape = Shape::of(&self.meta);
             let have = self.seen.bloom.params();
-            let count = guard(&db_dir, || exact_len(&dir, self.db.tree()))?;
+            let count = guard(&db_dir, || exact_len(&self.db))?;
             let params = match shape.params_for(count) {
                 params if params.bits < have.bits => have,
                 params => params,
             };
             let (bloom, count) = guard(&db_dir, || {
-                rebuild_bloom(&dir, params, self.db.tree(), RebuildPoints::Repair)
+                rebuild_bloom(params, &self.db, RebuildPoints::Repair)
             })?;
             self.seen.bloom = bloom;
             rebuilt = Some(count);

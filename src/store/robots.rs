@@ -10,13 +10,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::StoreError;
-use super::table::{Batch, Db};
-use super::{keys, records};
+use super::records;
+use super::table::{Batch, Db, Json, Table};
 
 /// Cached robots.txt: `R` · origin (`http://host:port`) → record.
-pub(super) const ROBOTS: u8 = b'R';
+pub(super) const fn robots<T: Serialize + DeserializeOwned>() -> Table<str, Json<T>> {
+    Table::new(b'R', "robots")
+}
 /// Requests not fetched by rule (robots.txt): `b` · URL → record.
-pub(super) const BLOCKED: u8 = b'b';
+pub(super) const BLOCKED: Table<str, Json<Blocked>> = Table::new(b'b', "blocked");
 
 /// Why a request was not fetched (`dump blocked`).
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -32,35 +34,29 @@ pub struct Blocked {
 }
 
 /// Every stored robots.txt record.
-pub(super) fn records<T: DeserializeOwned>(db: &Db) -> Result<Vec<T>, StoreError> {
-    db.records("robots", [ROBOTS])
+pub(super) fn records<T: Serialize + DeserializeOwned>(db: &Db) -> Result<Vec<T>, StoreError> {
+    robots().values(db)
 }
 
 /// Stores (replaces) the robots.txt record of `origin`, in the group.
-pub(super) fn put<T: Serialize>(batch: &mut Batch, origin: &str, record: &T) {
-    batch.put(
-        keys::with_prefix(ROBOTS, origin.as_bytes()),
-        records::encode(record),
-    );
+pub(super) fn put<T: Serialize + DeserializeOwned>(batch: &mut Batch, origin: &str, record: &T) {
+    robots().put(batch, origin, record);
 }
 
 /// Records that `url` was not fetched for `reason`, in the group.
 pub(super) fn block(db: &Db, batch: &mut Batch, url: &str, reason: &str) -> Result<(), StoreError> {
-    let key = keys::with_prefix(BLOCKED, url.as_bytes());
-    let count = db
-        .record::<Blocked>("blocked", &key)?
-        .map_or(0, |blocked| blocked.count);
+    let count = BLOCKED.get(db, url)?.map_or(0, |blocked| blocked.count);
     let record = Blocked {
         url: url.to_owned(),
         reason: reason.to_owned(),
         at: records::unix_now(),
         count: count + 1,
     };
-    batch.put(key, records::encode(&record));
+    BLOCKED.put(batch, url, &record);
     Ok(())
 }
 
 /// Every blocked request, in URL order.
 pub(super) fn blocked(db: &Db) -> Result<Vec<Blocked>, StoreError> {
-    db.records("blocked", [BLOCKED])
+    BLOCKED.values(db)
 }

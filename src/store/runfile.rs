@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::crash;
 use super::error::StoreError;
+use crate::crash;
 use crate::fingerprint::Fingerprint;
 
 /// The directory of run files, in the state directory.

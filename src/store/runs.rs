@@ -7,24 +7,24 @@
 //! written and synced when the run begins (crash point `run.begin`), rewritten
 //! in every group (its counters), and written once more with its outcome at the
 //! end (`run.end`); a run found "running" on open was killed
-//! (`run.close_dead`). Depends on `table`, `records` and `keys`.
+//! (`run.close_dead`). Depends on `table` and `records`.
 
 use std::collections::BTreeMap;
 
 use super::error::StoreError;
+use super::records;
 use super::records::{Counters, RunOutcome, RunRecord, unix_now};
-use super::table::{Batch, Db, Durability};
-use super::{crash, keys, records};
+use super::table::{Batch, Count, Db, Durability, Json, Table, U64, Unit};
+use crate::crash;
 
-/// The start of the current crawl cycle: `y` → [`super::keys::SMALL_VERSION`], then unix
-/// seconds (u64, big-endian).
-pub(super) const CYCLE: &[u8] = b"y";
-/// Seeds: `d` · URL → empty.
-pub(super) const SEED: u8 = b'd';
-/// Global counters: `c` · name → [`super::keys::SMALL_VERSION`], then u64 (little-endian).
-pub(super) const COUNTER: u8 = b'c';
-/// Run records: `r` · run id (u64) → run record.
-pub(super) const RUN: u8 = b'r';
+/// The start of the current crawl cycle: `y` → unix seconds.
+pub(super) const CYCLE: Table<(), U64> = Table::new(b'y', "cycle start");
+/// Seeds: `d` · URL → nothing.
+pub(super) const SEED: Table<str, Unit> = Table::new(b'd', "seed");
+/// Global counters: `c` · name → value.
+pub(super) const COUNTER: Table<str, Count> = Table::new(b'c', "counter");
+/// Run records: `r` · run id → run record.
+pub(super) const RUN: Table<u64, Json<RunRecord>> = Table::new(b'r', "run");
 
 /// The runs table (see the module doc).
 #[derive(Default)]
@@ -37,17 +37,7 @@ pub(super) struct Runs {
 impl Runs {
     /// Loads the global counters.
     pub(super) fn load(db: &Db) -> Result<Runs, StoreError> {
-        let mut values = BTreeMap::new();
-        for entry in db.scan([COUNTER]) {
-            let (key, value) = entry?;
-            let name = String::from_utf8_lossy(&key[1..]).into_owned();
-            let value = keys::read_versioned_u64(&value).ok_or_else(|| StoreError::Corrupt {
-                path: db.dir().to_owned(),
-                what: format!("counter {name}"),
-                reason: format!("{} bytes, expected a version byte and 8", value.len()),
-            })?;
-            values.insert(name, value);
-        }
+        let values = COUNTER.iter(db).collect::<Result<BTreeMap<_, _>, _>>()?;
         Ok(Runs {
             counters: Counters::from_values(values),
             ..Runs::default()
@@ -95,36 +85,24 @@ impl Runs {
     /// Writes the changed counters and the current run record into `batch`.
     pub(super) fn seal(&mut self, batch: &mut Batch) {
         for (name, value) in self.counters.take_dirty() {
-            batch.put(
-                keys::with_prefix(COUNTER, name.as_bytes()),
-                &keys::versioned_u64(value),
-            );
+            COUNTER.put(batch, &name, &value);
         }
         if let Some(run) = self.run.as_mut() {
             run.updated_at = records::unix_now();
             run.counters = self.run_counters.values().clone();
-            batch.put(keys::with_u64(RUN, run.id), records::encode(run));
+            RUN.put(batch, &run.id, run);
         }
     }
 
     /// The run before the current one (or the last run, when none is current).
     pub(super) fn previous(&self, db: &Db) -> Result<Option<RunRecord>, StoreError> {
-        let end = match &self.run {
-            Some(run) => keys::with_u64(RUN, run.id),
-            None => vec![RUN + 1],
-        };
-        match db.range(vec![RUN]..end).next_back() {
-            None => Ok(None),
-            Some(entry) => {
-                let (key, value) = entry?;
-                Ok(Some(db.decode("run", &key, &value)?))
-            }
-        }
+        let end = self.run.as_ref().map(|run| run.id);
+        Ok(RUN.last(db, end.as_ref())?.map(|(_, run)| run))
     }
 
     /// Every run record, oldest first.
     pub(super) fn all(&self, db: &Db) -> Result<Vec<RunRecord>, StoreError> {
-        db.records("run", [RUN])
+        RUN.values(db)
     }
 
     /// Begins a run whose first item will be `first_item`, under job version
@@ -150,7 +128,7 @@ impl Runs {
             first_item: Some(first_item),
             job,
         };
-        batch.put(keys::with_u64(RUN, id), records::encode(&run));
+        RUN.put(&mut batch, &id, &run);
         crash::point("run.begin");
         db.commit_now(batch, Durability::Synced(|| ()))?;
         self.run = Some(run);
@@ -159,7 +137,7 @@ impl Runs {
 
     /// The number the next run will get.
     pub(super) fn next_id(&self, db: &Db) -> Result<u64, StoreError> {
-        Ok(db.last_u64_key(RUN)?.map_or(1, |n| n + 1))
+        Ok(RUN.last(db, None)?.map_or(1, |(id, _)| id + 1))
     }
 
     /// Records how the current run ended (the caller commits first and
@@ -171,7 +149,7 @@ impl Runs {
             run.updated_at = unix_now();
             run.counters = self.run_counters.values().clone();
             let mut batch = Batch::default();
-            batch.put(keys::with_u64(RUN, run.id), records::encode(&run));
+            RUN.put(&mut batch, &run.id, &run);
             crash::point("run.end");
             db.commit_now(batch, Durability::NextSync)?;
         }
@@ -181,12 +159,11 @@ impl Runs {
     /// Marks runs left "running" by a dead process as killed.
     pub(super) fn close_dead(&self, db: &Db) -> Result<(), StoreError> {
         let mut batch = Batch::default();
-        for entry in db.scan([RUN]) {
-            let (key, value) = entry?;
-            let mut run: RunRecord = db.decode("run", &key, &value)?;
+        for entry in RUN.iter(db) {
+            let (id, mut run) = entry?;
             if run.outcome == RunOutcome::Running {
                 run.outcome = RunOutcome::Killed;
-                batch.put(key, records::encode(&run));
+                RUN.put(&mut batch, &id, &run);
             }
         }
         crash::point("run.close_dead");
@@ -195,43 +172,31 @@ impl Runs {
 
     /// True when `url` is in the seed list.
     pub(super) fn is_seed(&self, db: &Db, url: &str) -> Result<bool, StoreError> {
-        db.contains(keys::with_prefix(SEED, url.as_bytes()))
+        SEED.contains(db, url)
     }
 
     /// Adds `url` to the seed list, in the group.
     pub(super) fn add_seed(&mut self, batch: &mut Batch, url: &str) {
-        batch.put(keys::with_prefix(SEED, url.as_bytes()), &[]);
+        SEED.put(batch, url, &());
     }
 
     /// Takes `url` off the seed list, in the group.
     pub(super) fn remove_seed(&mut self, batch: &mut Batch, url: &str) {
-        batch.delete(keys::with_prefix(SEED, url.as_bytes()));
+        SEED.delete(batch, url);
     }
 
     /// The stored seed list.
     pub(super) fn seeds(&self, db: &Db) -> Result<Vec<String>, StoreError> {
-        let mut seeds = Vec::new();
-        for entry in db.scan([SEED]) {
-            let (key, _) = entry?;
-            seeds.push(String::from_utf8_lossy(&key[1..]).into_owned());
-        }
-        Ok(seeds)
+        SEED.iter(db).map(|entry| Ok(entry?.0)).collect()
     }
 
     /// Records that the current cycle started at `now` (unix seconds), in the group.
     pub(super) fn start_cycle(&mut self, batch: &mut Batch, now: u64) {
-        batch.put(CYCLE, keys::versioned(&now.to_be_bytes()));
+        CYCLE.put(batch, &(), &now);
     }
 
     /// When the current cycle started, if one did.
     pub(super) fn cycle_start(&self, db: &Db) -> Result<Option<u64>, StoreError> {
-        match db.get(CYCLE)? {
-            None => Ok(None),
-            Some(value) => {
-                let bytes: [u8; 8] = keys::versioned_body(&value)
-                    .ok_or_else(|| db.corrupt("cycle", CYCLE, "not a version byte and 8 bytes"))?;
-                Ok(Some(u64::from_be_bytes(bytes)))
-            }
-        }
+        CYCLE.get(db, &())
     }
 }

@@ -17,10 +17,47 @@ use std::time::{Duration, Instant};
 
 use super::error::StoreError;
 use super::options::DedupMode;
-use super::table::{Batch, Db};
-use super::{crash, exact, keys};
+use super::table::{Batch, Codec, Db, Table};
+use super::{exact, keys};
 use crate::bloom::BloomFile;
+use crate::crash;
 use crate::fingerprint::{Fingerprint, FingerprintSet};
+
+/// The Bloom journal: `j` · group number · part → the fingerprints the group
+/// recorded (a group's take parts of at most [`keys::MAX_VALUE_BYTES`]).
+pub(super) const JOURNAL: Table<(u64, u16), Journaled> = Table::new(b'j', "journal");
+
+/// A journal entry: a version byte, then fingerprints, 20 bytes each.
+pub(super) struct Journaled;
+
+impl Journaled {
+    const VERSION: u8 = 1;
+}
+
+impl Codec for Journaled {
+    type Value = Vec<Fingerprint>;
+
+    fn encode(fps: &Vec<Fingerprint>) -> Vec<u8> {
+        let mut value = Vec::with_capacity(1 + fps.len() * 20);
+        value.push(Self::VERSION);
+        value.extend(fps.iter().flatten());
+        value
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Vec<Fingerprint>, String> {
+        match bytes.split_first() {
+            Some((&Self::VERSION, body)) if body.len() % 20 == 0 => Ok(body
+                .chunks_exact(20)
+                .map(|chunk| {
+                    let mut fp = [0u8; 20];
+                    fp.copy_from_slice(chunk);
+                    fp
+                })
+                .collect()),
+            _ => Err("not a version byte and a multiple of 20 bytes".into()),
+        }
+    }
+}
 
 /// The seen set's answer for one fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,14 +168,7 @@ impl SeenSet {
         if !group.list.is_empty() {
             let per_part = keys::MAX_VALUE_BYTES / 20;
             for (part, fps) in group.list.chunks(per_part).enumerate() {
-                let mut key = keys::with_u64(keys::JOURNAL, self.next_group);
-                key.extend_from_slice(&(part as u16).to_be_bytes());
-                let mut value = Vec::with_capacity(1 + fps.len() * 20);
-                value.push(keys::JOURNAL_VERSION);
-                for fp in fps {
-                    value.extend_from_slice(fp);
-                }
-                batch.put(key, value);
+                JOURNAL.put(batch, &(self.next_group, part as u16), &fps.to_vec());
             }
             group.journal = Some(self.next_group);
             self.next_group += 1;
@@ -174,26 +204,15 @@ impl SeenSet {
     fn replay_journal(&mut self, db: &Db) -> Result<u64, StoreError> {
         let mut next = 0;
         crash::point("open.replay");
-        for entry in db.scan([keys::JOURNAL]) {
-            let (key, value) = entry?;
-            let seq = keys::u64_after_prefix(&key)
-                .ok_or_else(|| db.corrupt("journal", &key, "short key"))?;
-            let body = keys::journal_body(&value).ok_or_else(|| {
-                db.corrupt(
-                    "journal",
-                    &key,
-                    "not a version byte and a multiple of 20 bytes",
-                )
-            })?;
-            for chunk in body.chunks_exact(20) {
-                let mut fp = [0u8; 20];
-                fp.copy_from_slice(chunk);
-                self.bloom.insert(&fp);
-                if self.dedup == DedupMode::Exact {
-                    self.exact.recent.insert(fp);
-                }
+        for entry in JOURNAL.iter(db) {
+            let ((seq, _), fps) = entry?;
+            for fp in &fps {
+                self.bloom.insert(fp);
             }
-            self.journaled += (body.len() / 20) as u64;
+            if self.dedup == DedupMode::Exact {
+                self.exact.recent.extend(fps.iter().copied());
+            }
+            self.journaled += fps.len() as u64;
             next = seq + 1;
         }
         Ok(next)

@@ -136,7 +136,7 @@ impl State {
         let dir = self.dir().to_owned();
         let points = repair::RebuildPoints::Grow;
         let (bloom, fps) = repair::guard(&dir.join("db"), || {
-            repair::rebuild_bloom(&dir, params, self.db.tree(), points)
+            repair::rebuild_bloom(params, &self.db, points)
         })?;
         tracing::debug!(
             dir = %dir.display(),

@@ -36,6 +36,15 @@ pub(super) const RECORD: usize = 28;
 /// A record as a seal and a merge carry it.
 pub(super) type Record = [u8; RECORD];
 
+/// A run record: the fingerprint, then `tail` (big-endian): a page's id in
+/// the page-id index, 0 in the exact set.
+pub(super) fn record(fp: &crate::fingerprint::Fingerprint, tail: u64) -> Record {
+    let mut record = [0u8; RECORD];
+    record[..20].copy_from_slice(fp);
+    record[20..].copy_from_slice(&tail.to_be_bytes());
+    record
+}
+
 /// A listing: `(run id, records)`, oldest first.
 pub(super) type Listing = Vec<(u64, u64)>;
 

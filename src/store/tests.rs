@@ -297,7 +297,7 @@ fn checkpoint_truncates_the_journal_and_keeps_the_bits() {
             state
                 .db
                 .tree()
-                .scan_prefix([keys::JOURNAL])
+                .scan_prefix([super::seen::JOURNAL.ns()])
                 .next()
                 .is_some()
         );
@@ -306,7 +306,7 @@ fn checkpoint_truncates_the_journal_and_keeps_the_bits() {
             state
                 .db
                 .tree()
-                .scan_prefix([keys::JOURNAL])
+                .scan_prefix([super::seen::JOURNAL.ns()])
                 .next()
                 .is_none()
         );
@@ -386,7 +386,7 @@ fn exact_confirmation_catches_bloom_false_positives_and_bloom_mode_does_not() {
             assert!(queued < 3000, "bloom mode drops false positives");
             assert_eq!(queued + state.counter("dupefilter/filtered"), 3000);
             assert!(
-                state.db.tree().get(super::exact::INDEX).unwrap().is_none(),
+                super::exact::INDEX.get(&state.db, &()).unwrap().is_none(),
                 "bloom mode keeps no exact set"
             );
             assert!(

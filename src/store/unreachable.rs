@@ -7,17 +7,16 @@
 //! cycle ([`super::State::start_cycle`]) and its queued requests wait, so a
 //! site that is gone costs a nightly crawl nothing until it is tried again.
 //! Records are written in the open group, with the completion that failed or
-//! answered. Depends on `table`, `records` and `keys`.
+//! answered. Depends on `table`.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
-use super::table::{Batch, Db};
-use super::{keys, records};
+use super::table::{Batch, Db, Json, Table};
 
-/// Hosts that failed on the network in runs in a row: `U` · host → record
-/// (see `unreachable`).
-pub(super) const UNREACHABLE: u8 = b'U';
+/// Hosts that failed on the network in runs in a row: `U` · host → record.
+pub(super) const UNREACHABLE: Table<str, Json<UnreachableHost>> =
+    Table::new(b'U', "unreachable host");
 
 /// A host that failed on the network in its last runs (`dump summary`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -44,13 +43,9 @@ impl UnreachableHost {
     }
 }
 
-fn key(host: &str) -> Vec<u8> {
-    keys::with_prefix(UNREACHABLE, host.as_bytes())
-}
-
 /// Every host with a failed run in a row, in host order.
 pub(super) fn all(db: &Db) -> Result<Vec<UnreachableHost>, StoreError> {
-    db.records("unreachable host", [UNREACHABLE])
+    UNREACHABLE.values(db)
 }
 
 /// Puts into `batch` (the open group's) that no connection could be made to
@@ -65,7 +60,7 @@ pub(super) fn note(
     error: &str,
     park: impl Fn(u32) -> Option<u64>,
 ) -> Result<UnreachableHost, StoreError> {
-    let record = match db.record::<UnreachableHost>("unreachable host", &key(host))? {
+    let record = match UNREACHABLE.get(db, host)? {
         Some(record) if record.last_run == run => return Ok(record),
         Some(record) => UnreachableHost {
             runs: record.runs.saturating_add(1),
@@ -86,20 +81,16 @@ pub(super) fn note(
         parked_until: park(record.runs),
         ..record
     };
-    put(batch, &record);
+    UNREACHABLE.put(batch, host, &record);
     Ok(record)
 }
 
 /// Removes, in `batch` (the open group's), the record of `host`; true when
 /// it had one.
 pub(super) fn forget(db: &Db, batch: &mut Batch, host: &str) -> Result<bool, StoreError> {
-    let known = db.contains(key(host))?;
+    let known = UNREACHABLE.contains(db, host)?;
     if known {
-        batch.delete(key(host));
+        UNREACHABLE.delete(batch, host);
     }
     Ok(known)
-}
-
-fn put(batch: &mut Batch, record: &UnreachableHost) {
-    batch.put(key(&record.host), records::encode(record));
 }

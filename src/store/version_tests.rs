@@ -3,8 +3,8 @@
 
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
+use crate::store::Seen;
 use crate::store::tests::open;
-use crate::store::{Seen, keys};
 
 fn url(n: u32) -> String {
     format!("http://h{}.test/{n}", n % 3)
@@ -12,11 +12,11 @@ fn url(n: u32) -> String {
 
 /// Namespaces whose values got their version byte late (2026-12-03).
 const LATE: &[(u8, &str)] = &[
-    (keys::JOURNAL, "journal"),
-    (crate::store::runs::COUNTER, "counter"),
-    (crate::store::frontier::HOST, "host name"),
-    (crate::store::frontier::HOST_BY_NAME, "host id"),
-    (crate::store::runs::CYCLE[0], "cycle start"),
+    (crate::store::seen::JOURNAL.ns(), "journal"),
+    (crate::store::runs::COUNTER.ns(), "counter"),
+    (crate::store::frontier::HOST.ns(), "host name"),
+    (crate::store::frontier::HOST_BY_NAME.ns(), "host id"),
+    (crate::store::runs::CYCLE.ns(), "cycle start"),
 ];
 
 #[test]
@@ -75,8 +75,8 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
     // Without its version byte, a journal entry or a host name is damage
     // that the open names (states written before the bytes are not read).
     for (namespace, what) in [
-        (keys::JOURNAL, "journal"),
-        (crate::store::frontier::HOST, "host index"),
+        (crate::store::seen::JOURNAL.ns(), "journal"),
+        (crate::store::frontier::HOST.ns(), "host index"),
     ] {
         let (key, value) = state
             .db

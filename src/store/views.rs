@@ -122,7 +122,9 @@ pub struct SeenAnswer {
 impl State {
     /// The summary of this state.
     pub fn summary(&self) -> Result<Summary, StoreError> {
-        let runs = self.db.last_u64_key(super::runs::RUN)?.unwrap_or(0);
+        let runs = super::runs::RUN
+            .last(&self.db, None)?
+            .map_or(0, |(id, _)| id);
         let unreachable = self.unreachable_hosts()?;
         let bloom = &self.seen.bloom;
         Ok(Summary {

@@ -14,38 +14,31 @@
 //! known, and a file without a mark is never touched.
 //!
 //! A table of its own (namespace `w`), written into the group's batch or, for
-//! a registration, through the tree behind a crash point. Depends on `table`,
-//! `keys` and [`super::crash`] only.
+//! a registration, at once behind a crash point. Depends on `table` and
+//! [`crate::crash`] only.
 
 use std::path::{Path, PathBuf};
 
 use super::error::StoreError;
-use super::table::{Batch, Db, Durability};
-use super::{crash, keys};
+use super::table::{Batch, Db, Durability, Table, U64};
+use crate::crash;
 
-/// WARC marks: `w` · canonical path of a WARC file → [`super::keys::SMALL_VERSION`], then
-/// its valid length (u64, big-endian): the bytes covered by durable
-/// completions (see `warc`).
-pub(super) const WARC: u8 = b'w';
-
-/// The key of the mark of `file` (a canonical path).
-fn mark_key(file: &Path) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    keys::with_prefix(WARC, file.as_os_str().as_bytes())
-}
+/// WARC marks: `w` · canonical path of a WARC file → its valid length: the
+/// bytes covered by durable completions.
+pub(super) const WARC: Table<Path, U64> = Table::new(b'w', "warc mark");
 
 /// Puts into `batch` (the open group's) that the first `len` bytes of `file`
 /// (a canonical path) hold only records of this group's and earlier groups'
 /// completions.
 pub(super) fn mark(batch: &mut Batch, file: &Path, len: u64) {
-    batch.put(mark_key(file), keys::versioned(&len.to_be_bytes()));
+    WARC.put(batch, file, &len);
 }
 
 /// Registers a new WARC file `file` (a canonical path) with length 0 and
 /// makes that durable.
 pub(super) fn register(db: &Db, file: &Path) -> Result<(), StoreError> {
     let mut batch = Batch::default();
-    batch.put(mark_key(file), keys::versioned(&0u64.to_be_bytes()));
+    WARC.put(&mut batch, file, &0);
     crash::point("warc.create");
     db.commit_now(batch, Durability::Synced(|| ()))
 }
@@ -53,20 +46,7 @@ pub(super) fn register(db: &Db, file: &Path) -> Result<(), StoreError> {
 /// The marks of the WARC files in `dir` (a canonical path), in name order:
 /// `(file, valid length)`.
 pub(super) fn marks(db: &Db, dir: &Path) -> Result<Vec<(PathBuf, u64)>, StoreError> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut prefix = mark_key(dir);
-    prefix.push(b'/');
-    let mut marks = Vec::new();
-    for entry in db.scan(&prefix) {
-        let (key, value) = entry?;
-        let name = &key[prefix.len()..];
-        if name.contains(&b'/') {
-            continue;
-        }
-        let len: [u8; 8] = keys::versioned_body(&value)
-            .ok_or_else(|| db.corrupt("warc mark", &key, "not a version byte and 8 bytes"))?;
-        let file = Path::new(std::ffi::OsStr::from_bytes(&key[1..])).to_owned();
-        marks.push((file, u64::from_be_bytes(len)));
-    }
-    Ok(marks)
+    WARC.iter(db)
+        .filter(|entry| !matches!(entry, Ok((file, _)) if file.parent() != Some(dir)))
+        .collect()
 }

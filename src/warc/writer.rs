@@ -22,7 +22,7 @@
 //!   [`WarcWriter::cut_to_mark`].
 //!
 //! Every write and sync has a crash point (`warc.create`, `warc.append`,
-//! `warc.sync`, `warc.truncate`). Depends on `record`, [`crate::store::crash`],
+//! `warc.sync`, `warc.truncate`). Depends on `record`, [`crate::crash`],
 //! [`crate::dirlock`] and [`crate::clock`].
 
 use std::fs::{File, OpenOptions};
@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::{WarcError, WarcSettings, record};
-use crate::store::crash;
+use crate::crash;
 
 /// The WARC file being written.
 struct Current {

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use legcrawl::store::crash::CRASH_AT_ENV;
+use legcrawl::crash::CRASH_AT_ENV;
 use legcrawl::store::sizing::START_BITS_ENV;
 use legcrawl::store::{OpenOptions, State};
 

@@ -1,5 +1,5 @@
 //! The crash-point suite: the real binary aborts at every named crash point of
-//! the state (`legcrawl::store::crash::POINTS`), at its first hit and at a later
+//! the state (`legcrawl::crash::POINTS`), at its first hit and at a later
 //! one, and every time the crawl is resumed until done and checked exactly.
 //!
 //! The scenario is two crawls of an in-process site with a crawl file, `--output`,
@@ -33,7 +33,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use legcrawl::store::crash::{CRASH_AT_ENV, POINTS, TRACE_ENV};
+use legcrawl::crash::{CRASH_AT_ENV, POINTS, TRACE_ENV};
 use legcrawl::store::{GROUP_MAX_PAGES, OpenOptions, State};
 
 use crate::support::cli::{self, item_path, legcrawl};
@@ -443,9 +443,9 @@ fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
     let unreached: Vec<&str> = POINTS
         .iter()
         .map(|p| p.name)
-        .filter(|name| !legcrawl::store::crash::repair_only(name))
-        .filter(|name| !legcrawl::store::crash::dense_page_only(name))
-        .filter(|name| !legcrawl::store::crash::growth_only(name))
+        .filter(|name| !legcrawl::crash::repair_only(name))
+        .filter(|name| !legcrawl::crash::dense_page_only(name))
+        .filter(|name| !legcrawl::crash::growth_only(name))
         .filter(|name| !counts.iter().any(|c| c.contains_key(*name)))
         .collect();
     assert!(
@@ -523,9 +523,9 @@ fn every_point_the_scenario_cannot_reach_is_crashed_at_by_another_test() {
         .iter()
         .map(|p| p.name)
         .filter(|name| {
-            legcrawl::store::crash::repair_only(name)
-                || legcrawl::store::crash::dense_page_only(name)
-                || legcrawl::store::crash::growth_only(name)
+            legcrawl::crash::repair_only(name)
+                || legcrawl::crash::dense_page_only(name)
+                || legcrawl::crash::growth_only(name)
         })
         .collect();
     assert!(elsewhere.contains(&"repair.trial"), "{elsewhere:?}");

@@ -416,7 +416,7 @@ fn repair_rebuilds_the_bloom_filter_and_a_crash_inside_it_loses_nothing() {
     );
     for point in ["repair.bloom:1", "repair.switch:1"] {
         let mut cmd = legcrawl(&c.state, &["repair"]);
-        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, point);
+        cmd.env(legcrawl::crash::CRASH_AT_ENV, point);
         let out = cli::run(cmd, LIMIT);
         assert!(
             stderr(&out).contains(&format!("legcrawl: crash point {point}")),
@@ -449,9 +449,9 @@ fn a_crash_is_opened_in_place_and_an_outside_write_gets_a_trial_that_may_crash()
     let run = |args: &[&str], crash_at: Option<&str>| {
         let _ = std::fs::remove_file(&trace);
         let mut cmd = legcrawl(&state, args);
-        cmd.env(legcrawl::store::crash::TRACE_ENV, &trace);
+        cmd.env(legcrawl::crash::TRACE_ENV, &trace);
         if let Some(at) = crash_at {
-            cmd.env(legcrawl::store::crash::CRASH_AT_ENV, at);
+            cmd.env(legcrawl::crash::CRASH_AT_ENV, at);
         }
         let out = cli::run(cmd, LIMIT);
         let hits = std::fs::read_to_string(&trace).unwrap_or_default();

@@ -14,9 +14,9 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
+use legcrawl::crash::{CRASH_AT_ENV, TRACE_ENV};
 use legcrawl::fingerprint::fingerprint;
 use legcrawl::request::Request;
-use legcrawl::store::crash::{CRASH_AT_ENV, TRACE_ENV};
 use legcrawl::store::{LINK_CHUNK, OpenOptions, Seen, State};
 
 use crate::support::cli::{self, dump_items, dump_summary, legcrawl};

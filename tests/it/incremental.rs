@@ -1021,7 +1021,7 @@ fn a_damaged_page_id_run_is_rebuilt_from_the_page_records() {
         // Aborted before the rebuilt index is listed: the damage is still
         // what the index lists, so the next command rebuilds again.
         let mut cmd = legcrawl(data.path(), args);
-        cmd.env(legcrawl::store::crash::CRASH_AT_ENV, "repair.ids_index:1");
+        cmd.env(legcrawl::crash::CRASH_AT_ENV, "repair.ids_index:1");
         let out = run(cmd, LIMIT);
         assert_eq!(out.status.code(), None, "{how}: aborted");
         assert!(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use legcrawl::store::crash::CRASH_AT_ENV;
+use legcrawl::crash::CRASH_AT_ENV;
 
 use crate::support::TestServer;
 use crate::support::changing::{ChangingSite, page_path};

@@ -228,7 +228,7 @@ impl Shared {
     /// Registers a new WARC file (its `warc` field) with length 0, before it
     /// is created.
     pub async fn register_warc(&self, field: &str) -> Result<(), SharedError> {
-        crate::store::crash::point("warc.create");
+        crate::crash::point("warc.create");
         self.query::<i64>(
             "registering a WARC file",
             redis::cmd("HSETNX")

@@ -13,9 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::views::Summary;
+use crate::store::Summary;
 
-pub mod queues;
 pub mod snapshot;
 
 /// Name of the status file in the data directory.
@@ -43,7 +42,7 @@ pub struct Status {
 /// Writes `status` atomically into `dir`.
 pub fn write(dir: &Path, status: &Status) -> std::io::Result<()> {
     let tmp = dir.join(".status.json.tmp");
-    super::crash::point("status.write");
+    crate::crash::point("status.write");
     let mut file = fs::File::create(&tmp)?;
     serde_json::to_writer(&mut file, status)?;
     file.write_all(b"\n")?;
@@ -53,7 +52,7 @@ pub fn write(dir: &Path, status: &Status) -> std::io::Result<()> {
 
 /// Removes the status file (at the end of a crawl).
 pub fn remove(dir: &Path) {
-    super::crash::point("status.remove");
+    crate::crash::point("status.remove");
     let _ = fs::remove_file(dir.join(STATUS_FILE));
 }
 
@@ -61,7 +60,8 @@ pub fn remove(dir: &Path) {
 pub fn read_live(dir: &Path) -> Option<Status> {
     let text = fs::read_to_string(status_path(dir)).ok()?;
     let status: Status = serde_json::from_str(&text).ok()?;
-    let fresh = super::records::unix_now().saturating_sub(status.updated_at) <= STALE_AFTER_SECS;
+    let fresh =
+        crate::store::records::unix_now().saturating_sub(status.updated_at) <= STALE_AFTER_SECS;
     (fresh && process_alive(status.pid)).then_some(status)
 }
 

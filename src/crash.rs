@@ -216,7 +216,7 @@ pub fn growth_only(name: &str) -> bool {
     name.starts_with("bloom.grow")
 }
 
-/// Points only a page with more than [`super::LINK_CHUNK`] links reaches: the
+/// Points only a page with more than [`crate::store::LINK_CHUNK`] links reaches: the
 /// crash-point suite's site has none (`tests/it/dense.rs` crashes at them).
 pub fn dense_page_only(name: &str) -> bool {
     name == "links.chunk"

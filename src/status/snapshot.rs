@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::views::Summary;
+use crate::store::Summary;
 
 /// Name of the snapshot file in the data directory.
 pub const SNAPSHOT_FILE: &str = "snapshot.json";
@@ -240,7 +240,7 @@ pub enum SnapshotError {
 /// Writes `snapshot` atomically into `dir`.
 pub fn write(dir: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
     let tmp = dir.join(".snapshot.json.tmp");
-    crate::store::crash::point("snapshot.write");
+    crate::crash::point("snapshot.write");
     let mut file = fs::File::create(&tmp)?;
     let text = serde_json::to_vec(snapshot)?;
     file.write_all(&text)?;
