@@ -56,8 +56,8 @@ pub struct Flush {
     seq: u64,
     /// The durable record, and what this group changes in it once synced.
     durable: (
-        std::sync::Arc<super::repair::DurableLog>,
-        super::repair::DurableDelta,
+        std::sync::Arc<super::durable::DurableLog>,
+        super::durable::DurableDelta,
     ),
 }
 
@@ -149,7 +149,7 @@ impl State {
         let pages = self.pages.plan_seal(&self.db)?;
         self.frontier.seal(&self.db, &mut self.group.batch)?;
         let mut group = std::mem::take(&mut self.group);
-        let delta = super::repair::DurableDelta {
+        let delta = super::durable::DurableDelta {
             items: self.items.appended_in_open().then(|| self.items.len()),
             pages: (group.pages > 0).then(|| self.runs.counter("pages/completed")),
         };

@@ -55,9 +55,12 @@
 //!   (The files a running crawl publishes, `status.json` and
 //!   `snapshot.json`, are [`crate::status`]'s; the named crash points,
 //!   [`crate::crash`], are the whole crate's.)
-//! - `repair`: damage — sled panics caught, the durable record against silent
-//!   rollbacks, the open mark that tells a crash (opened in place) from another
-//!   program's write (a trial open of a copy of `db/`), the Bloom filter
+//! - `durable`: the durable record against silent rollbacks (two
+//!   checksummed slots written after each group's sync) and the close record
+//!   or open mark that tells a crash (opened in place) from another program's
+//!   write.
+//! - `repair`: damage — sled panics caught, the trial open of a copy of
+//!   `db/` when another program may have written it, the Bloom filter
 //!   rebuilt from the exact set, `legcrawl repair`.
 //!
 //! # Invariants
@@ -92,6 +95,7 @@ mod cookies;
 mod db;
 mod dir;
 mod due;
+mod durable;
 mod error;
 mod exact;
 mod format;
@@ -237,10 +241,10 @@ pub struct State {
     sealed: Option<commit::Sealed>,
     /// Groups sealed by this process so far (the last one's `seq`).
     sealed_seq: u64,
-    /// The durable record, written after each group's sync (see `repair`).
-    durable_log: std::sync::Arc<repair::DurableLog>,
+    /// The durable record, written after each group's sync (see `durable`).
+    durable_log: std::sync::Arc<durable::DurableLog>,
     /// Records a clean close; the last field, so dropped after the database.
-    close: repair::CloseRecord,
+    close: durable::CloseRecord,
 }
 
 impl State {
@@ -268,7 +272,7 @@ impl State {
             }
             Err(error) => return Err(error),
         };
-        let (durable_log, recorded) = repair::DurableLog::open(dir)?;
+        let (durable_log, recorded) = durable::DurableLog::open(dir)?;
         let every = options.checkpoint_every.unwrap_or(CHECKPOINT_EVERY);
         // The tables' loads read the whole index of the database: a panic of
         // sled there is damage too, and a database holding less than the
@@ -277,11 +281,11 @@ impl State {
             let frontier = frontier::Frontier::load(&db, meta.next_host_id, meta.next_queue_seq)?;
             let runs = runs::Runs::load(&db)?;
             let items = items::Items::load(&db)?;
-            let found = repair::Durable {
+            let found = durable::Durable {
                 items: items.len(),
                 pages: runs.counter("pages/completed"),
             };
-            repair::check_durable(dir, &durable_log, recorded, found)?;
+            durable::check_durable(dir, &durable_log, recorded, found)?;
             let seen = seen::SeenSet::load(&db, bloom, dedup, every)?;
             let pages = pages::Pages::load(&db)?;
             Ok((frontier, runs, items, seen, pages))
@@ -300,10 +304,10 @@ impl State {
             sealed: None,
             sealed_seq: 0,
             durable_log: std::sync::Arc::new(durable_log),
-            close: repair::CloseRecord::new(dir),
+            close: durable::CloseRecord::new(dir),
         };
         // From here on, a crash leaves files only this program wrote.
-        repair::mark_open(dir);
+        durable::mark_open(dir);
         if options.begin_run {
             state.begin_run(None)?;
         }
