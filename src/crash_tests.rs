@@ -29,6 +29,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("status/snapshot.rs", include_str!("status/snapshot.rs")),
     ("store/views.rs", include_str!("store/views.rs")),
     ("store/queues.rs", include_str!("store/queues.rs")),
+    ("store/queue.rs", include_str!("store/queue.rs")),
     ("store/dir.rs", include_str!("store/dir.rs")),
     ("store/due.rs", include_str!("store/due.rs")),
     ("store/db.rs", include_str!("store/db.rs")),

@@ -15,6 +15,10 @@
 //! - [`fsync`]: new names made durable (directory syncs).
 //! - [`dirlock`]: the exclusive lock of a directory (the state's, a WARC directory's).
 //! - [`store`]: the sled state: frontier, seen set, items, page records, seeds, runs, stats.
+//! - [`crash`]: the named crash points of every step that writes or syncs, and
+//!   `LEGCRAWL_CRASH_AT` to abort at one.
+//! - [`status`]: the files a running crawl publishes (`status.json`,
+//!   `snapshot.json`).
 //! - [`revisit`]: incremental re-crawls: revisit policies, change detection, versions.
 //! - [`fetch`]: the hyper fetcher.
 //! - [`robots`]: robots.txt (RFC 9309) rules and the per-origin robots.txt cache.
@@ -23,7 +27,7 @@
 //! - [`warc`]: WARC 1.1 files of every fetch, exact across `kill -9`.
 //! - [`shared`]: one crawl shared by several workers through Redis (`--shared`).
 //! - [`serve`]: `legcrawl serve`, a read-only page and `/metrics` from the
-//!   snapshot a crawl publishes (`status::snapshot`).
+//!   snapshot a crawl publishes ([`status::snapshot`]).
 //!
 //! # Data flow
 //! frontier → politeness → fetcher → legs → sink + frontier. The engine leases

@@ -3,7 +3,7 @@
 //! sled allows one process per database, so a running crawl writes its summary to
 //! `status.json` in the data directory about once a second (write to a temporary
 //! file, then rename, so a reader never sees half a file). A reader trusts it only
-//! if the process named in it is alive. Depends on the summary of `views` only.
+//! if the process named in it is alive. Depends on the store's [`Summary`] only.
 //!
 //! `serve`'s richer publication, which outlives the run, is [`snapshot`].
 

@@ -9,7 +9,7 @@
 //! left in place, so a stopped state still shows its last run. Every list in it
 //! is bounded (the `MAX_*` constants), so the file and what `serve` answers
 //! from it stay small whatever the crawl's size. Plain records only: the engine
-//! fills them, `serve` reads them. Depends on the summary of `views` only.
+//! fills them, `serve` reads them. Depends on the store's [`Summary`] only.
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -7,15 +7,11 @@
 //! Host names get small ids through the `h`/`H` index, loaded at open (one entry
 //! per host, not per request).
 //!
-//! A queue value is a *packed record*: the requests of one host and priority queued
-//! by one completion group (at most [`RECORD_MAX_ENTRIES`] or [`RECORD_MAX_BYTES`]), so a group writes one
-//! key per host and priority instead of one per request. Layout: the version byte
-//! [`RECORD_VERSION`], then per entry its sequence number (u64, big-endian), the
-//! length of its request (u32, big-endian) and the request as [`Request::encode`]
-//! writes it. Entries are in sequence order and the key carries the first one's, so
-//! records of a host and priority, read in key order and entry by entry, give the
-//! requests in FIFO order (a later group only ever gets larger sequence numbers).
-//! A request is named by its *entry key* ([`keys::queue_entry_key`]).
+//! A queue value is a *packed record* of the requests of one host and priority
+//! queued by one completion group (the layout of keys and records is
+//! `queue`'s), so a group writes one key per host and priority instead of one
+//! per request. A request is named by its *entry key*
+//! ([`queue::queue_entry_key`]).
 //!
 //! A lease is an in-memory mark on an entry key. The entry is removed only by the
 //! commit of the lease's completion (which rewrites its record without it, or
@@ -27,6 +23,10 @@ use std::ops::Bound;
 
 use super::error::StoreError;
 use super::keys;
+use super::queue::{
+    self, QUEUE_KEY_LEN, RECORD_MAX_BYTES, RECORD_MAX_ENTRIES, RECORD_VERSION, push_entry,
+    record_entries,
+};
 use super::table::{Batch, Db, Table, Text, U32};
 use crate::request::Request;
 
@@ -44,93 +44,33 @@ pub struct Lease {
     /// Its host id (for per-host schedulers).
     pub host_id: u32,
     /// Entry key of the leased request.
-    pub(super) key: [u8; keys::QUEUE_KEY_LEN],
+    pub(super) key: [u8; QUEUE_KEY_LEN],
     /// Key of the packed record holding it.
-    pub(super) record: [u8; keys::QUEUE_KEY_LEN],
+    pub(super) record: [u8; QUEUE_KEY_LEN],
 }
-
-/// Version byte of a packed queue record.
-pub(super) const RECORD_VERSION: u8 = 2;
-/// Entries of a packed record at most; a group with more requests for one host and
-/// priority writes several records. Bounds what a completion rewrites.
-pub(super) const RECORD_MAX_ENTRIES: usize = 256;
-/// A packed record closes once it holds this many bytes (about 18 requests of
-/// ~85 B). A completion group rewrites every record it completed entries of,
-/// without them, and each rewrite stays in sled's log until its segment is
-/// reclaimed: with records of up to 6 KiB a page's completion wrote a share of
-/// a 6 KiB rewrite, with 1.5 KiB a group mostly removes whole records. Measured
-/// by `benches/frontier_memory.rs` at full size: the state grew by 1,084 B per
-/// fetched page with 6 KiB records, 987 B with 3 KiB, 934 and 946 B with
-/// 1.5 KiB; queued requests took 161–162 B each in all; pages/s did not differ
-/// beyond the runs' noise.
-pub(super) const RECORD_MAX_BYTES: usize = 1536;
 
 /// A packed record being filled by the open group.
 #[derive(Debug)]
 pub(super) struct PendingRecord {
     /// Its key (the first entry's sequence number).
-    pub(super) key: [u8; keys::QUEUE_KEY_LEN],
+    pub(super) key: [u8; QUEUE_KEY_LEN],
     /// Its value so far.
     pub(super) bytes: Vec<u8>,
     /// Entries in it.
     pub(super) entries: usize,
 }
 
-/// The entries of a packed record: `(sequence, encoded request)`, or the reason the
-/// record cannot be read.
-pub(super) fn record_entries(
-    value: &[u8],
-) -> impl Iterator<Item = Result<(u64, &[u8]), &'static str>> + '_ {
-    let mut rest = match value.split_first() {
-        Some((&RECORD_VERSION, rest)) => Ok(rest),
-        Some(_) => Err("unknown queue record version"),
-        None => Err("empty queue record"),
-    };
-    std::iter::from_fn(move || {
-        let bytes = match rest {
-            Ok([]) => return None,
-            Ok(bytes) => bytes,
-            Err(reason) => {
-                rest = Ok(&[]);
-                return Some(Err(reason));
-            }
-        };
-        let parsed = bytes.split_first_chunk::<12>().and_then(|(head, tail)| {
-            let seq = u64::from_be_bytes(head[..8].try_into().ok()?);
-            let len = u32::from_be_bytes(head[8..].try_into().ok()?) as usize;
-            (tail.len() >= len).then(|| (seq, tail.split_at(len)))
-        });
-        match parsed {
-            Some((seq, (request, tail))) => {
-                rest = Ok(tail);
-                Some(Ok((seq, request)))
-            }
-            None => {
-                rest = Ok(&[]);
-                Some(Err("truncated queue record"))
-            }
-        }
-    })
-}
-
-/// Appends one entry to a packed record value.
-pub(super) fn push_entry(bytes: &mut Vec<u8>, seq: u64, request: &[u8]) {
-    bytes.extend_from_slice(&seq.to_be_bytes());
-    bytes.extend_from_slice(&(request.len() as u32).to_be_bytes());
-    bytes.extend_from_slice(request);
-}
-
 /// The first unleased request found in a host's range.
 struct Found {
-    record: [u8; keys::QUEUE_KEY_LEN],
-    entry: [u8; keys::QUEUE_KEY_LEN],
+    record: [u8; QUEUE_KEY_LEN],
+    entry: [u8; QUEUE_KEY_LEN],
     request: Request,
 }
 
 impl Lease {
     /// The queue sequence number of the leased entry (FIFO order).
     pub fn seq(&self) -> u64 {
-        keys::queue_key_seq(&self.key).unwrap_or(0)
+        queue::queue_key_seq(&self.key).unwrap_or(0)
     }
 }
 
@@ -155,7 +95,7 @@ pub(crate) fn host_of(url: &str) -> String {
 }
 
 /// One queued request's place: `(host id, record key, entry key)`.
-pub(super) type QueueEntry = (u32, [u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN]);
+pub(super) type QueueEntry = (u32, [u8; QUEUE_KEY_LEN], [u8; QUEUE_KEY_LEN]);
 
 /// Per-host queue bookkeeping kept in memory.
 #[derive(Debug)]
@@ -163,7 +103,7 @@ pub(super) struct HostQueue {
     /// The host name (`example.com:8080`).
     pub(super) name: String,
     /// Entry keys of this host currently leased.
-    pub(super) leased: BTreeSet<[u8; keys::QUEUE_KEY_LEN]>,
+    pub(super) leased: BTreeSet<[u8; QUEUE_KEY_LEN]>,
     /// False only when a scan found no unleased entry and nothing was added since.
     maybe_ready: bool,
     /// `(record key, entry key)`: every entry of this host up to and including the
@@ -171,7 +111,7 @@ pub(super) struct HostQueue {
     /// record, just after its entry, instead of from the host's first record. Reset
     /// when a lease is released or an entry sorting before it is added (a higher
     /// priority).
-    cursor: Option<([u8; keys::QUEUE_KEY_LEN], [u8; keys::QUEUE_KEY_LEN])>,
+    cursor: Option<([u8; QUEUE_KEY_LEN], [u8; QUEUE_KEY_LEN])>,
 }
 
 impl HostQueue {
@@ -191,7 +131,7 @@ struct Pending {
     /// Leases completed in the group (still leased until it is durable).
     completed: Vec<QueueEntry>,
     /// Hosts that got new queue entries, with the smallest new entry key.
-    touched: BTreeMap<u32, [u8; keys::QUEUE_KEY_LEN]>,
+    touched: BTreeMap<u32, [u8; QUEUE_KEY_LEN]>,
 }
 
 /// The frontier table: queue records (`q`), the host index (`h`/`H`) and, in
@@ -278,7 +218,7 @@ impl Frontier {
         let id = self.host_id(batch, &host);
         let seq = self.next_queue_seq;
         self.next_queue_seq += 1;
-        let key = keys::queue_key(id, request.priority, seq);
+        let key = queue::queue_key(id, request.priority, seq);
         let mut head = [0u8; 9];
         head.copy_from_slice(&key[..9]);
         let pending = self.queue.entry(head).or_insert_with(|| PendingRecord {
@@ -394,7 +334,7 @@ impl Frontier {
         if !queue.maybe_ready {
             return Ok(None);
         }
-        let prefix = keys::queue_host_prefix(host_id);
+        let prefix = queue::queue_host_prefix(host_id);
         // The cursor's record may hold unleased entries after the cursor.
         let (from, after) = match &queue.cursor {
             Some((record, entry)) => (Bound::Included(record.to_vec()), Some(*entry)),
@@ -407,13 +347,13 @@ impl Frontier {
         let mut found = None;
         'records: for item in db.range::<Vec<u8>, _>((from, to)) {
             let (key, value) = item?;
-            let record: [u8; keys::QUEUE_KEY_LEN] = key
+            let record: [u8; QUEUE_KEY_LEN] = key
                 .as_ref()
                 .try_into()
                 .map_err(|_| db.corrupt("queue", &key, "bad key length"))?;
             for entry in record_entries(&value) {
                 let (seq, bytes) = entry.map_err(|reason| db.corrupt("queue", &key, reason))?;
-                let entry = keys::queue_entry_key(&record, seq);
+                let entry = queue::queue_entry_key(&record, seq);
                 if after.is_some_and(|after| entry <= after) || queue.leased.contains(&entry) {
                     continue;
                 }
@@ -441,11 +381,11 @@ impl Frontier {
         &self,
         db: &Db,
         host_id: u32,
-        mut each: impl FnMut(&[u8; keys::QUEUE_KEY_LEN], u64, Request) -> bool,
+        mut each: impl FnMut(&[u8; QUEUE_KEY_LEN], u64, Request) -> bool,
     ) -> Result<(), StoreError> {
-        for entry in db.scan(keys::queue_host_prefix(host_id)) {
+        for entry in db.scan(queue::queue_host_prefix(host_id)) {
             let (key, value) = entry?;
-            let record = <[u8; keys::QUEUE_KEY_LEN]>::try_from(key.as_ref())
+            let record = <[u8; QUEUE_KEY_LEN]>::try_from(key.as_ref())
                 .map_err(|_| db.corrupt("queue", &key, "bad key length"))?;
             for entry in record_entries(&value) {
                 let (seq, bytes) = entry.map_err(|reason| db.corrupt("queue", &key, reason))?;
@@ -470,7 +410,7 @@ impl Frontier {
         let leased = self.hosts.get(&host_id).map(|q| &q.leased);
         let mut out = Vec::new();
         self.for_each_queued(db, host_id, |record, seq, request| {
-            let entry = keys::queue_entry_key(record, seq);
+            let entry = queue::queue_entry_key(record, seq);
             if keep(&request) && !leased.is_some_and(|l| l.contains(&entry)) {
                 out.push((host_id, *record, entry));
             }
@@ -482,7 +422,7 @@ impl Frontier {
     /// True when `host_id` has a stored queue record.
     pub(super) fn host_has_queued(&self, db: &Db, host_id: u32) -> Result<bool, StoreError> {
         Ok(db
-            .scan(keys::queue_host_prefix(host_id))
+            .scan(queue::queue_host_prefix(host_id))
             .next()
             .transpose()?
             .is_some())
@@ -533,9 +473,9 @@ fn rewrite_completed(
     batch: &mut Batch,
     completed: &[QueueEntry],
 ) -> Result<(), StoreError> {
-    let mut by_record: BTreeMap<[u8; keys::QUEUE_KEY_LEN], Vec<u64>> = BTreeMap::new();
+    let mut by_record: BTreeMap<[u8; QUEUE_KEY_LEN], Vec<u64>> = BTreeMap::new();
     for (_, record, entry) in completed {
-        let seq = keys::queue_key_seq(entry).unwrap_or(0);
+        let seq = queue::queue_key_seq(entry).unwrap_or(0);
         by_record.entry(*record).or_default().push(seq);
     }
     for (record, mut done) in by_record {

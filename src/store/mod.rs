@@ -20,21 +20,20 @@
 //!   and `Table<Key, Codec>`, a namespace declared once with its key and
 //!   value encodings, as redb's `TableDefinition` is.
 //! - The tables, each owning its namespaces, record encodings and in-memory
-//!   part: `frontier` (queue `q`, host index `h`/`H`, leases), `seen` (the
-//!   Bloom filter, journal `j`, and through `exact` the exact set's index `e`
-//!   and its sorted runs), `pages` (page records in blocks `P`, through
-//!   `pageids` the page-id index `k` and its sorted runs, due index `u`),
-//!   `items` (`i`, output cursors `O`), `runs` (runs `r`, counters `c`, seeds `d`, cycle
-//!   start `y`), `robots` (robots cache `R`, blocked `b`), `warc` (the
-//!   durable lengths of WARC files `w`), `cookies` (the cookie jar `K`, put
-//!   into a group like a WARC mark), `unreachable` (hosts that failed on the
-//!   network in runs in a row `U`, parked by the engine), `jobs` (job
-//!   versions `J`). No table calls another, and none sees the `State`. Each
-//!   declares its namespaces beside itself (a `Table` constant, or for the
-//!   packed ones a byte and its layout); `keys` holds the two packed
-//!   namespaces several tables read (queue, page blocks), their helpers, and
-//!   the test that no two namespaces share a byte; `records` the serde
-//!   records.
+//!   part: `frontier` (queue `q`, laid out by `queue`; host index `h`/`H`;
+//!   leases), `seen` (the Bloom filter, journal `j`, and through `exact` the
+//!   exact set's index `e` and its sorted runs), `pages` (page records in
+//!   blocks `P`, laid out by `pageblock`; through `pageids` the page-id index
+//!   `k` and its sorted runs; due index `u`), `items` (`i`, output cursors
+//!   `O`), `runs` (runs `r`, counters `c`, seeds `d`, cycle start `y`),
+//!   `robots` (robots cache `R`, blocked `b`), `warc` (the durable lengths of
+//!   WARC files `w`), `cookies` (the cookie jar `K`, put into a group like a
+//!   WARC mark), `unreachable` (hosts that failed on the network in runs in
+//!   a row `U`, parked by the engine), `jobs` (job versions `J`). No table
+//!   calls another, and none sees the `State`. Each declares its namespaces
+//!   beside itself (a `Table` constant, or for the packed ones a byte and its
+//!   layout); `keys` holds only the helpers the layouts share and the test
+//!   that no two namespaces share a byte; `records` the serde records.
 //! - `sorted`: sorted runs, the one structure behind the exact set and the
 //!   page-id index: immutable files in `runs/` (`runfile`: layout, lookup,
 //!   writer), merged size-tiered, switched in two phases by a checkpoint.
@@ -108,6 +107,7 @@ mod options;
 mod pageblock;
 mod pageids;
 pub(crate) mod pages;
+mod queue;
 pub mod queues;
 pub mod records;
 pub mod repair;

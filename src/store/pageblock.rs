@@ -1,6 +1,6 @@
 //! Page blocks: the records of consecutive page ids packed into one value.
 //!
-//! `P` · first id (u64) → [`keys::PAGE_BLOCK_VERSION`], then per page of ids
+//! `P` · first id (u64) → [`PAGE_BLOCK_VERSION`], then per page of ids
 //! `first`, `first + 1`, ...: its fingerprint (20 bytes), the length of its
 //! record (u32, big-endian) and the record (`pages::encode_page`'s body). A
 //! completion group packs the pages it records for the first time into new
@@ -22,6 +22,14 @@ use super::keys;
 use super::table::Db;
 use crate::fingerprint::Fingerprint;
 
+/// Page records: `P` · first page id (u64) → a block of the records of
+/// consecutive page ids: [`PAGE_BLOCK_VERSION`], then per page its fingerprint,
+/// the record's length and the record (see above). Ids follow the order
+/// pages were first recorded, so a new page's record is appended at the end of
+/// the namespace instead of landing at a random place in it.
+pub(crate) const PAGE_BY_ID: u8 = b'P';
+/// Version byte of a page block under [`PAGE_BY_ID`].
+pub(crate) const PAGE_BLOCK_VERSION: u8 = 3;
 /// A new block closes once its encoded size reaches this (a page record is
 /// about 200 bytes, so about twenty pages).
 pub(super) const BLOCK_MAX_BYTES: usize = 4096;
@@ -94,13 +102,13 @@ impl Block {
 
     /// The block's key.
     pub(super) fn key(&self) -> Vec<u8> {
-        keys::with_u64(keys::PAGE_BY_ID, self.first)
+        keys::with_u64(PAGE_BY_ID, self.first)
     }
 
     /// The block as it is stored.
     pub(super) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
-        out.push(keys::PAGE_BLOCK_VERSION);
+        out.push(PAGE_BLOCK_VERSION);
         for (fp, record) in &self.entries {
             out.extend_from_slice(fp);
             // A record over 4 GiB cannot be built from a fetch.
@@ -122,7 +130,7 @@ impl Block {
 
     /// The block stored under the id `first` as `value`.
     pub(super) fn decode(first: u64, value: &[u8]) -> Result<Block, String> {
-        let Some((&keys::PAGE_BLOCK_VERSION, mut rest)) = value.split_first() else {
+        let Some((&PAGE_BLOCK_VERSION, mut rest)) = value.split_first() else {
             return Err("unknown version".into());
         };
         let mut block = Block::new(first);
@@ -199,7 +207,7 @@ mod tests {
         long_len[21 + 3] = 200;
         for bad in [
             Vec::new(),
-            vec![keys::PAGE_BLOCK_VERSION],
+            vec![PAGE_BLOCK_VERSION],
             other_version,
             good[..10].to_vec(),
             good[..good.len() - 1].to_vec(),

@@ -30,7 +30,7 @@
 
 use super::error::StoreError;
 use super::keys;
-use super::pageblock::Block;
+use super::pageblock::{Block, PAGE_BY_ID};
 use super::runfile::Kind;
 use super::sorted::{Listing, SealJob, Sealed, SortedRuns, record};
 use super::table::{Batch, Codec, Db, Durability, Table};
@@ -92,15 +92,14 @@ fn blocks_from(
     db: &Db,
     start: Vec<u8>,
 ) -> impl Iterator<Item = Result<Vec<(Fingerprint, u64)>, StoreError>> + '_ {
-    db.range(start..vec![keys::PAGE_BY_ID + 1])
-        .map(move |entry| {
-            let (key, value) = entry?;
-            let block = Block::stored(db, &key, &value)?;
-            Ok((block.first..)
-                .zip(block.entries)
-                .map(|(id, (fp, _))| (fp, id))
-                .collect())
-        })
+    db.range(start..vec![PAGE_BY_ID + 1]).map(move |entry| {
+        let (key, value) = entry?;
+        let block = Block::stored(db, &key, &value)?;
+        Ok((block.first..)
+            .zip(block.entries)
+            .map(|(id, (fp, _))| (fp, id))
+            .collect())
+    })
 }
 
 /// A damaged run file as the rebuild's warning names it (`path: reason`);
@@ -233,7 +232,7 @@ impl PageIds {
             chunk.clear();
             Ok::<_, StoreError>(())
         };
-        for block in blocks_from(db, vec![keys::PAGE_BY_ID]) {
+        for block in blocks_from(db, vec![PAGE_BY_ID]) {
             let block = block?;
             pages += block.len() as u64;
             chunk.extend(block);
@@ -257,9 +256,9 @@ impl PageIds {
 
     /// Reads the ids of the blocks from the watermark on into `recent`.
     fn read_blocks(&mut self, db: &Db) -> Result<(), StoreError> {
-        let from = keys::with_u64(keys::PAGE_BY_ID, self.watermark);
+        let from = keys::with_u64(PAGE_BY_ID, self.watermark);
         // The block holding the watermark may start before it.
-        let start = match db.range(vec![keys::PAGE_BY_ID]..from.clone()).next_back() {
+        let start = match db.range(vec![PAGE_BY_ID]..from.clone()).next_back() {
             Some(entry) => entry?.0.to_vec(),
             None => from,
         };

@@ -22,12 +22,15 @@ use std::collections::BTreeMap;
 use super::due::{DueIndex, DueUnit, DueWrites};
 use super::error::StoreError;
 use super::keys;
-use super::pageblock::{BLOCK_MAX_BYTES, Block};
+use super::pageblock::{BLOCK_MAX_BYTES, Block, PAGE_BY_ID};
 use super::pageids::PageIds;
 use super::table::{Batch, Db, Table, Text};
 use crate::fingerprint::{self, Fingerprint, FingerprintMap};
 use crate::request::Request;
 
+/// Version byte of a page record: in a block and in shared mode's Redis hash
+/// (distinct from `records::RECORD_VERSION`).
+pub(crate) const PAGE_RECORD_VERSION: u8 = 2;
 /// The revisit policy the due index was last computed under (one key `V`):
 /// its description. A cycle started under another policy moves every page's
 /// due time to the new policy's first.
@@ -154,10 +157,10 @@ pub struct CycleStart {
     pub parked: u64,
 }
 
-/// Encodes a page record as it is stored: [`keys::PAGE_RECORD_VERSION`], then bincode.
+/// Encodes a page record as it is stored: [`PAGE_RECORD_VERSION`], then bincode.
 pub(crate) fn encode_page(record: &PageRecord) -> Vec<u8> {
     let mut out = Vec::with_capacity(160 + record.url.len());
-    out.push(keys::PAGE_RECORD_VERSION);
+    out.push(PAGE_RECORD_VERSION);
     encode_body(record, &mut out);
     out
 }
@@ -183,7 +186,7 @@ fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
 /// Decodes a page record of [`encode_page`]'s form.
 pub(crate) fn decode_page(bytes: &[u8]) -> Result<PageRecord, String> {
     match bytes.split_first() {
-        Some((&keys::PAGE_RECORD_VERSION, body)) => decode_body(body),
+        Some((&PAGE_RECORD_VERSION, body)) => decode_body(body),
         Some((version, _)) => Err(format!("unknown page record version {version}")),
         None => Err("an empty page record".to_owned()),
     }
@@ -605,10 +608,7 @@ impl Pages {
 
 /// The id after the last stored block's (0 when there is none).
 fn blocks_end(db: &Db) -> Result<u64, StoreError> {
-    match db
-        .range([keys::PAGE_BY_ID]..[keys::PAGE_BY_ID + 1])
-        .next_back()
-    {
+    match db.range([PAGE_BY_ID]..[PAGE_BY_ID + 1]).next_back() {
         None => Ok(0),
         Some(entry) => {
             let (key, value) = entry?;
@@ -619,8 +619,8 @@ fn blocks_end(db: &Db) -> Result<u64, StoreError> {
 
 /// The stored block holding `id`, if one does.
 fn block_of(db: &Db, id: u64) -> Result<Option<Block>, StoreError> {
-    let start = vec![keys::PAGE_BY_ID];
-    let end = keys::with_u64(keys::PAGE_BY_ID, id);
+    let start = vec![PAGE_BY_ID];
+    let end = keys::with_u64(PAGE_BY_ID, id);
     match db.range(start..=end).next_back() {
         None => Ok(None),
         Some(entry) => {
@@ -637,8 +637,8 @@ fn stored_units<'d>(
     db: &'d Db,
     from: &[u8],
 ) -> impl Iterator<Item = Result<(sled::IVec, Vec<(Fingerprint, PageRecord)>), StoreError>> + 'd {
-    let blocks_from = from.to_vec().max(vec![keys::PAGE_BY_ID]);
-    db.range(blocks_from..vec![keys::PAGE_BY_ID + 1])
+    let blocks_from = from.to_vec().max(vec![PAGE_BY_ID]);
+    db.range(blocks_from..vec![PAGE_BY_ID + 1])
         .map(move |entry| {
             let (key, value) = entry?;
             let block = Block::stored(db, &key, &value)?;

@@ -376,7 +376,7 @@ fn binary_page_records_round_trip_and_are_smaller_than_json() {
     odd.gone = true;
     for r in [plain.clone(), odd] {
         let bytes = encode_page(&r);
-        assert_eq!(bytes[0], keys::PAGE_RECORD_VERSION);
+        assert_eq!(bytes[0], crate::store::pages::PAGE_RECORD_VERSION);
         assert_eq!(decode_page(&bytes).unwrap(), r);
     }
     let (binary, json) = (encode_page(&plain).len(), records::encode(&plain).len());
@@ -451,7 +451,7 @@ fn a_new_revisit_policy_moves_due_times_but_not_a_queued_page_and_runs_once() {
 /// The page ids stored, in order, with the fingerprint each names.
 fn stored_ids(state: &State) -> Vec<(u64, Fingerprint)> {
     let mut ids = Vec::new();
-    for entry in state.db.scan([keys::PAGE_BY_ID]) {
+    for entry in state.db.scan([crate::store::pageblock::PAGE_BY_ID]) {
         let (key, value) = entry.unwrap();
         let block = Block::stored(&state.db, &key, &value).unwrap();
         for (at, (fp, _)) in block.entries.iter().enumerate() {
@@ -532,7 +532,7 @@ fn a_damaged_page_entry_or_id_is_an_error_naming_it() {
     state.put_page(fp(b), record(b, None), None).unwrap();
     state.commit().unwrap();
     let tree = state.db.tree().clone();
-    let entry = keys::with_u64(keys::PAGE_BY_ID, 0);
+    let entry = keys::with_u64(crate::store::pageblock::PAGE_BY_ID, 0);
     let good = tree.get(&entry).unwrap().unwrap();
     let mut damaged = vec![
         // Another version, a truncated fingerprint, a truncated record.
@@ -669,9 +669,9 @@ fn page_ids_are_found_across_checkpoints_merges_and_reopens() {
     drop(state);
     let mut state = open(dir.path());
     check(&state);
-    let pages = state
-        .db
-        .range(vec![keys::PAGE_BY_ID]..vec![keys::PAGE_BY_ID + 1]);
+    let pages = state.db.range(
+        vec![crate::store::pageblock::PAGE_BY_ID]..vec![crate::store::pageblock::PAGE_BY_ID + 1],
+    );
     let end = pages.map(|e| e.unwrap()).next_back().map(|(k, v)| {
         Block::decode(keys::u64_after_prefix(&k).unwrap(), &v)
             .unwrap()

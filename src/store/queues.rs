@@ -1,10 +1,10 @@
 //! Per-host queue counts and heads for the published snapshot: read-only, from
 //! the frontier's host index and its queue records, bounded so that a 1 Hz
 //! snapshot costs little however large the frontier is. Depends on the
-//! frontier and the table only.
+//! frontier, the queue's layout (`queue`) and the table only.
 
-use crate::store::frontier::record_entries;
-use crate::store::{State, StoreError, keys};
+use crate::store::queue::{queue_host_prefix, record_entries};
+use crate::store::{State, StoreError};
 
 /// Queue entries counted per host at most (past it the count says "more").
 pub const COUNT_CAP: u64 = 5_000;
@@ -36,7 +36,7 @@ impl State {
             let leased = queue.leased.len() as u64;
             let (mut entries, mut more) = (0u64, budget == 0);
             if !more {
-                for record in self.db.scan(keys::queue_host_prefix(host_id)) {
+                for record in self.db.scan(queue_host_prefix(host_id)) {
                     let (key, value) = record?;
                     for entry in record_entries(&value) {
                         entry.map_err(|reason| self.db.corrupt("queue", &key, reason))?;

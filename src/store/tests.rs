@@ -410,8 +410,12 @@ fn packed_records_are_consumed_in_fifo_order_across_groups_and_reopen() {
         assert!(state.enqueue(&request, &[]).unwrap());
     }
     state.commit().unwrap();
-    let records = state.db.tree().scan_prefix([keys::QUEUE]).count();
-    assert!(records >= 600usize.div_ceil(frontier::RECORD_MAX_ENTRIES));
+    let records = state
+        .db
+        .tree()
+        .scan_prefix([crate::store::queue::QUEUE])
+        .count();
+    assert!(records >= 600usize.div_ceil(crate::store::queue::RECORD_MAX_ENTRIES));
     assert!(records < 600 / 10, "requests are packed: {records} records");
     // Lease 300 (crossing a record boundary), complete the odd ones over two groups,
     // release nothing: the even ones stay leased until the "crash".
@@ -459,7 +463,14 @@ fn emptied_records_are_removed() {
         complete(&mut state, lease, &[]);
     }
     state.commit().unwrap();
-    assert!(state.db.tree().scan_prefix([keys::QUEUE]).next().is_none());
+    assert!(
+        state
+            .db
+            .tree()
+            .scan_prefix([crate::store::queue::QUEUE])
+            .next()
+            .is_none()
+    );
     assert_eq!(state.frontier_len(), 0);
 }
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::error::StoreError;
 use super::records::RunRecord;
-use super::{State, keys, records};
+use super::{State, records};
 use crate::canon;
 use crate::fingerprint::{self, Fingerprint};
 use crate::request::Request;
@@ -186,7 +186,9 @@ impl State {
                     out.push(FrontierEntry {
                         host: queue.name.clone(),
                         seq,
-                        leased: queue.leased.contains(&keys::queue_entry_key(record, seq)),
+                        leased: queue
+                            .leased
+                            .contains(&super::queue::queue_entry_key(record, seq)),
                         request,
                     });
                     out.len() < limit
