@@ -43,6 +43,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/format.rs", include_str!("store/format.rs")),
     ("store/repair.rs", include_str!("store/repair.rs")),
     ("store/durable.rs", include_str!("store/durable.rs")),
+    ("store/panics.rs", include_str!("store/panics.rs")),
     ("bloom/file.rs", include_str!("bloom/file.rs")),
     ("store/warc.rs", include_str!("store/warc.rs")),
     ("store/cookies.rs", include_str!("store/cookies.rs")),

@@ -15,7 +15,7 @@ use super::format::STATE_FORMAT;
 use super::options::DedupMode;
 use super::records::{Meta, unix_now};
 use super::table::{Db, Json, Table};
-use super::{DEFAULT_CACHE_BYTES, OpenOptions, repair, sizing};
+use super::{DEFAULT_CACHE_BYTES, OpenOptions, panics, repair, sizing};
 use crate::bloom::{BloomFile, BloomParams};
 use crate::crash;
 
@@ -36,7 +36,7 @@ pub(super) fn open_db(
     let bloom = repair::before_open(dir, cache)?;
     let mut attempt = 1;
     loop {
-        let opened = repair::guard(&dir.join("db"), || try_open_db(dir, cache));
+        let opened = panics::guard(&dir.join("db"), || try_open_db(dir, cache));
         match opened {
             Err(StoreError::Busy { .. }) if attempt < crate::dirlock::ATTEMPTS => {
                 attempt += 1;

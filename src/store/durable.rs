@@ -14,7 +14,7 @@
 //!   `before_open`) reads the files in place when they are as a clean close
 //!   or a crash of ours left them, and makes a trial open of a copy otherwise.
 //!
-//! Depends on `error`, `repair`'s panic guard and [`crate::crash`].
+//! Depends on `error`, `panics` and [`crate::crash`].
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sha1::{Digest, Sha1};
 
 use super::error::StoreError;
-use super::repair::guard;
+use super::panics::guard;
 use crate::crash;
 
 /// Name of the durable record in the state directory.

@@ -58,6 +58,7 @@
 //!   checksummed slots written after each group's sync) and the close record
 //!   or open mark that tells a crash (opened in place) from another program's
 //!   write.
+//! - `panics`: sled's panics on damaged input caught and named (`guard`).
 //! - `repair`: damage — sled panics caught, the trial open of a copy of
 //!   `db/` when another program may have written it, the Bloom filter
 //!   rebuilt from the exact set, `legcrawl repair`.
@@ -107,6 +108,7 @@ mod options;
 mod pageblock;
 mod pageids;
 pub(crate) mod pages;
+mod panics;
 mod queue;
 pub mod queues;
 pub mod records;
@@ -258,7 +260,7 @@ impl State {
         // A panic of sled on a damaged database is an error (see `repair`).
         let db_dir = dir.join("db");
         let db = table::Db::new(db, dir);
-        let made = repair::guard(&db_dir, || match found {
+        let made = panics::guard(&db_dir, || match found {
             dir::Found::Create => create(&db, options),
             dir::Found::State => db::load_meta(dir, &db, options, opened),
         });
@@ -277,7 +279,7 @@ impl State {
         // The tables' loads read the whole index of the database: a panic of
         // sled there is damage too, and a database holding less than the
         // durable record says is refused before anything is written.
-        let (frontier, runs, items, seen, pages) = repair::guard(&db_dir, || {
+        let (frontier, runs, items, seen, pages) = panics::guard(&db_dir, || {
             let frontier = frontier::Frontier::load(&db, meta.next_host_id, meta.next_queue_seq)?;
             let runs = runs::Runs::load(&db)?;
             let items = items::Items::load(&db)?;

@@ -12,8 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::error::StoreError;
-use super::records;
-use super::records::{Counters, RunOutcome, RunRecord, unix_now};
+use super::records::{self, Counters, RunOutcome, RunRecord, unix_now};
 use super::table::{Batch, Count, Db, Durability, Json, Table, U64, Unit};
 use crate::crash;
 

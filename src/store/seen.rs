@@ -24,7 +24,7 @@ use crate::crash;
 use crate::fingerprint::{Fingerprint, FingerprintSet};
 
 /// The Bloom journal: `j` · group number · part → the fingerprints the group
-/// recorded (a group's take parts of at most [`keys::MAX_VALUE_BYTES`]).
+/// recorded, in parts of at most [`keys::MAX_VALUE_BYTES`].
 pub(super) const JOURNAL: Table<(u64, u16), Journaled> = Table::new(b'j', "journal");
 
 /// A journal entry: a version byte, then fingerprints, 20 bytes each.

@@ -20,7 +20,7 @@
 use super::error::StoreError;
 use super::options::DedupMode;
 use super::records::Meta;
-use super::{State, repair};
+use super::{State, panics, repair};
 use crate::bloom::{BloomParams, MIN_BITS, design_capacity};
 
 /// A sized filter's first size, log2 of bits (2^20 bits: 128 KiB).
@@ -135,7 +135,7 @@ impl State {
         }
         let dir = self.dir().to_owned();
         let points = repair::RebuildPoints::Grow;
-        let (bloom, fps) = repair::guard(&dir.join("db"), || {
+        let (bloom, fps) = panics::guard(&dir.join("db"), || {
             repair::rebuild_bloom(params, &self.db, points)
         })?;
         tracing::debug!(
