@@ -9,6 +9,31 @@ use std::time::Duration;
 
 /// The per-host delay for remote hosts when none is configured.
 pub const DEFAULT_DELAY: Duration = Duration::from_secs(1);
+
+/// A host's delay when the crawl sets none: none on loopback (a test server
+/// or a local mirror), else [`DEFAULT_DELAY`].
+pub fn default_delay(host: &str) -> Duration {
+    if is_loopback(host) {
+        Duration::ZERO
+    } else {
+        DEFAULT_DELAY
+    }
+}
+
+/// True for `localhost`, 127.0.0.0/8 and `::1` (with or without a port).
+pub fn is_loopback(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !name.ends_with(':') && port.chars().all(|c| c.is_ascii_digit()) => {
+            name
+        }
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
 /// Default size at which a WARC file is rotated: 1 GB (10^9 bytes), as Heritrix.
 pub const DEFAULT_WARC_MAX_SIZE: u64 = 1_000_000_000;
 
@@ -220,9 +245,9 @@ pub struct CrawlConfig {
     pub max_duration: Option<Duration>,
     /// A crawl shared by workers through Redis (`--shared`, `[shared]`); `None`
     /// (the default) crawls with the embedded state in `data_dir`.
-    pub shared: Option<crate::shared::SharedTarget>,
+    pub shared: Option<crate::shared_target::SharedTarget>,
     /// How long a shared crawl's lease lasts unless renewed (default
-    /// [`crate::shared::DEFAULT_LEASE_TTL`]).
+    /// [`crate::shared_target::DEFAULT_LEASE_TTL`]).
     pub lease_ttl: Duration,
 }
 
@@ -348,7 +373,7 @@ impl Default for CrawlConfig {
             until_idle: false,
             max_duration: None,
             shared: None,
-            lease_ttl: crate::shared::DEFAULT_LEASE_TTL,
+            lease_ttl: crate::shared_target::DEFAULT_LEASE_TTL,
         }
     }
 }

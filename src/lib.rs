@@ -1,40 +1,34 @@
 //! legcrawl: a single-node, embedded-storage, incremental web crawler.
 //!
-//! # Layout
-//! - [`request`]: the [`request::Request`] record and its versioned encoding.
-//! - [`item`]: items (JSON objects) and their versioned encoding.
-//! - [`response`]: a fetched response as legs see it.
-//! - [`charset`]: body decoding: BOM, `Content-Type` charset, `<meta>`, then UTF-8.
-//! - [`config`]: the one [`config::CrawlConfig`].
-//! - [`crawlfile`]: the TOML crawl file → a `CrawlConfig` and a stack of legs.
-//! - [`job`]: a crawl is a stored job: the crawl file a run resolves and stores.
-//! - [`clock`]: RFC 3339 timestamps.
-//! - [`canon`]: w3lib-style URL canonicalization, one table of rules.
-//! - [`fingerprint`]: SHA-1 request fingerprints over the canonical URL.
-//! - [`bloom`]: the memory-mapped Bloom filter and its math.
-//! - [`fsync`]: new names made durable (directory syncs).
-//! - [`dirlock`]: the exclusive lock of a directory (the state's, a WARC directory's).
-//! - [`store`]: the sled state: frontier, seen set, items, page records, seeds, runs, stats.
-//! - [`crash`]: the named crash points of every step that writes or syncs, and
-//!   `LEGCRAWL_CRASH_AT` to abort at one.
-//! - [`status`]: the files a running crawl publishes (`status.json`,
-//!   `snapshot.json`).
-//! - [`revisit`]: incremental re-crawls: revisit policies, change detection, versions.
-//! - [`fetch`]: the hyper fetcher.
-//! - [`robots`]: robots.txt (RFC 9309) rules and the per-origin robots.txt cache.
-//! - [`legs`]: the `Leg` trait, stacks of legs and the bundled legs.
-//! - [`engine`]: the tokio crawl loop, group commit and shutdown.
-//! - [`warc`]: WARC 1.1 files of every fetch, exact across `kill -9`.
-//! - [`shared`]: one crawl shared by several workers through Redis (`--shared`).
-//! - [`serve`]: `legcrawl serve`, a read-only page and `/metrics` from the
-//!   snapshot a crawl publishes ([`status::snapshot`]).
+//! # Layout, by layer (each uses only the layers below it)
+//! - Commands: `cli` (in the binary) and [`serve`], `legcrawl serve`'s page and
+//!   `/metrics` from the snapshot a crawl publishes ([`status::snapshot`]).
+//! - Loops: [`engine`], the tokio crawl loops: the embedded one and the
+//!   shared worker ([`engine::worker`]), with their outputs (`--output`, WARC).
+//! - Frontiers: [`store`], the embedded sled state (frontier, seen set, items,
+//!   page records, seeds, runs, counters), and [`shared`], one crawl in Redis
+//!   shared by several workers (`--shared`).
+//! - Page processing: [`page`], one leased request to what its completion
+//!   needs: robots.txt, fetch, legs, scope, page record.
+//! - Parts of a page: [`fetch`] (the hyper fetcher), [`robots`] (RFC 9309
+//!   rules and the per-origin cache), [`legs`] (the `Leg` trait, stacks and the
+//!   bundled legs), [`warc`] (WARC 1.1 files), [`revisit`] (revisit policies,
+//!   change detection, versions).
+//! - The job: [`job`] (a crawl is a stored job), [`crawlfile`] (the TOML crawl
+//!   file), [`config`] (the one [`config::CrawlConfig`]), [`shared_target`]
+//!   (where a shared crawl lives).
+//! - Records and primitives: [`request`], [`item`], [`response`],
+//!   [`fingerprint`] (SHA-1 request fingerprints), [`canon`] (w3lib-style URL
+//!   canonicalization), [`charset`], [`bloom`] (the memory-mapped Bloom
+//!   filter), [`status`] (the files a running crawl publishes), [`crash`] (named
+//!   crash points, `LEGCRAWL_CRASH_AT`), [`fsync`], [`dirlock`], [`clock`].
 //!
 //! # Data flow
-//! frontier → politeness → fetcher → legs → sink + frontier. The engine leases
-//! requests from the frontier ([`store`]) host by host as per-host politeness allows
-//! (`engine::politeness`), asks [`robots`] before each fetch, the fetcher turns each
+//! frontier → politeness → fetcher → legs → sink + frontier. A loop leases
+//! requests from its frontier ([`store`] or [`shared`]) host by host as
+//! per-host politeness allows, asks [`robots`] before each fetch, the fetcher turns each
 //! request into a [`response::Response`], the legs turn responses into new requests and
-//! items, and the engine completes the lease: items go to the sink and new requests
+//! items, and the loop completes the lease: items go to the sink and new requests
 //! (scoped, then deduped by the seen set — never by legs) go back to the frontier, in
 //! one atomic step, with the page's record (validators, content hash, next due
 //! time, from [`revisit`]). With `--warc`, the fetcher also hands over each exchange
@@ -59,12 +53,14 @@ pub mod fsync;
 pub mod item;
 pub mod job;
 pub mod legs;
+pub mod page;
 pub mod request;
 pub mod response;
 pub mod revisit;
 pub mod robots;
 pub mod serve;
 pub mod shared;
+pub mod shared_target;
 pub mod status;
 pub mod store;
 pub mod warc;

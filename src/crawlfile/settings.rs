@@ -372,7 +372,7 @@ impl FileSettings {
         set(&mut config.cache_bytes, self.state.cache.map(|s| s.0));
         if let Some(shared) = self.shared {
             // Checked in `check`.
-            config.shared = crate::shared::SharedTarget::new(&shared.redis, &shared.name)
+            config.shared = crate::shared_target::SharedTarget::new(&shared.redis, &shared.name)
                 .and_then(|t| t.with_cacert(shared.cacert.as_deref()))
                 .and_then(|t| t.with_client_cert(shared.cert.as_deref(), shared.key.as_deref()))
                 .ok();
@@ -417,7 +417,7 @@ impl FileSettings {
             return at("keep_status", message);
         }
         if let Some(shared) = &self.shared {
-            match crate::shared::SharedTarget::new(&shared.redis, &shared.name) {
+            match crate::shared_target::SharedTarget::new(&shared.redis, &shared.name) {
                 Err(message) => return at("shared", message),
                 Ok(target) => {
                     let target = match target.with_cacert(shared.cacert.as_deref()) {

@@ -1,7 +1,7 @@
 //! The engine's side of group commit: seal a group, flush it off the loop,
 //! and act on what became durable.
 //!
-//! A due group is sealed on the loop ([`State::seal`]: its batch is built and
+//! A due group is sealed on the loop ([`crate::store::State::seal`]: its batch is built and
 //! set aside) and applied and flushed on the committer's flush thread, so the
 //! loop keeps fetching and completing pages into the next group while sled
 //! works and the disk syncs. Only a durable group ends its leases, makes its new requests
@@ -146,7 +146,8 @@ impl Crawl<'_> {
     fn queue_sitemaps(&mut self, record: &crate::robots::RobotsRecord) -> Result<(), EngineError> {
         let mut counters = Vec::new();
         let agent = &self.config.user_agent;
-        for request in super::sitemaps::from_robots(record, agent, &self.scope, &mut counters) {
+        for request in crate::page::sitemaps::from_robots(record, agent, &self.scope, &mut counters)
+        {
             if self
                 .state
                 .enqueue(&request, &self.config.fingerprint_headers)?

@@ -18,10 +18,10 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use super::page::PageResult;
 use super::politeness::Politeness;
 use super::{Crawl, EngineError, politeness};
 use crate::clock::rfc3339_secs;
+use crate::page::PageResult;
 use crate::request::Request;
 use crate::store::State;
 use crate::store::records::unix_now;

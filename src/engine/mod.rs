@@ -1,50 +1,46 @@
-//! The crawl loop: lease, fetch and process concurrently, complete in groups.
+//! The crawl loops: lease, fetch and process concurrently, complete.
 //!
-//! One task owns the [`State`] and is the only writer: it leases up to
-//! `concurrency` requests — host by host, as far as [`politeness::Politeness`]
-//! allows — spawns a task per request ([`page::process`]: robots.txt, fetch, then
-//! legs; a panic there comes back as a failed page, see `task`), and completes
-//! each result into the open group, committing a group
-//! every 64 pages or 20 ms (or at once when nothing else can be leased); a
-//! page with more than [`crate::store::LINK_CHUNK`] links has them queued part
-//! by part, a group each, ahead of its completion (see `flush`), and its task
-//! hands them over part by part as its legs make them (see `parts`). New
-//! requests pass the [`scope::Scope`] and then the seen set — dedup happens only
-//! here, never in legs. Credentials (`user:pass@`) are stripped from every seed,
-//! link and redirect target before that, so no stored URL holds them. A host
-//! that cannot be connected to, or whose robots.txt keeps failing, is parked for
-//! the run with its requests left queued (see `hosts`).
+//! Two loops, one per frontier, over the same page processing
+//! ([`crate::page`]): this module's `Crawl` over the embedded state
+//! ([`State`]), and [`worker`] over a shared crawl's Redis
+//! ([`crate::shared`]). Used by `cli` (crawl), benches and tests.
 //!
-//! Shutdown is injected (as in mini-redis): when the `shutdown` future resolves
-//! the loop stops leasing, gives in-flight fetches `shutdown_grace` to finish,
-//! commits what finished, and ends the run as interrupted; unfinished leases
-//! simply stay queued. Depends on every other module; nothing depends on it.
+//! The embedded loop is the state's only writer: it leases up to
+//! `concurrency` requests, host by host as far as [`politeness::Politeness`]
+//! allows, spawns a task per request (`page::task`), and completes
+//! each result into the open group, which is sealed at
+//! [`crate::store::GROUP_MAX_PAGES`]` / 2` pages or
+//! [`crate::store::GROUP_MAX_AGE`], or at once when nothing else can be
+//! leased, and made durable on the committer's thread (`flush`). A page with
+//! more than [`crate::store::LINK_CHUNK`] links has them queued part by part,
+//! a group each, ahead of its completion. New requests pass the scope and
+//! then the seen set: dedup happens only here, never in legs. A host that
+//! cannot be connected to, or whose robots.txt keeps failing, is parked for
+//! the run with its requests left queued (`hosts`).
 //!
-//! # Cycles
-//! A run either resumes the cycle the last run left (it was interrupted, killed,
-//! failed or stopped by a limit, and requests are queued) or starts a new one:
-//! the stored seeds and every page due by [`crate::revisit`] are queued again
-//! ([`State::start_cycle`]). A request with a page record is fetched
-//! conditionally; its completion writes the next record in the same group as the
-//! page's items, which carry the page's `version`.
+//! Shutdown is injected (as in mini-redis): when the `shutdown` future
+//! resolves the loop stops leasing, gives in-flight fetches `shutdown_grace`
+//! to finish, commits what finished, and ends the run as interrupted;
+//! unfinished leases stay queued.
+//!
+//! A run either resumes the cycle the last run left (it was interrupted,
+//! killed, failed or stopped by a limit, and requests are queued) or starts a
+//! new one: the stored seeds and every page due by [`crate::revisit`] are
+//! queued again ([`State::start_cycle`]). A request with a page record is
+//! fetched conditionally; its completion writes the next record in the same
+//! group as the page's items.
 
 mod archive;
 mod flush;
 mod hosts;
-pub mod page;
-pub(crate) mod parts;
 pub mod politeness;
 mod progress;
-mod result;
 pub(crate) mod revisits;
-pub mod scope;
 pub mod sink;
-pub(crate) mod sitemaps;
-pub(crate) mod task;
-mod totals;
 mod watch;
+pub mod worker;
 
-pub use totals::PageTotals;
+pub use crate::page::PageTotals;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -56,14 +52,14 @@ use tokio::task::JoinSet;
 use crate::config::CrawlConfig;
 use crate::fetch::{FetchError, Fetcher};
 use crate::legs::Leg;
+use crate::page::parts::{Part, Parts};
+use crate::page::scope::Scope;
+use crate::page::{PageResult, RetryPolicy, task};
 use crate::revisit::{RuleError, Schedule};
 use crate::robots::{RobotsCache, RobotsSettings};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::store::{Committer, Completion, Ended, Lease, OpenOptions, State, StoreError};
-use page::{PageResult, RetryPolicy};
-use parts::{Part, Parts};
 use politeness::Politeness;
-use scope::Scope;
 use sink::{OutputFile, SinkError};
 
 use crate::warc::{WarcError, WarcSettings, WarcWriter};
@@ -715,7 +711,7 @@ impl<'a> Crawl<'a> {
         // groups of their own first; its record, items and completion come
         // with the last part.
         let requests = self.queue_in_parts(requests).await?;
-        let end = revisits::PageEnd {
+        let end = crate::page::record::PageEnd {
             seen,
             prior,
             failed,
@@ -738,63 +734,27 @@ impl<'a> Crawl<'a> {
         Ok(())
     }
 
-    /// Keeps the requests the crawl may queue (in place: a page's links can be
-    /// a million): credentials stripped, a redirect to a page fetched in this
-    /// cycle dropped, and the scope checked; counts what it drops. A sitemap
-    /// entry whose `lastmod` is no older than its known page's last fetch is
-    /// made a revisit (`dont_filter`), unless the page is fetched in this
-    /// cycle anyway (see [`crate::revisit::lastmod_makes_due`]).
+    /// Keeps the requests the crawl may queue, in place (a page's links can be
+    /// a million), and counts what it drops: see [`crate::page::accept`]. The
+    /// page records its rules need are read from the state.
     fn accept(
         &self,
         requests: &mut Vec<crate::request::Request>,
         redirect: bool,
         counters: &mut Vec<(&'static str, u64)>,
     ) -> Result<(), EngineError> {
-        let mut failed = None;
-        requests.retain_mut(|request| {
-            if failed.is_some() {
-                return false;
-            }
-            scope::strip_credentials(request, counters);
-            if !request.dont_filter && crate::revisit::lastmod_of(&request.meta).is_some() {
-                match self.lastmod_makes_due(request) {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        // Queued past the seen set, as a revisit.
-                        request.dont_filter = true;
-                        counters.push(("sitemap/lastmod_due", 1));
-                    }
-                    Err(error) => {
-                        failed = Some(error);
-                        return false;
-                    }
-                }
-            }
-            if redirect && request.dont_filter {
-                match self.fetched_this_cycle(request) {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        counters.push(("redirect/already_queued", 1));
-                        return false;
-                    }
-                    Err(error) => {
-                        failed = Some(error);
-                        return false;
-                    }
-                }
-            }
-            match self.scope.check(request) {
-                Ok(()) => true,
-                Err(rejected) => {
-                    counters.push((rejected.counter(), 1));
-                    false
-                }
-            }
-        });
-        match failed {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        let rules = crate::page::accept::Accept {
+            scope: &self.scope,
+            fingerprint_headers: &self.config.fingerprint_headers,
+            run_started: self.run_started,
+        };
+        let lookups = rules.lookups(requests, redirect, counters);
+        let records = lookups
+            .iter()
+            .map(|(_, fp)| self.state.page(fp))
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.apply(requests, redirect, &lookups, &records, counters);
+        Ok(())
     }
 
     /// The first Ctrl-C: no more leases; let in-flight work finish for the grace

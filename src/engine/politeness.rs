@@ -9,10 +9,9 @@
 //! clock is passed in. Depends on [`crate::config`] only.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use crate::config::{CrawlConfig, DEFAULT_DELAY};
+use crate::config::{CrawlConfig, default_delay};
 
 /// robots.txt failures in a row (5xx, unreachable) after which a host is parked
 /// for the rest of the run, so a scheduled run ends instead of waiting forever.
@@ -103,13 +102,7 @@ impl Politeness {
     }
 
     fn slot(&mut self, host_id: u32, host: &str, now: Instant) -> &mut Slot {
-        let delay = self.delay.unwrap_or_else(|| {
-            if is_loopback(host) {
-                Duration::ZERO
-            } else {
-                DEFAULT_DELAY
-            }
-        });
+        let delay = self.delay.unwrap_or_else(|| default_delay(host));
         let next_start = self.previous_end.map_or(now, |end| now.max(end + delay));
         self.slots.entry(host_id).or_insert(Slot {
             in_flight: 0,
@@ -239,19 +232,6 @@ impl Politeness {
     }
 }
 
-/// True for `localhost`, 127.0.0.0/8 and `::1` (with or without a port).
-pub fn is_loopback(host: &str) -> bool {
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if !name.ends_with(':') && port.chars().all(|c| c.is_ascii_digit()) => {
-            name
-        }
-        _ => host,
-    };
-    let name = name.trim_start_matches('[').trim_end_matches(']');
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
 /// A uniform number in [0, 1) from a splitmix64 state.
 fn next_unit(state: &mut u64) -> f64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -264,6 +244,7 @@ fn next_unit(state: &mut u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{DEFAULT_DELAY, is_loopback};
 
     fn politeness(per_host: usize, delay: Option<Duration>) -> Politeness {
         Politeness::new(&CrawlConfig {

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::page::PageResult;
 use super::politeness::Politeness;
 use super::watch::{self, Watch};
+use crate::page::PageResult;
 use crate::status::{self, Status, snapshot};
 use crate::store::records::RunOutcome;
 use crate::store::{Lease, State, Summary};

@@ -8,7 +8,7 @@
 //! inode), the bytes written to it (the end of the last complete line) and the
 //! next item. On open the file is opened, or created, and:
 //! - **the same file** (the same inode, or the cursor's next item as the
-//!   line that starts at its bytes: see [`same_file`]), at least as long as
+//!   line that starts at its bytes: see `same_file`), at least as long as
 //!   the cursor says: the complete
 //!   lines after the cursor's bytes were written by a run whose cursor did not
 //!   become durable (a `kill -9`); they count, and a torn last line (a crash

@@ -4,9 +4,9 @@
 //! A worker that loses the server retries every call with backoff (50 ms
 //! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
 //! connection manager (or, for a Redis Cluster, its cluster connection, which
-//! follows `MOVED`/`ASK`: [`link`]) reconnects underneath, and a script the
+//! follows `MOVED`/`ASK`: `link`) reconnects underneath, and a script the
 //! restarted server no longer caches is sent again whole. The server's own refusals are sorted
-//! in `server` ([`server::classify`]): `BUSY`, `LOADING`, `TRYAGAIN` (and a
+//! in `server` (`server::classify`): `BUSY`, `LOADING`, `TRYAGAIN` (and a
 //! cluster's `MASTERDOWN`/`CLUSTERDOWN`) are waited out the same way,
 //! `READONLY` (a failover made the server a replica) on a new connection;
 //! `OOM` and a lost state ([`SharedError::Gone`]) stop the worker. Only the

@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// Pages only the sitemap lists, each with its `lastmod` (`/a`'s can change),
 /// followed by `padding` entries on another host (out of scope, but they make
-/// the sitemap's first entries a part of their own, see `engine::parts`).
+/// the sitemap's first entries a part of their own, see `page::parts`).
 fn site(lastmod_a: Arc<Mutex<String>>, padding: usize) -> TestServer {
     let padding: String = (0..padding)
         .map(|k| format!("<url><loc>http://elsewhere.invalid/{k}</loc></url>"))

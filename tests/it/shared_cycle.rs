@@ -144,12 +144,14 @@ fn seeds_left_unstored_between_chunks_are_stored_by_the_next_worker() {
             seeds: urls.clone(),
             ..CrawlConfig::default()
         };
-        let plan = legcrawl::shared::JobPlan {
+        let plan = legcrawl::engine::worker::JobPlan {
             file: None,
             flags: &|_| {},
             run: &run,
         };
-        let joined = legcrawl::shared::join(&target, plan).await.expect("join");
+        let joined = legcrawl::engine::worker::join(&target, plan)
+            .await
+            .expect("join");
         assert_eq!(joined.version, 1);
         let shared = Shared::connect(&target, 32).await.expect("connect");
         let first: Vec<NewRequest> = urls[..SCRIPT_CHUNK]

@@ -512,8 +512,8 @@ fn runtime() -> tokio::runtime::Runtime {
 fn plan<'a>(
     run: &'a CrawlConfig,
     flags: &'a (dyn Fn(&mut CrawlConfig) + Sync),
-) -> legcrawl::shared::JobPlan<'a> {
-    legcrawl::shared::JobPlan {
+) -> legcrawl::engine::worker::JobPlan<'a> {
+    legcrawl::engine::worker::JobPlan {
         file: None,
         flags,
         run,
@@ -547,7 +547,7 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
             seeds: vec!["http://a.test/0".into()],
             ..CrawlConfig::default()
         };
-        let refused = legcrawl::shared::join(&earlier, plan(&run, &|_| {}))
+        let refused = legcrawl::engine::worker::join(&earlier, plan(&run, &|_| {}))
             .await
             .err()
             .expect("a crawl with seeds and no job is refused");
@@ -563,7 +563,7 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
             c.per_host = 1;
             c.delay = Some(Duration::from_millis(300));
         };
-        let joined = legcrawl::shared::join(&target, plan(&run, &flags))
+        let joined = legcrawl::engine::worker::join(&target, plan(&run, &flags))
             .await
             .expect("join");
         assert_eq!((joined.version, joined.previous), (1, None));
@@ -602,8 +602,8 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
         let faster = |c: &mut CrawlConfig| c.delay = Some(Duration::from_millis(50));
         let named = |c: &mut CrawlConfig| c.user_agent = "casbot/2".into();
         let (a, b) = tokio::join!(
-            legcrawl::shared::join(&target, plan(&run, &faster)),
-            legcrawl::shared::join(&target, plan(&run, &named)),
+            legcrawl::engine::worker::join(&target, plan(&run, &faster)),
+            legcrawl::engine::worker::join(&target, plan(&run, &named)),
         );
         let (a, b) = (a.expect("join a"), b.expect("join b"));
         let mut versions = [(a.previous, a.version), (b.previous, b.version)];
@@ -615,7 +615,7 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
         assert!(newest.text.contains("casbot/2"), "{}", newest.text);
         assert_eq!(old.job(1).await.unwrap().map(|j| j.version), Some(1));
         // Nothing given, nothing changed: no new version.
-        let same = legcrawl::shared::join(&target, plan(&run, &|_| {}))
+        let same = legcrawl::engine::worker::join(&target, plan(&run, &|_| {}))
             .await
             .expect("join");
         assert_eq!((same.version, same.changes.len()), (3, 0));

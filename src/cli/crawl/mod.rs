@@ -9,9 +9,9 @@ use std::time::Duration;
 use legcrawl::config::{CrawlConfig, DedupMode, Revisit, RevisitRule};
 use legcrawl::crawlfile::{self, CrawlFile, units};
 use legcrawl::engine;
-use legcrawl::engine::scope::{Scope, leg_config};
 use legcrawl::job;
 use legcrawl::legs::Leg;
+use legcrawl::page::scope::{Scope, leg_config};
 use legcrawl::shared::SharedTarget;
 
 mod report;

@@ -43,7 +43,7 @@ pub(super) fn run_shared(
         return Ok(ExitCode::from(1));
     }
     let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
-    let plan = legcrawl::shared::JobPlan {
+    let plan = legcrawl::engine::worker::JobPlan {
         file: file.as_ref(),
         flags: &flags,
         run: config,
@@ -63,7 +63,7 @@ pub(super) fn run_shared(
         let joined = tokio::select! {
             biased;
             () = stop.notified() => return stopped_early(),
-            joined = legcrawl::shared::join(target, plan) => joined.map_err(join_error)?,
+            joined = legcrawl::engine::worker::join(target, plan) => joined.map_err(join_error)?,
         };
         if let Some(previous) = joined.previous {
             for change in &joined.changes {
@@ -189,24 +189,24 @@ fn write_stats(
 
 /// A worker's failure to take part in the crawl's job, with the exit status
 /// of its cause (an engine error keeps its own: bad seeds and legs exit 2).
-fn join_error(error: legcrawl::shared::JoinError) -> anyhow::Error {
+fn join_error(error: legcrawl::engine::worker::JoinError) -> anyhow::Error {
     use legcrawl::engine::EngineError;
     use legcrawl::shared::SharedError;
     match error {
         // A server that may evict the crawl's keys is a setting to change:
         // exit 2, as for any bad setting.
-        legcrawl::shared::JoinError::Engine(EngineError::Shared(
+        legcrawl::engine::worker::JoinError::Engine(EngineError::Shared(
             error @ SharedError::Eviction { .. },
         )) => BadInput(error.to_string()).into(),
         // A crawl made by an earlier build in another key layout: no
         // migration is kept, it is refused as an older state format is.
-        legcrawl::shared::JoinError::Engine(EngineError::Shared(
+        legcrawl::engine::worker::JoinError::Engine(EngineError::Shared(
             error @ SharedError::OldSchema { .. },
         )) => BadInput(error.to_string()).into(),
-        legcrawl::shared::JoinError::Engine(error) => error.into(),
+        legcrawl::engine::worker::JoinError::Engine(error) => error.into(),
         // No migration is kept: a crawl of an earlier build is refused as a
         // state of an older format is (exit 2).
-        error @ legcrawl::shared::JoinError::WithoutJob { .. } => {
+        error @ legcrawl::engine::worker::JoinError::WithoutJob { .. } => {
             BadInput(error.to_string()).into()
         }
         other => other.into(),

@@ -205,7 +205,7 @@ impl Shared {
 
     /// The marks of the WARC files whose field in the `warc` hash starts with
     /// `prefix` (a worker's machine name and WARC directory, see
-    /// [`crate::shared::warc`]): `(field, durable length)`.
+    /// [`crate::engine::worker::warc`]): `(field, durable length)`.
     pub async fn warc_marks(&self, prefix: &str) -> Result<Vec<(String, u64)>, SharedError> {
         let all: Vec<(String, String)> = self
             .query(

@@ -125,7 +125,7 @@ impl Shared {
     /// `maxmemory-policy` other than `noeviction` is refused
     /// ([`SharedError::Eviction`]); no persistence (neither AOF nor RDB
     /// snapshots) is a warning, and so is a `hash-max-listpack-entries` below
-    /// [`LISTPACK_ENTRIES`]. Where `CONFIG GET` is not allowed (an ACL user
+    /// `LISTPACK_ENTRIES`. Where `CONFIG GET` is not allowed (an ACL user
     /// without `+config`, a managed Redis), a warning says what could not be
     /// checked.
     pub async fn check_server(&self) -> Result<(), SharedError> {

@@ -4,7 +4,7 @@
 //! The loop asks the lease script for as many requests as it has free slots;
 //! the script, not the worker, decides which hosts may start (the crawl's
 //! per-host limit and delay, on the server's clock). Each leased request runs
-//! the same page task as the embedded crawl ([`crate::engine::page`]: robots.txt,
+//! the same page processing as the embedded crawl ([`crate::page`]: robots.txt,
 //! fetch, legs), and its result is completed at once: scope, credentials and
 //! the page record are worked out here as in the embedded loop, then the
 //! completion script checks the lease, appends the items, dedups and queues the
@@ -16,13 +16,14 @@
 //! or `--max-duration`, or at Ctrl-C (fetches under way get `--grace`, the
 //! other leases are returned at once).
 //!
-//! The worker runs the crawl's job ([`super::job`]): every [`JOB_POLL`] it
+//! The worker runs the crawl's job ([`join`]): every [`JOB_POLL`] it
 //! reads the job's version and, when another worker stored a newer one, takes
 //! it up at once (scope, legs, fetcher, robots.txt settings, revisit policy,
 //! retries, concurrency); the per-host limit and the delay are the scripts'
 //! and hold crawl-wide from the moment a version is stored. Completing a page
-//! is in `pages`. Depends on [`super::client`], [`super::job`], and on the
-//! engine's page task, scope and page records.
+//! is in `pages`, a new cycle in `cycle`, the worker's `--output` file in
+//! [`output`] and its WARC files in [`warc`]. Depends on [`crate::shared`]
+//! (the Redis frontier), [`crate::page`] and [`crate::warc`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -32,30 +33,35 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::client::{NewRequest, Shared, SharedError, SharedLease};
-use super::cycle::begin_cycle;
-use super::job::{Active, JOB_POLL, Joined};
-use super::output::WorkerOutput;
-use super::warc::WorkerWarc;
-use crate::config::{CrawlConfig, DEFAULT_DELAY};
-use crate::engine::page::PageResult;
-use crate::engine::parts::{Part, Parts};
-use crate::engine::politeness::is_loopback;
-use crate::engine::task::Job;
+use crate::config::{CrawlConfig, default_delay};
 use crate::engine::{EngineError, PageTotals, RunReport};
 use crate::fingerprint::fingerprint;
+use crate::page::PageResult;
+use crate::page::parts::{Part, Parts};
+use crate::page::task::Job;
 use crate::request::Request;
+use crate::shared::client::{NewRequest, SharedLease};
+use crate::shared::{Shared, SharedError};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::warc::WarcSettings;
+use cycle::begin_cycle;
+use join::Active;
+pub use join::{JOB_POLL, JobPlan, JoinError, Joined, join};
+use output::WorkerOutput;
+use warc::WorkerWarc;
 
+mod cycle;
+mod join;
+pub mod output;
 mod pages;
+pub mod warc;
 
 /// The longest a worker waits before asking for leases again when nothing was
 /// ready: another worker's completion may queue requests at any moment.
 const POLL: Duration = Duration::from_millis(100);
 
 /// With `--warc`, the most finished pages completed together (their records
-/// written with one sync of the WARC file, see [`super::warc`]).
+/// written with one sync of the WARC file, see [`warc`]).
 pub const COMPLETE_TOGETHER: usize = 64;
 
 impl Joined {
@@ -572,17 +578,6 @@ async fn unless_stopped<T>(
         biased;
         () = shutdown => None,
         out = call => Some(out),
-    }
-}
-
-/// A host's delay while the crawl's job sets none: 0 on loopback, else
-/// [`DEFAULT_DELAY`]. The job's delay, when set, is the scripts' (the `job`
-/// hash) and applies to every host alike.
-pub(super) fn default_delay(host: &str) -> Duration {
-    if is_loopback(host) {
-        Duration::ZERO
-    } else {
-        DEFAULT_DELAY
     }
 }
 

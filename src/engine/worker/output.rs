@@ -9,15 +9,15 @@
 //! last line is cut off) and the stream's items with the file's id beyond that
 //! count are appended first — what a killed worker committed but did not
 //! write. One file per worker: two processes writing one file would each
-//! count the other's lines. Depends on [`super::client`] and the sink's line
+//! count the other's lines. Depends on [`crate::shared::client`] and the sink's line
 //! counting.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::client::{Shared, SharedError};
 use crate::engine::sink::{SinkError, open_lines};
+use crate::shared::{Shared, SharedError};
 
 /// An open output file of one worker.
 pub struct WorkerOutput {

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use tokio::task::JoinSet;
 
-use super::page::{self, PageResult, RetryPolicy};
 use super::parts::Parts;
 use crate::fetch::Fetcher;
 use crate::legs::Leg;
+use crate::page::{self, PageResult, RetryPolicy};
 use crate::request::Request;
 use crate::robots::RobotsCache;
 use crate::store::PageRecord;

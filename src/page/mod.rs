@@ -1,21 +1,39 @@
-//! One leased request, turned into what its completion needs: fetch, then legs.
+//! Page processing, below both crawl loops (the embedded one in
+//! [`crate::engine`] and the shared worker): one leased request turned into
+//! what its completion needs, the same whichever frontier it came from.
 //!
-//! Runs inside a tokio task per request, so fetching and the legs' CPU work are
-//! spread over the runtime's threads. It touches no state: it returns a
-//! [`PageResult`] that the engine loop (the state's only owner) completes.
+//! `process` fetches (robots.txt first) and runs the legs, inside a tokio
+//! task per request (`task`, which turns a panic into a failed page), so
+//! fetching and the legs' CPU work are spread over the runtime's threads. It
+//! touches no state: it returns a [`PageResult`] for the loop to complete. A
+//! page with many links hands them over in `parts` while its legs run. The
+//! loop then keeps the requests [`accept`] allows (credentials, sitemap
+//! `lastmod`, redirects, then [`scope`]), queues the sitemaps of the
+//! robots.txt answers (`sitemaps`) and writes the page record `record`
+//! says; [`PageTotals`] counts a run's pages by outcome.
 //!
 //! A revisit (a request with a page record) is a conditional GET; a 304, or a 200
 //! whose content hash equals the record's, is not given to the legs: the page's
 //! items and links are those already stored. With `--page-requisites` a new
 //! or changed 2xx page also queues its requisites; a requisite's own answer
 //! runs no legs (no items, no links). Depends on [`crate::fetch`],
-//! [`crate::robots`], [`crate::legs`], [`crate::revisit`] and [`crate::request`].
+//! [`crate::robots`], [`crate::legs`], [`crate::revisit`], [`crate::request`],
+//! [`crate::warc`]'s captures and [`crate::store`]'s page record.
+
+pub mod accept;
+pub(crate) mod parts;
+pub(crate) mod record;
+mod result;
+pub mod scope;
+pub(crate) mod sitemaps;
+pub(crate) mod task;
+mod totals;
+
+pub use totals::PageTotals;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::parts::Parts;
-pub use super::result::PageResult;
 use crate::fetch::{FetchError, Fetcher};
 use crate::legs::{self, Leg};
 use crate::request::Request;
@@ -24,6 +42,8 @@ use crate::revisit::{self, Change, Observation};
 use crate::robots::{RobotsCache, Verdict};
 use crate::store::{PageRecord, pages};
 use crate::warc::{Capture, Profile, RevisitOf};
+use parts::Parts;
+pub use result::PageResult;
 
 pub use crate::config::RETRY_STATUSES;
 /// Redirect hops followed from one request before giving up.

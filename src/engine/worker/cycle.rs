@@ -1,17 +1,18 @@
 //! A new cycle of a shared crawl: when a worker starts on a drained crawl,
 //! its seeds and every page due by now are queued again, by exactly one of
-//! the workers starting together. Depends on [`super::client`] (the cycle
-//! script and the due index).
+//! the workers starting together. Depends on [`crate::shared::client`] (the
+//! cycle script and the due index).
 
-use super::client::{CycleKind, NewRequest, Shared};
-use super::worker::new_request;
+use super::new_request;
 use crate::config::CrawlConfig;
 use crate::engine::EngineError;
 use crate::request::Request;
+use crate::shared::Shared;
+use crate::shared::client::{CycleKind, NewRequest};
 use crate::store::records::unix_now;
 
 /// Due pages are read in chunks of this many (and queued
-/// [`super::client::SCRIPT_CHUNK`] per call).
+/// [`crate::shared::client::SCRIPT_CHUNK`] per call).
 const CYCLE_CHUNK: usize = 1000;
 
 /// A drained crawl starts a new cycle: its seeds (and `given`) and every page

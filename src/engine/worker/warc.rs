@@ -22,13 +22,13 @@
 //! A completion whose outcome is not known (Ctrl-C or Redis lost in the middle
 //! of the call) leaves the file as it is, and the worker completes nothing
 //! more in that run: its next start cuts the file back to whatever mark Redis
-//! holds. Depends on [`super::client`] and [`crate::warc`].
+//! holds. Depends on [`crate::shared::client`] and [`crate::warc`].
 
 use std::collections::VecDeque;
 use std::path::Path;
 
-use super::client::{Shared, SharedError};
 use crate::fetch::Exchange;
+use crate::shared::{Shared, SharedError};
 use crate::warc::{Appended, WarcError, WarcSettings, WarcSync, WarcWriter};
 
 /// How a worker's WARC output failed.

@@ -1,22 +1,21 @@
 //! A worker's finished pages: each completed with the completion script (those
 //! finished together, in one batch: with `--warc`, one sync of the WARC file
 //! for all of them), and the parts of a page's links its task sends ahead,
-//! scope checked here.
+//! accepted here ([`crate::page::accept`]).
 
+use super::warc::WorkerWarc;
 use super::{Worker, new_request};
 use crate::engine::EngineError;
-use crate::engine::page::PageResult;
-use crate::engine::parts::Part;
-use crate::engine::revisits::{PageEnd, PageWrite, page_write};
-use crate::engine::sitemaps::from_robots;
-use crate::engine::task;
 use crate::fingerprint::fingerprint;
+use crate::page::PageResult;
+use crate::page::accept::Accept;
+use crate::page::parts::Part;
+use crate::page::record::{PageEnd, PageWrite, page_write};
+use crate::page::sitemaps::from_robots;
+use crate::page::task;
 use crate::request::Request;
-use crate::revisit::{lastmod_makes_due, lastmod_of, redirect_is_redundant};
 use crate::robots::RobotsRecord;
 use crate::shared::client::{Completed, DueChange, NewRequest, PageCompletion, SharedLease};
-use crate::shared::warc::WorkerWarc;
-use crate::store::records::unix_now;
 
 /// A finished page made ready for its completion script.
 struct Ready {
@@ -31,7 +30,7 @@ struct Ready {
 impl Worker {
     /// Completes finished pages in the order given, each with the completion
     /// script. With `--warc` their records are written first, with one sync
-    /// for all of them (see [`crate::shared::warc`]). A page's lease stays
+    /// for all of them (see [`super::warc`]). A page's lease stays
     /// held until its completion is settled.
     pub(super) async fn complete(
         &mut self,
@@ -88,6 +87,9 @@ impl Worker {
         if requeued {
             counters.push(("pages/requeued", 1));
         }
+        let redirect = seen
+            .as_ref()
+            .is_some_and(|seen| (300..400).contains(&seen.status));
         let end = PageEnd {
             seen,
             prior,
@@ -132,7 +134,7 @@ impl Worker {
                 ));
             }
         }
-        let accepted = self.accept(requests, &mut counters).await?;
+        let accepted = self.accept(requests, redirect, &mut counters).await?;
         let items: Vec<String> = items
             .iter()
             .map(|item| serde_json::Value::Object(item.clone()).to_string())
@@ -220,7 +222,7 @@ impl Worker {
             ack,
         } = part;
         let mut counters = Vec::new();
-        let accepted = self.accept(requests, &mut counters).await?;
+        let accepted = self.accept(requests, false, &mut counters).await?;
         if let Some((queued, filtered)) =
             self.shared.queue_links(&self.id, lease, &accepted).await?
         {
@@ -233,58 +235,32 @@ impl Worker {
         Ok(())
     }
 
-    /// The requests the crawl may queue, credentials stripped and scope
-    /// checked; counts what it drops. A sitemap entry whose `lastmod` is no
-    /// older than its known page's last fetch is made a revisit (`dont_filter`),
-    /// unless the cycle queues the page anyway or this run fetched it, as the
-    /// embedded crawl does (see [`crate::revisit::lastmod_makes_due`]); the
-    /// page records are read in one `HMGET`.
+    /// The requests the crawl may queue (see [`crate::page::accept`]), as
+    /// the scripts take them; counts what it drops. The page records its
+    /// rules need are read in one `HMGET`.
     async fn accept(
         &self,
         mut requests: Vec<Request>,
+        redirect: bool,
         counters: &mut Vec<(&'static str, u64)>,
     ) -> Result<Vec<NewRequest>, EngineError> {
-        self.lastmod_revisits(&mut requests, counters).await?;
-        let mut accepted = Vec::with_capacity(requests.len());
-        for mut request in requests {
-            crate::engine::scope::strip_credentials(&mut request, counters);
-            match self.active.scope.check(&request) {
-                Ok(()) => accepted.push(new_request(&self.active.config, request)),
-                Err(rejected) => counters.push((rejected.counter(), 1)),
-            }
-        }
-        Ok(accepted)
-    }
-
-    /// Marks `dont_filter` the requests a newer sitemap `lastmod` makes due.
-    async fn lastmod_revisits(
-        &self,
-        requests: &mut [Request],
-        counters: &mut Vec<(&'static str, u64)>,
-    ) -> Result<(), EngineError> {
-        let candidates: Vec<usize> = (0..requests.len())
-            .filter(|&i| !requests[i].dont_filter && lastmod_of(&requests[i].meta).is_some())
-            .collect();
-        if candidates.is_empty() {
-            return Ok(());
-        }
-        let headers = &self.active.config.fingerprint_headers;
-        let fps: Vec<_> = candidates
-            .iter()
-            .map(|&i| fingerprint(&requests[i], headers))
-            .collect();
-        let records = self.shared.page_records(&fps).await?;
-        let now = unix_now();
-        for (&i, record) in candidates.iter().zip(&records) {
-            let request = &mut requests[i];
-            if lastmod_makes_due(record.as_ref(), request)
-                && !redirect_is_redundant(record.as_ref(), now, self.started_at)
-            {
-                request.dont_filter = true;
-                counters.push(("sitemap/lastmod_due", 1));
-            }
-        }
-        Ok(())
+        let rules = Accept {
+            scope: &self.active.scope,
+            fingerprint_headers: &self.active.config.fingerprint_headers,
+            run_started: self.started_at,
+        };
+        let lookups = rules.lookups(&mut requests, redirect, counters);
+        let records = if lookups.is_empty() {
+            Vec::new()
+        } else {
+            let fps: Vec<_> = lookups.iter().map(|(_, fp)| *fp).collect();
+            self.shared.page_records(&fps).await?
+        };
+        rules.apply(&mut requests, redirect, &lookups, &records, counters);
+        Ok(requests
+            .into_iter()
+            .map(|request| new_request(&self.active.config, request))
+            .collect())
     }
 
     fn tally(&mut self, completion: &PageCompletion, queued: u64, filtered: u64) {
