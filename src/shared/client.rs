@@ -548,10 +548,20 @@ impl Shared {
         want: usize,
         ttl: Duration,
     ) -> Result<LeaseBatch, SharedError> {
+        // The jitter's seed (see lease.lua), 1 ..= 2^31 - 2: std's hasher
+        // keys are random, and new for each `RandomState`.
+        let random = {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        };
+        let seed = 1 + random % 0x7FFF_FFFE;
         let args = [
             worker.as_bytes().to_vec(),
             want.to_string().into_bytes(),
             millis(ttl).into_bytes(),
+            seed.to_string().into_bytes(),
         ];
         let value = self.script("leasing", |s| &s.lease, &[], &args).await?;
         let parts = array(&value).ok_or_else(|| self.corrupt("the lease script's answer"))?;

@@ -101,6 +101,11 @@ impl Shared {
                 .map(|d| d.as_millis().to_string())
                 .unwrap_or_default()
                 .into_bytes(),
+            if config.jitter {
+                b"1".to_vec()
+            } else {
+                Vec::new()
+            },
         ];
         let value = self
             .eval("storing the job", &STORE_SCRIPT, &keys, &args)

@@ -18,6 +18,7 @@ mod export;
 mod fetch;
 mod hostile;
 mod incremental;
+mod jitter;
 mod job;
 mod lastmod;
 mod login;

@@ -3,13 +3,26 @@
 -- limit (checked again here: a job version may have lowered it since the host
 -- became ready) and past their next allowed start, which each lease pushes
 -- back by the host's delay (host_delay: the job's, else the host's default,
--- and at least its robots.txt Crawl-delay).
+-- and at least its robots.txt Crawl-delay). When the job jitters (field
+-- `jitter` of the `job` hash), each gap is the delay times a factor in
+-- [0.5, 1.5), as the embedded crawl's: drawn from a Park-Miller generator
+-- seeded by ARGV[7] (1 .. 2^31 - 2, the worker's random number), so the script
+-- stays a function of its arguments.
 -- Expired leases are reclaimed first.
 -- Returns {now, expired, frontier, live leases, ms until a host is ready (-1:
 -- none queued), then token, host, request, page record ('' : none) for each
 -- lease}; the page record is what a revisit is fetched against.
 local worker, want, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
+local jitter = redis.call('HGET', K('job'), 'jitter') == '1'
+local seed = tonumber(ARGV[7] or '1') or 1
+local function gap(delay)
+  if not jitter then
+    return delay
+  end
+  seed = (seed * 16807) % 2147483647
+  return math.floor(delay * (0.5 + seed / 2147483647))
+end
 local expired = reclaim(now, 1000)
 local out = {}
 local got = 0
@@ -30,7 +43,7 @@ while got < want do
         'prio', prio, 'member', member, 'at', now)
       redis.call('HINCRBY', K('meta'), 'frontier', -1)
       redis.call('HINCRBY', K('inflight'), host, 1)
-      redis.call('HSET', K('next'), host, now + host_delay(host))
+      redis.call('HSET', K('next'), host, now + gap(host_delay(host)))
       got = got + 1
       -- The member (common.lua's push): fingerprint (20 bytes), request.
       local fp, body = string.sub(member, 1, 20), string.sub(member, 21)
