@@ -1,9 +1,12 @@
 //! What a caller asks of the state, composed over the tables: dedup and
 //! enqueue (seen + frontier + counters), completions (frontier + seen + items +
-//! counters), seeds, page records and cycle starts (runs + pages + seen +
-//! frontier), runs, robots. This is the only place tables meet: each table
-//! reads through the state's `Db` and writes into the open group's `Batch`,
-//! and none calls another. Depends on the tables.
+//! pages + counters), seeds, page records and cycle starts (runs + pages + seen
+//! + frontier), runs, robots. Each table reads through the state's `Db` and
+//! writes into the open group's `Batch`, and none calls another; the state's
+//! other composing methods are in `commit`, `checkpoint`, `side` and `views`.
+//!
+//! Depends on the tables, `records`, [`crate::fingerprint`], [`crate::item`],
+//! [`crate::request`] and [`crate::crash`].
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
