@@ -51,9 +51,11 @@
 //! the group sealed after the fetch (embedded), or with the next completion
 //! (shared), so they are exact too.
 //!
-//! Depends on [`crate::fetch::Exchange`], [`crate::store`] (its crash points
-//! and errors), [`crate::dirlock`] and [`crate::clock`]; knows nothing of
-//! legs, the engine or where the marks are kept.
+//! Depends on [`crate::fetch::Exchange`], [`crate::config`] (the `warcinfo`
+//! settings), [`crate::store`] (its error type), [`crate::canon`] (credentials
+//! stripped from seeds), [`crate::crash`], [`crate::dirlock`], [`crate::fsync`]
+//! and [`crate::clock`]; knows nothing of legs, the engine or where the marks
+//! are kept.
 
 mod record;
 mod writer;
