@@ -152,7 +152,7 @@ impl State {
 
     /// True when a checkpoint runs and the fingerprints recorded since it
     /// started reached [`super::CHECKPOINT_MAX_JOURNALED`], or the page ids
-    /// [`IDS_MAX_RECENT`]: wait for it (and start the next) before adding
+    /// `IDS_MAX_RECENT`: wait for it (and start the next) before adding
     /// more, so the in-memory parts of the exact set and the page-id index
     /// stay bounded.
     pub fn checkpoint_behind(&self) -> bool {

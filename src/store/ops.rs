@@ -244,7 +244,7 @@ impl State {
         Ok(added)
     }
 
-    /// The fingerprints of the stored seeds' requests ([`seed_request`]), in seed order.
+    /// The fingerprints of the stored seeds' requests (`seed_request`), in seed order.
     pub fn seed_fingerprints(
         &self,
         fingerprint_headers: &[String],
@@ -411,7 +411,7 @@ impl State {
     /// record (`None`: never again), so that the policy in force decides what a
     /// cycle re-asks (`--revisit-after 0` makes every recorded page due). A page
     /// out of the due index — queued for this cycle, or in flight — keeps its
-    /// place. Returns how many pages moved. Reads and commits [`POLICY_CHUNK`]
+    /// place. Returns how many pages moved. Reads and commits `POLICY_CHUNK`
     /// pages at a time (memory holds one chunk's moves, not the pages') and
     /// records the policy last, so a crash midway redoes the pass (it is
     /// idempotent).

@@ -5,7 +5,7 @@
 //! due and the filter's estimated false-positive rate has passed
 //! [`TARGET_FPR`], a filter big enough for [`HEADROOM`] times the exact set's
 //! size at that rate is built from the exact set and switched in, crash-safe
-//! (see [`super::repair::rebuild_bloom`], crash points `bloom.grow` and
+//! (see `repair::rebuild_bloom`, crash points `bloom.grow` and
 //! `bloom.grow.switch`). The file's own header says its size; the metadata
 //! record says only that the state is sized ([`Shape::Sized`]), so no second
 //! record has to be kept in step with the file. In `bloom` mode the bits are
