@@ -1,8 +1,9 @@
 //! The one crawl configuration every part reads.
 //!
-//! CLI flags and (later) the TOML file both become a [`CrawlConfig`]. Units are in
-//! the field docs. Depends on nothing else in the crate (`url` redacts a
-//! proxy password).
+//! CLI flags and the crawl file ([`crate::crawlfile`]) both become a
+//! [`CrawlConfig`]. Units are in the field docs. Depends on [`crate::store`]
+//! (the dedup mode, checkpoint and cache defaults) and [`crate::shared`] (the
+//! Redis target and lease default); `url` redacts a proxy password.
 
 use std::path::PathBuf;
 use std::time::Duration;

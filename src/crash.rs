@@ -10,9 +10,10 @@
 //! point before it crashes there. Without either variable a point costs one
 //! atomic load.
 //!
-//! [`POINTS`] is the one table of points; `tests` checks that every write or sync
-//! call of the store, the Bloom file, the output sink and the WARC writer is preceded by a point
-//! named in it. Depends on nothing else in the crate.
+//! [`POINTS`] is the one table of points; `tests` (`crash_tests.rs`) checks that
+//! every write or sync call of the store, the Bloom file, the output sink and the
+//! WARC writer is preceded by a point named in it. Depends on nothing else in the
+//! crate.
 
 use std::io::Write;
 use std::sync::OnceLock;

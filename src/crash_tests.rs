@@ -1,7 +1,7 @@
 //! The crash-point table is complete: every call that writes or syncs the state
 //! (sled batches and flushes, the Bloom map, files of the state directory, the
-//! output sink) is preceded, in its function, by a named point of [`POINTS`], or
-//! says on the line before which caller's point covers it.
+//! output sink, the WARC writer) is preceded, in its function, by a named point of
+//! [`POINTS`], or says on the line before which caller's point covers it.
 
 use super::{POINTS, parse};
 

@@ -14,8 +14,8 @@
 //! stored); and lists what changed ([`Change`]). Options that bound one run
 //! (`max_pages`, `max_duration`, `until_idle`, the Ctrl-C grace, checkpoint
 //! and cache tuning) and where the state lives are not part of a job: the
-//! caller sets them on the resolved config. Depends on [`crate::config`] and
-//! [`crate::crawlfile`].
+//! caller sets them on the resolved config. Depends on [`crate::config`],
+//! [`crate::crawlfile`] and [`crate::legs`].
 
 use std::fmt;
 

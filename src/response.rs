@@ -1,7 +1,7 @@
 //! A fetched response as the legs see it.
 //!
-//! Produced by the fetcher, read (never changed) by legs. Depends only on
-//! [`crate::request`].
+//! Produced by the fetcher, read (never changed) by legs. Depends on
+//! [`crate::request`] and [`crate::charset`] (decoding the body).
 
 use std::time::SystemTime;
 
@@ -16,7 +16,8 @@ use crate::request::Request;
 pub struct Response {
     /// The request that was leased from the frontier and produced this response.
     pub request: Request,
-    /// The URL the body came from (after any redirects the fetcher followed itself).
+    /// The URL the body came from: the request's, parsed (the fetcher follows no
+    /// redirects).
     pub url: Url,
     /// HTTP status code.
     pub status: u16,

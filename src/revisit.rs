@@ -7,8 +7,8 @@
 //! [`Observation`] into the next record: validators, content hash, version,
 //! counts, interval and due time. Pure functions of their inputs (time is a
 //! parameter), so every rule is unit-tested here. Depends on [`crate::config`],
-//! [`crate::request`], the record types of [`crate::store`] and the sitemap
-//! leg's `lastmod` key.
+//! [`crate::request`], [`crate::fingerprint`] (hex content hashes), the record
+//! types of [`crate::store`] and the sitemap leg's `lastmod` key.
 //!
 //! # Sitemap `lastmod`
 //! A page found through a sitemap entry with a `<lastmod>` carries it

@@ -294,7 +294,7 @@ impl BloomFile {
             });
         }
         if is_sparse(&file, expected_len, path)? {
-            // Written by an older build (created sparse): reserve the blocks now, so that
+            // A sparse file (older builds created them so): reserve the blocks now, so that
             // a full disk is an error here and never a SIGBUS on a write to the map.
             reserve(&file, path, expected_len, false)?;
         }

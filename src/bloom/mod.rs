@@ -21,11 +21,10 @@
 //! A key is already a uniform 160-bit hash, so no further hashing is done. The filter is
 //! **page-blocked**: it is cut into blocks of `b = 2^15` bits (one 4 KiB page; the whole
 //! filter when `m` is smaller), bytes 16..20 of the key (a little-endian `u32`) pick the
-//! key's block, and all `k` probes fall inside it. A new key then dirties one page of the
-//! mapped file instead of `k`, which is what a fresh crawl pays for in page faults and
-//! checkpoint write-back. Within the block, enhanced double hashing (Dillinger & Manolios)
-//! takes `h1` = bytes 0..8 and `h2` = bytes 8..16 (both little-endian `u64`), forces `h2`
-//! odd, and probes `g_i = h1 + i·h2 + (i³ − i)/6  (mod b)` for `i = 0..k`, computed
+//! key's block, and all `k` probes fall inside it, so a new key dirties one page of the
+//! mapped file instead of `k`. Within the block, enhanced double hashing (Dillinger &
+//! Manolios) takes `h1` = bytes 0..8 and `h2` = bytes 8..16 (both little-endian `u64`), forces
+//! `h2` odd, and probes `g_i = h1 + i·h2 + (i³ − i)/6  (mod b)` for `i = 0..k`, computed
 //! incrementally with wrapping additions (`x += y; y += i`). Because `b` divides `2^64`,
 //! wrapping `u64` arithmetic is exact modulo `b`; because `h2` is odd it is coprime with
 //! `b`, so the `i·h2` steps never fall into a short cycle. The cubic term breaks the
@@ -53,7 +52,7 @@
 //!   the wrapping arithmetic above is exact; odd `h2` is guaranteed coprime with `m`; and for
 //!   `bits ≥ 15` the bit region is a whole number of 4 KiB pages.
 //!
-//! # File layout (format version 2, all little-endian; version 1 was unblocked)
+//! # File layout (format version 2, all little-endian)
 //! A 4096-byte header, so that the bit region starts page aligned, then `m/8` bytes of bits
 //! (bit `i` is bit `i % 8` of byte `i / 8`, i.e. `BitSlice<u8, Lsb0>`):
 //!
@@ -66,11 +65,10 @@
 //! | 16 | 8 | ones count `u64` (exact when clean) |
 //! | 24 | 1 | clean flag: 1 = header count matches the bits, 0 = bits may have changed since |
 //!
-//! The file's blocks are reserved when it is created (`fallocate`, see `file.rs`), and on
-//! open when an older build left it sparse: a write through the map into a sparse block on
-//! a full file system is a SIGBUS, which no error path can catch, while a full disk at
-//! `fallocate` is an ordinary ENOSPC error. Reserving 128 MiB takes milliseconds on ext4
-//! and tmpfs (the blocks are marked unwritten, not zeroed).
+//! The file's blocks are reserved (`fallocate`, see `file.rs`) when it is created, and on
+//! open when it is sparse: a write through the map into a sparse block on a full file system
+//! is a SIGBUS, which no error path can catch, while a full disk at `fallocate` is an
+//! ordinary ENOSPC error.
 //!
 //! # Invariants
 //! - The file length is exactly `4096 + m/8`; `open` checks magic, version, parameters and
@@ -79,25 +77,15 @@
 //!   `open` or `flush` (lazily, on the first `insert` that would set a bit, so opening a filter
 //!   only to read it does not dirty it); `flush` writes 1 after the bits are synced.
 //! - `ones` is exact: every 0→1 transition is counted. `open` always recounts with a popcount
-//!   over the map (bits are never cleared, so a recount below the header's count, the count at
-//!   the last flush, means bits were lost: [`BloomFile::lost_bits`]); for
-//!   `2^30` bits (128 MiB) that took 48–65 ms (three runs) with the file in the page cache on the
-//!   2-core development machine (`cargo bench --bench bloom`, `open_2^30_bits/dirty_recount`;
-//!   before this recount was done on every open, a clean open took 18–25 µs); a cold file adds
-//!   the time to read 128 MiB from disk.
+//!   over the map; bits are never cleared, so a recount below the header's count (the count at
+//!   the last flush) means bits were lost ([`BloomFile::lost_bits`]).
 //! - The hot path (`contains`, `insert`) allocates nothing and does no division.
-//! - The memory map is the one `unsafe` block of the crate; see `file.rs` for its SAFETY
-//!   argument. Truncating the file from outside while it is mapped is the documented hazard
-//!   (the process would get SIGBUS); the state directory lock held through sled keeps other
+//! - The memory map is an `unsafe` block; see `file.rs` for its SAFETY argument. Truncating
+//!   the file from outside while it is mapped is the documented hazard (the process would get
+//!   SIGBUS); the state directory's lock ([`crate::dirlock`], taken by the store) keeps other
 //!   legcrawl processes away.
 //!
-//! # Performance (2^30 bits, k = 6, one core, `benches/bloom.rs`)
-//! Once the pages are mapped, the dedup step (`if !contains { insert }`) runs at 3.5–9 M/s both
-//! mapped and in memory (each probe is a cache and TLB miss; both use 4 KiB pages; the
-//! machine was shared with other jobs, so runs vary). The first touch of each page of a
-//! freshly created sparse file costs page faults plus an ext4 block allocation, so the first
-//! 1 M keys into a new file run at about 1.1–1.3 M/s against 2.7–3.6 M/s in memory;
-//! [`BloomFile::prefault`] right after `create` (0.22–0.26 s) removes that.
+//! Timings (open, recount, dedup rate, prefault) are in `docs/performance.md`, *Bloom filter*.
 
 mod file;
 mod filter;

@@ -6,7 +6,7 @@
 //! parsed URL's host, port, path, query and fragment are plain slices of `s`. Links a
 //! crawler extracts are nearly all of this shape, and splitting one costs a single pass
 //! over its bytes where a parse costs an allocation, IDNA and host processing.
-//! Anything outside the subset gives `None` and the caller parses as before, so the
+//! Anything outside the subset gives `None` and the caller parses it, so the
 //! subset only has to be *sound*, never complete. Depends on nothing.
 //!
 //! # The subset

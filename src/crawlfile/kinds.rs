@@ -5,7 +5,8 @@
 //! table (so type errors point at the value), then the leg's constructor validates
 //! them; a [`LegError`] from the constructor is placed at the string value it quotes,
 //! or at the `kind` when it quotes none. `stack` and `callback_rules` hold nested leg
-//! lists, built recursively. Depends on [`crate::legs`], [`crate::canon`] and `toml`.
+//! lists, built recursively. Depends on [`crate::legs`], [`crate::canon`], `span` and
+//! `toml`.
 
 use std::ops::Range;
 

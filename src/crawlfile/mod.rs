@@ -40,6 +40,9 @@
 //! [revisit]      # after = "adaptive" | "never" | "12h" | "0" (every run);
 //!                # initial = "1d", min = "1h", max = "30d" (adaptive);
 //!                # hubs = [regex..] (every run); rules = [{ pattern, after }]
+//! [state]        # cache = "64MiB" (sled's page cache, like --cache-size)
+//! [shared]       # redis = "redis://HOST:PORT/DB", name (like --shared, --name),
+//!                # lease_ttl = "60s", cacert, cert, key (rediss://)
 //!
 //! [[legs]]       # in order; each has a `kind` and that kind's settings
 //! kind = "links" # allow, deny, allowed_hosts, follow_nofollow, images, iframes, max_depth
@@ -65,7 +68,9 @@
 //! whose one-line message names the file, the line and column, and the key:
 //! `crawl.toml:7:11: limits.timeout: expected a duration such as "30s" ...`.
 //!
-//! Depends on [`crate::config`], [`crate::legs`], [`crate::canon`] and `toml`.
+//! Depends on [`crate::config`], [`crate::legs`], [`crate::canon`],
+//! [`crate::fetch::proxy`] (the proxy URL check), [`crate::shared`] (the Redis
+//! target of `[shared]`) and `toml`.
 
 mod access;
 mod kinds;

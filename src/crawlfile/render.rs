@@ -7,7 +7,8 @@
 //! the same text. Per-run options
 //! (`max_pages`, `max_duration`, `until_idle`, `grace`, `[dedup] checkpoint`,
 //! `[state]`, `[shared]`) and `data` are not part of a job and are not written.
-//! Depends on [`crate::config`] and `toml`.
+//! Depends on [`crate::config`], the sibling modules `access` and `units`, and
+//! `toml`.
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,8 @@
 //!
 //! Every field is optional: an absent field leaves the [`CrawlConfig::default`] value.
 //! Checks that serde cannot express (ranges, header syntax) name the key through the
-//! document's spans. Depends on [`crate::config`] and the sibling modules.
+//! document's spans. Depends on [`crate::config`], [`crate::shared`] (`[shared]`'s
+//! target) and the sibling modules.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -69,7 +70,7 @@ struct StateSection {
     cache: Option<FileSize>,
 }
 
-/// `output = "FILE.jsonl"` (as before), or the `[output]` table.
+/// `output = "FILE.jsonl"`, or the `[output]` table.
 #[derive(Debug)]
 enum Output {
     /// The JSON-lines file of items.

@@ -2,7 +2,9 @@
 //!
 //! The client, its TLS configuration and the default request headers are built
 //! once in [`Fetcher::new`]; a fetch only clones the default header map, parses
-//! the URL once and reads the body (see `body`). Depends on `body` and `error`.
+//! the URL once and reads the body (see `body`). Depends on the sibling modules
+//! (`body`, `capture`, `classify`, `cookies`, `error`, `hosts`, `proxy`),
+//! [`crate::request`] and [`crate::response`].
 
 use std::fmt;
 use std::sync::Arc;

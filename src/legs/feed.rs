@@ -20,6 +20,7 @@
 //! regexes (none) decide. Malformed XML stops the pass at the error; the links found
 //! before it are kept. Emits `Request::follow(&response.request, url)`, duplicates
 //! included (the scheduler deduplicates). Host scope and depth are the engine's.
+//! Depends on [`crate::request`], [`crate::response`] and the `xml` helpers.
 //!
 //! # Example
 //! ```

@@ -23,6 +23,7 @@
 //! inside a script) are not modelled; `svg`/`math` nesting is a plain depth count without
 //! the tree builder's break-out rules. The sink never returns `Script` or
 //! `EncodingIndicator` to html5ever, so its `end()` cannot panic.
+//! Depends on `skim` and `html5ever`; nothing else in the crate.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};

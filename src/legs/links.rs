@@ -14,6 +14,9 @@
 //! when there are some); the deny regexes (none). No link is emitted from a page at
 //! depth >= `max_depth`. Emitted requests are `Request::follow(&response.request, url)`,
 //! in document order, duplicates included (the scheduler deduplicates).
+//!
+//! Depends on `html`, `resolve`, [`crate::canon::split`], [`crate::charset`],
+//! [`crate::config`], [`crate::request`] and [`crate::response`].
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;

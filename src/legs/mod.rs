@@ -21,8 +21,9 @@
 //! deduplicate; the scheduler does. Expected outcomes (a non-HTML page, a link out of
 //! scope) are silence, not errors; only [`Leg::configure`] can fail.
 //!
-//! This module depends on [`crate::request`], [`crate::item`], [`crate::response`],
-//! [`crate::config`] and [`crate::charset`].
+//! The legs depend on [`crate::request`], [`crate::item`], [`crate::response`],
+//! [`crate::config`], [`crate::charset`], [`crate::canon`] and [`crate::clock`]
+//! (formatting a time, never reading one).
 //!
 //! # Example
 //! ```

@@ -3,7 +3,7 @@
 //! Decision: an item is emitted for **every** response the legs see, whatever its status
 //! or type, so the sink holds a record of every fetch (drop the ones you do not want with
 //! [`crate::legs::map_items`]). Fields:
-//! - `url`: the final URL (after redirects the fetcher followed);
+//! - `url`: the response URL (the fetcher follows no redirects; see `redirects`);
 //! - `status`: the HTTP status code;
 //! - `title`: the text of the first `<title>` outside `svg`/`math`, entities decoded,
 //!   ASCII whitespace collapsed and trimmed, cut at [`MAX_TITLE_BYTES`]; `null` for a
@@ -18,6 +18,7 @@
 //!   first (the engine follows redirects as new requests carrying this chain).
 //!
 //! The title is found by a tokenizer scan that stops at `</title>`, so it costs little.
+//! Depends on `html`, [`crate::item`], [`crate::response`] and [`crate::clock`].
 
 use std::ops::ControlFlow;
 

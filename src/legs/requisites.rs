@@ -7,7 +7,7 @@
 //! (`link[rel~=icon|apple-touch-icon|apple-touch-icon-precomposed][href]`),
 //! scripts (`script[src]`) and images (`img[src]`, `img[srcset]`,
 //! `source[srcset]`, so `<picture>` too); a stylesheet (`text/css`, requisite
-//! or not) gives its `url()`s and `@import`s ([`super::css_urls`]). So
+//! or not) gives its `url()`s and `@import`s (`css_urls`). So
 //! requisites of requisites are followed only through stylesheets: a
 //! requisite's HTML is not read for anything.
 //!

@@ -4,6 +4,7 @@
 //! the end of comments, bogus comments, doctypes, tags and raw-text contents, and the
 //! name and value spans of a tag's attributes. All indices fall on ASCII bytes, so
 //! slicing the `&str` the bytes came from at them is always valid. No allocation.
+//! Depends on nothing else in the crate.
 
 /// What starts at a `<`.
 pub(super) enum Markup {

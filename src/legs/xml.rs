@@ -9,9 +9,9 @@
 //!   Malformed XML ends the walk at the first error; what was reported stays reported.
 //! - [`UrlFilter`]: allow/deny regex lists on absolute URLs.
 //!
-//! Depends on nothing else in the crate but [`super::LegError`]; uses `encoding_rs`
-//! (the same rules as [`crate::charset`], with the XML declaration in place of
-//! `<meta>`), `quick-xml` and `regex`. No I/O.
+//! Depends on [`super::LegError`] and [`crate::charset`] (the `Content-Type`
+//! charset); uses `encoding_rs` (the same rules as [`crate::charset`], with the
+//! XML declaration in place of `<meta>`), `quick-xml` and `regex`. No I/O.
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;

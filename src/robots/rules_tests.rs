@@ -1,5 +1,5 @@
 //! Unit tests for [`Robots`]: one table of (robots.txt, agent, path, expected)
-//! cases, one rule of RFC 9309 (or of the issue) per case, then the limits.
+//! cases, one rule of RFC 9309 (or of our own) per case, then the limits.
 
 use std::time::Duration;
 

@@ -1,24 +1,19 @@
 //! Checkpoints, off the crawl loop: sync the Bloom bits of durable groups, seal
-//! the exact set's recent fingerprints into a run, then drop the journal they
-//! cover; seal the page-id index's recent ids into a run of its own (see
-//! `pageids`) and list it in the same batch.
+//! the exact set's recent fingerprints and the page-id index's recent ids into
+//! new runs, then switch both run indexes and drop the journal entries they
+//! cover in one batch.
 //!
-//! A checkpoint is a multi-step operation, so it follows the pattern of a
-//! manifest switch: new data is written under names nothing points to yet (the
-//! new run's file, synced), then one batch switches the pointer (the run index) and
-//! removes the journal entries the synced bits and the new run now cover, then
-//! the old data (runs merged into the new one) is removed — but only by the next
-//! checkpoint, after the state has stopped reading them. Every step boundary is a
-//! named crash point ([`crate::crash`]).
+//! [`State::start_checkpoint`] hands out a [`Checkpoint`] that owns what the
+//! steps need, so it runs on the `Committer`'s thread while the crawl goes on
+//! (the fingerprints being sealed are still answered from memory);
+//! [`State::checkpointed`] takes the result. A new run file is complete and
+//! synced before the batch lists it; runs no index lists (a crash before the
+//! switch, runs merged away) are never read and are removed by the next
+//! checkpoint; run ids are never reused. Every step boundary is a named crash
+//! point ([`crate::crash`]).
 //!
-//! The state hands out a [`Checkpoint`] ([`State::start_checkpoint`]) that owns
-//! everything the steps need (a database handle, a sync handle on the Bloom file,
-//! the sorted fingerprints to seal, the index as it was), so it can run on a
-//! thread of its own (the `Committer`'s) while the crawl goes on; meanwhile
-//! the fingerprints being sealed are still answered from memory.
-//! [`State::checkpointed`] takes the result. On open, runs the index does not list (files left by a crash
-//! before the switch, or merged runs not yet removed) are never read, are
-//! removed by the next checkpoint, and their ids are never reused.
+//! Depends on `seen`, `exact`, `pageids`, `sorted`, `table`, [`crate::bloom`]
+//! and [`crate::fingerprint`].
 
 use std::time::Instant;
 
@@ -157,7 +152,7 @@ impl State {
 
     /// True when a checkpoint runs and the fingerprints recorded since it
     /// started reached [`super::CHECKPOINT_MAX_JOURNALED`], or the page ids
-    /// [`IDS_MAX_RECENT`]: wait for it (and start the next) before adding
+    /// `IDS_MAX_RECENT`: wait for it (and start the next) before adding
     /// more, so the in-memory parts of the exact set and the page-id index
     /// stay bounded.
     pub fn checkpoint_behind(&self) -> bool {

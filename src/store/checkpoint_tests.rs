@@ -35,10 +35,8 @@ fn write_run_unlisted(job: super::Checkpoint) -> u64 {
     done.listed.last().unwrap().0
 }
 
-/// Defect 1 of the issue: a crash after a new run was written and before the
-/// index switch left orphan chunks under an id the next checkpoint reused, and
-/// lookups landed on them: about 2,000 of 10,000 seen fingerprints read as
-/// unseen. Runs are files now; the same holds for an orphan file.
+/// A crash after a new run was written and before the index switch leaves an
+/// orphan run file: it is never read, and its id is never reused.
 #[test]
 fn an_orphan_run_of_a_cut_checkpoint_is_never_read_and_its_id_never_reused() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,22 +1,24 @@
-//! The commit protocol: a completion group is sealed, its batch is applied and
-//! synced by a [`Flush`] (on any thread), and only the [`Receipt`] of that
-//! flush makes the group's effects true in memory.
+//! The commit protocol: [`State::seal`] → [`Flush`] (on any thread) →
+//! [`Receipt`] → [`State::durable`]; [`State::commit`] does all of it on the
+//! calling thread.
 //!
 //! The open group is one [`Batch`](super::table::Batch) that the tables write
-//! into, plus what some of them hold back until the seal (packed queue
-//! records, the journal entry, the item record, counters). [`State::seal`] has
-//! each table finish its part of the batch, adds the metadata record, and hands
-//! back the [`Flush`] that writes it: `apply_batch` (atomic across crashes) then
-//! a sync, crash points `group.apply` and `group.sync` before each. Until the
-//! flush's [`Receipt`] reaches [`State::durable`], nothing of the group is
-//! claimed: its fingerprints are answered from the seen table's sealed overlay,
-//! its page records from the pages table's memory, its leases stay leased, its
-//! new requests are not leasable and its items are not streamed. A `Receipt`
-//! only a flush can make is what sets Bloom bits (crash point `bloom.set`), ends
-//! leases and releases items, so the type system says what invariant 2 says:
-//! the bits never run ahead of the durable frontier. One group is sealed at a
-//! time. [`State::commit`] does all of it on the calling thread. Depends on the
-//! tables and [`crate::crash`] only.
+//! into; some hold their part back until the seal (queue records, journal
+//! entry, item record, page blocks, counters). [`State::seal`] has the pages,
+//! frontier, seen, items and runs tables finish their parts, adds the metadata
+//! record, and returns the [`Flush`]: `apply_batch` (atomic across crashes),
+//! then a sync, then the durable record (crash points `group.apply`,
+//! `group.sync`, `group.durable`). Until its [`Receipt`] reaches
+//! [`State::durable`], nothing of the group is claimed: its fingerprints and
+//! page records are answered from memory, its leases stay leased, its new
+//! requests are not leasable and its items are not delivered. Only a flush
+//! makes a `Receipt`, and only a `Receipt` sets Bloom bits (crash point
+//! `bloom.set`), ends leases and releases items, so the bits never run ahead of
+//! the durable frontier. One group is sealed at a time; a failed flush poisons
+//! the state.
+//!
+//! Depends on `table`, `db` (the metadata record), `durable`, `error` and
+//! [`crate::crash`].
 
 use std::ops::Range;
 use std::time::Instant;

@@ -1,16 +1,15 @@
-//! The committer: owns the two threads on which a sealed group's [`Flush`]
-//! and a detached [`Checkpoint`] run, so that a caller starts them and takes
-//! their results without holding a thread or a join handle of its own.
+//! The committer: owns the two threads on which a sealed group's [`Flush`] and
+//! a detached [`Checkpoint`] run, so that a caller starts them and takes their
+//! results without a thread or join handle of its own.
 //!
-//! At most one flush and one checkpoint are in flight (each thread takes one
-//! job at a time, and the caller starts the next only after taking the last
-//! one's result, see [`Committer::ended`]). Dropped, the committer stops
-//! taking jobs and waits for the ones in flight to finish, the way
-//! mini-redis's `DbDropGuard` ends its background task: nothing writes the
-//! state after its owner has gone, whatever path the owner left by (an error,
-//! a panic, a cancelled future). A job that panics ends its thread; its
-//! result, and every later job's, is [`StoreError::ThreadStopped`].
-//! Depends on `commit`, `checkpoint` and `error`.
+//! At most one flush and one checkpoint are in flight (the caller starts the
+//! next only after taking the last one's result, see [`Committer::ended`]).
+//! Dropped, the committer takes no more jobs and waits for the ones in flight,
+//! like mini-redis's `DbDropGuard`: nothing writes the state after its owner is
+//! gone, however the owner left. A job that panics ends its thread; its result,
+//! and every later job's, is [`StoreError::ThreadStopped`].
+//!
+//! Depends on `commit`, `checkpoint`, `error` and `tokio`'s oneshot channel.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;

@@ -2,10 +2,10 @@
 //!
 //! The fetcher keeps the cookies servers set (see [`crate::fetch::cookies`]);
 //! the engine puts the jar, when it changed, into the open group's batch
-//! ([`super::State::put_cookies`]), so it is durable exactly when the completions of
-//! the pages that set those cookies are, and the next run starts from it
-//! ([`super::State::cookies`]). The jar is opaque here: bytes after a version byte.
-//! Depends on `table` only.
+//! ([`super::State::put_cookies`]), so it is durable exactly when the
+//! completions of the pages that set those cookies are, and the next run
+//! starts from it ([`super::State::cookies`]). The jar is opaque here: bytes
+//! after a version byte. Depends on `table` and `error`.
 
 use super::error::StoreError;
 use super::table::{Batch, Bytes, Db, Table};

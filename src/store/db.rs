@@ -1,8 +1,11 @@
-//! Opening the database: sled's configuration, the metadata record with the
-//! format version and the settings fixed at creation (Bloom size, dedup mode),
-//! and the Bloom file that goes with them. The directory's lock and marker are
-//! `dir`'s; everything here runs after the lock is taken. Depends on `dir`,
-//! `records`, `table` and [`crate::bloom`].
+//! Opening the database: sled's configuration, the metadata record (`m`: the
+//! format version and the settings fixed at creation, Bloom size and dedup
+//! mode) and the Bloom file that goes with them. Runs after `dir` has taken the
+//! directory's lock.
+//!
+//! Depends on `table`, `records`, `format`, `options`, `panics`, `repair`,
+//! `sizing`, `error`, [`crate::bloom`], [`crate::crash`], [`crate::dirlock`]
+//! (retrying a busy lock) and [`crate::fsync`].
 
 use std::fs::File;
 use std::io;

@@ -1,16 +1,18 @@
 //! The state directory itself: its lock, its marker, and how a new one is made.
 //!
 //! Every open takes an exclusive `flock` on the directory before it reads or
-//! writes anything in it, creation included, so two crawls started at the same
-//! moment on a new `--data` cannot both run: the second finds the state busy.
+//! writes anything in it, creation included, so of two crawls started at once
+//! on a new `--data` the second finds the state busy.
 //!
-//! A directory is legcrawl state when it holds the marker file ([`MARKER_FILE`]).
-//! Creation writes a *creating* marker first, then `db/` and `bloom.bin`, then
-//! replaces the marker with the final one: a directory whose marker still says
+//! A directory is legcrawl state when it holds the marker file
+//! ([`MARKER_FILE`]). Creation writes a *creating* marker first, then `db/` and
+//! `bloom.bin`, then the final marker: a directory whose marker still says
 //! *creating* holds nothing of value and is created again by the next crawl. A
-//! directory with `db/`, `runs/` or `bloom.bin` but no marker at all is refused, untouched:
-//! nothing here ever deletes what it did not create. Depends on nothing but the
-//! crash points.
+//! directory with `db/`, `runs/` or `bloom.bin` but no marker is refused,
+//! untouched: nothing here deletes what it did not create.
+//!
+//! Depends on `format`, `error`, [`crate::crash`], [`crate::dirlock`] and
+//! [`crate::fsync`].
 
 use std::fs::{self, File};
 use std::io::{self, Write};

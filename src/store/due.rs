@@ -5,20 +5,15 @@
 //! second's pages are spread over chunks numbered from 0 that close at
 //! [`CHUNK_FPS`]; a group's changes are applied at its seal, each second it
 //! touched read and written once ([`DueIndex::plan`]): adds go to the last
-//! chunk while it has room, then to new ones; a removal rewrites the chunk
-//! that held the page (or deletes it once empty).
+//! chunk while it has room, then to new ones; a removal rewrites the chunk that
+//! held the page (or deletes it once empty). Chunks keep sled's per-entry
+//! memory to about a hundredth of one entry per page (see `docs/state.md`,
+//! *Memory*).
 //!
-//! Why chunks: one sled entry per page (as format 3 kept it) cost sled's
-//! per-node bookkeeping for every page, which
-//! its cache setting does not bound (see `benches/sled_memory.rs`); about a
-//! hundred pages a key make the entries, and that memory, a hundredth. A new
-//! page is due about one interval after its fetch, so a group's adds land in
-//! one or two seconds, and only their last chunk is read and rewritten.
-//!
-//! Invariant: a page is added only when it is not in the
-//! index at that second (the pages table removes its previous due time in the
-//! same group, and a revisit's entry left the index when it was queued).
-//! Depends on `table`, `keys` and [`crate::fingerprint`].
+//! Invariant: a page is added only when it is not in the index at that second
+//! (the pages table removes its previous due time in the same group, and a
+//! revisit's entry left the index when it was queued).
+//! Depends on `keys`, `table`, `error` and [`crate::fingerprint`].
 
 use std::collections::BTreeMap;
 

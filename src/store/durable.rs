@@ -5,14 +5,14 @@
 //!   sync (crash point `group.durable`), each with a checksum, so that a torn
 //!   write leaves the other: how many items and completed pages the database
 //!   holds at least. [`check_durable`] on open refuses a database that holds
-//!   less ([`StoreError::RolledBack`]): sled treats a corrupt log record as
-//!   the torn tail of a crash and opens with whatever came before it.
+//!   less ([`StoreError::RolledBack`]): sled treats a corrupt log record as the
+//!   torn tail of a crash and opens with whatever came before it.
 //! - **The close record** after them ([`CloseRecord`]): the SHA-1 of the
-//!   database files' names, lengths and modification times as the last clean
-//!   close left them; while a process has the state open, an *open mark*
-//!   ([`mark_open`]) stands in its place. The next open (`repair`'s
-//!   `before_open`) reads the files in place when they are as a clean close
-//!   or a crash of ours left them, and makes a trial open of a copy otherwise.
+//!   database files' names, lengths and modification times at the last clean
+//!   close; while a process has the state open, an *open mark* ([`mark_open`])
+//!   stands in its place. `repair`'s `before_open` reads the files in place
+//!   when a clean close or a crash of ours left them, and makes a trial open
+//!   of a copy otherwise.
 //!
 //! Depends on `error`, `panics` and [`crate::crash`].
 

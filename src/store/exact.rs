@@ -1,17 +1,16 @@
-//! The exact seen set of `exact` dedup mode, kept as sorted runs of fingerprints.
+//! The exact seen set of `exact` dedup mode, kept as sorted runs of
+//! fingerprints, not as sled keys.
 //!
-//! Writing one sled key per fingerprint made the exact set the largest cost of a
-//! completion (sled 0.34 clones a leaf per insert). Instead:
-//! - fingerprints committed since the last checkpoint are exactly the ones in the
-//!   Bloom journal; they are kept in memory ([`Exact::recent`]) and rebuilt from the
-//!   journal on open;
-//! - a checkpoint (see `checkpoint`) *seals* them into a run (see `sorted`: files
-//!   of sorted fingerprints in `runs/`, merged size-tiered), then lists the run in
-//!   the run index (`e`) in the batch that truncates the journal.
+//! - Fingerprints committed since the last checkpoint are exactly the ones in
+//!   the Bloom journal; they are kept in memory ([`Exact::recent`]) and rebuilt
+//!   from the journal on open.
+//! - A checkpoint (see `checkpoint`) *seals* them into a run (see `sorted`),
+//!   then lists the run in the run index (`e`) in the batch that truncates the
+//!   journal.
 //!
-//! Invariant: the exact set never holds a fingerprint whose journal entry was not
-//! durable first (it only seals what commits made durable). Depends on
-//! [`crate::fingerprint`], `sorted` and `table`.
+//! Invariant: the exact set never holds a fingerprint whose journal entry was
+//! not durable first. Depends on `sorted`, `runfile`, `table`, `error` and
+//! [`crate::fingerprint`].
 
 use super::error::StoreError;
 use super::runfile::Kind;
@@ -27,8 +26,7 @@ pub(super) const INDEX: Table<(), RunIndex> = Table::new(b'e', "exact run index"
 pub(super) struct RunIndex;
 
 impl RunIndex {
-    /// Version byte of the record (its entries carry a place byte, as when
-    /// some runs were kept in sled; every run is a file now).
+    /// Version byte of the record (each entry carries a place byte).
     const VERSION: u8 = 2;
     /// The place byte of a run in an index entry: a file in `runs/`.
     const PLACE_FILE: u8 = 1;

@@ -1,22 +1,20 @@
 //! The frontier: a persistent priority queue keyed by host, and in-memory leases.
 //!
-//! Queue keys are `q · host id · inverted priority · sequence`, so each host's
-//! requests are one contiguous, priority-then-FIFO ordered range, and a scheduler
-//! picks the next request of a host (or the best head over all hosts) by looking
-//! at the first unleased entry of each host range — never by scanning the queue.
-//! Host names get small ids through the `h`/`H` index, loaded at open (one entry
-//! per host, not per request).
-//!
-//! A queue value is a *packed record* of the requests of one host and priority
-//! queued by one completion group (the layout of keys and records is
-//! `queue`'s), so a group writes one key per host and priority instead of one
-//! per request. A request is named by its *entry key*
+//! Each host's requests are one contiguous, priority-then-FIFO ordered range
+//! of the queue namespace (keys and packed records are `queue`'s), so the next
+//! request of a host, or the best head over all hosts, is the first unleased
+//! entry of a host range, never a scan. Host names get small ids through the
+//! `h`/`H` index, loaded at open. A group writes one packed record per host and
+//! priority; a request is named by its *entry key*
 //! ([`queue::queue_entry_key`]).
 //!
-//! A lease is an in-memory mark on an entry key. The entry is removed only by the
-//! commit of the lease's completion (which rewrites its record without it, or
-//! removes the record when it is empty), so an unfinished lease survives any crash
-//! as a queued request.
+//! A lease is an in-memory mark on an entry key. The entry is removed only by
+//! the commit of the lease's completion (which rewrites its record without it,
+//! or removes an empty record), so an unfinished lease survives any crash as a
+//! queued request.
+//!
+//! Depends on `queue`, `keys`, `table`, `error`, [`crate::request`] and
+//! [`crate::canon`] (host names without the URL parser).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;

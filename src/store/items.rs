@@ -1,28 +1,24 @@
-//! The items table: item records (`i`), numbered in the order they were stored,
-//! and the cursors of `--output` files (`O`).
+//! The items table: item records (`i`), numbered in the order they were
+//! stored, and the cursors of `--output` files (`O`).
 //!
-//! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`] of items)
+//! A group's items are one record (more past [`keys::MAX_VALUE_BYTES`])
 //! keyed by the sequence number of its first item: a version byte, then each
-//! item length-prefixed, raw-deflated ([`ITEM_RECORD_DEFLATED`]). Items
-//! below the durable mark may be streamed to `--output`;
-//! a sealed group's items are in the database as soon as its batch is applied,
-//! but are not streamed before its receipt.
+//! item length-prefixed, raw-deflated ([`ITEM_RECORD_DEFLATED`]). A sealed
+//! group's items are in the database once its batch is applied, but are
+//! delivered only after its receipt.
 //!
-//! An output file's cursor ([`OutputCursor`], keyed by the file's path made
-//! absolute through its directory) says what has been written there: which
-//! file (device and inode), how many bytes (the end of the last complete
-//! line) and the next item. The sink records it, written and synced at once,
-//! when it opens the file, before it writes a line (crash point
-//! `output.watermark` for a path that has none yet, `output.cursor`
-//! otherwise); after it streamed a group's lines it hands the new cursor
-//! over ([`super::State::advance_output`]), which costs no sync of its own: it goes
-//! into the open group's batch when that group holds anything, and is
-//! sealed with it; otherwise it is written into the database at once,
-//! unsynced (crash point `output.advance`), and the next sync of the
-//! database (the next group's, the end of the run's, sled's periodic flush
-//! or its close) makes it durable. So a durable cursor lags the file by at
-//! most the lines of the last group streamed. Depends on `table`, `keys` and
-//! [`crate::item`].
+//! An output file's cursor ([`OutputCursor`], keyed by the file's absolute
+//! path) says what has been written there: which file (device and inode), how
+//! many bytes (the end of the last complete line) and the next item. The sink
+//! writes and syncs it when it opens the file, before its first line (crash
+//! point `output.watermark` for a new path, `output.cursor` otherwise); after
+//! each group's lines it hands over the new cursor
+//! ([`super::State::advance_output`]), which goes into the open group's batch
+//! when that group holds anything, and is otherwise written at once, unsynced
+//! (crash point `output.advance`), durable with the next sync. So a durable
+//! cursor lags the file by at most the lines of the last group streamed.
+//!
+//! Depends on `keys`, `table`, `error`, [`crate::item`] and [`crate::crash`].
 
 use std::io::Read;
 use std::path::Path;
@@ -46,9 +42,8 @@ pub(super) const OUTPUT_CURSOR: Table<Path, OutputCursor> = Table::new(b'O', "ou
 /// `item::encode` writes it.
 pub(super) const ITEM: u8 = b'i';
 /// Version byte of an item record whose body (the same length-prefixed items)
-/// is raw-deflated: what the items table writes since 2026-12-03. A group's
-/// items repeat their keys and much of their URLs, so this takes a quarter to
-/// a tenth of the space.
+/// is raw-deflated. A group's items repeat their keys and much of their URLs,
+/// so this takes a quarter to a tenth of the space.
 pub(super) const ITEM_RECORD_DEFLATED: u8 = 3;
 
 /// The items table (see the module doc).
@@ -429,7 +424,7 @@ mod tests {
         let read = record_body(&db, b"i", &packed).expect("readable");
         let items: Vec<_> = keys::length_prefixed(&read).collect();
         assert_eq!(items, [Ok(&b"abc"[..])]);
-        // The plain form of states before 2026-12-03 (version 2) is not read.
+        // The plain form (version 2) is not read.
         let plain = [&[2u8][..], &body].concat();
         assert!(record_body(&db, b"i", &plain).is_err());
         assert!(record_body(&db, b"i", &[9, 1, 2]).is_err());

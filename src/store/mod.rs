@@ -1,92 +1,65 @@
-//! The persistent crawl state: frontier, seen set, items, seeds, runs and counters.
+//! The persistent crawl state: frontier, seen set, page records, items, runs
+//! and counters.
 //!
-//! One data directory holds a sled database (`db/`), the memory-mapped Bloom filter
-//! (`bloom.bin`), the exact seen set's sorted runs (`runs/`), a marker file naming
-//! the format (`LEGCRAWL`) and, while a crawl runs, `status.json`. A [`State`] is owned by one task of one process (the
-//! directory is locked while it is open), so it takes `&mut self` and needs no
-//! locking of its own.
+//! One data directory holds a sled database (`db/`, one tree), the
+//! memory-mapped Bloom filter (`bloom.bin`), sorted-run files (`runs/`), the
+//! durable record (`durable`) and the marker (`LEGCRAWL`); `docs/state.md`
+//! describes the layout. A [`State`] is owned by one task of one process (the
+//! directory is locked while it is open), so it takes `&mut self` and has no
+//! locks of its own.
 //!
 //! # Map
-//! The state is a small database: tables, one commit path, and multi-step
-//! operations made crash-safe.
-//! - At the bottom, depending on nothing in the store: `format` (the format
-//!   version, the marker's name, the build that reads older formats),
-//!   `error` ([`StoreError`]) and `options` (the dedup mode).
-//! - `dir`: the directory's lock and marker, and creating a state (crash-safe).
-//! - `db`: opening sled, the metadata record (`m`), the format version.
-//! - `table`: what the tables share — `Db` (they read through it; its
-//!   `commit_now` is the one call that writes to sled), `Batch` (the write
-//!   set of a group or of one write outside it; tables write only into it)
-//!   and `Table<Key, Codec>`, a namespace declared once with its key and
-//!   value encodings, as redb's `TableDefinition` is.
-//! - The tables, each owning its namespaces, record encodings and in-memory
-//!   part: `frontier` (queue `q`, laid out by `queue`; host index `h`/`H`;
-//!   leases), `seen` (the Bloom filter, journal `j`, and through `exact` the
-//!   exact set's index `e` and its sorted runs), `pages` (page records in
-//!   blocks `P`, laid out by `pageblock`; through `pageids` the page-id index
-//!   `k` and its sorted runs; due index `u`), `items` (`i`, output cursors
-//!   `O`), `runs` (runs `r`, counters `c`, seeds `d`, cycle start `y`),
-//!   `robots` (robots cache `R`, blocked `b`), `warc` (the durable lengths of
-//!   WARC files `w`), `cookies` (the cookie jar `K`, put into a group like a
-//!   WARC mark), `unreachable` (hosts that failed on the network in runs in
-//!   a row `U`, parked by the engine), `jobs` (job versions `J`). No table
-//!   calls another, and none sees the `State`. Each declares its namespaces
-//!   beside itself (a `Table` constant, or for the packed ones a byte and its
-//!   layout); `keys` holds only the helpers the layouts share and the test
-//!   that no two namespaces share a byte; `records` the serde records.
-//! - `sorted`: sorted runs, the one structure behind the exact set and the
-//!   page-id index: immutable files in `runs/` (`runfile`: layout, lookup,
-//!   writer), merged size-tiered, switched in two phases by a checkpoint.
-//! - `ops`: the operations that span tables (enqueue, complete, seeds, cycle
-//!   start) — the only place tables are composed.
-//! - `commit`: the commit protocol — [`State::seal`] → [`Flush`] (any thread) →
-//!   [`Receipt`] → [`State::durable`]; [`State::commit`] does all of it.
-//! - `checkpoint`: detached checkpoints — [`State::start_checkpoint`] →
-//!   [`Checkpoint`] (any thread) → [`State::checkpointed`].
-//! - `committer`: the [`Committer`], which owns the threads flushes and
-//!   checkpoints run on, and waits for them when dropped.
-//! - `side`: the state's methods over its side tables (cookie jar, WARC
-//!   marks, output cursors, unreachable hosts), so that no table sees the
-//!   `State`.
-//! - `sink`: the [`Sink`] trait, which [`State::deliver`] hands durable
-//!   items to (the `--output` file, `export`, `watch`, a library user's own).
-//! - `views`: what `dump` reads; `queues`: the host queues a snapshot shows.
-//!   (The files a running crawl publishes, `status.json` and
-//!   `snapshot.json`, are [`crate::status`]'s; the named crash points,
-//!   [`crate::crash`], are the whole crate's.)
-//! - `durable`: the durable record against silent rollbacks (two
-//!   checksummed slots written after each group's sync) and the close record
-//!   or open mark that tells a crash (opened in place) from another program's
-//!   write.
-//! - `panics`: sled's panics on damaged input caught and named (`guard`).
-//! - `repair`: damage — sled panics caught, the trial open of a copy of
-//!   `db/` when another program may have written it, the Bloom filter
-//!   rebuilt from the exact set, `legcrawl repair`.
+//! - Bottom: `format` (version, marker), `error` ([`StoreError`]), `options`
+//!   (the dedup mode).
+//! - Opening: `dir` (lock, marker, creation), `db` (sled, the metadata record
+//!   `m`), `durable` (the durable and close records), `panics` and `repair`
+//!   (damage), `sizing` (the Bloom filter's growth).
+//! - `table`: `Db` (reads, and `commit_now`, the one write to sled), `Batch`
+//!   (what one commit writes) and `Table<Key, Codec>` (a namespace with its
+//!   encodings); `keys`: key helpers; `records`: the serde records.
+//! - The tables. Each owns its namespaces and encodings, reads through `Db`,
+//!   writes into a `Batch`, and calls no other table: `frontier` (`q`, laid
+//!   out by `queue`; `h`/`H`; leases in memory), `seen` (journal `j`, the Bloom
+//!   filter, and `exact`: index `e` and its runs), `pages` (blocks `P` by
+//!   `pageblock`, page-id index `k` by `pageids`, due index `u` by `due`,
+//!   policy `V`), `items` (`i`, output cursors `O`), `runs` (`r`, `c`, `d`,
+//!   `y`), `jobs` (`J`), `robots` (`R`, `b`), `warc` (`w`), `cookies` (`K`),
+//!   `unreachable` (`U`).
+//! - `sorted` and `runfile`: the sorted runs in `runs/` behind `exact` and
+//!   `pageids`.
+//! - The [`State`] methods that compose tables: `ops` (enqueue, complete,
+//!   seeds, cycle start, runs, robots), `commit` ([`State::seal`] → [`Flush`]
+//!   → [`Receipt`] → [`State::durable`]), `checkpoint` ([`Checkpoint`]),
+//!   `side` (cookie jar, WARC marks, output cursors, unreachable hosts),
+//!   `sink` ([`State::deliver`] to a [`Sink`]), and the read-only `views`
+//!   (`dump`) and `queues` (the snapshot).
+//! - `committer`: the [`Committer`], which owns the flush and checkpoint
+//!   threads.
 //!
 //! # Invariants
-//! - **Atomic completion.** Completing a lease removes its queue entry and inserts
-//!   the page's items, the new requests and their fingerprints in one sled batch.
-//!   Completions are grouped: a group is one batch ([`State::seal`]) applied and
-//!   made durable by one flush ([`Flush`]), which the engine runs on another
-//!   thread while the next group fills; only its [`Receipt`] makes it count. A
-//!   page with more than [`LINK_CHUNK`] links has the rest queued ahead, part by
-//!   part in groups of their own ([`State::queue_links`], crash point
-//!   `links.chunk`); the completion, which comes last, is still atomic, and a
-//!   crash before it leaves the page queued, so nothing a part queued is lost.
-//! - **Leases live in memory.** A leased request stays in the queue tree until its
-//!   completion is durable, so a process that dies leaves every unfinished request
-//!   queued: nothing has to be "returned" on open.
-//! - **Bloom never runs ahead.** Fingerprints of the open group sit in an in-memory
-//!   overlay; they reach the mapped bits only after the group's batch (which holds a
-//!   journal entry of them) is durable. On open the journal is replayed; a
-//!   checkpoint syncs the bits and then drops the journal entries they cover.
-//! - **Multi-step writes are crash-safe.** Creation writes a *creating* marker
-//!   first and the final one last; a checkpoint writes its new run before the
-//!   index points to it and removes replaced runs only after; every step is a
-//!   crash point, and the crash-point suite crashes at each.
+//! - **Atomic completion.** A completion (its queue entry removed; the page's
+//!   record, items, new requests and fingerprints added) is part of one group,
+//!   and a group is one sled batch, applied and synced by one [`Flush`]; only
+//!   its [`Receipt`] makes it count. A page with more than [`LINK_CHUNK`]
+//!   links queues the rest ahead in groups of their own
+//!   ([`State::queue_links`], crash point `links.chunk`); its completion comes
+//!   last.
+//! - **Leases live in memory.** A leased request stays queued until its
+//!   completion is durable, so a crash leaves every unfinished request queued.
+//! - **Bloom never runs ahead.** A group's fingerprints reach the mapped bits
+//!   only after its batch (with their journal entry) is durable; open replays
+//!   the journal; a checkpoint syncs the bits, then drops the entries they
+//!   cover.
+//! - **Multi-step writes are crash-safe.** Creation writes a *creating*
+//!   marker first and the final one last; a checkpoint or a Bloom rebuild
+//!   writes its new file before anything points to it and removes what it
+//!   replaced only after. Every step boundary is a named crash point
+//!   ([`crate::crash`]).
 //!
 //! Depends on [`crate::bloom`], [`crate::fingerprint`], [`crate::request`],
-//! [`crate::item`]; never on the configuration, the fetcher or the legs.
+//! [`crate::item`], [`crate::canon`] (host names), [`crate::crash`],
+//! [`crate::fsync`] and [`crate::dirlock`]; never on the configuration, the
+//! fetcher, the legs or the engine.
 
 mod checkpoint;
 mod commit;

@@ -1,9 +1,12 @@
 //! What a caller asks of the state, composed over the tables: dedup and
 //! enqueue (seen + frontier + counters), completions (frontier + seen + items +
-//! counters), seeds, page records and cycle starts (runs + pages + seen +
-//! frontier), runs, robots. This is the only place tables meet: each table
-//! reads through the state's `Db` and writes into the open group's `Batch`,
-//! and none calls another. Depends on the tables.
+//! pages + counters), seeds, page records and cycle starts (runs + pages + seen
+//! + frontier), runs, robots. Each table reads through the state's `Db` and
+//! writes into the open group's `Batch`, and none calls another; the state's
+//! other composing methods are in `commit`, `checkpoint`, `side` and `views`.
+//!
+//! Depends on the tables, `records`, [`crate::fingerprint`], [`crate::item`],
+//! [`crate::request`] and [`crate::crash`].
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -241,7 +244,7 @@ impl State {
         Ok(added)
     }
 
-    /// The fingerprints of the stored seeds' requests ([`seed_request`]), in seed order.
+    /// The fingerprints of the stored seeds' requests (`seed_request`), in seed order.
     pub fn seed_fingerprints(
         &self,
         fingerprint_headers: &[String],
@@ -408,7 +411,7 @@ impl State {
     /// record (`None`: never again), so that the policy in force decides what a
     /// cycle re-asks (`--revisit-after 0` makes every recorded page due). A page
     /// out of the due index — queued for this cycle, or in flight — keeps its
-    /// place. Returns how many pages moved. Reads and commits [`POLICY_CHUNK`]
+    /// place. Returns how many pages moved. Reads and commits `POLICY_CHUNK`
     /// pages at a time (memory holds one chunk's moves, not the pages') and
     /// records the policy last, so a crash midway redoes the pass (it is
     /// idempotent).

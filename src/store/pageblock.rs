@@ -7,15 +7,12 @@
 //! blocks that close at [`BLOCK_MAX_BYTES`]; a page recorded again is replaced
 //! in its block, which the group writes again once however many of its pages
 //! changed. Pages are never removed, so a block's ids have no holes; blocks may
-//! leave gaps between them (ids of a group whose flush failed).
+//! leave gaps between them (ids of a group whose flush failed). A key per
+//! block of about twenty pages, not per page, keeps sled's node count and
+//! memory small (`docs/state.md`, *Memory*).
 //!
-//! Why blocks: sled 0.34 splits a leaf at 16 entries, and a leaf that only
-//! grows at its end is left half full by each split, with every insert a
-//! fragment of its own until the leaf is rewritten. One key per page doubled
-//! the nodes and fragments sled tracks (in memory too) over keying records by
-//! fingerprint; one key per block of about twenty pages makes them few.
-//! Depends on `keys`, `table` (to name a damaged block) and
-//! [`crate::fingerprint`] only.
+//! Depends on `keys`, `table` (to name a damaged block), `error` and
+//! [`crate::fingerprint`].
 
 use super::error::StoreError;
 use super::keys;

@@ -1,32 +1,23 @@
 //! The page-id index: the id of each recorded page by its fingerprint, which
-//! `pages` needs to find a page's block.
-//!
-//! A fingerprint is a hash, so an index keyed by it in sled gets one small
-//! entry per page at a random place: sled 0.34 keeps per-node bookkeeping in
-//! memory for every leaf, cached or not, and its cache counts a leaf of small
-//! entries at far less than it takes in memory, so such a namespace grew the
-//! process by about 130 bytes per page whatever the cache setting (see
-//! `benches/sled_memory.rs`). The index lives outside sled instead, the way the
-//! exact seen set does:
-//! - the blocks (`P`) already hold each page's fingerprint next to its id, so
-//!   the index is derived data: ids below the *watermark* are in sorted runs of
-//!   (fingerprint, id) in files (`runs/{id:016x}.ids`, see `sorted`), and ids
-//!   from it on are in memory ([`PageIds::recent`]), rebuilt from the blocks
-//!   on open;
-//! - a checkpoint (see `checkpoint`) seals the recent ids into a run, merged
-//!   size-tiered like the exact set's, and lists it with the new watermark in
-//!   the index record (`k`) in the batch that switches the exact set's index;
-//! - a run file found damaged (on open: missing, cut short, a bad header;
-//!   by `legcrawl repair`: a bad checksum) is not a lost index: the whole index
-//!   is written again from the blocks ([`PageIds::rebuild`]), with a warning.
+//! `pages` needs to find a page's block. It is kept outside sled, as the exact
+//! seen set is, so that memory does not grow with the pages
+//! (`docs/state.md`, *Memory*):
+//! - the blocks (`P`) hold each page's fingerprint next to its id, so the
+//!   index is derived data: ids below the *watermark* are in sorted runs of
+//!   (fingerprint, id) (`runs/{id:016x}.ids`, see `sorted`), and ids from it on
+//!   are in memory ([`PageIds::recent`]), rebuilt from the blocks on open;
+//! - a checkpoint (see `checkpoint`) seals the recent ids into a run and lists
+//!   it with the new watermark in the index record (`k`), in the batch that
+//!   switches the exact set's index;
+//! - a damaged run file (on open: missing, cut short, a bad header; by
+//!   `legcrawl repair`: a bad checksum) makes the whole index be written again
+//!   from the blocks ([`PageIds::rebuild`]), with a warning.
 //!
 //! Invariants: a run or the index never lists an id whose block was not
-//! durable first (only ids of durable groups reach `recent`); ids of durable
-//! groups are below those of any group not yet durable, so "every durable id
-//! below the watermark is in a run" holds for the largest recent id plus one;
-//! run files the index does not list are garbage, never read, removed by the
-//! next checkpoint, and run ids are never reused (see `sorted`). Depends on
-//! `sorted`, `pageblock`, `table`, `keys` and `crash`.
+//! durable first; ids of durable groups are below those of any group not yet
+//! durable; unlisted run files are garbage, and run ids are never reused (see
+//! `sorted`). Depends on `sorted`, `runfile`, `pageblock`, `keys`, `table`,
+//! `error`, [`crate::fingerprint`] and [`crate::crash`].
 
 use super::error::StoreError;
 use super::keys;

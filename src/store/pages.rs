@@ -1,15 +1,17 @@
 //! Page records — what the last fetch of each page saw — and the revisit index.
 //!
-//! A page record is found by the request fingerprint (the page-id index, see
-//! `pageids`) and stored under its page id (`P` · id), ids growing with each new page;
-//! it is written in the completion group of the fetch that produced it, so it
-//! is durable exactly when the page's items are. The due index (`due`: chunks
-//! of fingerprints by due second) orders pages by when they are due again; a new cycle reads it up
-//! to "now" and re-queues what it finds, so the cost of a run is the number of
-//! pages due, never the number of pages known. The store does not decide when a
-//! page is due (that is [`crate::revisit`]); it keeps the record and the index
-//! in step. Records are written in a compact binary form ([`encode_page`]).
-//! Depends on [`crate::request`] and [`crate::fingerprint`].
+//! A page record is found by its request fingerprint (the page-id index,
+//! `pageids`) and stored under its page id in a block (`pageblock`), ids
+//! growing with each new page; it is written in the completion group of the
+//! fetch that produced it, so it is durable exactly when the page's items are.
+//! The due index (`due`) orders pages by when they are due again; a new cycle
+//! reads it up to "now" and re-queues what it finds, so a run costs the pages
+//! due, never the pages known. When a page is due is [`crate::revisit`]'s
+//! decision; this table keeps the record and the index in step. Records are
+//! written in a compact binary form ([`encode_page`]).
+//!
+//! Depends on `pageids`, `pageblock`, `due`, `keys`, `table`, `error`,
+//! [`crate::request`] and [`crate::fingerprint`].
 
 use bincode::de::Decoder;
 use bincode::enc::Encoder;

@@ -2,8 +2,8 @@
 //! its log on open, or while it reads a damaged page). [`guard`] runs an open
 //! or a read of the database under `catch_unwind` and turns a panic into
 //! [`StoreError::Damaged`] naming the database; [`quiet_sled_panics`] (the
-//! binary installs it) keeps the message and backtrace of such a panic off
-//! stderr, and [`sled_panic_report`] names one that escaped elsewhere.
+//! binary installs it) keeps such a panic's message and backtrace off stderr,
+//! and [`sled_panic_report`] names one that escaped elsewhere.
 //! Depends on `error` only.
 
 use std::panic::AssertUnwindSafe;

@@ -1,7 +1,7 @@
 //! Per-host queue counts and heads for the published snapshot: read-only, from
 //! the frontier's host index and its queue records, bounded so that a 1 Hz
 //! snapshot costs little however large the frontier is. Depends on the
-//! frontier, the queue's layout (`queue`) and the table only.
+//! [`State`]'s frontier and the queue's layout (`queue`).
 
 use crate::store::queue::{queue_host_prefix, record_entries};
 use crate::store::{State, StoreError};

@@ -1,8 +1,8 @@
-//! The small records of the state: metadata, runs, counters.
+//! The small records of the state: metadata, runs and jobs, and the counters.
 //!
-//! Each is stored as one format-version byte followed by JSON (these records are
-//! small, rarely written and read by `dump`, so readability beats compactness).
-//! Depends on nothing else in the crate.
+//! Each record is one version byte ([`RECORD_VERSION`]) followed by JSON (they
+//! are small, rarely written and read by `dump`, so readability beats
+//! compactness). Depends on nothing else in the crate.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};

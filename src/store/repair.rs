@@ -14,18 +14,19 @@
 //!   less ([`StoreError::RolledBack`]). A database another program may have
 //!   written (its files changed since the last clean close, and no open mark
 //!   says that a process of ours crashed with it open) is first opened as a
-//!   copy and read whole ([`before_open`]), so that a refusal leaves its bytes
+//!   copy and read whole (`before_open`), so that a refusal leaves its bytes
 //!   as they were.
 //! - **lost Bloom bits.** In `exact` mode the Bloom filter is a cache of the
 //!   exact set (sealed runs + journal). A missing, truncated, bad-header or
 //!   wrong-size `bloom.bin`, or one with fewer ones than its header counted at
-//!   the last flush, is rebuilt from the exact set ([`rebuild_bloom`]: a new
+//!   the last flush, is rebuilt from the exact set (`rebuild_bloom`: a new
 //!   file under a temporary name, synced, then renamed over the old one; crash
 //!   points `repair.bloom` and `repair.switch`). In `bloom` mode the bits are
 //!   the only record, so the state is refused ([`StoreError::BloomLost`]).
 //!
-//! Depends on [`crate::bloom`], `durable`, and the tables whose records it
-//! reads (items, runs, meta, the exact set, the journal).
+//! Depends on `durable`, `panics`, `sizing`, `runfile`, the tables whose records
+//! it reads (items, runs, meta, the exact set, the journal), [`crate::bloom`],
+//! [`crate::fingerprint`] and [`crate::crash`].
 
 use std::fs::File;
 use std::io;
@@ -58,7 +59,7 @@ const REBUILD_FILE: &str = "bloom.bin.rebuild";
 /// opened whole, so that a refusal leaves every byte as it was:
 /// - unless the database files are exactly as the last clean close left them,
 ///   or were last written by a process of ours that crashed with the state
-///   open (the open mark, see [`mark_open`]: sled's recovery then cuts only
+///   open (the open mark, see `durable::mark_open`: sled's recovery then cuts only
 ///   its log's torn tail, and the open's rollback check follows), or the
 ///   state has no durable record yet, a copy of `db/` is opened and scanned in
 ///   full — a sled panic or error is [`StoreError::Damaged`] — and its items

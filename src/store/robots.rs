@@ -4,7 +4,7 @@
 //! The state stores robots answers as opaque versioned records (it does not
 //! parse robots.txt); both are written in the open group like everything else.
 //! The table keeps nothing in memory, so it is a set of functions over
-//! [`Db`] and [`Batch`]. Depends on `table`, `records` and `keys`.
+//! [`Db`] and [`Batch`]. Depends on `table`, `records` and `error`.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

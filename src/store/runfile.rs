@@ -1,14 +1,8 @@
 //! Sorted runs as files of their own, written once by a checkpoint and read
 //! through a read-only map: the exact set's runs (`runs/{id:016x}.run`,
 //! fingerprints) and the page-id index's (`runs/{id:016x}.ids`, a fingerprint
-//! and a page id each; see `pageids`).
-//!
-//! A run is immutable and sorted, the one kind of data sled 0.34 handles worst:
-//! written through sled, every run and every merge of runs went through its log
-//! (about half the bytes a frontier of ten million requests wrote), its I/O
-//! buffers and its cache, and stayed in its log after merges until segments were
-//! cleaned. As a file it is written once, read by binary search over a map
-//! (page cache, not the process's anonymous memory), and removed whole.
+//! and a page id each; see `pageids`). A file is read by binary search over
+//! the map (page cache, not the process's memory) and removed whole.
 //!
 //! Layout: a 32-byte header — the magic (`lcrun\0` or `lcids\0`), the version
 //! (u16), the number of records (u64), the CRC-32 of the body (u32), zeros —
@@ -18,11 +12,11 @@
 //! that does not match it.
 //!
 //! Crash safety is the checkpoint's (see `checkpoint`): a file is complete and
-//! synced (with its directory) before the run index lists it; a file the index
-//! does not list is garbage, removed by the next checkpoint; ids are never
-//! reused. Opening checks the header and the length (cheap); the CRC is checked
-//! when a run is merged and by `legcrawl repair`, which read it whole anyway.
-//! Depends on [`crate::fingerprint`] and `crash`.
+//! synced (with its directory) before the run index lists it. Opening checks
+//! the header and the length; the CRC is checked when a run is merged and by
+//! `legcrawl repair`, which read it whole anyway.
+//! Depends on `error`, [`crate::fingerprint`], [`crate::crash`] and
+//! [`crate::fsync`].
 
 use std::fs::{self, File};
 use std::io::{self, Write as _};

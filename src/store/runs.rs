@@ -1,13 +1,14 @@
-//! The runs table: run records (`r`), the global counters (`c`) and the current
-//! run's, the seed list (`d`) and the start of the current cycle (`y`). A run
-//! record names the job version it ran under (see `jobs`).
+//! The runs table: run records (`r`), the global counters (`c`) and the
+//! current run's, the seed list (`d`) and the start of the current cycle (`y`).
+//! A run record names the job version it ran under (see `jobs`).
 //!
 //! Counters are kept in memory and the changed ones written into each group's
 //! batch when it is sealed, with the current run record. A run record is
 //! written and synced when the run begins (crash point `run.begin`), rewritten
 //! in every group (its counters), and written once more with its outcome at the
 //! end (`run.end`); a run found "running" on open was killed
-//! (`run.close_dead`). Depends on `table` and `records`.
+//! (`run.close_dead`). Depends on `table`, `records`, `error` and
+//! [`crate::crash`].
 
 use std::collections::BTreeMap;
 

@@ -1,17 +1,19 @@
 //! The seen table: "is this request new?" answered in one place, from the open
 //! and sealed groups' overlays, the mapped Bloom filter (`bloom.bin`), the Bloom
-//! journal (`j`) and the exact set (`exact`: runs `S`, index `e`).
+//! journal (`j`) and the exact set (`exact`: index `e`, run files in `runs/`).
 //!
-//! Dedup answers, in order: the open and the sealed group's overlays (exact), then
-//! the mapped Bloom filter; a Bloom "maybe" is confirmed against the exact set
-//! unless the state runs in `bloom` mode. The fingerprints recorded in a group are
-//! written to the group's batch once, as one journal entry, and reach the mapped
-//! bits (and the exact set's in-memory recent part) only after the batch is
-//! durable ([`SeenSet::durable`], crash point `bloom.set`). A checkpoint (see
-//! `checkpoint`, off the crawl loop) syncs the bits, seals the recent
-//! fingerprints into an exact run and drops the journal entries it covers;
-//! opening replays whatever journal is left (setting bits is idempotent).
-//! Depends on [`crate::bloom`], `exact`, `table` and `keys`.
+//! Dedup answers, in order: the open and the sealed group's overlays (exact),
+//! then the mapped Bloom filter; a Bloom "maybe" is confirmed against the exact
+//! set unless the state runs in `bloom` mode. The fingerprints recorded in a
+//! group are written to the group's batch once, as one journal entry, and
+//! reach the mapped bits (and the exact set's in-memory recent part) only after
+//! the batch is durable ([`SeenSet::durable`], crash point `bloom.set`). A
+//! checkpoint (see `checkpoint`) syncs the bits, seals the recent fingerprints
+//! into an exact run and drops the journal entries it covers; opening replays
+//! whatever journal is left (setting bits is idempotent).
+//!
+//! Depends on `exact`, `keys`, `table`, `options`, `error`, [`crate::bloom`],
+//! [`crate::fingerprint`] and [`crate::crash`].
 
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,9 @@
 //! The state's methods over its side tables, the small ones the engine reads
 //! and writes beside the crawl: the cookie jar (`cookies`), WARC marks
 //! (`warc`), `--output` cursors (`items`) and unreachable hosts
-//! (`unreachable`). Each table keeps its keys and encodings and reads
-//! through the `Db` or writes into a `Batch`; here the state hands them its
-//! database and its open group, so no table sees the `State`. Depends on those
-//! tables.
+//! (`unreachable`). Here the state hands them its database and its open group,
+//! so no table sees the `State`. Depends on those tables, `frontier` (host
+//! names) and `error`.
 
 use std::path::{Path, PathBuf};
 

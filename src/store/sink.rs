@@ -1,18 +1,15 @@
 //! The [`Sink`] trait: where the state's items go once they are durable.
 //!
-//! Like ripgrep's `Sink`, which a searcher hands its matches to, a sink is
-//! handed items by the state ([`State::deliver`]): in the order of their
-//! sequence numbers, each once, from the one the sink asks for, and only items
-//! whose group is durable. The crawl's `--output` file, `export`'s JSON lines
-//! and CSV and `watch`'s recent items are sinks; so may a library user's own
-//! be. Where a sink keeps its place across runs (the `--output` file's cursor)
-//! is its own business.
+//! Like ripgrep's `Sink`, a sink is handed items by the state
+//! ([`State::deliver`]): in sequence order, each once, from the one the sink
+//! asks for, and only items whose group is durable. The crawl's `--output`
+//! file, `export` and `watch` are sinks; so may a library user's own be. Where
+//! a sink keeps its place across runs is its own business.
 //!
 //! Items of the group made durable last are handed over from memory when the
-//! state was asked to keep them ([`State::keep_durable_items`]: a crawl with
-//! `--output` streams each group as it becomes durable, and re-reading and
-//! inflating the record it has just written would be waste); any other start
-//! is read from the database. Depends on `error`, `items` and `table`.
+//! state was asked to keep them ([`State::keep_durable_items`], as a crawl
+//! with `--output` does); any other start is read from the database. Depends on
+//! the [`State`]'s items table and `error`.
 
 use super::State;
 use super::error::StoreError;

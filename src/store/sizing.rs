@@ -5,17 +5,16 @@
 //! due and the filter's estimated false-positive rate has passed
 //! [`TARGET_FPR`], a filter big enough for [`HEADROOM`] times the exact set's
 //! size at that rate is built from the exact set and switched in, crash-safe
-//! (see [`super::repair::rebuild_bloom`]: a new file under a temporary name,
-//! synced, then renamed over `bloom.bin`, crash points `bloom.grow` and
-//! `bloom.grow.switch`). The file's own header then says its size; the
-//! metadata record says only that the state is sized ([`Shape::Sized`]), so
-//! there is no second record to keep in step with the file, and a crash on
-//! either side of the rename leaves a filter that holds every durable
-//! fingerprint. In `bloom` mode the bits are the only record of what was seen,
-//! so the filter cannot be rebuilt and keeps the size it was created with, as
-//! does any filter whose size `--bloom-bits` fixed ([`Shape::Fixed`]).
+//! (see `repair::rebuild_bloom`, crash points `bloom.grow` and
+//! `bloom.grow.switch`). The file's own header says its size; the metadata
+//! record says only that the state is sized ([`Shape::Sized`]), so no second
+//! record has to be kept in step with the file. In `bloom` mode the bits are
+//! the only record of what was seen, so the filter keeps the size it was
+//! created with, as does one whose size `--bloom-bits` fixed
+//! ([`Shape::Fixed`]).
 //!
-//! Depends on [`crate::bloom`], the metadata record and `repair`'s rebuild.
+//! Depends on `repair`'s rebuild, `panics`, `records` (the metadata record),
+//! `options`, `error` and [`crate::bloom`].
 
 use super::error::StoreError;
 use super::options::DedupMode;

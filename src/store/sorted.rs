@@ -13,9 +13,9 @@
 //! `MERGE_FANOUT - 1` runs per tier.
 //!
 //! Invariants: only listed runs are read; a run file is complete and synced
-//! before any listing names it; files the listing does not name (a crash before
-//! a switch, or runs merged away) are removed by the next job and never read;
-//! run ids are never reused. Depends on `runfile` and `error`.
+//! before any listing names it; files the listing does not name are removed by
+//! the next job and never read; run ids are never reused. Depends on
+//! `runfile`, `error` and [`crate::fingerprint`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,17 +1,17 @@
 //! What every table shares: [`Db`], the handle tables read through,
-//! [`Batch`], the write set of one commit group that tables write into, and
+//! [`Batch`], the write set of one commit that tables write into, and
 //! [`Table`], a namespace with its key and value encodings defined once.
 //!
-//! A table (frontier, seen, pages, items, runs, robots) owns its namespaces and
-//! its record encodings, reads through `&Db` and writes only into a
-//! `&mut Batch`. Every write reaches sled through [`Db::commit_now`]: one
-//! atomic `apply_batch`, then (as the [`Durability`] says) one sync. A commit
-//! group's flush calls it (see `commit`), and so does every write outside a
-//! group (a run's begin and end, output cursors, the checkpoint's switch, a
-//! new WARC file's registration, the metadata record at creation), each
-//! behind its caller's named crash point; a unit test (`crash_tests`) finds
-//! any other write to sled's tree.
-//! Depends on `keys` and `records`.
+//! A table owns its namespaces and record encodings, reads through `&Db` and
+//! writes only into a `&mut Batch`. Every write reaches sled through
+//! [`Db::commit_now`]: one atomic `apply_batch`, then (as the [`Durability`]
+//! says) one sync. A group's flush calls it (see `commit`), and so does every
+//! write outside a group (a run's begin and end, output cursors, the
+//! checkpoint's switch, a new WARC file's registration, the metadata record at
+//! creation), each behind its caller's named crash point; a unit test
+//! (`crash_tests`) finds any other write to sled's tree.
+//! Depends on `keys`, `records`, `db` (sled's tree), `repair` (naming a
+//! damaged read) and `error`.
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};

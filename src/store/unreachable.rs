@@ -4,10 +4,9 @@
 //! the engine's `hosts`) gets one more failed run here; a host that answers
 //! loses its record. The engine decides from the count when a host is parked
 //! across runs and until when: a parked host's seeds are not queued by a new
-//! cycle ([`super::State::start_cycle`]) and its queued requests wait, so a
-//! site that is gone costs a nightly crawl nothing until it is tried again.
+//! cycle ([`super::State::start_cycle`]) and its queued requests wait.
 //! Records are written in the open group, with the completion that failed or
-//! answered. Depends on `table`.
+//! answered. Depends on `table` and `error`.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
-//! Every stored value starts with a version byte, and a value without one
-//! (as states before 2026-12-03 wrote some) is damage, not another form.
+//! Every stored value starts with a version byte, and a value without one is
+//! damage, not another form.
 
 use crate::fingerprint::fingerprint;
 use crate::request::Request;
@@ -10,7 +10,7 @@ fn url(n: u32) -> String {
     format!("http://h{}.test/{n}", n % 3)
 }
 
-/// Namespaces whose values got their version byte late (2026-12-03).
+/// Namespaces whose values must start with a version byte like every other.
 const LATE: &[(u8, &str)] = &[
     (crate::store::seen::JOURNAL.ns(), "journal"),
     (crate::store::runs::COUNTER.ns(), "counter"),

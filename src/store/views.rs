@@ -1,7 +1,9 @@
 //! Read-only views of the state for `legcrawl dump`.
 //!
 //! Every record read here is decoded with its format version checked; a record
-//! that cannot be read is an error naming it (invariant 4), never skipped.
+//! that cannot be read is an error naming it, never skipped. Depends on
+//! `frontier`, `queue`, `runs`, `records`, `error`, [`crate::canon`],
+//! [`crate::fingerprint`] and [`crate::request`].
 
 use serde::Serialize;
 

@@ -1,21 +1,19 @@
-//! WARC marks: how much of each WARC file is covered by durable completions.
+//! WARC marks (`w` · canonical path → version byte, u64): how much of each WARC
+//! file durable completions cover.
 //!
-//! The WARC writer (`crate::warc`) appends a page's records to the open file
+//! The WARC writer ([`crate::warc`]) appends a page's records to the open file
 //! as the page completes. Before the group holding those completions is
-//! sealed, the writer flushes the file and [`super::State::mark_warc`] puts the file's
-//! length into the group's batch (`w` · canonical path → version byte, u64),
-//! and the file is synced before that batch is applied. So the mark is durable
-//! exactly when the group's completions are, and it never covers bytes the
-//! disk may not have. On open the engine reads the marks
-//! ([`super::State::warc_marks`]) and the writer cuts every file back to its mark: the records
-//! of pages whose completion was not durable (they will be fetched again) and
-//! any torn record go. A new file is registered ([`super::State::register_warc`],
-//! length 0, synced) before it is created, so a file of this state is always
-//! known, and a file without a mark is never touched.
+//! sealed, the writer flushes the file and [`super::State::mark_warc`] puts the
+//! file's length into the group's batch, and the file is synced before that
+//! batch is applied. So the mark is durable exactly when the group's
+//! completions are, and never covers bytes the disk may not have. On open the
+//! writer cuts every file back to its mark ([`super::State::warc_marks`]): the
+//! records of pages whose completion was not durable (they will be fetched
+//! again) and any torn record go. A new file is registered
+//! ([`super::State::register_warc`], length 0, synced, behind a crash point)
+//! before it is created, so a file without a mark is never touched.
 //!
-//! A table of its own (namespace `w`), written into the group's batch or, for
-//! a registration, at once behind a crash point. Depends on `table` and
-//! [`crate::crash`] only.
+//! Depends on `table`, `error` and [`crate::crash`].
 
 use std::path::{Path, PathBuf};
 

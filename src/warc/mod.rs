@@ -11,23 +11,12 @@
 //! (software, the crawl's settings). A fetch without a response writes nothing.
 //!
 //! # Revisits that replay
-//! WARC 1.1 (section "Profile: Server Not Modified") lets a
-//! `server-not-modified` revisit have no block (`Content-Length: 0`), or a
-//! block read like a response record's. Its informative example holds the
-//! 304's head, but replay tools take a revisit's own HTTP head as the answer
-//! to replay: pywb (`ResolvingLoader.load_headers_and_payload`) replays a
-//! revisit whose head has a 3xx status as a redirect with an empty body, so
-//! the newest capture of an unchanged page would show nothing. Heritrix
-//! (`WARCWriterProcessor.writeRevisit`) truncates every revisit but an
-//! identical-payload-digest one to length 0 and keeps the 304's validators
-//! as `WARC-Etag` and `WARC-Last-Modified` fields (`ServerNotModifiedRevisit`);
-//! warcprox writes only identical-payload-digest revisits, with the
-//! response head. legcrawl does as Heritrix: no block (so no `Content-Type`
-//! and no payload digest), the 304's `ETag` and `Last-Modified` as those
-//! fields, and the refers-to fields, with which pywb finds the original
-//! (closest non-revisit capture of the URL) and replays its head and body.
-//! The identical-payload-digest revisit keeps its 200 head (as warcprox and
-//! Heritrix do), which replays with the original's body.
+//! A `server-not-modified` revisit has no block (so no `Content-Type` and no
+//! payload digest), with the 304's `ETag` and `Last-Modified` as `WARC-Etag`
+//! and `WARC-Last-Modified`, as Heritrix writes it: pywb would replay a 304
+//! head as an empty redirect, and with no head it replays the original found
+//! through the refers-to fields. The identical-payload-digest revisit keeps
+//! its 200 head. Why, with the tools' sources: `docs/guide.md`, *Replay*.
 //!
 //! # Layout
 //! - `record`: building records — fields, digests, one gzip member each.
@@ -51,9 +40,11 @@
 //! the group sealed after the fetch (embedded), or with the next completion
 //! (shared), so they are exact too.
 //!
-//! Depends on [`crate::fetch::Exchange`], [`crate::store`] (its crash points
-//! and errors), [`crate::dirlock`] and [`crate::clock`]; knows nothing of
-//! legs, the engine or where the marks are kept.
+//! Depends on [`crate::fetch::Exchange`], [`crate::config`] (the `warcinfo`
+//! settings), [`crate::store`] (its error type), [`crate::canon`] (credentials
+//! stripped from seeds), [`crate::crash`], [`crate::dirlock`], [`crate::fsync`]
+//! and [`crate::clock`]; knows nothing of legs, the engine or where the marks
+//! are kept.
 
 mod record;
 mod writer;

@@ -7,12 +7,12 @@
 //! length) is written here around flate2's raw deflate, so that one
 //! compressor per thread is reset and reused: a fresh compressor per record
 //! (as `GzEncoder` makes) zeroes and frees its large tables every time, which
-//! cost more than the compression itself.
+//! costs more than the compression itself.
 //! Digests are SHA-1 in base32 (`sha1:` + RFC 4648), over the whole block
 //! (`WARC-Block-Digest`) and over the HTTP body as received
 //! (`WARC-Payload-Digest`). Record ids are random (v4) `urn:uuid:`s. Pure: no
-//! I/O beyond memory. Depends on [`crate::fetch::Exchange`] and
-//! [`crate::clock`].
+//! I/O beyond memory. Depends on [`crate::fetch::Exchange`] (in a
+//! [`super::Capture`]) and [`crate::clock`].
 
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -23,7 +23,7 @@
 //!
 //! Every write and sync has a crash point (`warc.create`, `warc.append`,
 //! `warc.sync`, `warc.truncate`). Depends on `record`, [`crate::crash`],
-//! [`crate::dirlock`] and [`crate::clock`].
+//! [`crate::dirlock`] and [`crate::fsync`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
