@@ -67,4 +67,5 @@ pub mod serve;
 pub mod shared;
 pub mod status;
 pub mod store;
+pub mod view;
 pub mod warc;
