@@ -3,9 +3,9 @@
 //!
 //! The report is built from the run's row in the crawl's view
 //! ([`legcrawl::view::RunRow`], what `dump runs` prints), for a state directory
-//! and a shared crawl alike: the same fields in both, `data` the state
-//! directory (`null` for a shared crawl), which adds `shared` (the Redis URL,
-//! its password redacted), `name` and `worker`. A shared crawl's `run`
+//! and a shared crawl alike: the same fields in both, but for what each mode
+//! adds: `data` (the state directory), or `shared` (the Redis URL, its
+//! password redacted), `name` and `worker`. A shared crawl's `run`
 //! numbers its workers' runs, and its `counters` and `totals` are this
 //! worker's. The file is written after the run ended (drained, limit, idle,
 //! interrupted by the first Ctrl-C, or failed once its run was recorded),
@@ -56,7 +56,8 @@ impl Totals {
 struct Stats<'a> {
     run: u64,
     outcome: &'a str,
-    /// The state directory; `None` for a shared crawl.
+    /// The state directory (a shared crawl has none: it adds `shared`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     data: Option<String>,
     started_at: u64,
     ended_at: Option<u64>,
