@@ -33,6 +33,10 @@ use crate::status::{STALE_AFTER_SECS, process_alive};
 /// looked at on every request: it is cheap).
 pub const REDIS_EVERY: Duration = Duration::from_secs(2);
 
+/// How long one read of a shared crawl may take before the answer is
+/// "unreadable" (Redis away: its calls retry until it answers).
+pub const REDIS_LIMIT: Duration = Duration::from_secs(5);
+
 /// How the crawl behind the snapshot stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -86,7 +90,20 @@ impl CrawlView {
         let read = match self {
             CrawlView::State(state) => Ok(published(state.dir(), memory)),
             CrawlView::Published(dir) => Ok(published(dir, memory)),
-            CrawlView::Shared(shared) => from_redis(shared, memory).await,
+            CrawlView::Shared(shared) => {
+                match tokio::time::timeout(REDIS_LIMIT, from_redis(shared, memory)).await {
+                    Ok(read) => read,
+                    Err(_) => Ok(Watched {
+                        phase: Phase::Unreadable,
+                        message: format!(
+                            "Redis at {} did not answer within {} s",
+                            shared.target().shown(),
+                            REDIS_LIMIT.as_secs()
+                        ),
+                        snapshot: None,
+                    }),
+                }
+            }
         };
         read.unwrap_or_else(|error| Watched {
             phase: Phase::Unreadable,
