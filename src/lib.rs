@@ -63,4 +63,5 @@ pub mod shared;
 pub mod shared_target;
 pub mod status;
 pub mod store;
+pub mod view;
 pub mod warc;

@@ -3,18 +3,15 @@
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use anyhow::Context;
 use legcrawl::clock::rfc3339_secs;
-use legcrawl::fingerprint::Fingerprint;
-use legcrawl::status;
-use legcrawl::store::records::{RunRecord, unix_now};
-use legcrawl::store::{Blocked, OpenOptions, PageRecord, SeenAnswer, State, StoreError, Summary};
+use legcrawl::store::Blocked;
+use legcrawl::store::records::unix_now;
+use legcrawl::view::rows::SummaryMore;
+use legcrawl::view::{CrawlView, RunRow, SeenAnswer, Summary, ViewError};
 
 use super::dump_view::{View, check_seen_url, print_page_rows, print_queued, say_empty_frontier};
-use super::export;
-use super::stats::{RunColumns, RunRow};
 use super::stderr::say;
-use super::{StateArgs, finish};
+use super::{BadInput, StateArgs, finish};
 
 /// Arguments of `dump`. Its options are global: accepted before or after the view.
 #[derive(Debug, clap::Args)]
@@ -48,9 +45,14 @@ pub struct DumpArgs {
     view: Option<View>,
 }
 
+/// Runs `dump`: opens the crawl's view (a state directory, or with
+/// `--shared` a crawl in Redis) and prints the view asked for.
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let view = args.view.clone().unwrap_or(View::Summary);
-    if args.shared.is_some() || args.name.is_some() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let crawl = if args.shared.is_some() || args.name.is_some() {
         let target = super::crawl::shared_target(
             args.shared.clone(),
             args.name.clone(),
@@ -60,67 +62,80 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
                 key: args.shared_key.as_deref(),
             },
         )?;
-        return super::dump_shared::run(&target, view, args.limit, args.json);
-    }
-    let dir = &args.state.dir()?;
-    let state = match State::open(dir, &OpenOptions::default()) {
-        Ok(state) => state,
-        Err(StoreError::Busy { .. }) if matches!(view, View::Summary) => {
-            return live_summary(dir, args.json);
-        }
-        Err(error) => return Err(error.into()),
-    };
-    let mut out = BufWriter::new(io::stdout().lock());
-    let written = match view {
-        View::Summary => print_summary(&mut out, &state.summary()?, args.json, None),
-        View::Frontier => print_frontier(&mut out, &state, args.limit.unwrap_or(20), args.json),
-        View::Items(items) => export::print_items(&mut out, &state, &items, args.limit, args.json),
-        View::Seen { url } => print_seen(&mut out, &state, &url, args.json),
-        View::Pages { due } => print_pages(&mut out, &state, due, args.limit, args.json),
-        View::Runs => print_runs(&mut out, &state.runs()?, args.limit, args.json),
-        View::Job(job) => super::dump_job::print_job(&mut out, &state, &job, args.json),
-        View::Blocked => print_blocked(&mut out, &state.blocked()?, args.json),
-    };
-    finish(written.and_then(|()| out.flush().map_err(Into::into)))
-}
-
-fn live_summary(dir: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
-    let live = status::read_live(dir).ok_or_else(|| StoreError::Busy {
-        path: dir.to_owned(),
-    })?;
-    let mut out = io::stdout().lock();
-    let note = format!(
-        "live: run {} (pid {}), {} this run, status written {}",
-        live.run,
-        live.pid,
-        super::counted(live.run_pages, "page", "pages"),
-        rfc3339_secs(live.updated_at)
-    );
-    if json {
-        let mut value = serde_json::to_value(&live.summary)?;
-        if let Some(map) = value.as_object_mut() {
-            map.insert("live".into(), serde_json::to_value(&live)?);
-        }
-        finish(writeln!(out, "{value}").map_err(Into::into))
+        runtime
+            .block_on(CrawlView::open_shared(&target))
+            .map_err(lift)?
     } else {
-        finish(print_summary(&mut out, &live.summary, false, Some(&note)))
+        // While a crawl holds the state, the summary it publishes answers.
+        let published = matches!(view, View::Summary);
+        CrawlView::open_dir(&args.state.dir()?, published).map_err(lift)?
+    };
+    runtime.block_on(async {
+        let mut out = BufWriter::new(io::stdout().lock());
+        let written = print_view(&mut out, &crawl, view, args.limit, args.json).await;
+        finish(written.and_then(|()| out.flush().map_err(Into::into)))
+    })
+}
+
+/// Prints `view` of `crawl`.
+async fn print_view(
+    out: &mut impl Write,
+    crawl: &CrawlView,
+    view: View,
+    limit: Option<usize>,
+    json: bool,
+) -> anyhow::Result<()> {
+    match view {
+        View::Summary => print_summary(out, &crawl.summary().await.map_err(lift)?, json),
+        View::Frontier => print_frontier(out, crawl, limit.unwrap_or(20), json).await,
+        View::Items(items) => super::export::print_items(out, crawl, &items, limit, json).await,
+        View::Seen { url } => {
+            check_seen_url(&url)?;
+            print_seen(out, &crawl.seen(&url).await.map_err(lift)?, json)
+        }
+        View::Pages { due } => {
+            let pages = crawl.pages(due, limit.unwrap_or(usize::MAX)).await;
+            print_page_rows(out, pages.map_err(lift)?, json)
+        }
+        View::Runs => print_runs(out, &crawl.runs().await.map_err(lift)?, limit, json),
+        View::Job(job) => super::dump_job::print_job(out, crawl, &job, json).await,
+        View::Blocked => print_blocked(out, &crawl.blocked().map_err(lift)?, json),
     }
 }
 
-pub(super) fn print_summary(
-    out: &mut impl Write,
-    s: &Summary,
-    json: bool,
-    note: Option<&str>,
-) -> anyhow::Result<()> {
+/// A view's error as the exit code wants it: a question without an answer
+/// is bad input (2); a store error keeps its type (its own code).
+pub(super) fn lift(error: ViewError) -> anyhow::Error {
+    match error {
+        ViewError::NoAnswer(message) => BadInput(message).into(),
+        ViewError::Store(error) => error.into(),
+        error => error.into(),
+    }
+}
+
+/// The summary as a table of names and values (the rows both modes have,
+/// then each mode's own), or one JSON object.
+fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> anyhow::Result<()> {
     if json {
         writeln!(out, "{}", serde_json::to_string(s)?)?;
         return Ok(());
     }
-    if let Some(note) = note {
-        writeln!(out, "{note}")?;
+    if let SummaryMore::State(more) = &s.more
+        && let Some(live) = &more.live
+    {
+        writeln!(
+            out,
+            "live: run {} (pid {}), {} this run, status written {}",
+            live.run,
+            live.pid,
+            super::counted(live.run_pages, "page", "pages"),
+            rfc3339_secs(live.updated_at)
+        )?;
     }
-    let rows: [(&str, String); 16] = [
+    if let SummaryMore::Shared(more) = &s.more {
+        writeln!(out, "{:<30} {}", "shared crawl", more.name)?;
+    }
+    let rows: [(&str, String); 11] = [
         ("frontier", s.frontier.to_string()),
         ("in flight", s.in_flight.to_string()),
         ("seen", s.seen.to_string()),
@@ -136,18 +151,31 @@ pub(super) fn print_summary(
                 .map_or_else(|| "none yet".into(), |v| format!("version {v} (dump job)")),
         ),
         ("dedup", s.dedup.clone()),
+    ];
+    for (name, value) in rows {
+        writeln!(out, "{name:<30} {value}")?;
+    }
+    match &s.more {
+        SummaryMore::State(more) => print_state_rows(out, more),
+        SummaryMore::Shared(more) => print_shared_rows(out, more),
+    }
+}
+
+/// The rows only a state directory has: its Bloom filter, disk use and
+/// unreachable hosts.
+fn print_state_rows(
+    out: &mut impl Write,
+    s: &legcrawl::view::rows::StateSummary,
+) -> anyhow::Result<()> {
+    let sized = if s.bloom_sized {
+        " (sized to the crawl)"
+    } else {
+        ""
+    };
+    let rows: [(&str, String); 5] = [
         (
             "bloom",
-            format!(
-                "2^{} bits, {} hashes{}",
-                s.bloom_bits,
-                s.bloom_hashes,
-                if s.bloom_sized {
-                    " (sized to the crawl)"
-                } else {
-                    ""
-                }
-            ),
+            format!("2^{} bits, {} hashes{sized}", s.bloom_bits, s.bloom_hashes),
         ),
         (
             "bloom fill",
@@ -177,7 +205,7 @@ pub(super) fn print_summary(
     }
     for host in &s.unreachable {
         let parked = match host.parked_until {
-            Some(until) if host.parked_at(legcrawl::store::records::unix_now()) => {
+            Some(until) if host.parked_at(unix_now()) => {
                 format!(", parked until {}", rfc3339_secs(until))
             }
             Some(_) => ", tried again by the next crawl".to_owned(),
@@ -202,39 +230,51 @@ pub(super) fn print_summary(
     Ok(())
 }
 
-fn print_frontier(
+/// The rows only a shared crawl has: page records, parked hosts, workers.
+fn print_shared_rows(
     out: &mut impl Write,
-    state: &State,
+    s: &legcrawl::view::rows::SharedMore,
+) -> anyhow::Result<()> {
+    writeln!(out, "{:<30} {}", "page records", s.page_records)?;
+    writeln!(out, "{:<30} {}", "parked hosts", s.parked_hosts)?;
+    writeln!(out, "{:<30} {}", "workers", s.workers.len())?;
+    for w in &s.workers {
+        let seen = w.last_seen_ms.map_or_else(
+            || "never renewed".to_owned(),
+            |ms| format!("renewed {:.1} s ago", ms as f64 / 1000.0),
+        );
+        writeln!(out, "  {:<28} {} leases, {seen}", w.id, w.leases)?;
+    }
+    Ok(())
+}
+
+async fn print_frontier(
+    out: &mut impl Write,
+    crawl: &CrawlView,
     limit: usize,
     json: bool,
 ) -> anyhow::Result<()> {
-    let head = state.frontier_head(limit)?;
-    let queued = state.frontier_len();
-    if (head.len() as u64) < queued {
-        say!(
-            "showing the first {} of {queued} queued requests (--limit N for more)",
-            head.len()
-        );
+    let head = crawl.frontier_head(limit).await.map_err(lift)?;
+    if head.len() >= limit {
+        let queued = crawl.summary().await.map_err(lift)?.frontier;
+        if (head.len() as u64) < queued {
+            say!(
+                "showing the first {} of {queued} queued requests (--limit N for more)",
+                head.len()
+            );
+        }
     }
     if head.is_empty() {
         say_empty_frontier();
     }
     for entry in head {
         let line = json.then(|| serde_json::to_string(&entry)).transpose()?;
-        print_queued(out, line, entry.seq, &entry.request)?;
+        print_queued(out, line, entry.place, &entry.request)?;
     }
     Ok(())
 }
 
-fn print_seen(out: &mut impl Write, state: &State, url: &str, json: bool) -> anyhow::Result<()> {
-    check_seen_url(url)?;
-    let answer = state
-        .seen_answer(url, &[])
-        .with_context(|| format!("looking up {url}"))?;
-    print_seen_answer(out, &answer, json)
-}
-
-fn print_seen_answer(out: &mut impl Write, answer: &SeenAnswer, json: bool) -> anyhow::Result<()> {
+fn print_seen(out: &mut impl Write, answer: &SeenAnswer, json: bool) -> anyhow::Result<()> {
     if json {
         writeln!(out, "{}", serde_json::to_string(&answer)?)?;
         return Ok(());
@@ -247,72 +287,36 @@ fn print_seen_answer(out: &mut impl Write, answer: &SeenAnswer, json: bool) -> a
     writeln!(out, "url          {}", answer.url)?;
     writeln!(out, "canonical    {}", answer.canonical)?;
     writeln!(out, "fingerprint  {}", answer.fingerprint)?;
-    writeln!(
-        out,
-        "bloom        {}",
-        if answer.bloom {
-            "maybe seen"
-        } else {
-            "not seen"
-        }
-    )?;
+    if let Some(bloom) = answer.bloom {
+        let said = if bloom { "maybe seen" } else { "not seen" };
+        writeln!(out, "bloom        {said}")?;
+    }
     writeln!(out, "exact        {exact}")?;
+    if let Some(page) = &answer.page {
+        writeln!(
+            out,
+            "page         status {}, {} fetches, version {}",
+            page.status, page.fetches, page.version
+        )?;
+    }
     Ok(())
 }
 
-/// The page records to show: all (fingerprint order), or with `due` the seeds'
-/// and those due now (soonest first).
-fn collect_pages(
-    state: &State,
-    due: bool,
-    limit: usize,
-) -> anyhow::Result<Vec<(Fingerprint, PageRecord)>> {
-    let mut pages = Vec::new();
-    if !due {
-        state.for_each_page(|fp, record| {
-            pages.push((fp, record.clone()));
-            pages.len() < limit
-        })?;
-        return Ok(pages);
-    }
-    let seeds = state.seed_fingerprints(&[])?;
-    for &fp in &seeds {
-        if let Some(record) = state.page(&fp)? {
-            pages.push((fp, record));
-        }
-    }
-    state.for_each_due(unix_now(), |fp, record| {
-        if !seeds.contains(&fp) && !record.gone {
-            pages.push((fp, record));
-        }
-        pages.len() < limit
-    })?;
-    pages.truncate(limit);
-    Ok(pages)
-}
-
-fn print_pages(
-    out: &mut impl Write,
-    state: &State,
-    due: bool,
-    limit: Option<usize>,
-    json: bool,
-) -> anyhow::Result<()> {
-    let pages = collect_pages(state, due, limit.unwrap_or(usize::MAX))?;
-    print_page_rows(out, pages, json)
-}
-
+/// One row per run, the last `limit`: a table, or one JSON object each.
 fn print_runs(
     out: &mut impl Write,
-    runs: &[RunRecord],
+    runs: &[RunRow],
     limit: Option<usize>,
     json: bool,
 ) -> anyhow::Result<()> {
     let skip = limit.map_or(0, |l| runs.len().saturating_sub(l));
+    if runs.is_empty() {
+        say!("no run recorded yet");
+    }
     if !json {
         writeln!(
             out,
-            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}",
+            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}  by",
             "run",
             "job",
             "started",
@@ -333,19 +337,18 @@ fn print_runs(
     }
     for run in &runs[skip..] {
         if json {
-            writeln!(out, "{}", serde_json::to_string(&RunRow::of(run))?)?;
+            writeln!(out, "{}", serde_json::to_string(run)?)?;
             continue;
         }
-        let c = RunColumns::of(run);
-        let ended = run.ended_at.map(rfc3339_secs).unwrap_or_else(|| "-".into());
+        let c = &run.columns;
         writeln!(
             out,
-            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}",
+            "{:>4}  {:>3}  {:<20}  {:<20}  {:<11}  {:>7}  {:>7}  {:>7}  {:>9}  {:>5}  {:>6}  {:>7}  {:>7}  {:>7}  {:>8}  {:>9}  {}",
             run.id,
             run.job.map_or_else(|| "-".to_owned(), |v| v.to_string()),
-            rfc3339_secs(run.started_at),
-            ended,
-            run.outcome.as_str(),
+            run.started,
+            run.ended.as_deref().unwrap_or("-"),
+            run.outcome,
             c.totals.pages,
             c.totals.new,
             c.totals.changed,
@@ -356,7 +359,8 @@ fn print_runs(
             c.fetched,
             c.items,
             c.filtered,
-            c.bytes
+            c.bytes,
+            run.by()
         )?;
     }
     Ok(())

@@ -5,11 +5,7 @@
 use std::io::Write;
 
 use legcrawl::clock::rfc3339_secs;
-use legcrawl::store::State;
-use legcrawl::store::records::JobRecord;
-
-use super::BadInput;
-use super::export::RunRef;
+use legcrawl::view::{CrawlView, RunRef};
 
 /// Arguments of `dump job`.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,56 +17,30 @@ pub struct JobArgs {
 }
 
 /// Prints the job `args` asks for: its text after a comment line naming the
-/// version, or with `--json` one object (`version`, `created_at`,
-/// `first_run`, `text`).
-pub fn print_job(
+/// version, or with `--json` one object (`version`, `created_at`, `text`,
+/// and `first_run` for a state directory, `worker` for a shared crawl).
+pub async fn print_job(
     out: &mut impl Write,
-    state: &State,
+    crawl: &CrawlView,
     args: &JobArgs,
     json: bool,
 ) -> anyhow::Result<()> {
-    let record = pick(state, args.run)?;
+    let job = crawl.job(args.run).await.map_err(super::dump::lift)?;
     if json {
-        writeln!(out, "{}", serde_json::to_string(&record)?)?;
-    } else {
-        writeln!(
-            out,
-            "# legcrawl job version {} of {}, stored {} with run {}",
-            record.version,
-            state.dir().display(),
-            rfc3339_secs(record.created_at),
-            record.first_run
-        )?;
-        out.write_all(record.text.as_bytes())?;
+        writeln!(out, "{}", serde_json::to_string(&job)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "# legcrawl job version {} of {}, stored {}{}",
+        job.version,
+        crawl.place(),
+        rfc3339_secs(job.created_at),
+        job.note
+    )?;
+    out.write_all(job.text.as_bytes())?;
+    if !job.text.ends_with('\n') {
+        writeln!(out)?;
     }
     Ok(())
-}
-
-/// The job version `run` names (the newest without one), or one line saying
-/// why there is none.
-fn pick(state: &State, run: Option<RunRef>) -> anyhow::Result<JobRecord> {
-    let dir = state.dir().display();
-    let Some(run) = run else {
-        return state.latest_job()?.ok_or_else(|| {
-            BadInput(format!(
-                "{dir}: no job stored yet (a crawl stores one when it begins)"
-            ))
-            .into()
-        });
-    };
-    let runs = state.runs()?;
-    let record = &runs[super::export::run_index(state, &runs, run)?];
-    let Some(version) = record.job else {
-        return Err(BadInput(format!(
-            "{dir}: run {} was recorded before jobs were stored",
-            record.id
-        ))
-        .into());
-    };
-    state.job(version)?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "{dir}: run {} names job version {version}, which is not stored",
-            record.id
-        )
-    })
 }

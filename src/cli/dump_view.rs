@@ -1,6 +1,5 @@
-//! What `dump` prints the same way for a state directory and for a shared
-//! crawl: the views, queued requests, page rows and the URL check of `dump
-//! seen`. `dump` and `dump_shared` both use it; it uses neither.
+//! The views `dump` offers, and the shapes it prints that more than one view
+//! uses: queued requests, page rows and the URL check of `dump seen`.
 
 use std::io::Write;
 
@@ -46,18 +45,19 @@ pub(super) fn say_empty_frontier() {
     say!("the frontier is empty: no request is queued");
 }
 
-/// One queued request: `json` when given, else a line of the table.
+/// One queued request: `json` when given, else a line of the table (its
+/// place in its host's queue first).
 pub(super) fn print_queued(
     out: &mut impl Write,
     json: Option<String>,
-    seq: u64,
+    place: u64,
     r: &legcrawl::request::Request,
 ) -> anyhow::Result<()> {
     match json {
         Some(json) => writeln!(out, "{json}")?,
         None => writeln!(
             out,
-            "{seq:>8}  p={:<4} d={:<3} {}",
+            "{place:>8}  p={:<4} d={:<3} {}",
             r.priority, r.depth, r.url
         )?,
     }

@@ -1,12 +1,9 @@
 //! `legcrawl dump items`: which items (all, one run's, those stored after a run) and
 //! in what shape (JSON lines as stored, or CSV), optionally cut to chosen fields.
 //!
-//! Items carry sequence numbers that grow by one per stored item, and runs are
-//! sequential, so each run record notes the item count at its start
-//! ([`RunRecord::first_item`]): run N's items are those from its `first_item` to run
-//! N+1's. Runs recorded before that field existed cannot be selected (one-line error).
-//! `--run last` and `--since-run last` name the newest run record, so a nightly job
-//! need not track run numbers.
+//! Which items a run stored is the view's to say ([`CrawlView::for_each_item`]),
+//! for a state directory and a shared crawl alike. `--run last` and `--since-run
+//! last` name the newest run record, so a nightly job need not track run numbers.
 //!
 //! CSV follows RFC 4180: a header row of the field names, one row per item, CRLF line
 //! ends, a field quoted when it holds a comma, a quote, CR or LF, quotes doubled.
@@ -16,11 +13,9 @@
 //! back with the `csv` crate.
 
 use std::io::Write;
-use std::ops::Range;
 
 use anyhow::Context;
-use legcrawl::store::records::RunRecord;
-use legcrawl::store::{Each, State};
+use legcrawl::view::{CrawlView, ItemPick, RunRef, ViewError};
 use serde_json::{Map, Value};
 
 use super::BadInput;
@@ -53,35 +48,12 @@ pub struct ItemsArgs {
 }
 
 impl ItemsArgs {
-    /// Whether `--run` or `--since-run` was given.
-    pub fn selects_runs(&self) -> bool {
-        self.run.is_some() || self.since_run.is_some()
-    }
-
-    /// `--run` and `--since-run` (for `dump --shared`).
-    pub fn runs(&self) -> (Option<RunRef>, Option<RunRef>) {
-        (self.run, self.since_run)
-    }
-}
-
-/// A run as `--run` and `--since-run` name it: a number, or `last`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunRef {
-    /// Run N (run numbers start at 1; `--since-run 0` means before every run).
-    Number(u64),
-    /// The newest run record of the state.
-    Last,
-}
-
-impl RunRef {
-    /// Parses `N` or `last` (clap value parser).
-    pub fn parse(text: &str) -> Result<RunRef, String> {
-        match text.trim() {
-            "last" => Ok(RunRef::Last),
-            number => number
-                .parse()
-                .map(RunRef::Number)
-                .map_err(|_| format!("expected a run number or \"last\", got {text:?}")),
+    /// The items `--run` / `--since-run` select.
+    fn pick(&self) -> ItemPick {
+        match (self.run, self.since_run) {
+            (Some(run), _) => ItemPick::Run(run),
+            (None, Some(since)) => ItemPick::SinceRun(since),
+            (None, None) => ItemPick::All,
         }
     }
 }
@@ -97,9 +69,9 @@ pub enum Format {
 
 /// Prints the items `args` select, at most `limit` of them. `json` is `dump --json`:
 /// harmless with jsonl, a contradiction with csv.
-pub fn print_items(
+pub async fn print_items(
     out: &mut impl Write,
-    state: &State,
+    view: &CrawlView,
     args: &ItemsArgs,
     limit: Option<usize>,
     json: bool,
@@ -110,27 +82,34 @@ pub fn print_items(
         );
     }
     let fields = args.fields.as_deref().map(check_fields).transpose()?;
-    let range = item_range(state, args)?;
+    let pick = args.pick();
     let limit = limit.unwrap_or(usize::MAX);
     match (args.format, fields) {
-        (Format::Jsonl, None) => each_item(state, &range, limit, |_, text| {
-            writeln!(out, "{text}").map_err(Into::into)
-        }),
-        (Format::Jsonl, Some(fields)) => each_item(state, &range, limit, |seq, text| {
-            let item = parse(seq, text)?;
-            write_object(out, &item, fields)
-        }),
+        (Format::Jsonl, None) => {
+            each_item(view, pick, limit, |_, text| {
+                writeln!(out, "{text}").map_err(Into::into)
+            })
+            .await
+        }
+        (Format::Jsonl, Some(fields)) => {
+            each_item(view, pick, limit, |n, text| {
+                let item = parse(n, text)?;
+                write_object(out, &item, fields)
+            })
+            .await
+        }
         (Format::Csv, fields) => {
             let columns = match fields {
                 Some(fields) => fields.to_vec(),
-                None => csv_columns(state, &range, limit)?,
+                None => csv_columns(view, pick, limit).await?,
             };
             write_row(out, columns.iter().map(String::as_str))?;
-            each_item(state, &range, limit, |seq, text| {
-                let item = parse(seq, text)?;
+            each_item(view, pick, limit, |n, text| {
+                let item = parse(n, text)?;
                 let cells: Vec<String> = columns.iter().map(|c| cell(item.get(c))).collect();
                 write_row(out, cells.iter().map(String::as_str))
             })
+            .await
         }
     }
 }
@@ -153,99 +132,71 @@ fn check_fields(fields: &[String]) -> anyhow::Result<&[String]> {
     Ok(fields)
 }
 
-/// The item sequence numbers `--run` / `--since-run` select (all without either).
-fn item_range(state: &State, args: &ItemsArgs) -> anyhow::Result<Range<u64>> {
-    let end = state.items_len();
-    let (wanted, since) = match (args.run, args.since_run) {
-        (Some(run), _) => (run, false),
-        (None, Some(RunRef::Number(0))) | (None, None) => return Ok(0..end),
-        (None, Some(run)) => (run, true),
-    };
-    let runs = state.runs()?;
-    let at = run_index(state, &runs, wanted)?;
-    // Where the run after `wanted` started, or the end when `wanted` is the last.
-    let next_start = match runs.get(at + 1) {
-        Some(next) => first_item(next)?,
-        None => end,
-    };
-    if since {
-        return Ok(next_start..end);
-    }
-    Ok(first_item(&runs[at])?..next_start)
-}
-
-/// Where `wanted` is in `runs` (oldest first), or one line saying which runs there
-/// are.
-pub(super) fn run_index(
-    state: &State,
-    runs: &[RunRecord],
-    wanted: RunRef,
-) -> anyhow::Result<usize> {
-    let at = match wanted {
-        RunRef::Last => runs.len().checked_sub(1),
-        RunRef::Number(n) => runs.iter().position(|r| r.id == n),
-    };
-    at.ok_or_else(|| {
-        let dir = state.dir().display();
-        let message = match (wanted, runs.first(), runs.last()) {
-            (RunRef::Number(n), Some(first), Some(last)) => format!(
-                "no run {n} in {dir} (runs {} to {}; see legcrawl dump runs)",
-                first.id, last.id
-            ),
-            (RunRef::Number(n), _, _) => format!("no run {n} in {dir} (no runs yet)"),
-            (RunRef::Last, _, _) => format!("no runs yet in {dir}, so no last run"),
-        };
-        BadInput(message).into()
-    })
-}
-
-/// Where `run`'s items start; a one-line error for runs recorded without it.
-fn first_item(run: &RunRecord) -> anyhow::Result<u64> {
-    run.first_item.ok_or_else(|| {
-        BadInput(format!(
-            "run {} was recorded by an older legcrawl that did not note where its items start; \
-             --run and --since-run work for the runs recorded since",
-            run.id
-        ))
-        .into()
-    })
-}
-
-/// Calls `each` for the durable items in `range`, at most `limit`, stopping at the
-/// first error.
-fn each_item(
-    state: &State,
-    range: &Range<u64>,
+/// Calls `each` with the number (from 1, for messages) and the JSON text of
+/// the items `pick` selects, at most `limit`, stopping at the first error.
+async fn each_item(
+    view: &CrawlView,
+    pick: ItemPick,
     limit: usize,
     mut each: impl FnMut(u64, &str) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let mut left = limit;
-    state.deliver(&mut Each::new(range.start, |seq, text| {
-        if seq >= range.end || left == 0 {
+    let mut n = 0;
+    let read = view.for_each_item(pick, |text| {
+        if n as usize >= limit {
             return Ok(false);
         }
-        left -= 1;
-        each(seq, text).map(|()| true)
-    }))
+        n += 1;
+        each(n, text).map(|()| true).map_err(Failed::Writing)
+    });
+    match read.await {
+        Ok(()) => Ok(()),
+        Err(Failed::Reading(error)) => Err(super::dump::lift(error)),
+        Err(Failed::Writing(error)) => Err(error),
+    }
+}
+
+/// Why [`each_item`] stopped: the view could not be read (its error keeps
+/// its exit code), or an item could not be written.
+enum Failed {
+    Reading(ViewError),
+    Writing(anyhow::Error),
+}
+
+impl From<ViewError> for Failed {
+    fn from(error: ViewError) -> Failed {
+        Failed::Reading(error)
+    }
+}
+
+impl From<legcrawl::store::StoreError> for Failed {
+    fn from(error: legcrawl::store::StoreError) -> Failed {
+        Failed::Reading(error.into())
+    }
 }
 
 /// A stored item as an object; an item that is not one is a corrupt record.
-fn parse(seq: u64, text: &str) -> anyhow::Result<Map<String, Value>> {
-    serde_json::from_str(text).with_context(|| format!("item {seq} is not a JSON object"))
+fn parse(n: u64, text: &str) -> anyhow::Result<Map<String, Value>> {
+    serde_json::from_str(text)
+        .with_context(|| format!("item {n} of the selection is not a JSON object"))
 }
 
 /// The default CSV columns: [`CSV_LEADING_FIELDS`], then the other fields of the
 /// selected items, alphabetically (one pass over them before the rows).
-fn csv_columns(state: &State, range: &Range<u64>, limit: usize) -> anyhow::Result<Vec<String>> {
+async fn csv_columns(
+    view: &CrawlView,
+    pick: ItemPick,
+    limit: usize,
+) -> anyhow::Result<Vec<String>> {
     let mut others = std::collections::BTreeSet::new();
-    each_item(state, range, limit, |seq, text| {
-        for key in parse(seq, text)?.keys() {
+    each_item(view, pick, limit, |n, text| {
+        for key in parse(n, text)?.keys() {
             if !CSV_LEADING_FIELDS.contains(&key.as_str()) {
                 others.insert(key.clone());
             }
         }
         Ok(())
-    })?;
+    })
+    .await?;
     let leading = CSV_LEADING_FIELDS.iter().map(|&f| f.to_owned());
     Ok(leading.chain(others).collect())
 }
@@ -346,19 +297,6 @@ mod tests {
         assert_eq!(field("two\nlines"), "\"two\nlines\"");
         assert_eq!(field("cr\r"), "\"cr\r\"");
         assert_eq!(field(""), "");
-    }
-
-    #[test]
-    fn runs_are_numbers_or_last() {
-        assert_eq!(RunRef::parse("last"), Ok(RunRef::Last));
-        assert_eq!(RunRef::parse("0"), Ok(RunRef::Number(0)));
-        assert_eq!(RunRef::parse("42"), Ok(RunRef::Number(42)));
-        for bad in ["", "-1", "Last", "latest", "1.5", "2 runs"] {
-            assert_eq!(
-                RunRef::parse(bad),
-                Err(format!("expected a run number or \"last\", got {bad:?}"))
-            );
-        }
     }
 
     #[test]

@@ -15,7 +15,6 @@ mod access;
 mod crawl;
 mod dump;
 mod dump_job;
-mod dump_shared;
 mod dump_view;
 mod export;
 mod fetch;
@@ -25,7 +24,10 @@ mod reset;
 mod seeds;
 mod serve;
 mod stats;
-mod stats_shared;
+/// The name `crawl --shared` calls [`stats::write_shared`] by.
+mod stats_shared {
+    pub(super) use super::stats::write_shared as write;
+}
 pub mod stderr;
 
 use std::io::IsTerminal;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use legcrawl::serve::App;
+use legcrawl::view::CrawlView;
 
 use super::stderr::say;
 use super::{BadInput, DataArg};
@@ -87,18 +88,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr().unwrap_or(addr);
-        let app = match &target {
-            None => Arc::new(App::new(&dir, token)),
-            Some(target) => {
-                let shared = legcrawl::shared::Shared::connect(target, 1).await?;
-                let shown = format!("{} {}", target.shown(), target.name);
-                let source =
-                    legcrawl::serve::source::Source::fed(legcrawl::serve::shared::waiting());
-                let app = Arc::new(App::fed(source, shown, token));
-                tokio::spawn(legcrawl::serve::shared::poll(shared, Arc::clone(&app)));
-                app
-            }
+        // A shared crawl is checked on each read, so that serve may start
+        // before its first worker.
+        let (view, shown) = match &target {
+            None => (CrawlView::Published(dir.clone()), dir.display().to_string()),
+            Some(target) => (
+                CrawlView::of_shared(legcrawl::shared::Shared::connect(target, 1).await?),
+                format!("{} {}", target.shown(), target.name),
+            ),
         };
+        let app = Arc::new(App::of(view, shown, token));
         let shown = match &target {
             None => dir.display().to_string(),
             Some(target) => format!("the shared crawl {:?} at {}", target.name, target.shown()),

@@ -1,79 +1,28 @@
-//! Machine-readable run reports: the rows of `dump runs --json` and the end-of-run
-//! report of `crawl --stats FILE.json` (Scrapy's stats dump).
+//! The end-of-run report of `crawl --stats FILE.json` (Scrapy's stats dump), and
+//! the checks of the files and directories a crawl will write.
 //!
-//! Both are built from the run record the crawl wrote, so they agree with `dump
-//! runs`. The stats file is written after the run ended (drained, limit, idle,
-//! interrupted by the first Ctrl-C, or failed once its run began), replacing the file
-//! atomically (a temporary file beside it, then a rename). A second Ctrl-C quits at
-//! once and writes no report.
+//! The report is built from the run's row in the crawl's view
+//! ([`legcrawl::view::RunRow`], what `dump runs` prints), for a state directory
+//! and a shared crawl alike: the same fields in both, but for what each mode
+//! adds: `data` (the state directory), or `shared` (the Redis URL, its
+//! password redacted), `name` and `worker`. A shared crawl's `run`
+//! numbers its workers' runs, and its `counters` and `totals` are this
+//! worker's. The file is written after the run ended (drained, limit, idle,
+//! interrupted by the first Ctrl-C, or failed once its run was recorded),
+//! replacing the file atomically (a temporary file beside it, then a rename);
+//! nothing is written when no run was recorded. A second Ctrl-C quits at once
+//! and writes no report.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Context;
-use legcrawl::clock::rfc3339_secs;
 use legcrawl::engine::{PageTotals, RunReport};
-use legcrawl::store::records::RunRecord;
-use legcrawl::store::{OpenOptions, State};
+use legcrawl::shared::SharedTarget;
+use legcrawl::view::rows::RunMore;
+use legcrawl::view::{CrawlView, RunRow};
 use serde::Serialize;
 
 use super::BadInput;
-
-/// The columns `dump runs` shows, from a run's counters: the pages by outcome
-/// (the same [`PageTotals`] the end-of-run line prints), and what else the run did.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct RunColumns {
-    /// The pages by outcome.
-    #[serde(flatten)]
-    pub totals: PageTotals,
-    /// Responses received (`pages/fetched`; a retried page counts each answer).
-    pub fetched: u64,
-    /// Items stored.
-    pub items: u64,
-    /// Requests dropped as duplicates.
-    pub filtered: u64,
-    /// Body bytes received.
-    pub bytes: u64,
-}
-
-impl RunColumns {
-    /// The columns of `run`.
-    pub fn of(run: &RunRecord) -> RunColumns {
-        let count = |name: &str| run.counters.get(name).copied().unwrap_or(0);
-        RunColumns {
-            totals: PageTotals::of(count),
-            fetched: count("pages/fetched"),
-            items: count("items/stored"),
-            filtered: count("dupefilter/filtered"),
-            bytes: count("fetch/bytes"),
-        }
-    }
-}
-
-/// One line of `dump runs --json`: the stored record (`id`, `started_at`, `ended_at`
-/// in Unix seconds, `outcome`, `pid`, `first_item`, `counters`), the same times as
-/// RFC 3339 text (`started`, `ended`), and the table's columns.
-#[derive(Debug, Serialize)]
-pub struct RunRow<'a> {
-    #[serde(flatten)]
-    record: &'a RunRecord,
-    started: String,
-    ended: Option<String>,
-    #[serde(flatten)]
-    columns: RunColumns,
-}
-
-impl<'a> RunRow<'a> {
-    /// The row of `run`.
-    pub fn of(run: &'a RunRecord) -> RunRow<'a> {
-        RunRow {
-            record: run,
-            started: rfc3339_secs(run.started_at),
-            ended: run.ended_at.map(rfc3339_secs),
-            columns: RunColumns::of(run),
-        }
-    }
-}
 
 /// The totals the end-of-run line prints.
 #[derive(Debug, Serialize)]
@@ -106,17 +55,30 @@ impl Totals {
 #[derive(Debug, Serialize)]
 struct Stats<'a> {
     run: u64,
-    outcome: &'static str,
-    data: String,
+    outcome: &'a str,
+    /// The state directory (a shared crawl has none: it adds `shared`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<String>,
     started_at: u64,
     ended_at: Option<u64>,
-    started: String,
-    ended: Option<String>,
+    started: &'a str,
+    ended: Option<&'a str>,
     elapsed_seconds: f64,
     /// `None` when the run failed (the end-of-run line is not printed then).
     totals: Option<Totals>,
     error: Option<String>,
     counters: &'a BTreeMap<String, u64>,
+    /// A shared crawl's server, name and worker.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    shared: Option<SharedFields>,
+}
+
+/// What a shared crawl's report adds.
+#[derive(Debug, Serialize)]
+struct SharedFields {
+    shared: String,
+    name: String,
+    worker: String,
 }
 
 /// Refuses a file path (of `flag`: `--stats`, `--output`) whose directory does
@@ -204,42 +166,98 @@ pub fn write(
     data: &Path,
     report: Result<&RunReport, &anyhow::Error>,
 ) -> anyhow::Result<bool> {
-    let state = match State::open(data, &OpenOptions::default()) {
-        Ok(state) => state,
+    let crawl = match CrawlView::open_dir(data, false) {
+        Ok(crawl) => crawl,
         // A crawl that failed may have failed to open the state: no run began.
         Err(_) if report.is_err() => return Ok(false),
         Err(error) => {
-            return Err(error)
-                .with_context(|| format!("reading the run record in {}", data.display()));
+            return Err(super::dump::lift(error))
+                .map_err(|e| e.context(format!("reading the run record in {}", data.display())));
         }
     };
-    let runs = state.runs()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let runs = runtime.block_on(crawl.runs()).map_err(super::dump::lift)?;
+    let data = data.display().to_string();
+    write_report(
+        path,
+        &runs,
+        0,
+        report,
+        |_| (Some(data.clone()), None),
+        |text| text,
+    )
+}
+
+/// Writes the report of this process's run of the shared crawl at `target`:
+/// the one `report` describes, or after an error the newest run this process
+/// recorded since `since` (unix seconds). Returns false, writing nothing,
+/// when there is no such run.
+pub async fn write_shared(
+    path: &Path,
+    target: &SharedTarget,
+    since: u64,
+    report: Result<&RunReport, &anyhow::Error>,
+) -> anyhow::Result<bool> {
+    let shared = legcrawl::shared::Shared::inspect(target, 1).await?;
+    let runs = CrawlView::of_shared(shared)
+        .runs()
+        .await
+        .map_err(super::dump::lift)?;
+    let shared = |run: &RunRow| {
+        let worker = match &run.more {
+            RunMore::Shared { worker, .. } => worker.clone(),
+            RunMore::State { .. } => String::new(),
+        };
+        let fields = SharedFields {
+            shared: target.shown(),
+            name: target.name.clone(),
+            worker,
+        };
+        (None, Some(fields))
+    };
+    write_report(path, &runs, since, report, shared, |text| {
+        target.scrub(&text)
+    })
+}
+
+/// Writes the report of the run among `runs` that `report` names, or after
+/// an error the newest one of this process begun at `since` or later.
+fn write_report(
+    path: &Path,
+    runs: &[RunRow],
+    since: u64,
+    report: Result<&RunReport, &anyhow::Error>,
+    place: impl Fn(&RunRow) -> (Option<String>, Option<SharedFields>),
+    scrub: impl Fn(String) -> String,
+) -> anyhow::Result<bool> {
+    let ours = Some(std::process::id());
     let run = match report {
         Ok(report) => runs.iter().find(|r| r.id == report.run),
-        Err(_) => runs.last().filter(|r| r.pid == std::process::id()),
+        Err(_) => runs
+            .iter()
+            .rev()
+            .find(|r| r.pid == ours && r.started_at >= since),
     };
     let Some(run) = run else {
         return Ok(false);
     };
-    let elapsed = match report {
-        Ok(report) => report.elapsed.as_secs_f64(),
-        Err(_) => run
-            .ended_at
-            .unwrap_or(run.updated_at)
-            .saturating_sub(run.started_at) as f64,
-    };
+    let (data, shared) = place(run);
     let stats = Stats {
         run: run.id,
-        outcome: run.outcome.as_str(),
-        data: data.display().to_string(),
+        outcome: &run.outcome,
+        data,
         started_at: run.started_at,
         ended_at: run.ended_at,
-        started: rfc3339_secs(run.started_at),
-        ended: run.ended_at.map(rfc3339_secs),
-        elapsed_seconds: elapsed,
+        started: &run.started,
+        ended: run.ended.as_deref(),
+        elapsed_seconds: match report {
+            Ok(report) => report.elapsed.as_secs_f64(),
+            Err(_) => run.seconds(),
+        },
         totals: report.ok().map(Totals::of),
-        error: report.err().map(super::one_line),
+        error: report.err().map(|e| scrub(super::one_line(e))),
         counters: &run.counters,
+        shared,
     };
     replace_with_json(path, &stats)?;
     Ok(true)
@@ -247,7 +265,7 @@ pub fn write(
 
 /// Writes `value` as pretty JSON to `path`, replacing it atomically (a
 /// temporary file beside it, then a rename).
-pub(super) fn replace_with_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+fn replace_with_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     let mut temporary = path.as_os_str().to_owned();

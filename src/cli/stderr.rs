@@ -74,7 +74,6 @@ mod tests {
         ("cli/crawl/shared.rs", include_str!("crawl/shared.rs")),
         ("cli/dump.rs", include_str!("dump.rs")),
         ("cli/dump_job.rs", include_str!("dump_job.rs")),
-        ("cli/dump_shared.rs", include_str!("dump_shared.rs")),
         ("cli/dump_view.rs", include_str!("dump_view.rs")),
         ("cli/export.rs", include_str!("export.rs")),
         ("cli/fetch.rs", include_str!("fetch.rs")),
@@ -84,7 +83,6 @@ mod tests {
         ("cli/seeds.rs", include_str!("seeds.rs")),
         ("cli/serve.rs", include_str!("serve.rs")),
         ("cli/stats.rs", include_str!("stats.rs")),
-        ("cli/stats_shared.rs", include_str!("stats_shared.rs")),
     ];
 
     #[test]

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::App;
-use super::source::{Phase, View};
 use crate::status::snapshot::Snapshot;
+use crate::view::watch::{Phase, Watched};
 
 /// The fields every answer starts with.
 #[derive(Serialize)]
@@ -25,7 +25,7 @@ struct Head<'a> {
     updated_at_ms: u64,
 }
 
-fn head(view: &View) -> Head<'_> {
+fn head(view: &Watched) -> Head<'_> {
     let s = view.snapshot.as_deref();
     Head {
         phase: view.phase,
@@ -36,7 +36,7 @@ fn head(view: &View) -> Head<'_> {
     }
 }
 
-fn with_head(view: &View, body: Value) -> Json<Value> {
+fn with_head(view: &Watched, body: Value) -> Json<Value> {
     let mut out = serde_json::to_value(head(view)).unwrap_or_else(|_| json!({}));
     if let (Some(out), Value::Object(body)) = (out.as_object_mut(), body) {
         out.extend(body);
@@ -46,7 +46,7 @@ fn with_head(view: &View, body: Value) -> Json<Value> {
 
 /// `GET /api/overview`: counts, errors by kind, and pages/s over the run.
 pub async fn overview(State(app): State<Arc<App>>) -> Json<Value> {
-    let view = app.source.view();
+    let view = app.source.view().await;
     let Some(s) = view.snapshot.as_deref() else {
         return with_head(&view, json!({}));
     };
@@ -87,7 +87,7 @@ fn rate_series(s: &Snapshot) -> Vec<(u64, f64)> {
 
 /// `GET /api/hosts`: the host table.
 pub async fn hosts(State(app): State<Arc<App>>) -> Json<Value> {
-    let view = app.source.view();
+    let view = app.source.view().await;
     let body = match view.snapshot.as_deref() {
         Some(s) => json!({ "hosts_total": s.hosts_total, "hosts": s.hosts }),
         None => json!({ "hosts_total": 0, "hosts": [] }),
@@ -97,7 +97,7 @@ pub async fn hosts(State(app): State<Arc<App>>) -> Json<Value> {
 
 /// `GET /api/runs`: the run history, oldest first.
 pub async fn runs(State(app): State<Arc<App>>) -> Json<Value> {
-    let view = app.source.view();
+    let view = app.source.view().await;
     let runs = view.snapshot.as_deref().map(|s| &s.runs[..]).unwrap_or(&[]);
     let body = json!({ "runs": runs });
     with_head(&view, body)
@@ -105,7 +105,7 @@ pub async fn runs(State(app): State<Arc<App>>) -> Json<Value> {
 
 /// `GET /api/frontier`: the head of the queue per host.
 pub async fn frontier(State(app): State<Arc<App>>) -> Json<Value> {
-    let view = app.source.view();
+    let view = app.source.view().await;
     let heads = view
         .snapshot
         .as_deref()
@@ -117,7 +117,7 @@ pub async fn frontier(State(app): State<Arc<App>>) -> Json<Value> {
 
 /// `GET /api/errors`: the recent errors, newest first.
 pub async fn errors(State(app): State<Arc<App>>) -> Json<Value> {
-    let view = app.source.view();
+    let view = app.source.view().await;
     let errors: Vec<_> = view
         .snapshot
         .as_deref()
@@ -138,7 +138,7 @@ pub struct ItemQuery {
 /// `GET /api/items?q=`: the latest items, newest first, those whose URL
 /// contains `q`.
 pub async fn items(State(app): State<Arc<App>>, Query(query): Query<ItemQuery>) -> Json<Value> {
-    let view = app.source.view();
+    let view = app.source.view().await;
     let needle = query.q.to_lowercase();
     let items: Vec<_> = view
         .snapshot

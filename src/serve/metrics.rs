@@ -14,7 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::source::{Phase, View};
+use crate::view::watch::{Phase, Watched};
 
 /// Hosts with per-host series at most (the busiest, by queued + in flight).
 pub const METRIC_HOSTS: usize = 50;
@@ -44,7 +44,7 @@ struct HostLabel {
 }
 
 /// The text of `/metrics` for `view`.
-pub fn render(view: &View) -> String {
+pub fn render(view: &Watched) -> String {
     let mut registry = Registry::default();
     let published = Gauge::<i64>::default();
     registry.register(
@@ -210,7 +210,7 @@ mod tests {
                 .collect(),
             ..Snapshot::default()
         };
-        let view = View {
+        let view = Watched {
             phase: Phase::Running,
             message: String::new(),
             snapshot: Some(Arc::new(snapshot)),

@@ -2,27 +2,24 @@
 //! state, beside a running crawl or on a stopped one.
 //!
 //! # Layout
-//! - [`source`]: reads the snapshot the crawl publishes (never the database,
-//!   never its lock) and judges whether its writer is alive;
+//! - [`source`]: asks a [`crate::view::CrawlView`] what the crawl shows now
+//!   (a state directory's published snapshot, or a shared crawl in Redis);
 //! - [`api`]: the JSON endpoints the page polls;
 //! - [`metrics`]: `/metrics` in the Prometheus text format;
 //! - [`page`]: the HTML page (a compiled maud template) and its embedded
 //!   script and style sheet;
-//! - [`shared`]: for a crawl shared through Redis, a poller that reads what
-//!   `dump --shared` reads and feeds it to the source as a snapshot;
 //! - this module: the axum router, the token check, response headers, and
 //!   [`run`] with an injected shutdown (as in mini-redis).
 //!
 //! Only GET and HEAD are routed (anything else is 405); nothing served changes
 //! anything. With a token every request but the static assets needs
 //! `Authorization: Bearer T` or `?token=T`, compared in constant time.
-//! Depends on the store's snapshot and status modules, and (for `shared`) on
-//! the public read functions of [`crate::shared`].
+//! Depends on [`crate::view`] and the snapshot records of
+//! [`crate::status::snapshot`].
 
 pub mod api;
 pub mod metrics;
 pub mod page;
-pub mod shared;
 pub mod source;
 
 use std::future::Future;
@@ -45,26 +42,24 @@ pub struct App {
     pub source: Source,
     /// The token every request must carry, when one was given.
     token: Option<String>,
-    /// The data directory as the page shows it.
-    shown_dir: String,
+    /// The crawl as the page names it (its directory, or its server and name).
+    shown: String,
 }
 
 impl App {
-    /// The app for the data directory `dir`, with an optional token.
+    /// The app for the data directory `dir` (its published snapshot), with
+    /// an optional token.
     pub fn new(dir: &std::path::Path, token: Option<String>) -> App {
-        App {
-            source: Source::new(dir),
-            token,
-            shown_dir: dir.display().to_string(),
-        }
+        let view = crate::view::CrawlView::Published(dir.to_owned());
+        App::of(view, dir.display().to_string(), token)
     }
 
-    /// The app for a fed source (a shared crawl), shown as `shown`.
-    pub fn fed(source: Source, shown: String, token: Option<String>) -> App {
+    /// The app that shows `view`, named `shown`, with an optional token.
+    pub fn of(view: crate::view::CrawlView, shown: String, token: Option<String>) -> App {
         App {
-            source,
+            source: Source::new(view),
             token,
-            shown_dir: shown,
+            shown,
         }
     }
 }
@@ -104,11 +99,11 @@ pub async fn run(
 }
 
 async fn index(State(app): State<Arc<App>>) -> Html<String> {
-    Html(page::render(&app.source.view(), &app.shown_dir).into_string())
+    Html(page::render(&app.source.view().await, &app.shown).into_string())
 }
 
 async fn metrics_text(State(app): State<Arc<App>>) -> Response {
-    let text = metrics::render(&app.source.view());
+    let text = metrics::render(&app.source.view().await);
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
 }
 

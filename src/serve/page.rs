@@ -7,7 +7,7 @@
 use maud::{DOCTYPE, Markup, html};
 
 use super::api;
-use super::source::View;
+use crate::view::watch::Watched;
 
 /// The page's script.
 pub const APP_JS: &str = include_str!("assets/app.js");
@@ -18,7 +18,7 @@ pub const APP_CSS: &str = include_str!("assets/app.css");
 const FIRST_HOSTS: usize = 50;
 
 /// The page for `view` of the state in `dir`.
-pub fn render(view: &View, dir: &str) -> Markup {
+pub fn render(view: &Watched, dir: &str) -> Markup {
     let snapshot = view.snapshot.as_deref();
     let counts = snapshot.map(api::counts).unwrap_or_default();
     let count = |name: &str| counts.get(name).copied().unwrap_or(0).to_string();

@@ -1,131 +1,62 @@
-//! Where `serve` reads what it shows: the snapshot a crawl publishes in the
-//! data directory (see [`crate::status::snapshot`]). Never the database
-//! and never its lock, so a crawl can start beside it at any moment.
-//!
-//! The file is read again whenever its modification time or length changed
-//! (a request never waits for more than one read and parse), and judged
-//! live only while its writer runs. A shared crawl has no file: its poller
-//! feeds views in ([`Source::fed`]). Depends on the store's snapshot and status
-//! modules only.
+//! Where `serve` reads what it shows: a [`CrawlView`] (a state directory's
+//! published snapshot, never its database or lock; or a shared crawl in
+//! Redis), asked again once its last answer is older than
+//! [`CrawlView::watch_every`]. One request reads at a time; while Redis is
+//! read the others get the last answer, so a slow Redis never holds up a page.
+//! Depends on [`crate::view`] only.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::Mutex;
 
-use serde::Serialize;
+use tokio::time::Instant;
 
-use crate::status::snapshot::{self, SNAPSHOT_FILE, Snapshot};
-use crate::status::{STALE_AFTER_SECS, process_alive};
+use crate::view::CrawlView;
+use crate::view::watch::{self, Memory, Watched};
 
-/// How the crawl behind the snapshot stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// No crawl has published here yet.
-    None,
-    /// A crawl is running and publishing.
-    Running,
-    /// The last run ended (its outcome is in the snapshot).
-    Ended,
-    /// The snapshot says running, but its writer is gone or stopped writing
-    /// (killed, or stuck).
-    Stale,
-    /// The snapshot cannot be read (the message says why).
-    Unreadable,
-}
-
-/// What the source shows right now.
-#[derive(Clone, Debug)]
-pub struct View {
-    /// How the crawl stands.
-    pub phase: Phase,
-    /// One line for a person ("no crawl has published here yet", ...).
-    pub message: String,
-    /// The snapshot, unless `phase` is `None` or `Unreadable`.
-    pub snapshot: Option<Arc<Snapshot>>,
-}
-
-/// The snapshot file of one data directory (cached), or a view fed by a
-/// poller (a shared crawl, see [`super::shared`]).
+/// A crawl view and its latest answer.
 #[derive(Debug)]
 pub struct Source {
-    dir: PathBuf,
-    cache: Mutex<Cached>,
-    /// Set for a fed source: the latest view the poller made.
-    fed: Option<Mutex<View>>,
-}
-
-#[derive(Debug, Default)]
-struct Cached {
-    /// Modification time and length of the file last read.
-    stamp: Option<(SystemTime, u64)>,
-    read: Option<Result<Arc<Snapshot>, String>>,
+    view: CrawlView,
+    /// What the reader keeps between reads; held while one reads.
+    memory: tokio::sync::Mutex<Memory>,
+    /// The latest answer and when it was read.
+    latest: Mutex<Option<(Instant, Watched)>>,
 }
 
 impl Source {
-    /// The source of the data directory `dir`.
-    pub fn new(dir: &Path) -> Source {
+    /// The source that reads `view`.
+    pub fn new(view: CrawlView) -> Source {
         Source {
-            dir: dir.to_owned(),
-            cache: Mutex::new(Cached::default()),
-            fed: None,
+            view,
+            memory: tokio::sync::Mutex::new(Memory::default()),
+            latest: Mutex::new(None),
         }
     }
 
-    /// A source whose views are fed by [`Source::feed`], starting with `first`.
-    pub fn fed(first: View) -> Source {
-        Source {
-            dir: PathBuf::new(),
-            cache: Mutex::new(Cached::default()),
-            fed: Some(Mutex::new(first)),
-        }
+    /// The view read.
+    pub fn crawl(&self) -> &CrawlView {
+        &self.view
     }
 
-    /// Replaces the view of a fed source (a directory source ignores it).
-    pub fn feed(&self, view: View) {
-        if let Some(fed) = &self.fed {
-            *lock(fed) = view;
+    /// What to show now: read again when the last answer is too old, unless
+    /// another request is reading (then the last answer).
+    pub async fn view(&self) -> Watched {
+        let every = self.view.watch_every();
+        let last = lock(&self.latest).clone();
+        if let Some((at, watched)) = &last
+            && !every.is_zero()
+            && at.elapsed() < every
+        {
+            return watched.clone();
         }
-    }
-
-    /// The data directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// What to show now (re-reads the file when it changed).
-    pub fn view(&self) -> View {
-        if let Some(fed) = &self.fed {
-            return lock(fed).clone();
-        }
-        let stamp = std::fs::metadata(self.dir.join(SNAPSHOT_FILE))
-            .ok()
-            .and_then(|m| Some((m.modified().ok()?, m.len())));
-        let read = {
-            let mut cache = lock(&self.cache);
-            if stamp.is_none() || cache.stamp != stamp || cache.read.is_none() {
-                cache.read = match snapshot::read(&self.dir) {
-                    Ok(Some(snapshot)) => Some(Ok(Arc::new(snapshot))),
-                    Ok(None) => None,
-                    Err(error) => Some(Err(error.to_string())),
-                };
-                cache.stamp = stamp;
-            }
-            cache.read.clone()
+        // A published file is read at once; only a slow source is not waited for.
+        let mut memory = match self.memory.try_lock() {
+            Ok(memory) => memory,
+            Err(_) if every.is_zero() => self.memory.lock().await,
+            Err(_) => return last.map_or_else(watch::waiting, |(_, watched)| watched),
         };
-        match read {
-            None => View {
-                phase: Phase::None,
-                message: "no crawl has published here yet".to_owned(),
-                snapshot: None,
-            },
-            Some(Err(message)) => View {
-                phase: Phase::Unreadable,
-                message,
-                snapshot: None,
-            },
-            Some(Ok(snapshot)) => judge(snapshot),
-        }
+        let watched = self.view.watch(&mut memory).await;
+        *lock(&self.latest) = Some((Instant::now(), watched.clone()));
+        watched
     }
 }
 
@@ -134,31 +65,5 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     match mutex.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
-/// Running, ended or stale, from the snapshot and its writer.
-fn judge(snapshot: Arc<Snapshot>) -> View {
-    let age_secs = crate::store::records::unix_now().saturating_sub(snapshot.updated_at_ms / 1000);
-    let (phase, message) = if snapshot.outcome != "running" {
-        (
-            Phase::Ended,
-            format!("run {} ended: {}", snapshot.run, snapshot.outcome),
-        )
-    } else if age_secs <= STALE_AFTER_SECS && process_alive(snapshot.pid) {
-        (Phase::Running, format!("run {} is running", snapshot.run))
-    } else {
-        (
-            Phase::Stale,
-            format!(
-                "run {} stopped publishing {age_secs} s ago (killed or stuck)",
-                snapshot.run
-            ),
-        )
-    };
-    View {
-        phase,
-        message,
-        snapshot: Some(snapshot),
     }
 }

@@ -1,8 +1,8 @@
-//! Reading a shared crawl for `legcrawl dump --shared`: the same views as a
-//! local state's, read from Redis with plain commands and one script that
-//! writes nothing (`lua/seen.lua`: a seen-set lookup must be atomic with the
-//! buckets' splits), so they work while workers run. Depends on
-//! [`super::client`].
+//! The read methods a shared crawl's view ([`crate::view`]) is made of:
+//! counts, the queue's head, items, the seen set, page records and runs,
+//! read from Redis with plain commands and one script that writes nothing
+//! (`lua/seen.lua`: a seen-set lookup must be atomic with the buckets'
+//! splits), so they work while workers run. Depends on [`super::client`].
 
 use std::collections::BTreeMap;
 
@@ -13,8 +13,8 @@ use super::client::{Shared, SharedError, array, bytes, decode_request, int, text
 use crate::fingerprint::Fingerprint;
 use crate::store::PageRecord;
 
-/// Counts of a shared crawl, and its workers.
-#[derive(Debug, Serialize)]
+/// Counts of a shared crawl, and its workers, as Redis keeps them.
+#[derive(Debug)]
 pub struct SharedSummary {
     /// The crawl's name.
     pub name: String,
@@ -27,14 +27,14 @@ pub struct SharedSummary {
     /// Items in the items stream.
     pub items: u64,
     /// Page records.
-    pub pages: u64,
-    /// Requests dropped as duplicates.
-    pub filtered: u64,
+    pub page_records: u64,
     /// Hosts the crawl has queued requests for, ever.
     pub hosts: u64,
     /// Worker runs recorded.
     pub runs: u64,
-    /// Completions of every worker.
+    /// The newest job version (`None` before a worker stored one).
+    pub job: Option<u64>,
+    /// Completions of every worker (`pages/completed`).
     pub fetches: u64,
     /// Hosts parked because their robots.txt kept failing (their requests
     /// are set aside until a worker starts again).
@@ -48,7 +48,7 @@ pub struct SharedSummary {
 }
 
 /// One worker as the crawl lists it.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct WorkerView {
     /// `HOST:PID`.
     pub id: String,
@@ -115,7 +115,7 @@ pub fn stream_id(id: &str) -> Option<(u64, u64)> {
 }
 
 /// One queued request.
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub struct QueuedRequest {
     /// Its host.
     pub host: String,
@@ -143,6 +143,7 @@ impl Shared {
         pipe.cmd("ZRANGE").arg(k.key("leases")).arg(0).arg(-1);
         pipe.cmd("TIME");
         pipe.cmd("HLEN").arg(k.key("parkedhosts"));
+        pipe.cmd("HGET").arg(k.key("job")).arg("version");
         let v = self.pipeline("reading the summary", &pipe).await?;
         let n = |i: usize| v.get(i).and_then(int).map_or(0, |n| n.max(0) as u64);
         let pairs = |i: usize| -> Vec<(String, String)> {
@@ -224,10 +225,14 @@ impl Shared {
             in_flight: n(1),
             seen: n(2),
             items: n(3),
-            pages: n(4),
+            page_records: n(4),
             hosts: n(5),
             runs: n(6),
-            filtered: counters.get("dupefilter/filtered").copied().unwrap_or(0),
+            job: v
+                .get(13)
+                .and_then(text)
+                .and_then(|v| v.parse().ok())
+                .filter(|&v| v > 0),
             fetches: counters.get("pages/completed").copied().unwrap_or(0),
             parked_hosts: n(12),
             dedup: "exact (Redis hashes of 16-byte fingerprint prefixes)",

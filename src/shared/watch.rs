@@ -1,5 +1,6 @@
-//! What `legcrawl serve --shared` reads besides `dump --shared`'s views: the
-//! busiest hosts with their queues and politeness, and the newest items.
+//! What a shared crawl's snapshot for `serve` ([`crate::view::watch`]) reads
+//! besides the counts: the busiest hosts with their queues and politeness,
+//! and the newest items.
 //!
 //! Plain read commands only (never a script, never a write), bounded in what
 //! each poll reads: at most [`HOSTS_SCANNED`] hosts are counted, the newest

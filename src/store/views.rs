@@ -1,4 +1,5 @@
-//! Read-only views of the state for `legcrawl dump`.
+//! Read-only answers of the state that the view layer ([`crate::view`])
+//! turns into `dump`'s: the summary, the queue's head, the seen set, runs.
 //!
 //! Every record read here is decoded with its format version checked; a record
 //! that cannot be read is an error naming it, never skipped. Depends on

@@ -116,3 +116,138 @@ fn a_dead_worker_leaves_the_summary_after_a_few_lease_ttls() {
         "unlisted in Redis"
     );
 }
+
+/// How a crawl is kept: a state directory, or Redis.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Embedded,
+    Shared,
+}
+
+/// The `--json` views compared, and the fields only a state directory's
+/// (first) or only a shared crawl's (second) answer adds.
+const VIEWS: &[(&[&str], &[&str], &[&str])] = &[
+    (
+        &["summary"],
+        &[
+            "bloom_bits",
+            "bloom_sized",
+            "bloom_hashes",
+            "bloom_fill_ratio",
+            "bloom_fpr_estimate",
+            "bloom_false_positives",
+            "disk_bytes",
+            "last_run_peak_rss_kib",
+            "unreachable",
+            "parked_seeds",
+        ],
+        &[
+            "name",
+            "page_records",
+            "parked_hosts",
+            "workers",
+            "counters",
+        ],
+    ),
+    (
+        &["runs"],
+        &["updated_at", "first_item"],
+        &["worker", "seconds", "jobs", "items_after", "items_until"],
+    ),
+    (&["frontier"], &["seq"], &[]),
+    (&["items"], &[], &[]),
+    (&["pages"], &[], &[]),
+    (&["seen", "SEED"], &["bloom"], &[]),
+    (&["job"], &["first_run"], &["worker"]),
+];
+
+/// The top-level keys of every `--json` view in `VIEWS` (the union over its
+/// lines), after crawling `site` the way `mode` keeps a crawl: one body for
+/// both modes.
+fn view_keys(mode: Mode, site: &MultiSite, redis: &RedisServer) -> Vec<BTreeSet<String>> {
+    let seed = site.seeds()[0].clone();
+    let site_args = site.crawl_args();
+    // Stopped early, so that the frontier still holds requests.
+    let argv = args(&site_args, &["--max-pages", "5"]);
+    let data = tempfile::tempdir().unwrap();
+    let mut shared = Crawl::new(&redis.url(), "fields");
+    match mode {
+        Mode::Embedded => {
+            let mut full = vec!["crawl"];
+            full.extend(&argv);
+            let out = cli::run(cli::legcrawl(data.path(), &full), LIMIT);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "embedded crawl: {err}");
+        }
+        Mode::Shared => {
+            shared.spawn(&argv);
+            shared.wait_all_ok(LIMIT);
+        }
+    }
+    let dump = |view: &[&str]| -> Vec<u8> {
+        let mut argv: Vec<&str> = view
+            .iter()
+            .map(|&a| if a == "SEED" { seed.as_str() } else { a })
+            .collect();
+        argv.push("--json");
+        match mode {
+            Mode::Embedded => {
+                let mut full = vec!["dump"];
+                full.extend(&argv);
+                let out = cli::run(cli::legcrawl(data.path(), &full), LIMIT);
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success(), "dump {argv:?}: {err}");
+                out.stdout
+            }
+            Mode::Shared => shared.dump(&argv),
+        }
+    };
+    VIEWS
+        .iter()
+        .map(|(view, _, _)| {
+            let lines = cli::parse_lines(&dump(view));
+            assert!(!lines.is_empty(), "{mode:?}: dump {view:?} printed nothing");
+            lines
+                .iter()
+                .flat_map(|line| {
+                    line.as_object()
+                        .unwrap_or_else(|| panic!("{mode:?}: dump {view:?}: {line}"))
+                        .keys()
+                        .cloned()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The same small site crawled both ways gives `dump --json` views with the
+/// same fields; each mode's additions are the ones listed in `VIEWS`.
+#[test]
+fn the_dump_views_have_the_same_fields_in_both_modes() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("the_dump_views_have_the_same_fields") else {
+        return;
+    };
+    let site = MultiSite::start(30, 1, 11, fixed(0));
+    let embedded = view_keys(Mode::Embedded, &site, &redis);
+    let shared = view_keys(Mode::Shared, &site, &redis);
+    for (k, (view, embedded_only, shared_only)) in VIEWS.iter().enumerate() {
+        let only = |keys: &BTreeSet<String>, added: &[&str], what: &str| {
+            for name in added {
+                assert!(
+                    keys.contains(*name),
+                    "{what} dump {view:?} lacks {name}: {keys:?}"
+                );
+            }
+            keys.iter()
+                .filter(|k| !added.contains(&k.as_str()))
+                .cloned()
+                .collect::<BTreeSet<String>>()
+        };
+        assert_eq!(
+            only(&embedded[k], embedded_only, "embedded"),
+            only(&shared[k], shared_only, "shared"),
+            "dump {view:?} --json: the fields both modes share"
+        );
+    }
+}

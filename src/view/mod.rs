@@ -1,0 +1,263 @@
+//! One read-only view of a crawl, whichever backend holds it: a state
+//! directory (sled, or the files a running crawl publishes there) or a crawl
+//! shared through Redis. `dump`, the `--stats` report and `serve` are written
+//! once against [`CrawlView`]; each of its answers is one type ([`rows`]) with
+//! the same field names in both modes, and fields only one mode knows added
+//! beside them (never a field renamed).
+//!
+//! # Layout
+//! - [`rows`]: the answers (summary, queued requests, seen-set answer, run
+//!   rows, job versions);
+//! - `state`: the answers of an opened state directory;
+//! - `redis`: the answers of a shared crawl (plain reads and the read-only
+//!   seen-set script, so they work while workers run);
+//! - [`watch`]: the snapshot `serve` shows, from the published file or from
+//!   Redis.
+//!
+//! Depends on [`crate::store`] (read methods), [`crate::shared`] (read
+//! methods), [`crate::status`] (published files) and
+//! [`crate::engine::PageTotals`]. Writes nothing.
+
+mod redis;
+pub mod rows;
+mod state;
+pub mod watch;
+
+use std::path::{Path, PathBuf};
+
+use crate::fingerprint::Fingerprint;
+use crate::shared::{Shared, SharedError, SharedTarget};
+use crate::store::{Blocked, OpenOptions, PageRecord, State, StoreError};
+
+pub use rows::{FrontierEntry, JobView, RunColumns, RunRow, SeenAnswer, Summary};
+
+/// Why a view could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    /// The state directory could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Redis could not be read.
+    #[error(transparent)]
+    Shared(#[from] SharedError),
+    /// The question has no answer in this crawl (no such run, no job stored
+    /// yet, a view this mode does not keep, no such shared crawl): the
+    /// asker's mistake, not the machine's.
+    #[error("{0}")]
+    NoAnswer(String),
+}
+
+/// A run as `--run` and `--since-run` name it: a number, or `last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunRef {
+    /// Run N (run numbers start at 1; `--since-run 0` means before every run).
+    Number(u64),
+    /// The newest run recorded.
+    Last,
+}
+
+impl RunRef {
+    /// Parses `N` or `last` (clap value parser).
+    pub fn parse(text: &str) -> Result<RunRef, String> {
+        match text.trim() {
+            "last" => Ok(RunRef::Last),
+            number => number
+                .parse()
+                .map(RunRef::Number)
+                .map_err(|_| format!("expected a run number or \"last\", got {text:?}")),
+        }
+    }
+}
+
+/// Which items `dump items` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemPick {
+    /// Every live item, in order.
+    All,
+    /// The items one run stored.
+    Run(RunRef),
+    /// The items the runs after this one stored (`Number(0)`: every item).
+    SinceRun(RunRef),
+}
+
+/// A crawl to read.
+pub enum CrawlView {
+    /// A state directory whose database this process opened.
+    State(Box<State>),
+    /// A state directory read only through the files a crawl publishes in
+    /// it (`status.json`, `snapshot.json`): never its database, never its
+    /// lock, so a crawl may hold it.
+    Published(PathBuf),
+    /// A crawl shared through Redis.
+    Shared(Box<Shared>),
+}
+
+impl std::fmt::Debug for CrawlView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CrawlView({})", self.place())
+    }
+}
+
+impl CrawlView {
+    /// Opens the state in `dir`. When a crawl holds it (busy), `published`
+    /// asks for the files that crawl publishes instead of an error.
+    pub fn open_dir(dir: &Path, published: bool) -> Result<CrawlView, ViewError> {
+        match State::open(dir, &OpenOptions::default()) {
+            Ok(state) => Ok(CrawlView::State(Box::new(state))),
+            Err(StoreError::Busy { .. }) if published => Ok(CrawlView::Published(dir.to_owned())),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Connects to the shared crawl at `target` for reading, after checking
+    /// that a worker made it and that this build reads its key layout.
+    pub async fn open_shared(target: &SharedTarget) -> Result<CrawlView, ViewError> {
+        let shared = Shared::inspect(target, 1).await?;
+        redis::check(&shared).await?;
+        Ok(CrawlView::Shared(Box::new(shared)))
+    }
+
+    /// The view of `shared` as it is, checked or not (`serve` checks on each
+    /// poll, so that it can start before the first worker).
+    pub fn of_shared(shared: Shared) -> CrawlView {
+        CrawlView::Shared(Box::new(shared))
+    }
+
+    /// Where the crawl is, as messages name it: the directory, or the
+    /// shared crawl's name and server (its password never shown).
+    pub fn place(&self) -> String {
+        match self {
+            CrawlView::State(state) => state.dir().display().to_string(),
+            CrawlView::Published(dir) => dir.display().to_string(),
+            CrawlView::Shared(shared) => format!("the shared crawl {:?}", shared.target().name),
+        }
+    }
+
+    /// The open state, or the busy error a published-only view stands for.
+    fn state(&self) -> Result<&State, ViewError> {
+        match self {
+            CrawlView::State(state) => Ok(state),
+            CrawlView::Published(dir) => Err(StoreError::Busy { path: dir.clone() }.into()),
+            CrawlView::Shared(_) => Err(ViewError::NoAnswer("not a state directory".to_owned())),
+        }
+    }
+
+    /// Counts of the crawl (`dump summary`).
+    pub async fn summary(&self) -> Result<Summary, ViewError> {
+        match self {
+            CrawlView::State(state) => Ok(Summary::of_state(state.summary()?, None)),
+            CrawlView::Published(dir) => state::live_summary(dir),
+            CrawlView::Shared(shared) => Ok(Summary::of_shared(shared.summary().await?)),
+        }
+    }
+
+    /// The first `limit` queued requests in lease order, host by host.
+    pub async fn frontier_head(&self, limit: usize) -> Result<Vec<FrontierEntry>, ViewError> {
+        match self {
+            CrawlView::Shared(shared) => redis::frontier_head(shared, limit).await,
+            _ => state::frontier_head(self.state()?, limit),
+        }
+    }
+
+    /// Calls `each` with the JSON text of the items `pick` selects, in
+    /// order, until it returns `Ok(false)` or an error.
+    pub async fn for_each_item<E>(
+        &self,
+        pick: ItemPick,
+        each: impl FnMut(&str) -> Result<bool, E>,
+    ) -> Result<(), E>
+    where
+        E: From<ViewError> + From<StoreError>,
+    {
+        match self {
+            CrawlView::Shared(shared) => redis::for_each_item(shared, pick, each).await,
+            _ => state::for_each_item(self.state()?, pick, each),
+        }
+    }
+
+    /// What the seen set says about a GET of `url`, with its page record.
+    pub async fn seen(&self, url: &str) -> Result<SeenAnswer, ViewError> {
+        match self {
+            CrawlView::Shared(shared) => redis::seen(shared, url).await,
+            _ => state::seen(self.state()?, url),
+        }
+    }
+
+    /// Page records: up to `limit` of them, or with `due` those the next
+    /// run fetches again (soonest first).
+    pub async fn pages(
+        &self,
+        due: bool,
+        limit: usize,
+    ) -> Result<Vec<(Fingerprint, PageRecord)>, ViewError> {
+        match self {
+            CrawlView::Shared(shared) => redis::pages(shared, due, limit).await,
+            _ => state::pages(self.state()?, due, limit),
+        }
+    }
+
+    /// Every run recorded, oldest first.
+    pub async fn runs(&self) -> Result<Vec<RunRow>, ViewError> {
+        match self {
+            CrawlView::Shared(shared) => redis::runs(shared).await,
+            _ => state::runs(self.state()?),
+        }
+    }
+
+    /// The newest job version, or with `run` the one that run began under.
+    pub async fn job(&self, run: Option<RunRef>) -> Result<JobView, ViewError> {
+        match self {
+            CrawlView::Shared(shared) => redis::job(shared, run).await,
+            _ => state::job(self.state()?, run),
+        }
+    }
+
+    /// The requests robots.txt kept from being fetched (a state directory
+    /// keeps them; a shared crawl only counts them).
+    pub fn blocked(&self) -> Result<Vec<Blocked>, ViewError> {
+        match self {
+            CrawlView::Shared(_) => Err(ViewError::NoAnswer(
+                "dump blocked is not kept for a shared crawl (see robots_disallowed in the summary)"
+                    .into(),
+            )),
+            _ => Ok(self.state()?.blocked()?),
+        }
+    }
+}
+
+/// Where run `wanted` is among `runs` (oldest first), or one line saying
+/// which runs `place` has.
+pub(crate) fn run_index(runs: &[RunRow], wanted: RunRef, place: &str) -> Result<usize, ViewError> {
+    let at = match wanted {
+        RunRef::Last => runs.len().checked_sub(1),
+        RunRef::Number(n) => runs.iter().position(|r| r.id == n),
+    };
+    at.ok_or_else(|| {
+        ViewError::NoAnswer(match (wanted, runs.first(), runs.last()) {
+            (RunRef::Number(n), Some(first), Some(last)) => format!(
+                "no run {n} in {place} (runs {} to {}; see legcrawl dump runs)",
+                first.id, last.id
+            ),
+            (RunRef::Number(n), _, _) => format!("no run {n} in {place} (no runs yet)"),
+            (RunRef::Last, _, _) => format!("no runs yet in {place}, so no last run"),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_numbers_or_last() {
+        assert_eq!(RunRef::parse("last"), Ok(RunRef::Last));
+        assert_eq!(RunRef::parse("0"), Ok(RunRef::Number(0)));
+        assert_eq!(RunRef::parse("42"), Ok(RunRef::Number(42)));
+        for bad in ["", "-1", "Last", "latest", "1.5", "2 runs"] {
+            assert_eq!(
+                RunRef::parse(bad),
+                Err(format!("expected a run number or \"last\", got {bad:?}"))
+            );
+        }
+    }
+}

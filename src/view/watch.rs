@@ -1,0 +1,313 @@
+//! What `serve` shows of a crawl now: a [`Snapshot`] and how the crawl
+//! stands ([`Watched`]).
+//!
+//! A state directory's snapshot is the file its crawl publishes
+//! ([`crate::status::snapshot`]), read again only when its modification time
+//! or length changed, and judged live only while its writer runs. A shared
+//! crawl's is made from Redis: its counters (the crawl's totals over every
+//! worker and run), its workers' runs, the head of the queue, the busiest
+//! hosts of the shared tables (their per-run fetched and error counts are
+//! not kept and show as "-"), the stream's newest items, and pages over time
+//! from the totals of successive reads. Redis keeps no record of single
+//! failures, so a shared crawl's recent errors stay empty (its errors by
+//! kind are counted). Depends on [`crate::status`] and the view's Redis
+//! reads.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::{CrawlView, RunRow as ViewRun, ViewError};
+use crate::engine::PageTotals;
+use crate::shared::Shared;
+use crate::shared::watch::SharedHost;
+use crate::status::snapshot::{
+    self, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_HOSTS, MAX_ITEMS, MAX_RUNS,
+    Outcomes, RunRow, SNAPSHOT_FILE, SNAPSHOT_VERSION, Snapshot,
+};
+use crate::status::{STALE_AFTER_SECS, process_alive};
+
+/// How often a shared crawl is read again at most (a published file is
+/// looked at on every request: it is cheap).
+pub const REDIS_EVERY: Duration = Duration::from_secs(2);
+
+/// How long one read of a shared crawl may take before the answer is
+/// "unreadable" (Redis away: its calls retry until it answers).
+pub const REDIS_LIMIT: Duration = Duration::from_secs(5);
+
+/// How the crawl behind the snapshot stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// No crawl has published here yet.
+    None,
+    /// A crawl is running and publishing.
+    Running,
+    /// The last run ended (its outcome is in the snapshot).
+    Ended,
+    /// The snapshot says running, but its writer is gone or stopped writing
+    /// (killed, or stuck).
+    Stale,
+    /// The crawl cannot be read (the message says why).
+    Unreadable,
+}
+
+/// What `serve` shows right now.
+#[derive(Clone, Debug)]
+pub struct Watched {
+    /// How the crawl stands.
+    pub phase: Phase,
+    /// One line for a person ("no crawl has published here yet", ...).
+    pub message: String,
+    /// The snapshot, unless `phase` is `None` or `Unreadable`.
+    pub snapshot: Option<Arc<Snapshot>>,
+}
+
+/// What a watcher keeps between two reads.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// Modification time and length of the snapshot file last read.
+    stamp: Option<(SystemTime, u64)>,
+    /// What that read gave.
+    read: Option<Result<Arc<Snapshot>, String>>,
+    /// A shared crawl's pages over time, as successive reads saw them.
+    samples: Vec<[u64; 2]>,
+}
+
+impl CrawlView {
+    /// How long a [`CrawlView::watch`] answer stays good.
+    pub fn watch_every(&self) -> Duration {
+        match self {
+            CrawlView::Shared(_) => REDIS_EVERY,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// What the crawl shows now; `memory` is the watcher's.
+    pub async fn watch(&self, memory: &mut Memory) -> Watched {
+        let read = match self {
+            CrawlView::State(state) => Ok(published(state.dir(), memory)),
+            CrawlView::Published(dir) => Ok(published(dir, memory)),
+            CrawlView::Shared(shared) => {
+                match tokio::time::timeout(REDIS_LIMIT, from_redis(shared, memory)).await {
+                    Ok(read) => read,
+                    Err(_) => Ok(Watched {
+                        phase: Phase::Unreadable,
+                        message: format!(
+                            "Redis at {} did not answer within {} s",
+                            shared.target().shown(),
+                            REDIS_LIMIT.as_secs()
+                        ),
+                        snapshot: None,
+                    }),
+                }
+            }
+        };
+        read.unwrap_or_else(|error| Watched {
+            phase: Phase::Unreadable,
+            // SharedError names the server by `SharedTarget::shown` only.
+            message: error.to_string(),
+            snapshot: None,
+        })
+    }
+}
+
+/// The first answer, before anything was read.
+pub fn waiting() -> Watched {
+    Watched {
+        phase: Phase::None,
+        message: "reading the crawl...".to_owned(),
+        snapshot: None,
+    }
+}
+
+/// The snapshot file of `dir` (re-read when it changed), judged.
+fn published(dir: &Path, memory: &mut Memory) -> Watched {
+    let stamp = std::fs::metadata(dir.join(SNAPSHOT_FILE))
+        .ok()
+        .and_then(|m| Some((m.modified().ok()?, m.len())));
+    if stamp.is_none() || memory.stamp != stamp || memory.read.is_none() {
+        memory.read = match snapshot::read(dir) {
+            Ok(Some(snapshot)) => Some(Ok(Arc::new(snapshot))),
+            Ok(None) => None,
+            Err(error) => Some(Err(error.to_string())),
+        };
+        memory.stamp = stamp;
+    }
+    match memory.read.clone() {
+        None => Watched {
+            phase: Phase::None,
+            message: "no crawl has published here yet".to_owned(),
+            snapshot: None,
+        },
+        Some(Err(message)) => Watched {
+            phase: Phase::Unreadable,
+            message,
+            snapshot: None,
+        },
+        Some(Ok(snapshot)) => judge(snapshot),
+    }
+}
+
+/// Running, ended or stale, from the snapshot and its writer.
+fn judge(snapshot: Arc<Snapshot>) -> Watched {
+    let age_secs = crate::store::records::unix_now().saturating_sub(snapshot.updated_at_ms / 1000);
+    let (phase, message) = if snapshot.outcome != "running" {
+        (
+            Phase::Ended,
+            format!("run {} ended: {}", snapshot.run, snapshot.outcome),
+        )
+    } else if age_secs <= STALE_AFTER_SECS && process_alive(snapshot.pid) {
+        (Phase::Running, format!("run {} is running", snapshot.run))
+    } else {
+        (
+            Phase::Stale,
+            format!(
+                "run {} stopped publishing {age_secs} s ago (killed or stuck)",
+                snapshot.run
+            ),
+        )
+    };
+    Watched {
+        phase,
+        message,
+        snapshot: Some(snapshot),
+    }
+}
+
+/// A shared crawl's snapshot, made from what Redis holds now.
+async fn from_redis(shared: &Shared, memory: &mut Memory) -> Result<Watched, ViewError> {
+    let name = shared.target().name.clone();
+    if !shared.exists().await? {
+        return Ok(Watched {
+            phase: Phase::None,
+            message: format!("no worker has used the shared crawl {name:?} yet"),
+            snapshot: None,
+        });
+    }
+    // A crawl of an earlier key layout is not read (shown as unreadable).
+    shared.check_schema().await?;
+    let raw = shared.summary().await?;
+    let runs = super::redis::runs(shared).await?;
+    let queued = super::redis::frontier_head(shared, HEAD_HOSTS * HEAD_URLS).await?;
+    let hosts = shared.busiest_hosts(MAX_HOSTS).await?;
+    let latest = shared.latest_items(MAX_ITEMS).await?;
+    let count = |name: &str| raw.counters.get(name).copied().unwrap_or(0);
+    let totals = PageTotals::of(count);
+    snapshot::push_sample(&mut memory.samples, [snapshot::unix_ms(), totals.pages]);
+    // Newest last, numbered by their place in the stream.
+    let recent_items: Vec<ItemRow> = latest
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(k, entry)| snapshot::item_row(raw.items.saturating_sub(k as u64), &entry.item))
+        .collect();
+    let runs: Vec<RunRow> = runs[runs.len().saturating_sub(MAX_RUNS)..]
+        .iter()
+        .map(run_row)
+        .collect();
+    let (phase, outcome, message) = match (raw.workers.len(), runs.last()) {
+        (0, Some(last)) => (
+            Phase::Ended,
+            last.outcome.clone(),
+            format!("no worker running; the last run ended: {}", last.outcome),
+        ),
+        (0, None) => (Phase::None, String::new(), "no worker running".to_owned()),
+        (n, _) => (
+            Phase::Running,
+            "running".to_owned(),
+            format!("{n} worker(s) running"),
+        ),
+    };
+    let mut frontier: Vec<HostHead> = Vec::new();
+    for entry in queued {
+        match frontier.iter().position(|h| h.host == entry.host) {
+            Some(k) if frontier[k].urls.len() < HEAD_URLS => {
+                frontier[k].urls.push(entry.request.url);
+            }
+            Some(_) => {}
+            None if frontier.len() < HEAD_HOSTS => frontier.push(HostHead {
+                host: entry.host,
+                urls: vec![entry.request.url],
+            }),
+            None => {}
+        }
+    }
+    let (bytes, errors) = (count("fetch/bytes"), snapshot::errors(count));
+    let summary = super::Summary::of_shared(raw);
+    let snapshot = Snapshot {
+        version: SNAPSHOT_VERSION,
+        pid: 0,
+        updated_at_ms: snapshot::unix_ms(),
+        run: runs.last().map_or(0, |r| r.id),
+        run_started_at: runs.first().map_or(0, |r| r.started_at),
+        ended_at: None,
+        outcome,
+        pages: Outcomes::from(totals),
+        items_stored: summary.items,
+        bytes,
+        errors,
+        queued: summary.frontier,
+        in_flight: summary.in_flight,
+        summary: crate::store::Summary {
+            frontier: summary.frontier,
+            in_flight: summary.in_flight,
+            seen: summary.seen,
+            items: summary.items,
+            hosts: summary.hosts,
+            runs: summary.runs,
+            pages: summary.pages,
+            filtered: summary.filtered,
+            robots_disallowed: summary.robots_disallowed,
+            job: summary.job,
+            dedup: summary.dedup.clone(),
+            ..crate::store::Summary::default()
+        },
+        samples: memory.samples.clone(),
+        hosts_total: summary.hosts,
+        hosts: hosts.into_iter().map(host_row).collect(),
+        frontier,
+        recent_errors: Vec::new(),
+        recent_items,
+        runs,
+    };
+    Ok(Watched {
+        phase,
+        message,
+        snapshot: Some(Arc::new(snapshot)),
+    })
+}
+
+/// A host of the shared tables as a row of the hosts table; its per-run
+/// fetched and error counts are not kept in Redis.
+fn host_row(h: SharedHost) -> HostRow {
+    HostRow {
+        host: h.host,
+        queued: h.queued,
+        more: false,
+        in_flight: h.in_flight,
+        fetched: None,
+        errors: None,
+        delay_ms: h.delay_ms,
+        wait_ms: h.wait_ms,
+        robots: match h.robots_failures {
+            0 => "-".to_owned(),
+            n => format!("unavailable ({n} in a row)"),
+        },
+        parked: h.parked,
+    }
+}
+
+/// A run of the view as a row of serve's history.
+fn run_row(run: &ViewRun) -> RunRow {
+    RunRow {
+        id: run.id,
+        started_at: run.started_at,
+        ended_at: run.ended_at,
+        outcome: run.outcome.clone(),
+        pages: Outcomes::from(run.columns.totals),
+        items: run.columns.items,
+    }
+}
