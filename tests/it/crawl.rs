@@ -5,16 +5,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::cli::{self, dump_items, dump_summary, item_path, legcrawl, run};
+use crate::support::cli::{self, crawl, dump_items, dump_summary, item_path, legcrawl, run};
 use crate::support::{Site, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn crawl(data: &Path, args: &[&str]) -> std::process::Output {
-    let mut all = vec!["crawl"];
-    all.extend_from_slice(args);
-    run(legcrawl(data, &all), LIMIT)
-}
 
 fn item_paths(data: &Path) -> Vec<String> {
     dump_items(data).iter().map(item_path).collect()

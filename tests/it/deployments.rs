@@ -2,18 +2,13 @@
 //! subtree, not the whole host) and `--header` (a header on every request),
 //! both stored with the job.
 
-use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::cli::{dump_items, item_path, legcrawl, run};
+use crate::support::cli::{dump_items, item_path, legcrawl, run, stderr};
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Each request's path and its `X-Crawl-Team` header, as the server saw them.
 type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;

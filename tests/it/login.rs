@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::cli::{legcrawl, run};
+use crate::support::cli::{self, legcrawl, run, stderr};
 use crate::support::redis::RedisServer;
 use crate::support::workers::{Crawl, serial};
 use crate::support::{TestResponse, TestServer, handler};
@@ -95,20 +95,14 @@ fn crawl_file(dir: &Path, seed: &str) -> std::path::PathBuf {
     path
 }
 
+/// `crawl ARGS` logging at `info`, with the password variable set to
+/// `password` (removed when `None`).
 fn crawl(data: &Path, password: Option<&str>, args: &[&str]) -> Output {
-    let mut all = vec!["crawl"];
-    all.extend_from_slice(args);
-    let mut cmd = legcrawl(data, &all);
-    cmd.env("RUST_LOG", "info");
-    cmd.env_remove(PASSWORD_VAR);
-    if let Some(password) = password {
-        cmd.env(PASSWORD_VAR, password);
-    }
-    run(cmd, LIMIT)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    cli::crawl_env(
+        data,
+        args,
+        &[("RUST_LOG", Some("info")), (PASSWORD_VAR, password)],
+    )
 }
 
 /// The headers `path` was requested with, each time.
