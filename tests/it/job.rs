@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::support::cli::{
     assert_ok, dump_items, dump_runs, item_path, legcrawl, parse_lines, run, stderr,
 };
+use crate::support::mode::{Crawler, Mode};
 use crate::support::politeness::judge;
 use crate::support::{TestResponse, TestServer, handler};
 
@@ -307,6 +308,8 @@ fn a_state_without_a_job_is_refused_in_one_line() {
     assert_eq!(server.hits("/"), 0);
 }
 
+/// Exit 4 when every request failed on the network. Embedded only: a shared
+/// worker whose every request is refused parks the host and exits 0.
 #[test]
 fn crawl_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
@@ -332,21 +335,36 @@ fn crawl_exit_codes() {
     let tls = server.url("/").replace("http://", "https://");
     let out = run(legcrawl(&dir.path().join("tls"), &["crawl", &tls]), LIMIT);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+}
+
+#[test]
+fn crawl_exit_codes_two_and_zero_embedded() {
+    crawl_exit_codes_two_and_zero(Mode::Embedded);
+}
+
+#[test]
+fn crawl_exit_codes_two_and_zero_shared() {
+    crawl_exit_codes_two_and_zero(Mode::Shared);
+}
+
+/// Bad input exits 2 before any state is made; a run that fetched pages, and
+/// one that found nothing due, exit 0.
+fn crawl_exit_codes_two_and_zero(mode: Mode) {
+    let Some(zero) = Crawler::start(mode, "crawl_exit_codes_two_and_zero") else {
+        return;
+    };
+    let server = two_sections();
     // --timeout 0 is refused at once, before a state is made.
-    let zero = dir.path().join("zero");
     let out = run(
-        legcrawl(&zero, &["crawl", &server.url("/"), "--timeout", "0"]),
+        zero.command(&[&server.url("/"), "--timeout", "0"]),
         Duration::from_secs(10),
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(!zero.exists());
     // Pages fetched: 0, and the nothing-due run after it too.
-    let ok = dir.path().join("ok");
+    let ok = zero.another("ok");
     let seed = server.url("/a/29");
-    assert_eq!(
-        run(legcrawl(&ok, &["crawl", &seed]), LIMIT).status.code(),
-        Some(0)
-    );
-    let out = run(legcrawl(&ok, &["crawl", "--revisit-after", "never"]), LIMIT);
+    assert_eq!(ok.crawl(&[&seed]).status.code(), Some(0));
+    let out = ok.crawl(&["--revisit-after", "never"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }

@@ -25,6 +25,8 @@
 //!   `--delay`.
 //! - [`scripts`]: requests and seeds for calling the shared crawl's scripts
 //!   directly.
+//! - [`mode`]: one test body over both frontiers: [`mode::Crawler`] runs a
+//!   crawl embedded (`--data`) or shared through Redis ([`mode::Mode`]).
 //! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
 //!
 //! Everything here is hermetic: it only binds and talks to loopback addresses
@@ -38,6 +40,7 @@ pub mod cli;
 pub mod cluster;
 pub mod hosts;
 pub mod lazyfs;
+pub mod mode;
 pub mod politeness;
 pub mod pywb;
 pub mod redis;
