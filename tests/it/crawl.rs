@@ -184,35 +184,7 @@ fn kill_nine_thirty_times_then_exactly_the_site(mode: Mode) {
         "--output",
         &output,
     ];
-    for round in 0..KILLS {
-        let mut child = crawler
-            .command(&args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let at_start = server.requests();
-        // A random moment after the round's first request: a new shared
-        // worker first waits out the leases its killed predecessor held.
-        crate::support::wait_until(&format!("a request in round {round}"), LIMIT, || {
-            server.requests() > at_start
-        });
-        std::thread::sleep(Duration::from_millis(
-            crate::support::splitmix64(&mut rng) % 200,
-        ));
-        // The kill must land mid-crawl: the run still going.
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "round {round}: the run ended before its kill"
-        );
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        let fetched = server.requests() - at_start;
-        eprintln!(
-            "round {round}: {status}, {fetched} requests in the round, {} so far",
-            server.requests()
-        );
-    }
+    crawler.kill_nine_rounds(&args, KILLS, || server.requests(), &mut rng, 200);
     crawler.crawl_ok(&args);
     assert_each_once(&crawler.item_paths(), &site.reachable());
     let lines = cli::parse_lines(&std::fs::read(&output).unwrap());

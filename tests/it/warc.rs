@@ -5,14 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::changing::{ChangingSite, Validators, page_path, validators_of};
 use crate::support::cli::{self, legcrawl, run};
 use crate::support::mode::{Crawler, Mode};
 use crate::support::warc::{self, Record};
-use crate::support::{BodyMode, Site, TestResponse, TestServer, handler, splitmix64};
+use crate::support::{BodyMode, Site, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const PAGES: usize = 12;
@@ -404,33 +403,7 @@ fn kill_nine_while_writing_warc_then_each_response_once(mode: Mode) {
         "--lease-ttl",
         "1s",
     ];
-    for round in 0..KILLS {
-        let mut child = crawler
-            .command(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let at_start = server.requests();
-        // A random moment after the round's first request: a new shared
-        // worker first waits out the leases its killed predecessor held.
-        crate::support::wait_until(&format!("a request in round {round}"), LIMIT, || {
-            server.requests() > at_start
-        });
-        std::thread::sleep(Duration::from_millis(splitmix64(&mut rng) % 250));
-        // The kill must land mid-crawl: the run still going.
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "round {round}: the run ended before its kill"
-        );
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        let fetched = server.requests() - at_start;
-        eprintln!(
-            "round {round}: {status}, {fetched} requests in the round, {} so far",
-            server.requests()
-        );
-    }
+    crawler.kill_nine_rounds(&args, KILLS, || server.requests(), &mut rng, 250);
     crawler.crawl_ok(&args);
     let records = warc::read_dir(&dir);
     let responses = by_target(&records, "response");

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::rc::Rc;
+use std::time::Duration;
 
 use super::cli;
 use super::redis::RedisServer;
@@ -129,6 +130,46 @@ impl Crawler {
         };
         cmd.env("RUST_LOG", "error");
         cmd
+    }
+
+    /// Starts `crawl ARGS` `kills` times and kills each run with `kill -9` a
+    /// random moment (under `max_ms`, drawn from `rng`) after the round's
+    /// first request, as `requests` (a server's request count) shows it; a
+    /// new shared worker first waits out its killed predecessor's leases.
+    /// Asserts each run was still going when killed.
+    pub fn kill_nine_rounds(
+        &self,
+        args: &[&str],
+        kills: u64,
+        requests: impl Fn() -> u64,
+        rng: &mut u64,
+        max_ms: u64,
+    ) {
+        for round in 0..kills {
+            let mut child = self
+                .command(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn legcrawl");
+            let at_start = requests();
+            super::wait_until(&format!("a request in round {round}"), cli::LIMIT, || {
+                requests() > at_start
+            });
+            std::thread::sleep(Duration::from_millis(super::splitmix64(rng) % max_ms));
+            // The kill must land mid-crawl: the run still going.
+            assert!(
+                child.try_wait().expect("poll").is_none(),
+                "round {round}: the run ended before its kill"
+            );
+            child.kill().expect("kill -9");
+            let status = child.wait().expect("wait");
+            eprintln!(
+                "round {round}: {status}, {} requests in the round, {} so far",
+                requests() - at_start,
+                requests()
+            );
+        }
     }
 
     /// `crawl ARGS` run to completion (at most [`cli::LIMIT`]).
