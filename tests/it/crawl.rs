@@ -68,7 +68,19 @@ fn crawl_finds_exactly_the_reachable_pages_once(mode: Mode) {
 }
 
 #[test]
-fn scrapy_redis_example_filters_exactly_ten() {
+fn scrapy_redis_example_filters_exactly_ten_embedded() {
+    scrapy_redis_example_filters_exactly_ten(Mode::Embedded);
+}
+
+#[test]
+fn scrapy_redis_example_filters_exactly_ten_shared() {
+    scrapy_redis_example_filters_exactly_ten(Mode::Shared);
+}
+
+fn scrapy_redis_example_filters_exactly_ten(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "scrapy_redis_example_filters_exactly_ten") else {
+        return;
+    };
     // 10 seeds; each seed page links to itself and to 9 new pages: 100 requests of
     // which 10 repeat a seed, so exactly 10 are filtered.
     let server = TestServer::start(handler(|req| {
@@ -86,17 +98,11 @@ fn scrapy_redis_example_filters_exactly_ten() {
             TestResponse::html("<title>leaf</title>")
         }
     }));
-    let data = tempfile::tempdir().unwrap();
     let seeds: Vec<String> = (0..10).map(|i| server.url(&format!("/s/{i}"))).collect();
     let mut args: Vec<&str> = seeds.iter().map(String::as_str).collect();
     args.extend(["--bloom-bits", "20"]);
-    let out = crawl(data.path(), &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary = dump_summary(data.path());
+    let out = crawler.crawl_ok(&args);
+    let summary = crawler.summary();
     assert_eq!(
         summary["filtered"],
         10,
