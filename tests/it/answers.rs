@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cli::{dump_items, item_path, legcrawl, parse_lines, run};
+use crate::support::cli::{crawl_ok, dump_items, item_path, legcrawl, parse_lines, run};
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -43,16 +43,6 @@ fn with_status(status: u16, response: TestResponse) -> TestResponse {
     TestResponse { status, ..response }
 }
 
-fn crawl(data: &Path, args: &[&str]) -> std::process::Output {
-    let out = run(legcrawl(data, &[&["crawl"], args].concat()), LIMIT);
-    assert!(
-        out.status.success(),
-        "crawl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 fn stats(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -77,7 +67,7 @@ fn error_answers_are_counted_and_recorded_but_make_no_items() {
     let data = dir.path().join("state");
     let report = dir.path().join("run.json");
     let seed = server.url("/");
-    let out = crawl(&data, &[seed.as_str(), "--stats", report.to_str().unwrap()]);
+    let out = crawl_ok(&data, &[seed.as_str(), "--stats", report.to_str().unwrap()]);
     let items = dump_items(&data);
     let paths: Vec<String> = items.iter().map(item_path).collect();
     assert_eq!(paths, ["/", "/ok"], "only 2xx answers make items");
@@ -116,7 +106,7 @@ fn keep_status_makes_items_of_the_statuses_it_names_and_is_part_of_the_job() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("state");
     let seed = server.url("/");
-    crawl(
+    crawl_ok(
         &data,
         &[
             seed.as_str(),
@@ -219,7 +209,7 @@ fn max_pages_counts_pages_not_retries() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("state");
     let seed = server.url("/");
-    crawl(
+    crawl_ok(
         &data,
         &[
             seed.as_str(),
@@ -242,7 +232,7 @@ fn one_page_is_one_page() {
     let server = TestServer::start(handler(|_| TestResponse::html("<title>only</title>")));
     let dir = tempfile::tempdir().unwrap();
     let seed = server.url("/");
-    let out = crawl(dir.path(), &[seed.as_str()]);
+    let out = crawl_ok(dir.path(), &[seed.as_str()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(" 1 page (") && err.contains("; 1 item,"),
@@ -255,7 +245,7 @@ fn an_empty_frontier_says_so() {
     let server = TestServer::start(handler(|_| TestResponse::html("<title>only</title>")));
     let dir = tempfile::tempdir().unwrap();
     let seed = server.url("/");
-    crawl(dir.path(), &[seed.as_str()]);
+    crawl_ok(dir.path(), &[seed.as_str()]);
     let out = run(legcrawl(dir.path(), &["dump", "frontier"]), LIMIT);
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
@@ -309,7 +299,7 @@ fn a_state_this_user_cannot_write_is_named_in_one_line() {
     chmod(dir.path(), 0o755);
     let data = dir.path().join("state");
     let seed = server.url("/");
-    crawl(&data, &[seed.as_str()]);
+    crawl_ok(&data, &[seed.as_str()]);
     let out = run(
         as_other_user(legcrawl(&data, &["dump", "summary"]), &[&data]),
         LIMIT,

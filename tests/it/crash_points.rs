@@ -30,13 +30,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use legcrawl::crash::{CRASH_AT_ENV, POINTS, TRACE_ENV};
 use legcrawl::store::{GROUP_MAX_PAGES, OpenOptions, State};
 
-use crate::support::cli::{self, item_path, legcrawl};
+use crate::support::cli::{self, item_path, legcrawl, stderr};
 use crate::support::{
     Site, TestServer, assert_each_once, copy_dir, handler, listing, queued_urls, warc,
 };
@@ -148,10 +148,6 @@ fn probe() -> [BTreeMap<String, u64>; 2] {
         }
     }
     counts
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Appends half a line to the output file, if there is one.

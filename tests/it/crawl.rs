@@ -5,16 +5,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::cli::{self, dump_items, dump_summary, item_path, legcrawl, run};
+use crate::support::cli::{self, crawl, dump_items, dump_summary, item_path, legcrawl, run};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::{Site, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn crawl(data: &Path, args: &[&str]) -> std::process::Output {
-    let mut all = vec!["crawl"];
-    all.extend_from_slice(args);
-    run(legcrawl(data, &all), LIMIT)
-}
 
 fn item_paths(data: &Path) -> Vec<String> {
     dump_items(data).iter().map(item_path).collect()
@@ -25,20 +20,23 @@ fn assert_each_once(paths: &[String], expected: &BTreeSet<String>) {
 }
 
 #[test]
-fn crawl_finds_exactly_the_reachable_pages_once() {
+fn crawl_finds_exactly_the_reachable_pages_once_embedded() {
+    crawl_finds_exactly_the_reachable_pages_once(Mode::Embedded);
+}
+
+#[test]
+fn crawl_finds_exactly_the_reachable_pages_once_shared() {
+    crawl_finds_exactly_the_reachable_pages_once(Mode::Shared);
+}
+
+fn crawl_finds_exactly_the_reachable_pages_once(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "crawl_finds_exactly_the_reachable_pages_once") else {
+        return;
+    };
     let site = Site::generate(3000, 7);
     let server = TestServer::start(site.handler());
-    let data = tempfile::tempdir().unwrap();
-    let out = crawl(
-        data.path(),
-        &[&server.url("/"), "--bloom-bits", "20", "--per-host", "16"],
-    );
-    assert!(
-        out.status.success(),
-        "crawl failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_each_once(&item_paths(data.path()), &site.reachable());
+    crawler.crawl_ok(&[&server.url("/"), "--bloom-bits", "20", "--per-host", "16"]);
+    assert_each_once(&crawler.item_paths(), &site.reachable());
     for path in site.reachable() {
         assert_eq!(
             server.hits(&path),
@@ -47,15 +45,14 @@ fn crawl_finds_exactly_the_reachable_pages_once() {
             server.hits(&path)
         );
     }
-    let summary = dump_summary(data.path());
+    let summary = crawler.summary();
     assert_eq!(summary["items"], 3001);
     assert_eq!(summary["frontier"], 0);
     assert_eq!(summary["in_flight"], 0);
-    let runs = run(legcrawl(data.path(), &["dump", "runs", "--json"]), LIMIT);
-    let runs = cli::parse_lines(&runs.stdout);
+    let runs = crawler.runs();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["outcome"], "drained");
-    let items = dump_items(data.path());
+    let items = crawler.items();
     assert!(
         items
             .iter()
@@ -65,14 +62,25 @@ fn crawl_finds_exactly_the_reachable_pages_once() {
     // A second run looks at the seed again (nothing else is due yet); it has not
     // changed, so nothing is stored.
     let before = server.requests();
-    let out = crawl(data.path(), &[]);
-    assert!(out.status.success());
+    crawler.crawl_ok(&[]);
     assert_eq!(server.requests(), before + 1);
-    assert_eq!(dump_summary(data.path())["items"], 3001);
+    assert_eq!(crawler.summary()["items"], 3001);
 }
 
 #[test]
-fn scrapy_redis_example_filters_exactly_ten() {
+fn scrapy_redis_example_filters_exactly_ten_embedded() {
+    scrapy_redis_example_filters_exactly_ten(Mode::Embedded);
+}
+
+#[test]
+fn scrapy_redis_example_filters_exactly_ten_shared() {
+    scrapy_redis_example_filters_exactly_ten(Mode::Shared);
+}
+
+fn scrapy_redis_example_filters_exactly_ten(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "scrapy_redis_example_filters_exactly_ten") else {
+        return;
+    };
     // 10 seeds; each seed page links to itself and to 9 new pages: 100 requests of
     // which 10 repeat a seed, so exactly 10 are filtered.
     let server = TestServer::start(handler(|req| {
@@ -90,17 +98,11 @@ fn scrapy_redis_example_filters_exactly_ten() {
             TestResponse::html("<title>leaf</title>")
         }
     }));
-    let data = tempfile::tempdir().unwrap();
     let seeds: Vec<String> = (0..10).map(|i| server.url(&format!("/s/{i}"))).collect();
     let mut args: Vec<&str> = seeds.iter().map(String::as_str).collect();
     args.extend(["--bloom-bits", "20"]);
-    let out = crawl(data.path(), &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary = dump_summary(data.path());
+    let out = crawler.crawl_ok(&args);
+    let summary = crawler.summary();
     assert_eq!(
         summary["filtered"],
         10,
@@ -111,33 +113,34 @@ fn scrapy_redis_example_filters_exactly_ten() {
 }
 
 #[test]
-fn output_file_gets_every_item_once() {
+fn output_file_gets_every_item_once_embedded() {
+    output_file_gets_every_item_once(Mode::Embedded);
+}
+
+#[test]
+fn output_file_gets_every_item_once_shared() {
+    output_file_gets_every_item_once(Mode::Shared);
+}
+
+fn output_file_gets_every_item_once(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "output_file_gets_every_item_once") else {
+        return;
+    };
     let site = Site::generate(500, 3);
     let server = TestServer::start(site.handler());
-    let data = tempfile::tempdir().unwrap();
-    let output = data.path().join("items.jsonl");
-    let out_arg = output.to_str().unwrap();
-    let first = crawl(
-        data.path(),
-        &[
-            &server.url("/"),
-            "--bloom-bits",
-            "20",
-            "--max-pages",
-            "200",
-            "--output",
-            out_arg,
-        ],
-    );
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    let output = crawler.file("items.jsonl");
+    crawler.crawl_ok(&[
+        &server.url("/"),
+        "--bloom-bits",
+        "20",
+        "--max-pages",
+        "200",
+        "--output",
+        &output,
+    ]);
     let lines = cli::parse_lines(&std::fs::read(&output).unwrap());
     assert_eq!(lines.len(), 200);
-    let second = crawl(data.path(), &["--output", out_arg]);
-    assert!(second.status.success());
+    crawler.crawl_ok(&["--output", &output]);
     let lines = cli::parse_lines(&std::fs::read(&output).unwrap());
     let paths: Vec<String> = lines.iter().map(item_path).collect();
     assert_each_once(&paths, &site.reachable());
@@ -153,62 +156,43 @@ fn slow_site(pages: usize, delay: Duration) -> (Site, TestServer) {
 }
 
 #[test]
-fn kill_nine_thirty_times_then_exactly_the_site() {
+fn kill_nine_thirty_times_then_exactly_the_site_embedded() {
+    kill_nine_thirty_times_then_exactly_the_site(Mode::Embedded);
+}
+
+#[test]
+fn kill_nine_thirty_times_then_exactly_the_site_shared() {
+    kill_nine_thirty_times_then_exactly_the_site(Mode::Shared);
+}
+
+/// kill -9 thirty times at random moments, then one run to the end: every
+/// page once in the items and in the `--output` file, and the refetches
+/// bounded by invariant 3. `--lease-ttl 1s` lets a shared worker take back
+/// the leases its killed predecessor held soon (the embedded state has none).
+fn kill_nine_thirty_times_then_exactly_the_site(mode: Mode) {
     const KILLS: u64 = 30;
     const CONCURRENCY: u64 = 8;
+    let Some(crawler) = Crawler::start(mode, "kill_nine_thirty_times_then_exactly_the_site") else {
+        return;
+    };
     let (site, server) = slow_site(2500, Duration::from_millis(8));
-    let data = tempfile::tempdir().unwrap();
-    let output = data.path().join("out.jsonl");
+    let output = crawler.file("out.jsonl");
     let seed = server.url("/");
     let mut rng = crate::support::kill_seed("kill_nine_thirty_times_then_exactly_the_site");
     let args = [
-        "crawl",
         &seed,
         "--concurrency",
         "8",
         "--bloom-bits",
         "20",
+        "--lease-ttl",
+        "1s",
         "--output",
-        output.to_str().unwrap(),
+        &output,
     ];
-    let mut fetching = 0;
-    for round in 0..KILLS {
-        let mut child = legcrawl(data.path(), &args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let at_start = server.requests();
-        std::thread::sleep(Duration::from_millis(
-            40 + crate::support::splitmix64(&mut rng) % 200,
-        ));
-        // The kill must land mid-crawl: the run still going, and fetching.
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "round {round}: the run ended before its kill"
-        );
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        let fetched = server.requests() - at_start;
-        eprintln!(
-            "round {round}: {status}, {fetched} requests in the round, {} so far",
-            server.requests()
-        );
-        // A kill while the state opens (recovery after the last kill) tests
-        // that too, but most kills must land while pages are fetched.
-        fetching += u64::from(fetched > 0);
-    }
-    assert!(
-        fetching * 2 >= KILLS,
-        "only {fetching} of {KILLS} kills landed while the crawl fetched"
-    );
-    let out = run(legcrawl(data.path(), &args), LIMIT);
-    assert!(
-        out.status.success(),
-        "final run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_each_once(&item_paths(data.path()), &site.reachable());
+    crawler.kill_nine_rounds(&args, KILLS, || server.requests(), &mut rng, 200);
+    crawler.crawl_ok(&args);
+    assert_each_once(&crawler.item_paths(), &site.reachable());
     let lines = cli::parse_lines(&std::fs::read(&output).unwrap());
     assert_each_once(
         &lines.iter().map(item_path).collect::<Vec<_>>(),

@@ -9,10 +9,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
-use crate::support::cli::{self, item_path, legcrawl};
+use crate::support::cli::{self, item_path, legcrawl, stderr};
 use crate::support::{Site, TestServer, assert_each_once, copy_dir, splitmix64};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -48,10 +47,6 @@ fn crawled(pages: usize, extra: &[&str]) -> Crawled {
         state,
         seed,
     }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Every file under `dir` with its bytes.

@@ -2,18 +2,14 @@
 //! subtree, not the whole host) and `--header` (a header on every request),
 //! both stored with the job.
 
-use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::cli::{dump_items, item_path, legcrawl, run};
+use crate::support::cli::{legcrawl, run, stderr};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Each request's path and its `X-Crawl-Team` header, as the server saw them.
 type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
@@ -48,20 +44,25 @@ fn book_page(path: &str) -> TestResponse {
 }
 
 #[test]
-fn no_parent_keeps_a_crawl_below_its_seed_and_is_stored() {
+fn no_parent_keeps_a_crawl_below_its_seed_and_is_stored_embedded() {
+    no_parent_keeps_a_crawl_below_its_seed_and_is_stored(Mode::Embedded);
+}
+
+#[test]
+fn no_parent_keeps_a_crawl_below_its_seed_and_is_stored_shared() {
+    no_parent_keeps_a_crawl_below_its_seed_and_is_stored(Mode::Shared);
+}
+
+fn no_parent_keeps_a_crawl_below_its_seed_and_is_stored(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "no_parent_keeps_a_crawl_below_its_seed") else {
+        return;
+    };
     let server = book_site(Seen::default());
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("state");
     let seed = server.url("/book/");
-    let out = run(
-        legcrawl(&data, &["crawl", &seed, "--no-parent", "--max-pages", "2"]),
-        LIMIT,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    crawler.crawl_ok(&[&seed, "--no-parent", "--max-pages", "2"]);
     // The resume gives nothing: the stored job keeps --no-parent.
-    let out = run(legcrawl(&data, &["crawl"]), LIMIT);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let mut paths: Vec<String> = dump_items(&data).iter().map(item_path).collect();
+    crawler.crawl_ok(&[]);
+    let mut paths = crawler.item_paths();
     paths.sort();
     // The redirect out of the book is followed (as wget follows it).
     assert_eq!(
@@ -76,12 +77,8 @@ fn no_parent_keeps_a_crawl_below_its_seed_and_is_stored() {
     for outside in ["/", "/blog/post", "/bookish"] {
         assert_eq!(server.hits(outside), 0, "{outside} is outside /book/");
     }
-    let job = run(legcrawl(&data, &["dump", "job"]), LIMIT);
-    assert!(
-        String::from_utf8_lossy(&job.stdout).contains("no_parent = true"),
-        "{}",
-        String::from_utf8_lossy(&job.stdout)
-    );
+    let job = String::from_utf8_lossy(&crawler.dump(&["job"])).into_owned();
+    assert!(job.contains("no_parent = true"), "{job}");
 }
 
 #[test]
@@ -169,46 +166,47 @@ fn sitemap_site() -> TestServer {
 }
 
 #[test]
-fn sitemaps_named_by_robots_txt_are_read_by_default() {
+fn sitemaps_named_by_robots_txt_are_read_by_default_embedded() {
+    sitemaps_named_by_robots_txt_are_read_by_default(Mode::Embedded);
+}
+
+#[test]
+fn sitemaps_named_by_robots_txt_are_read_by_default_shared() {
+    sitemaps_named_by_robots_txt_are_read_by_default(Mode::Shared);
+}
+
+fn sitemaps_named_by_robots_txt_are_read_by_default(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "sitemaps_named_by_robots_txt") else {
+        return;
+    };
     let server = sitemap_site();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("state");
     let seed = server.url("/");
-    let out = run(legcrawl(&data, &["crawl", &seed]), LIMIT);
-    assert!(out.status.success(), "{}", stderr(&out));
+    crawler.crawl_ok(&[&seed]);
     for path in ["/sitemap-index.xml", "/pages.xml", "/docs/a", "/docs/b"] {
         assert_eq!(server.hits(path), 1, "{path}");
     }
     // Off: only the seed.
-    let off = dir.path().join("off");
-    let out = run(legcrawl(&off, &["crawl", &seed, "--no-sitemaps"]), LIMIT);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let off = crawler.another("off");
+    off.crawl_ok(&[&seed, "--no-sitemaps"]);
     assert_eq!(server.hits("/docs/a"), 1, "not fetched again");
     assert_eq!(server.hits("/sitemap-index.xml"), 1);
-    let job = run(legcrawl(&off, &["dump", "job"]), LIMIT);
-    assert!(String::from_utf8_lossy(&job.stdout).contains("sitemaps = false"));
+    let job = String::from_utf8_lossy(&off.dump(&["job"])).into_owned();
+    assert!(job.contains("sitemaps = false"), "{job}");
     // A sitemap given as the seed is read whatever the legs.
-    let direct = dir.path().join("direct");
     let map = server.url("/pages.xml");
-    let out = run(legcrawl(&direct, &["crawl", &map, "--no-sitemaps"]), LIMIT);
-    assert!(out.status.success(), "{}", stderr(&out));
+    crawler.another("direct").crawl_ok(&[&map, "--no-sitemaps"]);
     assert_eq!(
         server.hits("/docs/a"),
         1,
         "with --no-sitemaps a seed sitemap is not read either"
     );
-    let again = dir.path().join("again");
-    let out = run(legcrawl(&again, &["crawl", &map]), LIMIT);
-    assert!(out.status.success(), "{}", stderr(&out));
+    crawler.another("again").crawl_ok(&[&map]);
     assert_eq!(server.hits("/docs/a"), 2, "the seed sitemap was read");
     assert_eq!(server.hits("/docs/b"), 2);
     // Recognised by its root element, whatever its media type says.
-    let plain = dir.path().join("plain");
-    let out = run(
-        legcrawl(&plain, &["crawl", &server.url("/plain-map")]),
-        LIMIT,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    crawler
+        .another("plain")
+        .crawl_ok(&[&server.url("/plain-map")]);
     assert_eq!(
         server.hits("/docs/plain"),
         1,

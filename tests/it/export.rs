@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use legcrawl::store::records::{self, RunRecord};
 use serde_json::Value;
 
-use crate::support::cli::{self, dump_items, legcrawl, parse_lines, run};
+use crate::support::cli::{self, dump_items, legcrawl, parse_lines, run, stderr};
 use crate::support::{Site, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -25,15 +25,7 @@ fn raw(args: &[&str]) -> Command {
 
 /// `crawl SEED --bloom-bits 20` plus `args`, asserting success.
 fn crawl_ok(data: &Path, seed: &str, args: &[&str]) -> Output {
-    let mut all = vec!["crawl", seed, "--bloom-bits", "20"];
-    all.extend_from_slice(args);
-    let out = run(legcrawl(data, &all), LIMIT);
-    assert!(out.status.success(), "{}", stderr(&out));
-    out
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    cli::crawl_ok(data, &[&[seed, "--bloom-bits", "20"], args].concat())
 }
 
 fn stdout(out: &Output) -> String {

@@ -6,36 +6,17 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use async_compression::tokio::write::{BrotliEncoder, GzipEncoder};
 use tokio::io::AsyncWriteExt;
 
-use crate::support::cli::{self, dump_items, legcrawl, run};
+use crate::support::cli::{self, crawl_env, dump_items, fetch, legcrawl, run, stderr};
 use crate::support::{TestResponse, TestServer, handler};
 
+/// Crawls here log at the binary's default level (`RUST_LOG` unset).
+const DEFAULT_LOG: &[(&str, Option<&str>)] = &[("RUST_LOG", None)];
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// `legcrawl fetch ARGS`, logging warnings only.
-fn fetch(args: &[&str]) -> Output {
-    let mut cmd = Command::new(cli::bin());
-    cmd.arg("fetch").args(args).env("RUST_LOG", "error");
-    run(cmd, LIMIT)
-}
-
-/// `legcrawl crawl --data DATA ARGS` at the default log level (warn).
-fn crawl(data: &Path, args: &[&str]) -> Output {
-    let mut args = args.to_vec();
-    args.insert(0, "crawl");
-    let mut cmd = legcrawl(data, &args);
-    cmd.env_remove("RUST_LOG");
-    run(cmd, LIMIT)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Every byte under `dir`, concatenated (to look for a string anywhere in a state).
 fn all_bytes(dir: &Path) -> Vec<u8> {
@@ -107,7 +88,7 @@ fn credentials_are_never_stored_queued_or_sent() {
     }));
     let seed = server.url("/").replace("://", "://seed:secret0@");
     let data = tempfile::tempdir().unwrap();
-    let out = crawl(data.path(), &[&seed]);
+    let out = crawl_env(data.path(), &[&seed], DEFAULT_LOG);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let paths: Vec<String> = dump_items(data.path()).iter().map(cli::item_path).collect();
     for path in ["/", "/a", "/b"] {
@@ -146,7 +127,7 @@ fn undecodable_bodies_fail_the_page_with_a_reason() {
         _ => TestResponse::not_found(),
     }));
     let data = tempfile::tempdir().unwrap();
-    let out = crawl(data.path(), &[&server.url("/")]);
+    let out = crawl_env(data.path(), &[&server.url("/")], DEFAULT_LOG);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("several encodings"), "{err}");
@@ -246,9 +227,10 @@ fn unreachable_hosts_are_reported_once_and_given_up_within_seconds() {
     let refused = format!("http://127.0.0.1:{}/", closed_port());
     let data = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let out = crawl(
+    let out = crawl_env(
         data.path(),
         &["http://no-such-host.invalid/", &refused, &server.url("/")],
+        DEFAULT_LOG,
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -276,7 +258,11 @@ fn until_idle_ends_a_run_while_robots_txt_keeps_failing() {
     }));
     let data = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let out = crawl(data.path(), &["--until-idle", &server.url("/")]);
+    let out = crawl_env(
+        data.path(),
+        &["--until-idle", &server.url("/")],
+        DEFAULT_LOG,
+    );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
@@ -295,7 +281,9 @@ fn a_bloom_filter_left_dirty_is_recounted_quietly() {
     let server = TestServer::start(handler(|_| TestResponse::html("<title>t</title>")));
     let data = tempfile::tempdir().unwrap();
     assert_eq!(
-        crawl(data.path(), &[&server.url("/")]).status.code(),
+        crawl_env(data.path(), &[&server.url("/")], DEFAULT_LOG)
+            .status
+            .code(),
         Some(0)
     );
     // What a `kill -9` leaves: the header's clean flag (offset 24) at 0.

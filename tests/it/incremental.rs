@@ -11,65 +11,29 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::changing::{self, ChangingSite, Removal, Validators, page_path};
-use crate::support::cli::{self, dump_items, item_path, legcrawl, run};
-use crate::support::{TestServer, splitmix64};
+use crate::support::cli::{
+    self, counter, dump_items, dump_pages, dump_runs, item_path, legcrawl, run,
+};
+use crate::support::{TestServer, sorted, splitmix64};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Flags every crawl here gets: a small Bloom filter, no robots.txt (so the
 /// server's counts are the pages alone).
 const BASE: [&str; 3] = ["--bloom-bits", "20", "--ignore-robots"];
 
+/// `crawl ARGS` plus [`BASE`], not yet run.
 fn crawl_cmd(data: &Path, args: &[&str]) -> std::process::Command {
-    let mut all = vec!["crawl"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&BASE);
-    legcrawl(data, &all)
+    cli::crawl_command(data, &[args, &BASE].concat())
 }
 
-/// A crawl that must succeed.
+/// `crawl ARGS` plus [`BASE`], which must succeed.
 fn crawl(data: &Path, args: &[&str]) -> Output {
-    let out = run(crawl_cmd(data, args), LIMIT);
-    assert!(
-        out.status.success(),
-        "crawl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// `dump runs --json`.
-fn runs(data: &Path) -> Vec<Value> {
-    let out = run(legcrawl(data, &["dump", "runs", "--json"]), LIMIT);
-    assert!(out.status.success(), "dump runs failed");
-    cli::parse_lines(&out.stdout)
+    cli::crawl_ok(data, &[args, &BASE].concat())
 }
 
 /// The last run's record.
 fn last_run(data: &Path) -> Value {
-    runs(data).pop().expect("at least one run")
-}
-
-/// A counter of a run record (0 when absent).
-fn count(run: &Value, name: &str) -> u64 {
-    run["counters"][name].as_u64().unwrap_or(0)
-}
-
-/// `dump pages --json` (with `--due` when `due`), keyed by path.
-fn pages(data: &Path, due: bool) -> BTreeMap<String, Value> {
-    let mut args = vec!["dump", "pages", "--json"];
-    if due {
-        args.push("--due");
-    }
-    let out = run(legcrawl(data, &args), LIMIT);
-    assert!(
-        out.status.success(),
-        "dump pages failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    cli::parse_lines(&out.stdout)
-        .into_iter()
-        .map(|record| (item_path(&record), record))
-        .collect()
+    dump_runs(data).pop().expect("at least one run")
 }
 
 /// Every stored item as (path, version), in store order.
@@ -95,11 +59,6 @@ fn expect_items(numbers: &[usize], v: u64) -> Vec<(String, u64)> {
     numbers.iter().map(|&i| (page_path(i), v)).collect()
 }
 
-fn sorted(mut v: Vec<(String, u64)>) -> Vec<(String, u64)> {
-    v.sort();
-    v
-}
-
 /// Body bytes the site sends for page `i` at revision 1 (no validators matter).
 fn body_len(i: usize) -> u64 {
     changing::page_body(i, 1).len() as u64
@@ -115,8 +74,8 @@ fn first_crawl(site: &ChangingSite, data: &Path, extra: &[&str]) -> TestServer {
     let first = last_run(data);
     assert_eq!(first["outcome"], "drained");
     let n = site.live().len() as u64;
-    assert_eq!(count(&first, "pages/new"), n + 1, "{first}");
-    assert_eq!(count(&first, "items/stored"), n + 1, "{first}");
+    assert_eq!(counter(&first, "pages/new"), n + 1, "{first}");
+    assert_eq!(counter(&first, "items/stored"), n + 1, "{first}");
     server
 }
 
@@ -147,14 +106,14 @@ fn unchanged_second_run_fetches_only_the_seed() {
     );
     let second = last_run(data.path());
     assert_eq!(second["outcome"], "drained");
-    assert_eq!(count(&second, "cycle/started"), 1);
-    assert_eq!(count(&second, "revisit/seeds"), 1);
-    assert_eq!(count(&second, "revisit/due"), 0);
-    assert_eq!(count(&second, "pages/fetched"), 1);
-    assert_eq!(count(&second, "pages/not_modified"), 1);
-    assert_eq!(count(&second, "pages/new"), 0);
-    assert_eq!(count(&second, "items/stored"), 0);
-    assert_eq!(count(&second, "fetch/bytes"), 0);
+    assert_eq!(counter(&second, "cycle/started"), 1);
+    assert_eq!(counter(&second, "revisit/seeds"), 1);
+    assert_eq!(counter(&second, "revisit/due"), 0);
+    assert_eq!(counter(&second, "pages/fetched"), 1);
+    assert_eq!(counter(&second, "pages/not_modified"), 1);
+    assert_eq!(counter(&second, "pages/new"), 0);
+    assert_eq!(counter(&second, "items/stored"), 0);
+    assert_eq!(counter(&second, "fetch/bytes"), 0);
 }
 
 /// Issue 14, item 3: the policy in force at a cycle's start decides what is due.
@@ -178,14 +137,14 @@ fn a_new_revisit_policy_decides_what_the_next_cycle_asks() {
         "every recorded page is asked again: {second}"
     );
     assert_eq!(
-        count(&second, "revisit/rescheduled"),
+        counter(&second, "revisit/rescheduled"),
         31,
         "the seed page too: {second}"
     );
-    assert_eq!(count(&second, "revisit/due"), 30, "{second}");
-    assert_eq!(count(&second, "revisit/seeds"), 1, "{second}");
+    assert_eq!(counter(&second, "revisit/due"), 30, "{second}");
+    assert_eq!(counter(&second, "revisit/seeds"), 1, "{second}");
     assert_eq!(
-        count(&second, "items/stored"),
+        counter(&second, "items/stored"),
         0,
         "nothing changed: {second}"
     );
@@ -194,16 +153,16 @@ fn a_new_revisit_policy_decides_what_the_next_cycle_asks() {
     let requests = server.requests();
     crawl(data.path(), &["--revisit-after", "0"]);
     assert_eq!(server.requests(), requests + 31);
-    assert_eq!(count(&last_run(data.path()), "revisit/rescheduled"), 0);
+    assert_eq!(counter(&last_run(data.path()), "revisit/rescheduled"), 0);
 
     // Back to the default: the pages are due a day after their last fetch.
     let requests = server.requests();
     crawl(data.path(), &["--revisit-after", "adaptive"]);
     let fourth = last_run(data.path());
     assert_eq!(server.requests(), requests + 1, "only the seed: {fourth}");
-    assert_eq!(count(&fourth, "revisit/rescheduled"), 31, "{fourth}");
-    assert_eq!(count(&fourth, "revisit/due"), 0, "{fourth}");
-    for (path, record) in pages(data.path(), false) {
+    assert_eq!(counter(&fourth, "revisit/rescheduled"), 31, "{fourth}");
+    assert_eq!(counter(&fourth, "revisit/due"), 0, "{fourth}");
+    for (path, record) in dump_pages(data.path(), false) {
         let (due, last) = (record["next_due"].as_u64(), record["last_fetched"].as_u64());
         assert!(
             due.zip(last).is_some_and(|(due, last)| due >= last + 3000),
@@ -220,7 +179,7 @@ fn every_run_revisit_uses_304_where_validators_exist() {
     let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
     let first_bytes = server.bytes_sent();
     assert_eq!(
-        count(&last_run(data.path()), "fetch/bytes"),
+        counter(&last_run(data.path()), "fetch/bytes"),
         first_bytes,
         "fetch/bytes counts the bodies the server sent"
     );
@@ -254,14 +213,14 @@ fn every_run_revisit_uses_304_where_validators_exist() {
         "{second_bytes} of {first_bytes}"
     );
     let second = last_run(data.path());
-    assert_eq!(count(&second, "pages/fetched"), N as u64 + 1);
-    assert_eq!(count(&second, "pages/not_modified"), with + 1);
-    assert_eq!(count(&second, "pages/unchanged"), without);
-    assert_eq!(count(&second, "pages/changed"), 0);
-    assert_eq!(count(&second, "items/stored"), 0);
-    assert_eq!(count(&second, "fetch/bytes"), second_bytes);
-    assert_eq!(count(&second, "revisit/due"), N as u64);
-    let records = pages(data.path(), false);
+    assert_eq!(counter(&second, "pages/fetched"), N as u64 + 1);
+    assert_eq!(counter(&second, "pages/not_modified"), with + 1);
+    assert_eq!(counter(&second, "pages/unchanged"), without);
+    assert_eq!(counter(&second, "pages/changed"), 0);
+    assert_eq!(counter(&second, "items/stored"), 0);
+    assert_eq!(counter(&second, "fetch/bytes"), second_bytes);
+    assert_eq!(counter(&second, "revisit/due"), N as u64);
+    let records = dump_pages(data.path(), false);
     assert_eq!(records.len(), N + 1);
     for (path, record) in &records {
         assert_eq!(record["fetches"], 2, "{path}: {record}");
@@ -309,11 +268,11 @@ fn edits_additions_removals_emit_exactly_what_changed() {
         }
         assert_eq!(item["status"], 200, "{item}");
     }
-    assert_eq!(count(&second, "pages/fetched"), 33);
-    assert_eq!(count(&second, "pages/new"), 2);
+    assert_eq!(counter(&second, "pages/fetched"), 33);
+    assert_eq!(counter(&second, "pages/new"), 2);
     // Each page counts under one outcome: a deleted page is gone, not changed.
-    assert_eq!(count(&second, "pages/changed"), 1 + 5);
-    assert_eq!(count(&second, "pages/gone"), 3, "a 404 or a 410 is gone");
+    assert_eq!(counter(&second, "pages/changed"), 1 + 5);
+    assert_eq!(counter(&second, "pages/gone"), 3, "a 404 or a 410 is gone");
     // Issue 14, item 8: the outcomes sum to the pages, which are the finished
     // leases (none was put back here).
     let pages_total = ["new", "changed", "unchanged", "gone", "failed", "blocked"]
@@ -321,13 +280,13 @@ fn edits_additions_removals_emit_exactly_what_changed() {
         .map(|c| second[c].as_u64().unwrap())
         .sum::<u64>();
     assert_eq!(second["pages"].as_u64(), Some(pages_total), "{second}");
-    assert_eq!(pages_total, count(&second, "pages/completed"), "{second}");
-    assert_eq!(count(&second, "items/stored"), 8);
+    assert_eq!(pages_total, counter(&second, "pages/completed"), "{second}");
+    assert_eq!(counter(&second, "items/stored"), 8);
     // The hub links to 27 known pages and two new ones.
-    assert_eq!(count(&second, "dupefilter/filtered"), 27);
-    let unchanged = count(&second, "pages/unchanged") + count(&second, "pages/not_modified");
+    assert_eq!(counter(&second, "dupefilter/filtered"), 27);
+    let unchanged = counter(&second, "pages/unchanged") + counter(&second, "pages/not_modified");
     assert_eq!(unchanged, 30 - 5 - 3);
-    let records = pages(data.path(), false);
+    let records = dump_pages(data.path(), false);
     assert_eq!(records["/p/4.html"]["version"], 2);
     assert_eq!(records["/p/4.html"]["changes"], 1);
     assert_eq!(records["/p/30.html"]["version"], 1);
@@ -348,12 +307,12 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     assert_eq!(server.hits("/p/12.html"), 3);
     assert_eq!(server.hits("/p/6.html"), 3);
     let third = last_run(data.path());
-    assert_eq!(count(&third, "pages/gone"), 3);
-    assert_eq!(count(&third, "pages/changed"), 0);
-    assert_eq!(count(&third, "items/stored"), 0);
-    assert_eq!(count(&third, "pages/fetched"), 1 + 29 + 3);
+    assert_eq!(counter(&third, "pages/gone"), 3);
+    assert_eq!(counter(&third, "pages/changed"), 0);
+    assert_eq!(counter(&third, "items/stored"), 0);
+    assert_eq!(counter(&third, "pages/fetched"), 1 + 29 + 3);
     assert_eq!(versions(data.path()).len(), stored);
-    let records = pages(data.path(), false);
+    let records = dump_pages(data.path(), false);
     for path in ["/p/5.html", "/p/12.html"] {
         assert_eq!(records[path]["gone"], true, "{}", records[path]);
         assert_eq!(records[path]["missing"], 2);
@@ -366,13 +325,13 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     crawl(data.path(), &["--revisit-after", "0"]);
     let fourth = last_run(data.path());
     assert_eq!(server.hits("/p/5.html"), 4);
-    assert_eq!(count(&fourth, "pages/gone"), 2, "12 and 6");
+    assert_eq!(counter(&fourth, "pages/gone"), 2, "12 and 6");
     assert_eq!(
-        count(&fourth, "items/stored"),
+        counter(&fourth, "items/stored"),
         1,
         "the hub, which links 5 again"
     );
-    let records = pages(data.path(), false);
+    let records = dump_pages(data.path(), false);
     assert_eq!(records["/p/5.html"]["gone"], false);
     assert_eq!(records["/p/5.html"]["status"], 200);
     assert_eq!(records["/p/5.html"]["version"], 1);
@@ -389,14 +348,14 @@ fn a_gone_page_waits_for_the_longest_interval_of_its_policy() {
     // Pages are due after a day: pretend by making them every-run for one run.
     crawl(data.path(), &["--revisit-after", "0"]);
     assert_eq!(server.hits("/p/1.html"), 2);
-    let records = pages(data.path(), false);
+    let records = dump_pages(data.path(), false);
     assert_eq!(records["/p/1.html"]["gone"], true);
     // Back under the adaptive policy, the gone page is due after its maximum,
     // 30 days: not asked by the next runs.
     crawl(data.path(), &["--revisit-after", "adaptive"]);
     crawl(data.path(), &["--revisit-after", "adaptive"]);
     assert_eq!(server.hits("/p/1.html"), 2);
-    let records = pages(data.path(), false);
+    let records = dump_pages(data.path(), false);
     let record = &records["/p/1.html"];
     let (last, due) = (
         record["last_fetched"].as_u64().unwrap(),
@@ -459,7 +418,7 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     let data = tempfile::tempdir().unwrap();
     let (site, server) = changed_slow_site(data.path());
     let mut rng = crate::support::kill_seed("kill_nine_during_a_revisit_then_each_version_once");
-    let (runs_before, requests_before) = (runs(data.path()).len(), server.requests());
+    let (runs_before, requests_before) = (dump_runs(data.path()).len(), server.requests());
     for round in 0..KILLS {
         let mut child = crawl_cmd(data.path(), &SLOW_ARGS)
             .stdout(Stdio::null())
@@ -492,7 +451,7 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     }
     site.set_delay(None);
     crawl(data.path(), &SLOW_ARGS);
-    let after = runs(data.path());
+    let after = dump_runs(data.path());
     let outcomes: Vec<Value> = after.iter().map(|r| r["outcome"].clone()).collect();
     eprintln!("outcomes {outcomes:?}");
     assert_eq!(outcomes.last().unwrap(), "drained");
@@ -502,7 +461,7 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     // each kill (invariant 3), the seed again in every run.
     let cycles: u64 = after[runs_before..]
         .iter()
-        .map(|r| count(r, "cycle/started"))
+        .map(|r| counter(r, "cycle/started"))
         .sum();
     assert!(
         cycles <= 1,
@@ -521,7 +480,7 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     // The removed pages were seen missing: their 404 made no item (issue 27),
     // and their record says so.
     let items = versions(data.path());
-    let records = pages(data.path(), false);
+    let records = dump_pages(data.path(), false);
     for i in [3, 33, 63, 93, 123] {
         let of_page: Vec<_> = items.iter().filter(|(p, _)| *p == page_path(i)).collect();
         assert_eq!(of_page.len(), 1, "page {i}: {of_page:?}");
@@ -531,7 +490,7 @@ fn kill_nine_during_a_revisit_then_each_version_once() {
     let stored = items.len();
     crawl(data.path(), &SLOW_ARGS);
     assert_eq!(versions(data.path()).len(), stored);
-    assert_eq!(count(&last_run(data.path()), "pages/changed"), 0);
+    assert_eq!(counter(&last_run(data.path()), "pages/changed"), 0);
 }
 
 #[test]
@@ -559,14 +518,17 @@ fn sigint_during_a_revisit_then_the_cycle_resumes() {
     );
     let interrupted = last_run(data.path());
     assert_eq!(interrupted["outcome"], "interrupted");
-    assert_eq!(count(&interrupted, "cycle/started"), 1);
-    assert!(count(&interrupted, "pages/fetched") < 200, "{interrupted}");
+    assert_eq!(counter(&interrupted, "cycle/started"), 1);
+    assert!(
+        counter(&interrupted, "pages/fetched") < 200,
+        "{interrupted}"
+    );
 
     crawl(data.path(), &SLOW_ARGS);
     let resumed = last_run(data.path());
     assert_eq!(resumed["outcome"], "drained");
     assert_eq!(
-        count(&resumed, "cycle/started"),
+        counter(&resumed, "cycle/started"),
         0,
         "resumed, not restarted"
     );
@@ -594,15 +556,15 @@ fn max_pages_in_a_revisit_cycle_resumes_it_next_run() {
     crawl(data.path(), &["--revisit-after", "0", "--max-pages", "10"]);
     let limited = last_run(data.path());
     assert_eq!(limited["outcome"], "limit");
-    assert_eq!(count(&limited, "cycle/started"), 1);
-    assert_eq!(count(&limited, "pages/fetched"), 10);
+    assert_eq!(counter(&limited, "cycle/started"), 1);
+    assert_eq!(counter(&limited, "pages/fetched"), 10);
     assert_eq!(server.hits("/"), 2);
 
     crawl(data.path(), &["--revisit-after", "0"]);
     let resumed = last_run(data.path());
     assert_eq!(resumed["outcome"], "drained");
-    assert_eq!(count(&resumed, "cycle/started"), 0);
-    assert_eq!(count(&resumed, "pages/fetched"), N as u64 + 1 - 10);
+    assert_eq!(counter(&resumed, "cycle/started"), 0);
+    assert_eq!(counter(&resumed, "pages/fetched"), N as u64 + 1 - 10);
     assert_eq!(server.hits("/"), 2, "the seed is not fetched again");
     for i in 0..N {
         assert_eq!(server.hits(&page_path(i)), 2, "page {i}");
@@ -611,11 +573,11 @@ fn max_pages_in_a_revisit_cycle_resumes_it_next_run() {
     crawl(data.path(), &["--revisit-after", "0"]);
     let next = last_run(data.path());
     assert_eq!(
-        count(&next, "cycle/started"),
+        counter(&next, "cycle/started"),
         1,
         "a drained cycle is followed by a new one"
     );
-    assert_eq!(count(&next, "pages/fetched"), N as u64 + 1);
+    assert_eq!(counter(&next, "pages/fetched"), N as u64 + 1);
     assert_eq!(server.hits("/"), 3);
     assert_eq!(versions(data.path()).len(), N + 1);
 }
@@ -640,14 +602,14 @@ fn max_duration_stops_a_run_and_the_next_resumes() {
     crawl(data.path(), &bounded);
     let limited = last_run(data.path());
     assert_eq!(limited["outcome"], "limit");
-    assert!(count(&limited, "pages/fetched") < 61, "{limited}");
+    assert!(counter(&limited, "pages/fetched") < 61, "{limited}");
     site.set_delay(None);
     crawl(data.path(), &args);
     let resumed = last_run(data.path());
     assert_eq!(resumed["outcome"], "drained");
-    assert_eq!(count(&resumed, "cycle/started"), 0);
+    assert_eq!(counter(&resumed, "cycle/started"), 0);
     assert_eq!(
-        count(&limited, "pages/fetched") + count(&resumed, "pages/fetched"),
+        counter(&limited, "pages/fetched") + counter(&resumed, "pages/fetched"),
         61
     );
     assert_eq!(server.hits("/"), 2);
@@ -671,9 +633,9 @@ fn revisit_rule_hubs_are_fetched_every_run() {
     // Page 7 changed too, but it is not due (adaptive default): not seen yet.
     assert_eq!(new_items(data.path(), stored), expect_items(&[3], 2));
     let second = last_run(data.path());
-    assert_eq!(count(&second, "revisit/due"), 5);
-    assert_eq!(count(&second, "pages/fetched"), 6);
-    let due = pages(data.path(), true);
+    assert_eq!(counter(&second, "revisit/due"), 5);
+    assert_eq!(counter(&second, "pages/fetched"), 6);
+    let due = dump_pages(data.path(), true);
     let due: Vec<&String> = due.keys().collect();
     assert_eq!(
         due,
@@ -695,7 +657,7 @@ fn revisit_never_fetches_only_the_seed_and_new_links() {
     let data = tempfile::tempdir().unwrap();
     let never = ["--revisit-after", "never"];
     let server = first_crawl(&site, data.path(), &never);
-    for (path, record) in pages(data.path(), false) {
+    for (path, record) in dump_pages(data.path(), false) {
         if path != "/" {
             assert!(record["next_due"].is_null(), "{path}: {record}");
         }
@@ -711,10 +673,10 @@ fn revisit_never_fetches_only_the_seed_and_new_links() {
     expected.extend(expect_items(&[20], 1));
     assert_eq!(new_items(data.path(), stored), sorted(expected));
     let second = last_run(data.path());
-    assert_eq!(count(&second, "revisit/due"), 0);
-    assert_eq!(count(&second, "revisit/seeds"), 1);
-    assert_eq!(count(&second, "pages/new"), 1);
-    assert_eq!(count(&second, "pages/changed"), 1);
+    assert_eq!(counter(&second, "revisit/due"), 0);
+    assert_eq!(counter(&second, "revisit/seeds"), 1);
+    assert_eq!(counter(&second, "pages/new"), 1);
+    assert_eq!(counter(&second, "pages/changed"), 1);
 }
 
 #[test]
@@ -724,10 +686,10 @@ fn dump_pages_due_and_tables() {
     let server = first_crawl(&site, data.path(), &[]);
     let seed = server.url("/");
     // Default (adaptive, one day): only the seed is due.
-    let due = pages(data.path(), true);
+    let due = dump_pages(data.path(), true);
     assert_eq!(due.keys().collect::<Vec<_>>(), ["/"]);
     assert_eq!(due["/"]["url"], seed.as_str());
-    let all = pages(data.path(), false);
+    let all = dump_pages(data.path(), false);
     assert_eq!(all.len(), 11);
     for (path, record) in &all {
         for field in [
@@ -845,10 +807,10 @@ fn until_idle_then_a_held_host_gets_no_seed_requeued() {
     // so it is queued; the retry is fetched.
     crawl(data.path(), &args);
     let held = last_run(data.path());
-    assert_eq!(count(&held, "cycle/started"), 1, "{held}");
-    assert_eq!(count(&held, "revisit/seeds"), 0, "{held}");
-    assert_eq!(count(&held, "revisit/due"), 1, "{held}");
-    assert_eq!(count(&held, "pages/fetched"), 2);
+    assert_eq!(counter(&held, "cycle/started"), 1, "{held}");
+    assert_eq!(counter(&held, "revisit/seeds"), 0, "{held}");
+    assert_eq!(counter(&held, "revisit/due"), 1, "{held}");
+    assert_eq!(counter(&held, "pages/fetched"), 2);
     assert_eq!(held["outcome"], "drained");
     assert_eq!(
         (server.hits("/"), server.hits("/a"), server.hits("/b")),
@@ -857,8 +819,8 @@ fn until_idle_then_a_held_host_gets_no_seed_requeued() {
 
     crawl(data.path(), &args);
     let next = last_run(data.path());
-    assert_eq!(count(&next, "revisit/seeds"), 1);
-    assert_eq!(count(&next, "revisit/due"), 2);
+    assert_eq!(counter(&next, "revisit/seeds"), 1);
+    assert_eq!(counter(&next, "revisit/due"), 2);
     assert_eq!(
         (server.hits("/"), server.hits("/a"), server.hits("/b")),
         (2, 3, 3)
@@ -916,7 +878,7 @@ fn revisit_finds_every_record(
         .count() as u64;
     assert_eq!(site.not_modified(), with + 1, "validators were sent back");
     assert_eq!(versions(data).len(), n + 1, "nothing stored again");
-    let after = pages(data, false);
+    let after = dump_pages(data, false);
     assert_eq!(after.len(), n + 1);
     for (path, record) in &after {
         assert_eq!(record["fetches"], 2, "{path}: {record}");
@@ -989,7 +951,7 @@ fn a_damaged_page_id_run_is_rebuilt_from_the_page_records() {
         let site = ChangingSite::new(N);
         let data = tempfile::tempdir().unwrap();
         let server = first_crawl(&site, data.path(), &["--revisit-after", "0"]);
-        let before = pages(data.path(), false);
+        let before = dump_pages(data.path(), false);
         let runs = page_id_runs(data.path());
         assert_eq!(
             runs.len(),
@@ -1039,7 +1001,7 @@ fn a_damaged_page_id_run_is_rebuilt_from_the_page_records() {
             "{how}: {err}"
         );
         assert!(err.contains(&format!("({} pages)", N + 1)), "{how}: {err}");
-        assert_eq!(pages(data.path(), false), before, "{how}");
+        assert_eq!(dump_pages(data.path(), false), before, "{how}");
         eprintln!("{how}: revisit");
         revisit_finds_every_record(&site, &server, data.path(), N);
         // Every page-id run left on disk is listed (the damaged one, and those

@@ -4,23 +4,17 @@
 //! begin stores neither, a state without a job gets one made once, and the
 //! exit codes of `crawl`.
 
-use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use crate::support::cli::{dump_items, item_path, legcrawl, parse_lines, run};
+use crate::support::cli::{
+    assert_ok, dump_items, dump_runs, item_path, legcrawl, parse_lines, run, stderr,
+};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::politeness::judge;
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn assert_ok(out: &Output) {
-    assert!(out.status.success(), "{}", stderr(out));
-}
 
 /// The lines a run prints for changes of its job.
 fn change_lines(out: &Output) -> Vec<String> {
@@ -50,13 +44,6 @@ fn two_sections() -> TestServer {
             _ => TestResponse::html(format!("<title>{path}</title>")),
         }
     }))
-}
-
-/// The run records, as `dump runs --json` prints them.
-fn runs(data: &Path) -> Vec<serde_json::Value> {
-    let out = run(legcrawl(data, &["dump", "runs", "--json"]), LIMIT);
-    assert_ok(&out);
-    parse_lines(&out.stdout)
 }
 
 /// Ctrl-C is a run stopped half-way; `--max-pages` stops one as surely and
@@ -90,7 +77,7 @@ fn a_resume_keeps_scope_delay_and_output() {
         ),
         LIMIT,
     );
-    assert_ok(&out);
+    assert_ok("legcrawl", &out);
     assert!(
         stderr(&out).contains(&format!(
             "resume with: legcrawl crawl --data {}",
@@ -101,7 +88,7 @@ fn a_resume_keeps_scope_delay_and_output() {
     );
     // The resume gives nothing but the state.
     let out = run(legcrawl(&data, &["crawl"]), LIMIT);
-    assert_ok(&out);
+    assert_ok("legcrawl", &out);
     assert_eq!(change_lines(&out), Vec::<String>::new());
     let hits = server.all_hits();
     let outside: Vec<_> = hits
@@ -129,7 +116,7 @@ fn a_resume_keeps_scope_delay_and_output() {
     paths.sort();
     assert_eq!(paths, ["/", "/a/1", "/a/2", "/a/3", "/a/4"]);
     // Both runs ran job version 1.
-    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
+    let jobs: Vec<_> = dump_runs(&data).iter().map(|r| r["job"].clone()).collect();
     assert_eq!(jobs, [serde_json::json!(1), serde_json::json!(1)]);
 }
 
@@ -140,12 +127,12 @@ fn a_setting_given_changes_the_job_from_that_run_on_one_line_each() {
     let data = dir.path().join("state");
     let seed = server.url("/");
     let first = ["crawl", &seed, "--allow", "/a/", "--delay", "30ms"];
-    assert_ok(&run(legcrawl(&data, &first), LIMIT));
+    assert_ok("legcrawl", &run(legcrawl(&data, &first), LIMIT));
     let out = run(
         legcrawl(&data, &["crawl", "--delay", "10ms", "--deny", "/a/2"]),
         LIMIT,
     );
-    assert_ok(&out);
+    assert_ok("legcrawl", &out);
     assert_eq!(
         change_lines(&out),
         [
@@ -159,12 +146,12 @@ fn a_setting_given_changes_the_job_from_that_run_on_one_line_each() {
         LIMIT,
     );
     assert_eq!(change_lines(&out), Vec::<String>::new());
-    assert_ok(&run(legcrawl(&data, &["crawl"]), LIMIT));
-    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
+    assert_ok("legcrawl", &run(legcrawl(&data, &["crawl"]), LIMIT));
+    let jobs: Vec<_> = dump_runs(&data).iter().map(|r| r["job"].clone()).collect();
     assert_eq!(jobs, [1, 2, 2, 2].map(|v| serde_json::json!(v)));
     // Each version is kept: run 1's says 30ms, the newest 10ms.
     let out = run(legcrawl(&data, &["dump", "job", "--run", "1"]), LIMIT);
-    assert_ok(&out);
+    assert_ok("legcrawl", &out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("delay = \"30ms\""), "{text}");
     let out = run(legcrawl(&data, &["dump", "job"]), LIMIT);
@@ -215,9 +202,9 @@ fn dump_job_is_a_crawl_file_that_gives_the_same_job_back() {
         ),
         LIMIT,
     );
-    assert_ok(&out);
+    assert_ok("legcrawl", &out);
     let dumped = run(legcrawl(&data, &["dump", "job"]), LIMIT);
-    assert_ok(&dumped);
+    assert_ok("legcrawl", &dumped);
     let file = dir.path().join("job.toml");
     std::fs::write(&file, &dumped.stdout).unwrap();
     let text = String::from_utf8_lossy(&dumped.stdout).into_owned();
@@ -235,14 +222,17 @@ fn dump_job_is_a_crawl_file_that_gives_the_same_job_back() {
         legcrawl(&data, &["crawl", "--config", file.to_str().unwrap()]),
         LIMIT,
     );
-    assert_ok(&out);
+    assert_ok("legcrawl", &out);
     assert_eq!(change_lines(&out), Vec::<String>::new());
     // A new state from the file has the same job.
     let other = dir.path().join("other");
-    assert_ok(&run(
-        legcrawl(&other, &["crawl", "--config", file.to_str().unwrap()]),
-        LIMIT,
-    ));
+    assert_ok(
+        "legcrawl",
+        &run(
+            legcrawl(&other, &["crawl", "--config", file.to_str().unwrap()]),
+            LIMIT,
+        ),
+    );
     let again = run(legcrawl(&other, &["dump", "job", "--json"]), LIMIT);
     let before = run(legcrawl(&data, &["dump", "job", "--json"]), LIMIT);
     let text = |out: &Output| {
@@ -261,20 +251,23 @@ fn a_crash_between_the_job_and_the_run_begin_stores_neither() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("state");
     let seed = server.url("/");
-    assert_ok(&run(
-        legcrawl(&data, &["crawl", &seed, "--allow", "/a/1$"]),
-        LIMIT,
-    ));
+    assert_ok(
+        "legcrawl",
+        &run(
+            legcrawl(&data, &["crawl", &seed, "--allow", "/a/1$"]),
+            LIMIT,
+        ),
+    );
     let mut crash = legcrawl(&data, &["crawl", "--allow", "/b/"]);
     crash.env("LEGCRAWL_CRASH_AT", "run.job:1");
     let out = run(crash, LIMIT);
     assert!(!out.status.success(), "{}", stderr(&out));
     assert_eq!(change_lines(&out).len(), 1, "{}", stderr(&out));
-    assert_eq!(runs(&data).len(), 1, "no run 2 was begun");
+    assert_eq!(dump_runs(&data).len(), 1, "no run 2 was begun");
     let out = run(legcrawl(&data, &["crawl"]), LIMIT);
-    assert_ok(&out);
+    assert_ok("legcrawl", &out);
     assert_eq!(change_lines(&out), Vec::<String>::new());
-    let jobs: Vec<_> = runs(&data).iter().map(|r| r["job"].clone()).collect();
+    let jobs: Vec<_> = dump_runs(&data).iter().map(|r| r["job"].clone()).collect();
     assert_eq!(jobs, [serde_json::json!(1), serde_json::json!(1)]);
     assert_eq!(server.hits("/b/1"), 0);
 }
@@ -311,10 +304,12 @@ fn a_state_without_a_job_is_refused_in_one_line() {
             && err.contains(legcrawl::store::LAST_BUILD_READING_OLD_FORMATS),
         "{err}"
     );
-    assert_eq!(runs(&data).len(), 1, "no run begun");
+    assert_eq!(dump_runs(&data).len(), 1, "no run begun");
     assert_eq!(server.hits("/"), 0);
 }
 
+/// Exit 4 when every request failed on the network. Embedded only: a shared
+/// worker whose every request is refused parks the host and exits 0.
 #[test]
 fn crawl_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
@@ -340,21 +335,36 @@ fn crawl_exit_codes() {
     let tls = server.url("/").replace("http://", "https://");
     let out = run(legcrawl(&dir.path().join("tls"), &["crawl", &tls]), LIMIT);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+}
+
+#[test]
+fn crawl_exit_codes_two_and_zero_embedded() {
+    crawl_exit_codes_two_and_zero(Mode::Embedded);
+}
+
+#[test]
+fn crawl_exit_codes_two_and_zero_shared() {
+    crawl_exit_codes_two_and_zero(Mode::Shared);
+}
+
+/// Bad input exits 2 before any state is made; a run that fetched pages, and
+/// one that found nothing due, exit 0.
+fn crawl_exit_codes_two_and_zero(mode: Mode) {
+    let Some(zero) = Crawler::start(mode, "crawl_exit_codes_two_and_zero") else {
+        return;
+    };
+    let server = two_sections();
     // --timeout 0 is refused at once, before a state is made.
-    let zero = dir.path().join("zero");
     let out = run(
-        legcrawl(&zero, &["crawl", &server.url("/"), "--timeout", "0"]),
+        zero.command(&[&server.url("/"), "--timeout", "0"]),
         Duration::from_secs(10),
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(!zero.exists());
     // Pages fetched: 0, and the nothing-due run after it too.
-    let ok = dir.path().join("ok");
+    let ok = zero.another("ok");
     let seed = server.url("/a/29");
-    assert_eq!(
-        run(legcrawl(&ok, &["crawl", &seed]), LIMIT).status.code(),
-        Some(0)
-    );
-    let out = run(legcrawl(&ok, &["crawl", "--revisit-after", "never"]), LIMIT);
+    assert_eq!(ok.crawl(&[&seed]).status.code(), Some(0));
+    let out = ok.crawl(&["--revisit-after", "never"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }

@@ -9,12 +9,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::support::cli::{legcrawl, run};
-use crate::support::redis::RedisServer;
-use crate::support::workers::{Crawl, serial};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::{TestResponse, TestServer, handler};
-
-const LIMIT: Duration = Duration::from_secs(120);
 
 /// Pages only the sitemap lists, each with its `lastmod` (`/a`'s can change),
 /// followed by `padding` entries on another host (out of scope, but they make
@@ -70,58 +66,48 @@ fn w3c_dates_for_the_site() {
 }
 
 #[test]
-fn a_page_whose_sitemap_lastmod_is_older_than_its_fetch_is_not_asked_again() {
-    lastmod_runs(0);
+fn a_page_whose_sitemap_lastmod_is_older_than_its_fetch_is_not_asked_again_embedded() {
+    lastmod_runs(Mode::Embedded, 0);
 }
 
 #[test]
-fn the_same_when_the_sitemap_entries_are_queued_in_parts() {
+fn a_page_whose_sitemap_lastmod_is_older_than_its_fetch_is_not_asked_again_shared() {
+    lastmod_runs(Mode::Shared, 0);
+}
+
+#[test]
+fn the_same_when_the_sitemap_entries_are_queued_in_parts_embedded() {
     // More entries than a part (`LINK_CHUNK`, 4,096).
-    lastmod_runs(5_000);
+    lastmod_runs(Mode::Embedded, 5_000);
 }
 
 #[test]
-fn a_shared_crawl_asks_a_page_again_only_when_its_sitemap_lastmod_is_newer() {
-    let _serial = serial();
-    let Some(redis) = RedisServer::start("a_shared_crawl_asks_a_page_again_only_when") else {
+fn the_same_when_the_sitemap_entries_are_queued_in_parts_shared() {
+    lastmod_runs(Mode::Shared, 5_000);
+}
+
+/// Four runs of `crawl` in `mode`, the sitemap padded with `padding`
+/// out-of-scope entries.
+fn lastmod_runs(mode: Mode, padding: usize) {
+    let Some(crawler) = Crawler::start(mode, "lastmod_runs") else {
         return;
     };
-    let mut workers = Crawl::new(&redis.url(), "lastmod");
-    lastmod_runs_with(0, |args| {
-        // The first argument is `crawl`, which the workers' command has.
-        workers.spawn(&args[1..]);
-        workers.wait_all_ok(LIMIT);
-    });
-}
-
-fn lastmod_runs(padding: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("state");
-    lastmod_runs_with(padding, |args| {
-        let out = run(legcrawl(&data, args), LIMIT);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-}
-
-/// Four runs of `crawl` (an embedded state, or workers of a shared crawl).
-fn lastmod_runs_with(padding: usize, mut crawl: impl FnMut(&[&str])) {
+    let crawl = |args: &[&str]| {
+        crawler.crawl_ok(args);
+    };
     let lastmod_a = Arc::new(Mutex::new("2020-01-01T00:00:00Z".to_owned()));
     let server = site(Arc::clone(&lastmod_a), padding);
     let seed = server.url("/");
     let hits = |paths: &[&str]| -> Vec<u64> { paths.iter().map(|p| server.hits(p)).collect() };
     let pages = ["/", "/sitemap.xml", "/a", "/b", "/c"];
 
-    crawl(&["crawl", &seed, "--revisit-after", "0"]);
+    crawl(&[&seed, "--revisit-after", "0"]);
     assert_eq!(hits(&pages), [1, 1, 1, 1, 1], "{pages:?}");
 
     // Every page is due, but the sitemap says /a and /b did not change since
     // they were fetched: no request for them. /c has no lastmod: asked again.
     let before = server.requests();
-    crawl(&["crawl"]);
+    crawl(&[]);
     assert_eq!(hits(&pages), [2, 2, 1, 1, 2], "{pages:?}");
     assert_eq!(server.requests() - before, 3, "the seed, the sitemap, /c");
 
@@ -131,10 +117,10 @@ fn lastmod_runs_with(padding: usize, mut crawl: impl FnMut(&[&str])) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     *lastmod_a.lock().unwrap() = w3c(now.as_secs());
     std::thread::sleep(Duration::from_millis(1100));
-    crawl(&["crawl"]);
+    crawl(&[]);
     assert_eq!(hits(&pages), [3, 3, 2, 1, 3], "{pages:?}: /a again");
 
     // Fetched after that lastmod: settled again.
-    crawl(&["crawl"]);
+    crawl(&[]);
     assert_eq!(hits(&pages), [4, 4, 2, 1, 4], "{pages:?}");
 }

@@ -8,13 +8,12 @@
 //! second site on 127.0.0.2 that records every header it receives.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::cli::{legcrawl, run};
-use crate::support::redis::RedisServer;
-use crate::support::workers::{Crawl, serial};
+use crate::support::cli::{self, run, stderr};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -95,20 +94,14 @@ fn crawl_file(dir: &Path, seed: &str) -> std::path::PathBuf {
     path
 }
 
+/// `crawl ARGS` logging at `info`, with the password variable set to
+/// `password` (removed when `None`).
 fn crawl(data: &Path, password: Option<&str>, args: &[&str]) -> Output {
-    let mut all = vec!["crawl"];
-    all.extend_from_slice(args);
-    let mut cmd = legcrawl(data, &all);
-    cmd.env("RUST_LOG", "info");
-    cmd.env_remove(PASSWORD_VAR);
-    if let Some(password) = password {
-        cmd.env(PASSWORD_VAR, password);
-    }
-    run(cmd, LIMIT)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    cli::crawl_env(
+        data,
+        args,
+        &[("RUST_LOG", Some("info")), (PASSWORD_VAR, password)],
+    )
 }
 
 /// The headers `path` was requested with, each time.
@@ -121,13 +114,30 @@ fn requests_of(seen: &Seen, path: &str) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn credentials_go_to_their_host_only_and_cookies_survive_the_run() {
+fn credentials_go_to_their_host_only_and_cookies_survive_the_run_embedded() {
+    credentials_go_to_their_host_only_and_cookies_survive_the_run(Mode::Embedded);
+}
+
+#[test]
+fn credentials_go_to_their_host_only_and_cookies_survive_the_run_shared() {
+    credentials_go_to_their_host_only_and_cookies_survive_the_run(Mode::Shared);
+}
+
+/// In a shared crawl the cookies live in Redis, so the next run's worker (a
+/// new process) sends the session cookie an earlier one received.
+fn credentials_go_to_their_host_only_and_cookies_survive_the_run(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "credentials_go_to_their_host_only") else {
+        return;
+    };
+    let crawl = |args: &[&str]| {
+        let mut cmd = crawler.command(args);
+        cmd.env("RUST_LOG", "info").env(PASSWORD_VAR, PASSWORD);
+        run(cmd, LIMIT)
+    };
     let (intranet, _other, seen, other_seen) = sites();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("state");
-    let file = crawl_file(dir.path(), &intranet.url("/"));
+    let file = crawl_file(crawler.dir(), &intranet.url("/"));
     let config = file.to_str().unwrap();
-    let out = crawl(&data, Some(PASSWORD), &["--config", config]);
+    let out = crawl(&["--config", config]);
     assert!(out.status.success(), "{}", stderr(&out));
     let mut said = stderr(&out);
     // Basic credentials and the host's header reached the intranet.
@@ -154,7 +164,11 @@ fn credentials_go_to_their_host_only_and_cookies_survive_the_run() {
     }
     // The next run on the same state uses the stored session cookie.
     let next = intranet.url("/members?run=2");
-    let out = crawl(&data, Some(PASSWORD), &[&next]);
+    if let (Some(redis), Some(shared)) = (crawler.redis(), crawler.shared()) {
+        let stored = redis.keys(&format!("{}cookies", shared.prefix()));
+        assert_eq!(stored.len(), 1, "the crawl's cookie hash: {stored:?}");
+    }
+    let out = crawl(&[&next]);
     assert!(out.status.success(), "{}", stderr(&out));
     said.push_str(&stderr(&out));
     let members = requests_of(&seen, "/members");
@@ -164,11 +178,7 @@ fn credentials_go_to_their_host_only_and_cookies_survive_the_run() {
         "{members:?}"
     );
     // --no-cookies is stored with the job: no cookie is sent from then on.
-    let out = crawl(
-        &data,
-        Some(PASSWORD),
-        &["--no-cookies", &intranet.url("/members?run=3")],
-    );
+    let out = crawl(&["--no-cookies", &intranet.url("/members?run=3")]);
     assert!(out.status.success(), "{}", stderr(&out));
     said.push_str(&stderr(&out));
     assert!(said.contains("cookies: (default) -> false"), "{said}");
@@ -182,17 +192,16 @@ fn credentials_go_to_their_host_only_and_cookies_survive_the_run() {
         );
     }
     // Nothing printed or stored for users holds the password or the cookie.
-    let job = run(legcrawl(&data, &["dump", "job"]), LIMIT);
-    let job = String::from_utf8_lossy(&job.stdout).into_owned();
+    let job = String::from_utf8_lossy(&crawler.dump(&["job"])).into_owned();
     assert!(
         job.contains(PASSWORD_VAR) && job.contains("cookies = false"),
         "{job}"
     );
-    let items = run(legcrawl(&data, &["dump", "items"]), LIMIT);
-    let items = String::from_utf8_lossy(&items.stdout).into_owned();
+    let items = String::from_utf8_lossy(&crawler.dump(&["items"])).into_owned();
+    let summary = String::from_utf8_lossy(&crawler.dump(&["summary"])).into_owned();
     assert!(items.contains("members"), "{items}");
     let basic = data_encoding::BASE64.encode(format!("{USER}:{PASSWORD}").as_bytes());
-    for text in [&said, &job, &items] {
+    for text in [&said, &job, &items, &summary] {
         assert!(!text.contains(PASSWORD) && !text.contains(&basic), "{text}");
         assert!(!text.contains("sess-7f3a9c"), "{text}");
     }
@@ -242,57 +251,4 @@ fn a_changed_host_header_shows_as_stars() {
     assert!(out.status.success(), "{said}");
     assert!(said.contains("headers.Authorization: *** -> ***"), "{said}");
     assert!(!said.contains("t0ken"), "{said}");
-}
-
-/// Issue 25/27: in a shared crawl, the cookies live in Redis: a worker started
-/// later sends the session cookie an earlier one received, and neither the
-/// workers' logs nor `dump --shared` show it.
-#[test]
-fn a_shared_crawl_keeps_its_cookies_in_redis_for_the_next_worker() {
-    let _serial = serial();
-    let Some(redis) = RedisServer::start("a_shared_crawl_keeps_its_cookies_in_redis") else {
-        return;
-    };
-    let (intranet, _other, seen, _) = sites();
-    let workers = Crawl::new(&redis.url(), "cookies");
-    let dir = tempfile::tempdir().unwrap();
-    let file = crawl_file(dir.path(), &intranet.url("/"));
-    let config = file.to_str().unwrap();
-    let worker = |args: &[&str]| {
-        let mut cmd = workers.crawl_command(args);
-        cmd.env(PASSWORD_VAR, PASSWORD).env("RUST_LOG", "info");
-        let out = run(cmd, LIMIT);
-        assert!(out.status.success(), "{}", stderr(&out));
-        stderr(&out)
-    };
-    let mut said = worker(&["--config", config]);
-    let members = requests_of(&seen, "/members");
-    assert_eq!(members.len(), 1, "{members:?}");
-    assert!(members[0].iter().any(|h| h.contains(SESSION)));
-    let stored = redis.keys(&format!("{}cookies", workers.prefix()));
-    assert_eq!(stored.len(), 1, "the crawl's cookie hash: {stored:?}");
-    // A new worker process: its jar starts from the crawl's cookies.
-    said.push_str(&worker(&[&intranet.url("/members?run=2")]));
-    let members = requests_of(&seen, "/members");
-    assert_eq!(members.len(), 2, "{members:?}");
-    assert!(
-        members[1].iter().any(|h| h.contains(SESSION)),
-        "the second worker sent the session cookie: {members:?}"
-    );
-    let mut dump = Command::new(crate::support::cli::bin());
-    dump.args([
-        "dump",
-        "--shared",
-        &redis.url(),
-        "--name",
-        "cookies",
-        "summary",
-    ]);
-    let out = run(dump, LIMIT);
-    assert!(out.status.success(), "{}", stderr(&out));
-    said.push_str(&String::from_utf8_lossy(&out.stdout));
-    assert!(
-        !said.contains("sess-7f3a9c") && !said.contains(PASSWORD),
-        "{said}"
-    );
 }

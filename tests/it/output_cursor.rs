@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use legcrawl::crash::CRASH_AT_ENV;
 
-use crate::support::TestServer;
 use crate::support::changing::{ChangingSite, page_path};
 use crate::support::cli::{self, dump_items, item_path, legcrawl, run};
+use crate::support::{TestServer, sorted};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Pages of the site (the hub makes one more item).
@@ -127,11 +127,6 @@ fn pages_at(numbers: &[usize], version: u64) -> Vec<(String, u64)> {
     let mut pages: Vec<_> = numbers.iter().map(|&i| (page_path(i), version)).collect();
     pages.sort();
     pages
-}
-
-fn sorted(mut v: Vec<(String, u64)>) -> Vec<(String, u64)> {
-    v.sort();
-    v
 }
 
 #[test]

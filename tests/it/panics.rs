@@ -11,9 +11,8 @@ use legcrawl::config::CrawlConfig;
 use legcrawl::engine::{self, RunReport};
 use legcrawl::legs::{self, Leg};
 use legcrawl::store::records::RunOutcome;
-use serde_json::Value;
 
-use crate::support::cli::{self, legcrawl, run};
+use crate::support::cli::{counter, dump_pages, dump_runs};
 use crate::support::{TestResponse, TestServer, handler};
 
 /// When the injected shutdown fires: far beyond what these crawls need.
@@ -74,24 +73,6 @@ fn config(data: &Path, seeds: Vec<String>) -> CrawlConfig {
     }
 }
 
-/// The run records (`dump runs --json`).
-fn runs(data: &Path) -> Vec<Value> {
-    let out = run(
-        legcrawl(data, &["dump", "runs", "--json"]),
-        Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "dump runs failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    cli::parse_lines(&out.stdout)
-}
-
-fn count(run: &Value, name: &str) -> u64 {
-    run["counters"][name].as_u64().unwrap_or(0)
-}
-
 #[test]
 fn a_panicking_leg_fails_its_pages_and_the_crawl_ends() {
     const SEEDS: usize = 8;
@@ -118,8 +99,8 @@ fn a_panicking_leg_fails_its_pages_and_the_crawl_ends() {
     );
     let fetched: u64 = paths.iter().map(|path| server.hits(path)).sum();
     assert_eq!(fetched, FIRST);
-    let records = runs(&state);
-    assert_eq!(count(&records[0], "fetch/panicked"), fetched);
+    let records = dump_runs(&state);
+    assert_eq!(counter(&records[0], "fetch/panicked"), fetched);
 
     // Second run: the rest of the cycle; nothing the first run leased again.
     let (report, fired, took) = run_in_process(&config(&state, Vec::new()), legs);
@@ -131,15 +112,15 @@ fn a_panicking_leg_fails_its_pages_and_the_crawl_ends() {
     for path in &paths {
         assert_eq!(server.hits(path), 1, "{path} fetched again in the cycle");
     }
-    let records = runs(&state);
+    let records = dump_runs(&state);
     assert_eq!(records.len(), 2);
     assert_eq!(
-        count(&records[1], "fetch/panicked"),
+        counter(&records[1], "fetch/panicked"),
         SEEDS as u64 - FIRST,
         "{}",
         records[1]
     );
-    assert_eq!(count(&records[1], "fetch/failed"), SEEDS as u64 - FIRST);
+    assert_eq!(counter(&records[1], "fetch/failed"), SEEDS as u64 - FIRST);
 }
 
 #[test]
@@ -172,22 +153,8 @@ fn one_panicking_page_does_not_stop_the_others() {
         "every page but the panicked one has its item"
     );
     assert_eq!(server.hits("/bad"), 1);
-    let records = runs(&state);
-    assert_eq!(count(&records[0], "fetch/panicked"), 1);
-}
-
-/// `dump pages --json` (with `--due` when `due`): path → record.
-fn pages(data: &Path, due: bool) -> std::collections::BTreeMap<String, Value> {
-    let mut args = vec!["dump", "pages", "--json"];
-    if due {
-        args.push("--due");
-    }
-    let out = run(legcrawl(data, &args), Duration::from_secs(60));
-    assert!(out.status.success(), "dump pages failed");
-    cli::parse_lines(&out.stdout)
-        .into_iter()
-        .map(|record| (cli::item_path(&record), record))
-        .collect()
+    let records = dump_runs(&state);
+    assert_eq!(counter(&records[0], "fetch/panicked"), 1);
 }
 
 #[test]
@@ -229,11 +196,11 @@ fn a_revisit_that_panics_keeps_its_record_and_stays_due() {
         (report.totals.pages, report.totals.failed, report.items),
         (3, 3, 0)
     );
-    let records = pages(&state, false);
+    let records = dump_pages(&state, false);
     for path in ["/", "/a", "/b"] {
         assert_eq!(records[path]["version"], 1, "{path}: {}", records[path]);
     }
-    let due = pages(&state, true);
+    let due = dump_pages(&state, true);
     assert!(
         due.contains_key("/a") && due.contains_key("/b"),
         "the failed revisits stay due: {due:?}"
@@ -250,7 +217,7 @@ fn a_revisit_that_panics_keeps_its_record_and_stays_due() {
         ),
         (3, 0, 3)
     );
-    let records = pages(&state, false);
+    let records = dump_pages(&state, false);
     for path in ["/", "/a", "/b"] {
         assert_eq!(records[path]["version"], 2, "{path}: {}", records[path]);
     }

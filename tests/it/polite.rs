@@ -7,26 +7,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::cli::{self, dump_items, dump_summary, legcrawl, run};
+use crate::support::cli::{self, dump_items, dump_summary, fetch, legcrawl, run};
 use crate::support::{BodyMode, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// `crawl --bloom-bits 20 ARGS`, which must exit 0.
 fn crawl(data: &Path, args: &[&str]) -> std::process::Output {
-    let mut all = vec!["crawl", "--bloom-bits", "20"];
-    all.extend_from_slice(args);
-    let out = run(legcrawl(data, &all), LIMIT);
-    assert!(
-        out.status.code() == Some(0),
-        "crawl failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    cli::crawl_ok(data, &[&["--bloom-bits", "20"], args].concat())
 }
 
 fn run_counters(data: &Path) -> serde_json::Value {
-    let out = run(legcrawl(data, &["dump", "runs", "--json"]), LIMIT);
-    let runs = cli::parse_lines(&out.stdout);
+    let runs = cli::dump_runs(data);
     runs.last().expect("a run")["counters"].clone()
 }
 
@@ -341,12 +333,6 @@ fn koi8r_and_windows1251_pages_give_correct_titles() {
     let items = dump_items(data.path());
     assert_eq!(item_for(&items, "/koi8")["title"], "Привет, мир");
     assert_eq!(item_for(&items, "/cp1251")["title"], "Новости");
-}
-
-fn fetch(args: &[&str]) -> std::process::Output {
-    let mut cmd = std::process::Command::new(cli::bin());
-    cmd.arg("fetch").args(args).env("RUST_LOG", "error");
-    run(cmd, LIMIT)
 }
 
 #[test]

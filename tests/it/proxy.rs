@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::cli::{bin, legcrawl, run};
+use crate::support::cli::{bin, crawl_command, legcrawl, run, stderr};
 use crate::support::tinyproxy::{Tinyproxy, VIA_NAME};
 use crate::support::{TestResponse, TestServer, handler};
 
@@ -68,14 +68,15 @@ fn command(mut cmd: Command, env: &[(&str, &str)]) -> Command {
     cmd
 }
 
+/// `crawl --retries 0 ARGS` under [`command`]'s environment.
 fn crawl(data: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut all = vec!["crawl", "--retries", "0"];
-    all.extend_from_slice(args);
-    run(command(legcrawl(data, &all), env), LIMIT)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    run(
+        command(
+            crawl_command(data, &[&["--retries", "0"], args].concat()),
+            env,
+        ),
+        LIMIT,
+    )
 }
 
 #[test]

@@ -5,17 +5,12 @@
 //! with the job; links at the depth limit are still not followed, and a
 //! requisite's HTML is not read.
 
-use std::process::Output;
 use std::time::Duration;
 
-use crate::support::cli::{dump_items, item_path, legcrawl, run};
+use crate::support::cli::{dump_items, item_path, legcrawl, run, stderr};
 use crate::support::{TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// The page's HTML; `cdn` is the other host's origin.
 fn page(cdn: &str) -> String {

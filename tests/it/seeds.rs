@@ -113,15 +113,9 @@ fn a_removed_seed_is_not_queued_or_fetched_again_and_an_added_one_is() {
 
 /// `legcrawl crawl` on `state` with `args`, at the default log level (warn).
 fn crawl(state: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut all = vec!["crawl", "--bloom-bits", "16"];
-    all.extend_from_slice(args);
-    let mut cmd = legcrawl(state, &all);
-    cmd.env_remove("RUST_LOG");
-    let out = cli::run(cmd, LIMIT);
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args = [&["--bloom-bits", "16"], args].concat();
+    let out = cli::crawl_env(state, &args, &[("RUST_LOG", None)]);
+    (out.status.code(), cli::stderr(&out))
 }
 
 fn dump_summary(state: &std::path::Path) -> String {

@@ -10,11 +10,12 @@
 use std::time::Duration;
 
 use legcrawl::config::CrawlConfig;
-use legcrawl::request::Request;
 use legcrawl::shared::client::{CycleKind, NewRequest, SCRIPT_CHUNK};
 use legcrawl::shared::{Shared, SharedTarget};
 
 use crate::support::redis::{RedisServer, Resp};
+use crate::support::runtime;
+use crate::support::scripts::seed;
 use crate::support::server::{TestResponse, TestServer, handler};
 use crate::support::workers::{Crawl, serial};
 
@@ -82,30 +83,6 @@ fn a_cycle_whose_first_due_chunk_is_all_seeds_queues_every_due_page() {
     );
 }
 
-/// A seed as the worker queues it: `dont_filter`, host `IP:PORT`.
-fn seed_request(url: &str) -> NewRequest {
-    let mut request = Request::get(url);
-    request.dont_filter = true;
-    NewRequest {
-        host: url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned(),
-        fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
-        request,
-        delay: Duration::ZERO,
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 /// A host of `n` seed pages `/s/I` without links.
 fn seed_host(n: usize) -> (TestServer, Vec<String>) {
     let server = TestServer::start_on(
@@ -154,10 +131,7 @@ fn seeds_left_unstored_between_chunks_are_stored_by_the_next_worker() {
             .expect("join");
         assert_eq!(joined.version, 1);
         let shared = Shared::connect(&target, 32).await.expect("connect");
-        let first: Vec<NewRequest> = urls[..SCRIPT_CHUNK]
-            .iter()
-            .map(|u| seed_request(u))
-            .collect();
+        let first: Vec<NewRequest> = urls[..SCRIPT_CHUNK].iter().map(|u| seed(u)).collect();
         assert_eq!(shared.add_seeds(&first).await.unwrap(), SCRIPT_CHUNK as u64);
     });
     let mut crawl = Crawl::new(&redis.url(), "chunks");
@@ -202,7 +176,7 @@ fn a_cycle_start_cut_between_seed_chunks_is_completed_by_the_next_worker() {
         let shared = Shared::connect(&target, 32).await.expect("connect");
         let first: Vec<(CycleKind, NewRequest)> = urls[..SCRIPT_CHUNK]
             .iter()
-            .map(|u| (CycleKind::Seed, seed_request(u)))
+            .map(|u| (CycleKind::Seed, seed(u)))
             .collect();
         let queued = shared.queue_cycle(1, true, &first).await.unwrap();
         assert_eq!(
@@ -246,14 +220,14 @@ fn no_script_call_carries_more_than_one_chunk() {
     runtime().block_on(async {
         let shared = Shared::connect(&target, 4).await.expect("connect");
         let seeds: Vec<NewRequest> = (0..N)
-            .map(|i| seed_request(&format!("http://a.test/s/{i}")))
+            .map(|i| seed(&format!("http://a.test/s/{i}")))
             .collect();
         assert_eq!(shared.add_seeds(&seeds).await.unwrap(), N as u64);
         let lease = shared.lease("w", 1, Duration::from_secs(60)).await.unwrap();
         let token = lease.leases[0].token;
         let links: Vec<NewRequest> = (0..N)
             .map(|i| {
-                let mut r = seed_request(&format!("http://b.test/l/{i}"));
+                let mut r = seed(&format!("http://b.test/l/{i}"));
                 r.request.dont_filter = false;
                 r
             })

@@ -15,7 +15,6 @@
 use std::time::{Duration, Instant};
 
 use legcrawl::config::CrawlConfig;
-use legcrawl::request::Request;
 use legcrawl::shared::client::NewRequest;
 use legcrawl::shared::{Shared, SharedTarget};
 
@@ -23,6 +22,8 @@ use crate::support::cli::{self, run};
 use crate::support::hosts::{MultiSite, args, fixed, host_ip};
 use crate::support::politeness::judge;
 use crate::support::redis::RedisServer;
+use crate::support::runtime;
+use crate::support::scripts::request;
 use crate::support::server::{Logged, TestResponse, TestServer, handler};
 use crate::support::workers::{Crawl, assert_items_once, serial, wait_for_requests};
 
@@ -501,13 +502,6 @@ fn dump_shared_job_prints_a_crawl_file_that_crawl_config_takes_back() {
     );
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 /// A worker's plan with `run` (seeds, per-run options) and `flags`.
 fn plan<'a>(
     run: &'a CrawlConfig,
@@ -535,13 +529,7 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
         // An earlier legcrawl: seeds stored, no job. Refused, nothing stored.
         let earlier = SharedTarget::new(&server.url(), "earlier").expect("target");
         let seeded = Shared::connect(&earlier, 4).await.expect("connect");
-        let request = Request::get("http://a.test/");
-        let seed = NewRequest {
-            host: "a.test".into(),
-            fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
-            request,
-            delay: Duration::from_secs(5),
-        };
+        let seed = request("http://a.test/", Duration::from_secs(5));
         assert_eq!(seeded.add_seeds(&[seed]).await.unwrap(), 1);
         let run = CrawlConfig {
             seeds: vec!["http://a.test/0".into()],
@@ -570,15 +558,7 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
         // A worker's seeds, stored with its own --delay 5 as the host's delay.
         let old = Shared::connect(&target, 4).await.expect("connect");
         let seeds: Vec<NewRequest> = (0..3)
-            .map(|i| {
-                let request = Request::get(format!("http://a.test/{i}"));
-                NewRequest {
-                    host: "a.test".into(),
-                    fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
-                    request,
-                    delay: Duration::from_secs(5),
-                }
-            })
+            .map(|i| request(&format!("http://a.test/{i}"), Duration::from_secs(5)))
             .collect();
         assert_eq!(old.add_seeds(&seeds).await.unwrap(), 3);
         // `old` connected with --per-host 4: the job's 1 holds, and its delay.

@@ -8,12 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use legcrawl::request::Request;
 use legcrawl::shared::client::NewRequest;
 use legcrawl::shared::{Shared, SharedTarget};
 
 use crate::support::hosts::{MultiSite, args, fixed};
 use crate::support::redis::{RedisServer, Resp};
+use crate::support::scripts::seed;
 use crate::support::workers::{Crawl, assert_items_once, serial, wait_for_requests};
 
 /// Longest a worker may take to notice a loss or to finish.
@@ -88,17 +88,6 @@ fn a_deleted_key_or_flushall_mid_crawl_stops_the_workers() {
     assert_gone(&mut crawls[2], 0);
 }
 
-fn request(url: &str) -> NewRequest {
-    let mut request = Request::get(url);
-    request.dont_filter = true;
-    NewRequest {
-        host: "a.test".into(),
-        fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
-        request,
-        delay: Duration::ZERO,
-    }
-}
-
 /// A restart that lost the tail of the data brings the token counter back
 /// lower: tokens handed out after it are still above every earlier one (the
 /// server's time is in their high bits).
@@ -115,7 +104,7 @@ fn fencing_tokens_stay_unique_when_the_counter_comes_back_lower() {
         let target = SharedTarget::new(&server.url(), "tokens").unwrap();
         let shared = Shared::connect(&target, 8).await.unwrap();
         let seeds: Vec<NewRequest> = (0..6)
-            .map(|i| request(&format!("http://a.test/{i}")))
+            .map(|i| seed(&format!("http://a.test/{i}")))
             .collect();
         shared.add_seeds(&seeds).await.unwrap();
         let ttl = Duration::from_secs(30);

@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::support::cli;
+use crate::support::cli::signal;
 use crate::support::hosts::{MultiSite, args, fixed, item_key, url_key};
 use crate::support::redis::RedisServer;
 use crate::support::workers::{Crawl, assert_items_once, serial, wait_for_requests};
-use crate::support::{assert_each_once, kill_seed, splitmix64, warc};
+use crate::support::{assert_each_once, kill_seed, splitmix64, strs, warc};
 
 /// Longest any one crawl of these tests may take.
 const LIMIT: Duration = Duration::from_secs(180);
@@ -373,18 +374,6 @@ fn a_worker_aborted_at_each_warc_point_writes_each_record_once() {
     let (requests, responses) = page_records(&[&warc_dir]);
     assert_each_once(&responses, &site.expected(), "WARC response records");
     assert_each_once(&requests, &site.expected(), "WARC request records");
-}
-
-/// `argv` as string slices.
-fn strs(argv: &[String]) -> Vec<&str> {
-    argv.iter().map(String::as_str).collect()
-}
-
-/// Sends `signal` to the process `pid`.
-fn signal(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) on a child of this test, which reaps it only later.
-    let sent = unsafe { libc::kill(pid as libc::pid_t, signal) };
-    assert_eq!(sent, 0, "kill({pid}, {signal})");
 }
 
 /// A worker with `--warc` is stopped (SIGSTOP) past its leases' TTL again and

@@ -9,39 +9,12 @@
 
 use std::time::Duration;
 
-use legcrawl::request::Request;
 use legcrawl::shared::client::{Completed, NewRequest, PageCompletion};
 use legcrawl::shared::{Shared, SharedTarget};
 
 use crate::support::redis::{RedisServer, Resp};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn request(url: &str, delay: Duration) -> NewRequest {
-    let request = Request::get(url);
-    NewRequest {
-        host: url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned(),
-        fingerprint: legcrawl::fingerprint::fingerprint(&request, &[]),
-        request,
-        delay,
-    }
-}
-
-fn seed(url: &str) -> NewRequest {
-    let mut seed = request(url, Duration::ZERO);
-    seed.request.dont_filter = true;
-    seed
-}
+use crate::support::runtime;
+use crate::support::scripts::{request, seed};
 
 fn item(url: &str) -> String {
     serde_json::json!({ "url": url }).to_string()

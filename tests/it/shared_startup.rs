@@ -10,16 +10,8 @@ use std::time::{Duration, Instant};
 use crate::support::cli;
 use crate::support::hosts::{MultiSite, args, fixed};
 use crate::support::redis::{RedisServer, Resp};
+use crate::support::wait_until;
 use crate::support::workers::{Crawl, serial};
-
-/// Waits (at most 20 s) until `ready` holds.
-fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready() {
-        assert!(Instant::now() < deadline, "{what} never happened");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 /// A "Redis" that accepts connections and never answers holds the worker in
 /// its start-up (the connection's handshake waits up to 10 s): SIGTERM stops
@@ -40,7 +32,7 @@ fn sigterm_while_connecting_to_a_silent_redis_exits_130_at_once() {
     });
     let mut crawl = Crawl::new(&format!("redis://127.0.0.1:{port}/0"), "startup");
     let slot = crawl.spawn(&["http://127.0.0.2:9/"]);
-    wait_until("the worker's connection", || {
+    wait_until("the worker's connection", Duration::from_secs(20), || {
         accepted.load(Ordering::SeqCst) > 0
     });
     std::thread::sleep(Duration::from_millis(200));
@@ -78,7 +70,9 @@ fn sigterm_right_after_a_worker_connects_exits_130() {
     for delay_ms in [0, 5, 20, 60] {
         let slot = crawl.spawn(&argv);
         // The INFO connection itself counts as one client.
-        wait_until("the worker's connection", || clients() > 1);
+        wait_until("the worker's connection", Duration::from_secs(20), || {
+            clients() > 1
+        });
         std::thread::sleep(Duration::from_millis(delay_ms));
         cli::signal(crawl.pid(slot), libc::SIGTERM);
         let sent = Instant::now();
@@ -98,6 +92,10 @@ fn sigterm_right_after_a_worker_connects_exits_130() {
             !log.contains("quitting now"),
             "one signal was enough: {log}"
         );
-        wait_until("the worker's connection to close", || clients() <= 1);
+        wait_until(
+            "the worker's connection to close",
+            Duration::from_secs(20),
+            || clients() <= 1,
+        );
     }
 }

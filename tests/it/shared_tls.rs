@@ -13,12 +13,12 @@
 
 use std::time::Duration;
 
-use crate::support::assert_each_once;
 use crate::support::cli::{one_line, parse_lines, run};
 use crate::support::hosts::{self, MultiSite, args, item_key};
 use crate::support::redis::RedisServer;
 use crate::support::tls::Pki;
 use crate::support::workers::{Crawl, assert_fetched_once, serial};
+use crate::support::{assert_each_once, strs};
 
 /// Longest any one run may take.
 const LIMIT: Duration = Duration::from_secs(180);
@@ -180,8 +180,4 @@ fn mutual_tls_needs_a_client_certificate_the_ca_signed() {
     let key_pem = std::fs::read_to_string(&key).expect("the key");
     let key_body = key_pem.lines().nth(1).expect("a key line");
     assert!(!crawl.logs_tail().contains(key_body), "the key was shown");
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
 }

@@ -5,13 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::changing::{ChangingSite, Validators, page_path, validators_of};
 use crate::support::cli::{self, legcrawl, run};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::warc::{self, Record};
-use crate::support::{BodyMode, Site, TestResponse, TestServer, handler, splitmix64};
+use crate::support::{BodyMode, Site, TestResponse, TestServer, handler};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const PAGES: usize = 12;
@@ -365,20 +365,32 @@ fn warc_files_rotate_at_the_size_limit() {
 }
 
 #[test]
-fn kill_nine_while_writing_warc_then_each_response_once() {
+fn kill_nine_while_writing_warc_then_each_response_once_embedded() {
+    kill_nine_while_writing_warc_then_each_response_once(Mode::Embedded);
+}
+
+#[test]
+fn kill_nine_while_writing_warc_then_each_response_once_shared() {
+    kill_nine_while_writing_warc_then_each_response_once(Mode::Shared);
+}
+
+/// kill -9 a crawl writing WARC files twelve times, then one run to the end:
+/// each response recorded once. `--lease-ttl 1s` lets a shared worker take
+/// back its killed predecessor's leases soon (the embedded state has none).
+fn kill_nine_while_writing_warc_then_each_response_once(mode: Mode) {
     const KILLS: u64 = 12;
+    let Some(crawler) = Crawler::start(mode, "kill_nine_while_writing_warc") else {
+        return;
+    };
     let site = Site::generate(800, 5);
     let inner = site.handler();
     let server = TestServer::start(handler(move |req| {
         inner(req).delay(Duration::from_millis(4))
     }));
-    let data = tempfile::tempdir().unwrap();
-    let state = data.path().join("state");
-    let dir = data.path().join("warc");
+    let dir = crawler.dir().join("warc");
     let seed = server.url("/");
     let mut rng = crate::support::kill_seed("kill_nine_while_writing_warc_then_each_response_once");
     let args = [
-        "crawl",
         &seed,
         "--concurrency",
         "8",
@@ -388,41 +400,11 @@ fn kill_nine_while_writing_warc_then_each_response_once() {
         dir.to_str().unwrap(),
         "--warc-max-size",
         "64KiB",
+        "--lease-ttl",
+        "1s",
     ];
-    let mut fetching = 0;
-    for round in 0..KILLS {
-        let mut child = legcrawl(&state, &args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let at_start = server.requests();
-        std::thread::sleep(Duration::from_millis(60 + splitmix64(&mut rng) % 250));
-        // The kill must land mid-crawl: the run still going.
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "round {round}: the run ended before its kill"
-        );
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        let fetched = server.requests() - at_start;
-        fetching += u64::from(fetched > 0);
-        eprintln!(
-            "round {round}: {status}, {fetched} requests in the round, {} so far",
-            server.requests()
-        );
-    }
-    // Most kills land while pages are fetched (others while the state opens).
-    assert!(
-        fetching * 2 >= KILLS,
-        "only {fetching} of {KILLS} kills landed while the crawl fetched"
-    );
-    let out = run(legcrawl(&state, &args), LIMIT);
-    assert!(
-        out.status.success(),
-        "final run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crawler.kill_nine_rounds(&args, KILLS, || server.requests(), &mut rng, 250);
+    crawler.crawl_ok(&args);
     let records = warc::read_dir(&dir);
     let responses = by_target(&records, "response");
     let requests = by_target(&records, "request");
@@ -459,7 +441,7 @@ fn kill_nine_while_writing_warc_then_each_response_once() {
     assert!(files.len() > 1, "the crawl rotated: {files:?}");
     warc::warcio_check(&files);
     // The items agree with the archive.
-    assert_eq!(cli::dump_items(&state).len(), expected.len());
+    assert_eq!(crawler.items().len(), expected.len());
 }
 
 #[test]

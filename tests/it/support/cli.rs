@@ -18,6 +18,90 @@ pub fn legcrawl(data: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// How long one `legcrawl` run of [`crawl`], [`fetch`] or a `dump` view may
+/// take before the test fails (the longest limit the test files used).
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+/// The standard error of a finished run, as text (for failure messages).
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `legcrawl crawl --data DATA ARGS` (with `RUST_LOG=error`), not yet run.
+pub fn crawl_command(data: &Path, args: &[&str]) -> Command {
+    legcrawl(data, &[&["crawl"], args].concat())
+}
+
+/// `legcrawl crawl --data DATA ARGS` run to completion (at most [`LIMIT`]),
+/// whatever its exit code.
+pub fn crawl(data: &Path, args: &[&str]) -> Output {
+    run(crawl_command(data, args), LIMIT)
+}
+
+/// [`crawl`], asserting it exited 0 (its stderr in the failure).
+pub fn crawl_ok(data: &Path, args: &[&str]) -> Output {
+    let out = crawl(data, args);
+    assert_ok(&format!("crawl {args:?}"), &out);
+    out
+}
+
+/// [`crawl`] with each variable of `env` set (`Some`) or removed (`None`)
+/// first, e.g. `("RUST_LOG", None)` for the binary's default logging.
+pub fn crawl_env(data: &Path, args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
+    let mut cmd = crawl_command(data, args);
+    for (name, value) in env {
+        match value {
+            Some(value) => cmd.env(name, value),
+            None => cmd.env_remove(name),
+        };
+    }
+    run(cmd, LIMIT)
+}
+
+/// Asserts that `out` exited 0; `what` names the run, the failure shows its
+/// stderr.
+pub fn assert_ok(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what}: {}: {}",
+        out.status,
+        stderr(out)
+    );
+}
+
+/// `legcrawl fetch ARGS` (with `RUST_LOG=error`) run to completion.
+pub fn fetch(args: &[&str]) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.arg("fetch").args(args).env("RUST_LOG", "error");
+    run(cmd, LIMIT)
+}
+
+/// `dump runs --json`, parsed: one record per run, oldest first.
+pub fn dump_runs(data: &Path) -> Vec<serde_json::Value> {
+    let out = run(legcrawl(data, &["dump", "runs", "--json"]), LIMIT);
+    assert_ok("dump runs", &out);
+    parse_lines(&out.stdout)
+}
+
+/// `dump pages --json` (only the due ones with `due`), by item path.
+pub fn dump_pages(data: &Path, due: bool) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let mut args = vec!["dump", "pages", "--json"];
+    if due {
+        args.push("--due");
+    }
+    let out = run(legcrawl(data, &args), LIMIT);
+    assert_ok("dump pages", &out);
+    parse_lines(&out.stdout)
+        .into_iter()
+        .map(|record| (item_path(&record), record))
+        .collect()
+}
+
+/// The counter `name` of a run record of `dump runs --json` (0 when absent).
+pub fn counter(run: &serde_json::Value, name: &str) -> u64 {
+    run["counters"][name].as_u64().unwrap_or(0)
+}
+
 /// Asserts that `out` exited with `code` and said one line on stderr;
 /// returns that line (trimmed). `what` names the run in failures.
 pub fn one_line(what: &str, out: &Output, code: i32) -> String {

@@ -23,6 +23,10 @@
 //!   simulated power cut ([`lazyfs::PowerCutFs`]), after Jepsen's LazyFS.
 //! - [`politeness`]: judging a host's request log against `--per-host` and
 //!   `--delay`.
+//! - [`scripts`]: requests and seeds for calling the shared crawl's scripts
+//!   directly.
+//! - [`mode`]: one test body over both frontiers: [`mode::Crawler`] runs a
+//!   crawl embedded (`--data`) or shared through Redis ([`mode::Mode`]).
 //! - [`skip`]: the loud `SKIPPED` line of a test whose program is missing.
 //!
 //! Everything here is hermetic: it only binds and talks to loopback addresses
@@ -36,9 +40,11 @@ pub mod cli;
 pub mod cluster;
 pub mod hosts;
 pub mod lazyfs;
+pub mod mode;
 pub mod politeness;
 pub mod pywb;
 pub mod redis;
+pub mod scripts;
 pub mod serve;
 pub mod server;
 pub mod site;
@@ -139,4 +145,37 @@ pub fn splitmix64(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// Borrows each string of `v` (to pass owned arguments as `&[&str]`).
+pub fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// `v`, sorted.
+pub fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v
+}
+
+/// A current-thread tokio runtime, for tests that call the library's async
+/// API (the shared crawl's scripts) one call at a time.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Polls `ready` every 5 ms until it holds; fails naming `what` when it does
+/// not within `limit`.
+pub fn wait_until(what: &str, limit: std::time::Duration, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
