@@ -2,8 +2,8 @@
 //!
 //! CLI flags and the crawl file ([`crate::crawlfile`]) both become a
 //! [`CrawlConfig`]. Units are in the field docs. Depends on [`crate::store`]
-//! (the dedup mode, checkpoint and cache defaults) and [`crate::shared`] (the
-//! Redis target and lease default); `url` redacts a proxy password.
+//! (the dedup mode, checkpoint and cache defaults) and [`crate::shared_target`]
+//! (the Redis target and lease default); `url` redacts a proxy password.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,7 +2,10 @@
 //!
 //! # Layout, by layer (each uses only the layers below it)
 //! - Commands: `cli` (in the binary) and [`serve`], `legcrawl serve`'s page and
-//!   `/metrics` from the snapshot a crawl publishes ([`status::snapshot`]).
+//!   `/metrics`.
+//! - Views: [`view`], what `dump`, `--stats` and `serve` read, written once over
+//!   two sources: a state directory (or the snapshot a running crawl publishes,
+//!   [`status::snapshot`]) and a shared crawl in Redis.
 //! - Loops: [`engine`], the tokio crawl loops: the embedded one and the
 //!   shared worker ([`engine::worker`]), with their outputs (`--output`, WARC).
 //! - Frontiers: [`store`], the embedded sled state (frontier, seen set, items,

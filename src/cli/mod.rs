@@ -24,10 +24,6 @@ mod reset;
 mod seeds;
 mod serve;
 mod stats;
-/// The name `crawl --shared` calls [`stats::write_shared`] by.
-mod stats_shared {
-    pub(super) use super::stats::write_shared as write;
-}
 pub mod stderr;
 
 use std::io::IsTerminal;

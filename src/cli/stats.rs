@@ -16,7 +16,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use legcrawl::engine::{PageTotals, RunReport};
+use legcrawl::engine::RunReport;
+use legcrawl::page::PageTotals;
 use legcrawl::shared::SharedTarget;
 use legcrawl::view::rows::RunMore;
 use legcrawl::view::{CrawlView, RunRow};

@@ -69,7 +69,7 @@
 //! `crawl.toml:7:11: limits.timeout: expected a duration such as "30s" ...`.
 //!
 //! Depends on [`crate::config`], [`crate::legs`], [`crate::canon`],
-//! [`crate::fetch::proxy`] (the proxy URL check), [`crate::shared`] (the Redis
+//! [`crate::fetch::proxy`] (the proxy URL check), [`crate::shared_target`] (the Redis
 //! target of `[shared]`) and `toml`.
 
 mod access;

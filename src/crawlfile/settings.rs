@@ -3,7 +3,7 @@
 //!
 //! Every field is optional: an absent field leaves the [`CrawlConfig::default`] value.
 //! Checks that serde cannot express (ranges, header syntax) name the key through the
-//! document's spans. Depends on [`crate::config`], [`crate::shared`] (`[shared]`'s
+//! document's spans. Depends on [`crate::config`], [`crate::shared_target`] (`[shared]`'s
 //! target) and the sibling modules.
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! What a caller asks of the state, composed over the tables: dedup and
 //! enqueue (seen + frontier + counters), completions (frontier + seen + items +
-//! pages + counters), seeds, page records and cycle starts (runs + pages + seen
-//! + frontier), runs, robots. Each table reads through the state's `Db` and
+//! pages + counters), seeds, page records and cycle starts (runs, pages, seen
+//! and frontier), runs, robots. Each table reads through the state's `Db` and
 //! writes into the open group's `Batch`, and none calls another; the state's
 //! other composing methods are in `commit`, `checkpoint`, `side` and `views`.
 //!

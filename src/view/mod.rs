@@ -16,7 +16,7 @@
 //!
 //! Depends on [`crate::store`] (read methods), [`crate::shared`] (read
 //! methods), [`crate::status`] (published files) and
-//! [`crate::engine::PageTotals`]. Writes nothing.
+//! [`crate::page::PageTotals`]. Writes nothing.
 
 mod redis;
 pub mod rows;

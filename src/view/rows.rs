@@ -3,14 +3,14 @@
 //! Each type holds the fields both modes have under one name, and a
 //! flattened `more` with what only one mode knows (an added field, never a
 //! renamed one). `docs/reference.md` lists them. Depends on the store's
-//! records, the shared summary and [`crate::engine::PageTotals`].
+//! records, the shared summary and [`crate::page::PageTotals`].
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::clock::rfc3339_secs;
-use crate::engine::PageTotals;
+use crate::page::PageTotals;
 use crate::request::Request;
 use crate::shared::views::{SharedSummary, WorkerView};
 use crate::status::Status;

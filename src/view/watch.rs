@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::{CrawlView, RunRow as ViewRun, ViewError};
-use crate::engine::PageTotals;
+use crate::page::PageTotals;
 use crate::shared::Shared;
 use crate::shared::watch::SharedHost;
 use crate::status::snapshot::{

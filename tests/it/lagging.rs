@@ -6,68 +6,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::cli::{legcrawl, run};
-use crate::support::redis::RedisServer;
-use crate::support::workers::{Crawl, serial};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::{TestResponse, TestServer, handler};
-
-const LIMIT: Duration = Duration::from_secs(120);
 
 /// Pages after the first: 20 gaps between 21 requests.
 const PAGES: usize = 20;
-
-#[derive(Clone, Copy, Debug)]
-enum Mode {
-    Embedded,
-    Shared,
-}
-
-/// Where a crawl of one mode lives across its runs: a state directory, or a
-/// crawl in a Redis server of its own (`None`: no `redis-server` here, the
-/// test is skipped as `support::redis` says).
-struct Target {
-    mode: Mode,
-    data: tempfile::TempDir,
-    redis: Option<(RedisServer, Crawl)>,
-}
-
-impl Target {
-    fn new(mode: Mode, test: &str) -> Option<Target> {
-        let redis = match mode {
-            Mode::Embedded => None,
-            Mode::Shared => {
-                let server = RedisServer::start(test)?;
-                let crawl = Crawl::new(&server.url(), test);
-                Some((server, crawl))
-            }
-        };
-        Some(Target {
-            mode,
-            data: tempfile::tempdir().unwrap(),
-            redis,
-        })
-    }
-
-    /// Runs `legcrawl crawl ARGS` on this crawl and asserts exit 0.
-    fn crawl(&self, args: &[&str]) {
-        let command = match &self.redis {
-            None => {
-                let mut all = vec!["crawl", "--bloom-bits", "20"];
-                all.extend_from_slice(args);
-                legcrawl(self.data.path(), &all)
-            }
-            Some((_, crawl)) => crawl.crawl_command(args),
-        };
-        let out = run(command, LIMIT);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{:?} crawl {args:?}: {}",
-            self.mode,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
 
 #[test]
 fn jitter_varies_the_delay_between_half_and_one_and_a_half_embedded() {
@@ -80,7 +23,6 @@ fn jitter_varies_the_delay_between_half_and_one_and_a_half_shared() {
 }
 
 fn jitter_varies_the_delay(mode: Mode) {
-    let _serial = serial();
     let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let seen = Arc::clone(&arrivals);
     let server = TestServer::start(handler(move |req| {
@@ -105,10 +47,10 @@ fn jitter_varies_the_delay(mode: Mode) {
         "0.1",
         "--jitter",
     ];
-    let Some(target) = Target::new(mode, "jitter") else {
+    let Some(crawler) = Crawler::start(mode, "jitter") else {
         return;
     };
-    target.crawl(&args);
+    crawler.crawl_ok(&args);
     let times = arrivals.lock().unwrap().clone();
     assert_eq!(times.len(), PAGES + 1, "{mode:?}: every page once");
     let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
@@ -145,7 +87,6 @@ fn a_redirect_target_is_fetched_once_per_cycle_shared() {
 }
 
 fn a_redirect_target_is_fetched_once_per_cycle(mode: Mode) {
-    let _serial = serial();
     // The seed redirects to the real hub; a page redirects to another page.
     let server = TestServer::start(handler(|req| match req.path() {
         "/" => TestResponse::redirect(301, "/home"),
@@ -158,16 +99,16 @@ fn a_redirect_target_is_fetched_once_per_cycle(mode: Mode) {
     }));
     let seed = server.url("/");
     let every = ["--revisit-after", "0"];
-    let Some(target) = Target::new(mode, "redirect_once") else {
+    let Some(crawler) = Crawler::start(mode, "redirect_once") else {
         return;
     };
-    target.crawl(&[seed.as_str(), every[0], every[1]]);
+    crawler.crawl_ok(&[seed.as_str(), every[0], every[1]]);
     for path in ["/", "/home", "/old", "/new", "/a"] {
         assert_eq!(server.hits(path), 1, "{mode:?}: {path} in the first run");
     }
     // Every page is due again; the seed's redirect to /home, due too, is
     // dropped rather than fetched a second time.
-    target.crawl(&every);
+    crawler.crawl_ok(&every);
     for path in ["/", "/home", "/old", "/new", "/a"] {
         assert_eq!(server.hits(path), 2, "{mode:?}: {path} once per cycle");
     }

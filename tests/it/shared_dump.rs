@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::support::cli;
 use crate::support::hosts::{MultiSite, args, fixed, item_key};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::redis::RedisServer;
 use crate::support::workers::{Crawl, serial};
 
@@ -117,13 +118,6 @@ fn a_dead_worker_leaves_the_summary_after_a_few_lease_ttls() {
     );
 }
 
-/// How a crawl is kept: a state directory, or Redis.
-#[derive(Clone, Copy, Debug)]
-enum Mode {
-    Embedded,
-    Shared,
-}
-
 /// The `--json` views compared, and the fields only a state directory's
 /// (first) or only a shared crawl's (second) answer adds.
 const VIEWS: &[(&[&str], &[&str], &[&str])] = &[
@@ -162,45 +156,20 @@ const VIEWS: &[(&[&str], &[&str], &[&str])] = &[
 ];
 
 /// The top-level keys of every `--json` view in `VIEWS` (the union over its
-/// lines), after crawling `site` the way `mode` keeps a crawl: one body for
-/// both modes.
-fn view_keys(mode: Mode, site: &MultiSite, redis: &RedisServer) -> Vec<BTreeSet<String>> {
+/// lines), after crawling `site` into `crawler`: one body for both modes.
+fn view_keys(crawler: &Crawler, site: &MultiSite) -> Vec<BTreeSet<String>> {
+    let mode = crawler.mode();
     let seed = site.seeds()[0].clone();
     let site_args = site.crawl_args();
     // Stopped early, so that the frontier still holds requests.
-    let argv = args(&site_args, &["--max-pages", "5"]);
-    let data = tempfile::tempdir().unwrap();
-    let mut shared = Crawl::new(&redis.url(), "fields");
-    match mode {
-        Mode::Embedded => {
-            let mut full = vec!["crawl"];
-            full.extend(&argv);
-            let out = cli::run(cli::legcrawl(data.path(), &full), LIMIT);
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "embedded crawl: {err}");
-        }
-        Mode::Shared => {
-            shared.spawn(&argv);
-            shared.wait_all_ok(LIMIT);
-        }
-    }
+    crawler.crawl_ok(&args(&site_args, &["--max-pages", "5"]));
     let dump = |view: &[&str]| -> Vec<u8> {
         let mut argv: Vec<&str> = view
             .iter()
             .map(|&a| if a == "SEED" { seed.as_str() } else { a })
             .collect();
         argv.push("--json");
-        match mode {
-            Mode::Embedded => {
-                let mut full = vec!["dump"];
-                full.extend(&argv);
-                let out = cli::run(cli::legcrawl(data.path(), &full), LIMIT);
-                let err = String::from_utf8_lossy(&out.stderr);
-                assert!(out.status.success(), "dump {argv:?}: {err}");
-                out.stdout
-            }
-            Mode::Shared => shared.dump(&argv),
-        }
+        crawler.dump(&argv)
     };
     VIEWS
         .iter()
@@ -224,13 +193,14 @@ fn view_keys(mode: Mode, site: &MultiSite, redis: &RedisServer) -> Vec<BTreeSet<
 /// same fields; each mode's additions are the ones listed in `VIEWS`.
 #[test]
 fn the_dump_views_have_the_same_fields_in_both_modes() {
-    let _serial = serial();
-    let Some(redis) = RedisServer::start("the_dump_views_have_the_same_fields") else {
+    let Some(shared) = Crawler::start(Mode::Shared, "the_dump_views_have_the_same_fields") else {
         return;
     };
+    let embedded = Crawler::start(Mode::Embedded, "the_dump_views_have_the_same_fields")
+        .expect("an embedded crawler needs nothing");
     let site = MultiSite::start(30, 1, 11, fixed(0));
-    let embedded = view_keys(Mode::Embedded, &site, &redis);
-    let shared = view_keys(Mode::Shared, &site, &redis);
+    let embedded = view_keys(&embedded, &site);
+    let shared = view_keys(&shared, &site);
     for (k, (view, embedded_only, shared_only)) in VIEWS.iter().enumerate() {
         let only = |keys: &BTreeSet<String>, added: &[&str], what: &str| {
             for name in added {

@@ -177,7 +177,7 @@ fn write_stats(
         Ok(None) => return,
         Err(error) => Err(error),
     };
-    let written = runtime.block_on(crate::cli::stats_shared::write(path, target, since, report));
+    let written = runtime.block_on(crate::cli::stats::write_shared(path, target, since, report));
     if let Err(error) = written {
         say!(
             "legcrawl: could not write the run report to {}: {}",

@@ -16,7 +16,7 @@
 //! or `--max-duration`, or at Ctrl-C (fetches under way get `--grace`, the
 //! other leases are returned at once).
 //!
-//! The worker runs the crawl's job ([`join`]): every [`JOB_POLL`] it
+//! The worker runs the crawl's job ([`join()`]): every [`JOB_POLL`] it
 //! reads the job's version and, when another worker stored a newer one, takes
 //! it up at once (scope, legs, fetcher, robots.txt settings, revisit policy,
 //! retries, concurrency); the per-host limit and the delay are the scripts'
