@@ -290,6 +290,15 @@ pub async fn run_job(
     Ok(report(&state, outcome, started.elapsed()))
 }
 
+/// True when a run made requests and none was answered, by its counters
+/// (`count`): no page fetched and no robots.txt answered, and some request
+/// failed on the network. Both loops' reports say it the same way.
+pub fn network_failed(count: impl Fn(&str) -> u64) -> bool {
+    count("pages/fetched") == 0
+        && count("robots/answered") == 0
+        && count("fetch/network_error") + count("robots/no_answer") > 0
+}
+
 /// Every seed must be an absolute http(s) URL.
 pub fn check_seeds(seeds: &[String]) -> Result<(), EngineError> {
     for seed in seeds {
@@ -326,9 +335,7 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         unreachable: state.run_counter("hosts/unreachable"),
         bytes: state.run_counter("fetch/bytes"),
         new_cycle: state.run_counter("cycle/started") > 0,
-        network_failed: state.run_counter("pages/fetched") == 0
-            && state.run_counter("robots/answered") == 0
-            && state.run_counter("fetch/network_error") + state.run_counter("robots/no_answer") > 0,
+        network_failed: network_failed(|name| state.run_counter(name)),
         elapsed,
     }
 }

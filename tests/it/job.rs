@@ -308,11 +308,22 @@ fn a_state_without_a_job_is_refused_in_one_line() {
     assert_eq!(server.hits("/"), 0);
 }
 
-/// Exit 4 when every request failed on the network. Embedded only: a shared
-/// worker whose every request is refused parks the host and exits 0.
 #[test]
-fn crawl_exit_codes() {
-    let dir = tempfile::tempdir().unwrap();
+fn crawl_exit_four_when_every_request_fails_on_the_network_embedded() {
+    crawl_exit_four_when_every_request_fails_on_the_network(Mode::Embedded);
+}
+
+#[test]
+fn crawl_exit_four_when_every_request_fails_on_the_network_shared() {
+    crawl_exit_four_when_every_request_fails_on_the_network(Mode::Shared);
+}
+
+/// Exit 4 when every request failed on the network, as wget: a refused
+/// connection, and a TLS handshake that fails.
+fn crawl_exit_four_when_every_request_fails_on_the_network(mode: Mode) {
+    let Some(refused_crawl) = Crawler::start(mode, "crawl_exit_four") else {
+        return;
+    };
     // A port nobody listens on: every request is refused.
     let refused = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -320,21 +331,18 @@ fn crawl_exit_codes() {
         drop(listener);
         format!("http://127.0.0.1:{port}/")
     };
-    let out = run(
-        legcrawl(&dir.path().join("refused"), &["crawl", &refused]),
-        LIMIT,
-    );
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let out = refused_crawl.crawl(&[&refused]);
+    assert_eq!(out.status.code(), Some(4), "{mode:?}: {}", stderr(&out));
     assert!(
         stderr(&out).contains("failed on the network"),
-        "{}",
+        "{mode:?}: {}",
         stderr(&out)
     );
     // https:// to a plain-HTTP port: every TLS handshake fails.
     let server = two_sections();
     let tls = server.url("/").replace("http://", "https://");
-    let out = run(legcrawl(&dir.path().join("tls"), &["crawl", &tls]), LIMIT);
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let out = refused_crawl.another("tls").crawl(&[&tls]);
+    assert_eq!(out.status.code(), Some(4), "{mode:?}: {}", stderr(&out));
 }
 
 #[test]

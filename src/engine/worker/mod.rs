@@ -556,8 +556,7 @@ impl Worker {
             unreachable: 0,
             bytes: count("fetch/bytes"),
             new_cycle: false,
-            // Robots answers are not counted per worker: only page fetches.
-            network_failed: count("pages/fetched") == 0 && count("fetch/network_error") > 0,
+            network_failed: super::network_failed(count),
             elapsed,
         }
     }

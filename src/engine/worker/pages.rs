@@ -118,6 +118,15 @@ impl Worker {
         let mut robots = std::mem::take(&mut self.robots_pending);
         if let Some(cache) = &self.active.robots {
             let (records, exchanges) = cache.take_new();
+            for record in &records {
+                // Status 0: no answer came; the run's exit status tells a
+                // crawl that got no answer at all (as the embedded seal).
+                let answer = match record.status {
+                    0 => "robots/no_answer",
+                    _ => "robots/answered",
+                };
+                counters.push((answer, 1));
+            }
             robots.extend(records);
             if let Some(warc) = &mut self.warc {
                 warc.robots(exchanges);
