@@ -5,7 +5,7 @@
 //! directory, the serial (5 digits) counting on from the highest its owner
 //! registered there. The writer keeps no marks itself: its owner does — the
 //! embedded state (`engine::archive`) or the shared crawl's Redis
-//! (`shared::warc`) — and the protocol is the same for both:
+//! (`engine::worker::warc`) — and the protocol is the same for both:
 //! - [`WarcWriter::open`] takes the directory's lock (one writer per
 //!   directory), cuts every file the owner marked back to its mark and goes on
 //!   with the newest unless it is full or gone.

@@ -140,7 +140,7 @@ struct Worker {
     tasks: JoinSet<()>,
     results: mpsc::UnboundedReceiver<(SharedLease, PageResult)>,
     results_tx: mpsc::UnboundedSender<(SharedLease, PageResult)>,
-    /// Parts of pages' links, sent while their legs run (`engine::parts`).
+    /// Parts of pages' links, sent while their legs run (`page::parts`).
     parts: mpsc::UnboundedReceiver<Part>,
     parts_tx: mpsc::UnboundedSender<Part>,
     /// Tokens of the leases being fetched or processed.
