@@ -76,6 +76,20 @@ impl Shared {
         Ok(Some(job))
     }
 
+    /// The crawl's counter `name`, summed over every worker's completions
+    /// (0 when none counted it).
+    pub async fn crawl_counter(&self, name: &str) -> Result<u64, SharedError> {
+        let value: Option<u64> = self
+            .query(
+                "reading a counter",
+                redis::cmd("HGET")
+                    .arg(self.keys().key("counters"))
+                    .arg(name),
+            )
+            .await?;
+        Ok(value.unwrap_or(0))
+    }
+
     /// Stores `job` as version `expected + 1` with the politeness of
     /// `config`, if the newest stored version is still `expected`:
     /// `Ok(version)`, or `Err(newest)` when another worker stored one first.

@@ -60,6 +60,9 @@ pub mod warc;
 /// ready: another worker's completion may queue requests at any moment.
 const POLL: Duration = Duration::from_millis(100);
 
+/// The counter of pages fetched (answered), a worker's and the crawl's.
+const FETCHED: &str = "pages/fetched";
+
 /// With `--warc`, the most finished pages completed together (their records
 /// written with one sync of the WARC file, see [`warc`]).
 pub const COMPLETE_TOGETHER: usize = 64;
@@ -96,11 +99,16 @@ impl Joined {
             _ => worker.record_run(outcome, started.elapsed()).await,
         };
         result?;
-        Ok(Some(worker.report(
-            run.unwrap_or(0),
-            outcome,
-            started.elapsed(),
-        )))
+        let mut report = worker.report(run.unwrap_or(0), outcome, started.elapsed());
+        // This worker's requests all failed on the network; the crawl's did
+        // not when another worker fetched a page meanwhile (this one was only
+        // handed a dead host): the run is the crawl's, as an embedded run is.
+        if report.network_failed
+            && let Ok(fetched) = worker.shared.crawl_counter(FETCHED).await
+        {
+            report.network_failed = fetched <= worker.fetched_before;
+        }
+        Ok(Some(report))
     }
 }
 
@@ -155,6 +163,8 @@ struct Worker {
     /// The newest item in the stream when this run began: the run's items
     /// come after it (`dump --shared ... items --run N`).
     items_after: String,
+    /// The crawl's pages fetched (every worker's) when this run began.
+    fetched_before: u64,
     /// robots.txt answers whose `Sitemap:` lines a completion that was refused
     /// (its lease had expired) did not queue: the next completion carries them.
     robots_pending: Vec<crate::robots::RobotsRecord>,
@@ -218,6 +228,7 @@ impl Worker {
             None => None,
         };
         let items_after = shared.last_item_id().await?;
+        let fetched_before = shared.crawl_counter(FETCHED).await?;
         let (results_tx, results) = mpsc::unbounded_channel();
         let (parts_tx, parts) = mpsc::unbounded_channel();
         Ok(Worker {
@@ -242,6 +253,7 @@ impl Worker {
             counters: HashMap::new(),
             started_at: unix_now(),
             items_after,
+            fetched_before,
             robots_pending: Vec::new(),
         })
     }
