@@ -3,11 +3,10 @@
 //! real `redis-server`): `--jitter` as the server sees the gaps, and a
 //! redirect target fetched once per cycle.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::mode::{Crawler, Mode};
-use crate::support::{TestResponse, TestServer, handler};
+use crate::support::{TestResponse, TestServer, arrivals, handler, hub_site};
 
 /// Pages after the first: 20 gaps between 21 requests.
 const PAGES: usize = 20;
@@ -23,21 +22,7 @@ fn jitter_varies_the_delay_between_half_and_one_and_a_half_shared() {
 }
 
 fn jitter_varies_the_delay(mode: Mode) {
-    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let seen = Arc::clone(&arrivals);
-    let server = TestServer::start(handler(move |req| {
-        if req.path() == "/robots.txt" {
-            return TestResponse::not_found();
-        }
-        seen.lock().unwrap().push(Instant::now());
-        let body = match req.path() {
-            "/" => (0..PAGES)
-                .map(|i| format!("<a href=/p/{i}>x</a>"))
-                .collect::<String>(),
-            _ => String::new(),
-        };
-        TestResponse::html(body)
-    }));
+    let server = hub_site(PAGES);
     let seed = server.url("/");
     let args = [
         seed.as_str(),
@@ -51,7 +36,7 @@ fn jitter_varies_the_delay(mode: Mode) {
         return;
     };
     crawler.crawl_ok(&args);
-    let times = arrivals.lock().unwrap().clone();
+    let times = arrivals(&server);
     assert_eq!(times.len(), PAGES + 1, "{mode:?}: every page once");
     let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
     eprintln!("{mode:?}: gaps {gaps:?}");

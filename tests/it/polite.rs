@@ -5,10 +5,10 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::cli::{self, dump_items, dump_summary, fetch, legcrawl, run};
-use crate::support::{BodyMode, TestResponse, TestServer, handler};
+use crate::support::{BodyMode, TestResponse, TestServer, arrivals, handler, hub_site};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -158,27 +158,13 @@ fn per_host_concurrency_is_what_the_server_sees() {
 
 #[test]
 fn per_host_delay_spaces_request_starts() {
-    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let seen = Arc::clone(&arrivals);
-    let server = TestServer::start(handler(move |req| {
-        if req.path() == "/robots.txt" {
-            return TestResponse::not_found();
-        }
-        seen.lock().unwrap().push(Instant::now());
-        let body = match req.path() {
-            "/" => (0..5)
-                .map(|i| format!("<a href=/p/{i}>x</a>"))
-                .collect::<String>(),
-            _ => String::new(),
-        };
-        TestResponse::html(body)
-    }));
+    let server = hub_site(5);
     let data = tempfile::tempdir().unwrap();
     crawl(
         data.path(),
         &[&server.url("/"), "--per-host", "4", "--delay", "0.2"],
     );
-    let times = arrivals.lock().unwrap().clone();
+    let times = arrivals(&server);
     assert_eq!(times.len(), 6);
     // The server stamps a request when it reads it; on a loaded machine a
     // stalled server thread stamps one late, which shortens the gap after it

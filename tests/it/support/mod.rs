@@ -179,3 +179,29 @@ pub fn wait_until(what: &str, limit: std::time::Duration, ready: impl Fn() -> bo
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// A site of one hub page, `/`, linking `/p/0` to `/p/{links - 1}` (empty
+/// pages), with no robots.txt: the shape the politeness tests time.
+pub fn hub_site(links: usize) -> TestServer {
+    TestServer::start(handler(move |req| match req.path() {
+        "/robots.txt" => TestResponse::not_found(),
+        "/" => TestResponse::html(
+            (0..links)
+                .map(|i| format!("<a href=/p/{i}>x</a>"))
+                .collect::<String>(),
+        ),
+        _ => TestResponse::html(String::new()),
+    }))
+}
+
+/// When the requests `server` logged arrived, robots.txt left out, in order.
+pub fn arrivals(server: &TestServer) -> Vec<std::time::Instant> {
+    let mut times: Vec<_> = server
+        .log()
+        .into_iter()
+        .filter(|logged| logged.target != "/robots.txt")
+        .map(|logged| logged.start)
+        .collect();
+    times.sort();
+    times
+}
