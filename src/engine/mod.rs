@@ -40,7 +40,7 @@ pub mod sink;
 mod watch;
 pub mod worker;
 
-pub use crate::page::PageTotals;
+use crate::page::PageTotals;
 
 use std::future::Future;
 use std::sync::Arc;

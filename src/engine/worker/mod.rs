@@ -34,9 +34,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::config::{CrawlConfig, default_delay};
-use crate::engine::{EngineError, PageTotals, RunReport};
+use crate::engine::{EngineError, RunReport};
 use crate::fingerprint::fingerprint;
 use crate::page::PageResult;
+use crate::page::PageTotals;
 use crate::page::parts::{Part, Parts};
 use crate::page::task::Job;
 use crate::request::Request;
