@@ -6,11 +6,12 @@
 //! - Views: [`view`], what `dump`, `--stats` and `serve` read, written once over
 //!   two sources: a state directory (or the snapshot a running crawl publishes,
 //!   [`status::snapshot`]) and a shared crawl in Redis.
-//! - Loops: [`engine`], the tokio crawl loops: the embedded one and the
-//!   shared worker ([`engine::worker`]), with their outputs (`--output`, WARC).
-//! - Frontiers: [`store`], the embedded sled state (frontier, seen set, items,
-//!   page records, seeds, runs, counters), and [`shared`], one crawl in Redis
-//!   shared by several workers (`--shared`).
+//! - The loop: [`engine`], one tokio crawl loop over a frontier trait, with
+//!   its two frontiers (the embedded state's and a shared worker's,
+//!   [`engine::worker`]) and their outputs (`--output`, WARC).
+//! - Frontier backends: [`store`], the embedded sled state (frontier, seen
+//!   set, items, page records, seeds, runs, counters), and [`shared`], one
+//!   crawl in Redis shared by several workers (`--shared`).
 //! - Page processing: [`page`], one leased request to what its completion
 //!   needs: robots.txt, fetch, legs, scope, page record.
 //! - Parts of a page: [`fetch`] (the hyper fetcher), [`robots`] (RFC 9309

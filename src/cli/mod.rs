@@ -204,7 +204,7 @@ pub fn init_tracing(verbose: u8) {
     // sled's own log lines about a damaged database would be a second line
     // after ours (which names the file and what to do); -vv shows them.
     let default = match verbose {
-        // The progress line of a crawl without a terminal (engine::progress).
+        // The progress line of a crawl without a terminal (engine::embedded::progress).
         0 => "warn,legcrawl::progress=info,sled=off",
         1 => "info,sled=off",
         _ => "debug",

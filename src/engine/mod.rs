@@ -1,90 +1,42 @@
-//! The crawl loops: lease, fetch and process concurrently, complete.
+//! The crawl: one loop ([`crawl`]) over a [`frontier::Frontier`], with two
+//! frontiers below it — the embedded state ([`embedded`], sled) and a shared
+//! crawl's Redis ([`worker`], over [`crate::shared`]) — and the same page
+//! processing ([`crate::page`]) for both. Used by `cli` (crawl), benches and
+//! tests.
 //!
-//! Two loops, one per frontier, over the same page processing
-//! ([`crate::page`]): this module's `Crawl` over the embedded state
-//! ([`State`]), and [`worker`] over a shared crawl's Redis
-//! ([`crate::shared`]). Used by `cli` (crawl), benches and tests.
-//!
-//! The embedded loop is the state's only writer: it leases up to
-//! `concurrency` requests, host by host as far as [`politeness::Politeness`]
-//! allows, spawns a task per request (`page::task`), and completes
-//! each result into the open group, which is sealed at
-//! [`crate::store::GROUP_MAX_PAGES`]` / 2` pages or
-//! [`crate::store::GROUP_MAX_AGE`], or at once when nothing else can be
-//! leased, and made durable on the committer's thread (`flush`). A page with
-//! more than [`crate::store::LINK_CHUNK`] links has them queued part by part,
-//! a group each, ahead of its completion. New requests pass the scope and
-//! then the seen set: dedup happens only here, never in legs. A host that
-//! cannot be connected to, or whose robots.txt keeps failing, is parked for
-//! the run with its requests left queued (`hosts`).
-//!
-//! Shutdown is injected (as in mini-redis): when the `shutdown` future
-//! resolves the loop stops leasing, gives in-flight fetches `shutdown_grace`
-//! to finish, commits what finished, and ends the run as interrupted;
-//! unfinished leases stay queued.
-//!
-//! A run either resumes the cycle the last run left (it was interrupted,
-//! killed, failed or stopped by a limit, and requests are queued) or starts a
-//! new one: the stored seeds and every page due by [`crate::revisit`] are
-//! queued again ([`State::start_cycle`]). A request with a page record is
-//! fetched conditionally; its completion writes the next record in the same
-//! group as the page's items.
+//! This module starts an embedded run ([`run_job`]): it begins the run's
+//! record, builds the frontier, runs the loop, and ends the record however
+//! the loop ended. Shutdown is injected (as in mini-redis): when the
+//! `shutdown` future resolves the loop stops leasing, gives in-flight fetches
+//! `shutdown_grace` to finish, completes what finished, and ends the run as
+//! interrupted; unfinished leases stay queued. A shared worker starts through
+//! [`worker::join`].
 
-mod archive;
-mod flush;
-mod hosts;
-pub mod politeness;
-mod progress;
-pub(crate) mod revisits;
+pub(crate) mod active;
+mod crawl;
+pub(crate) mod embedded;
+pub(crate) mod frontier;
 pub mod sink;
-mod watch;
 pub mod worker;
 
-use crate::page::PageTotals;
+pub use crawl::COMPLETE_TOGETHER;
+pub use embedded::politeness;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-
 use crate::config::CrawlConfig;
 use crate::fetch::{FetchError, Fetcher};
 use crate::legs::Leg;
-use crate::page::parts::{Part, Parts};
-use crate::page::scope::Scope;
-use crate::page::{PageResult, RetryPolicy, task};
+use crate::page::PageTotals;
 use crate::revisit::{RuleError, Schedule};
-use crate::robots::{RobotsCache, RobotsSettings};
-use crate::store::records::{RunOutcome, unix_now};
-use crate::store::{Committer, Completion, Ended, Lease, OpenOptions, State, StoreError};
-use politeness::Politeness;
-use sink::{OutputFile, SinkError};
-
-use crate::warc::{WarcError, WarcSettings, WarcWriter};
-
-/// What one `fill` pass found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fill {
-    /// `concurrency` requests are in flight.
-    Full,
-    /// Some host has (or may have) requests but politeness holds them: until the
-    /// given instant, or until a request of it finishes (`None`).
-    Waiting(Option<Instant>),
-    /// No host has an unleased, visible request (or a limit stops leasing).
-    Empty,
-}
-
-impl Fill {
-    fn waiting(self, at: Option<Instant>) -> Fill {
-        match (self, at) {
-            (Fill::Waiting(Some(a)), Some(b)) => Fill::Waiting(Some(a.min(b))),
-            (Fill::Waiting(Some(a)), None) => Fill::Waiting(Some(a)),
-            (_, at) => Fill::Waiting(at),
-        }
-    }
-}
+use crate::store::records::RunOutcome;
+use crate::store::{OpenOptions, State, StoreError};
+use crate::warc::WarcError;
+use crawl::{Crawl, Limits};
+use embedded::Embedded;
+use sink::SinkError;
 
 /// Errors that stop a crawl.
 #[derive(Debug, thiserror::Error)]
@@ -267,8 +219,8 @@ pub async fn run_job(
     state.begin_run(Some(job))?;
     // A run that cannot start (no seeds, an unwritable output file) still ends
     // its run record, as failed.
-    let result = match Crawl::new(config, &mut state, fetcher, legs, schedule, previous_end) {
-        Ok(crawl) => crawl.run(shutdown).await,
+    let result = match Embedded::new(config, &mut state, fetcher, legs, schedule, previous_end) {
+        Ok(frontier) => Crawl::new(frontier, Limits::of(config)).run(shutdown).await,
         Err(error) => Err(error),
     };
     let outcome = match &result {
@@ -285,7 +237,7 @@ pub async fn run_job(
         }
         tracing::warn!(%error, "the failed run could not be recorded as failed");
     }
-    progress::publish_end(&state, outcome);
+    embedded::progress::publish_end(&state, outcome);
     result?;
     Ok(report(&state, outcome, started.elapsed()))
 }
@@ -337,451 +289,5 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         new_cycle: state.run_counter("cycle/started") > 0,
         network_failed: network_failed(|name| state.run_counter(name)),
         elapsed,
-    }
-}
-
-/// The loop's working set.
-struct Crawl<'a> {
-    config: &'a CrawlConfig,
-    state: &'a mut State,
-    fetcher: Fetcher,
-    legs: Arc<dyn Leg>,
-    scope: Scope,
-    sink: Option<OutputFile>,
-    /// The WARC files (`--warc`), written in step with group commit.
-    warc: Option<WarcWriter>,
-    tasks: JoinSet<()>,
-    results: mpsc::UnboundedReceiver<(Lease, PageResult)>,
-    results_tx: mpsc::UnboundedSender<(Lease, PageResult)>,
-    /// Parts of pages' links, sent while their legs run (see `parts`).
-    parts: mpsc::UnboundedReceiver<Part>,
-    parts_tx: mpsc::UnboundedSender<Part>,
-    /// Requests being fetched or processed right now (≤ concurrency). Leases
-    /// completed into the open group are no longer counted here.
-    fetching: usize,
-    /// Leases started this run that have not come back put back in the
-    /// frontier: the pages `--max-pages` counts (a retry, or a request of a
-    /// host parked as unreachable, does not count twice).
-    pages_this_run: u64,
-    politeness: Politeness,
-    retry: RetryPolicy,
-    /// robots.txt answers per host (None with `obey_robots` off).
-    robots: Option<RobotsCache>,
-    /// Rotates which host `fill` serves first, so hosts take turns.
-    turn: usize,
-    progress: progress::Progress,
-    schedule: Schedule,
-    /// Reused by `fill` for the ready host ids.
-    host_buf: Vec<u32>,
-    /// `--max-duration`: no lease starts after this.
-    deadline: Option<Instant>,
-    /// The threads the state's flushes and checkpoints run on, off the loop
-    /// (see [`flush`]).
-    committer: Committer,
-    /// Unix seconds when this run started (redirects to pages fetched since are
-    /// not followed again).
-    run_started: u64,
-    /// Hosts whose last runs failed on the network (stored, see `hosts`): an
-    /// answer from one of them clears its record.
-    unreachable: std::collections::HashSet<String>,
-}
-
-impl<'a> Crawl<'a> {
-    fn new(
-        config: &'a CrawlConfig,
-        state: &'a mut State,
-        fetcher: Fetcher,
-        legs: Arc<dyn Leg>,
-        schedule: Schedule,
-        previous_end: Option<std::time::SystemTime>,
-    ) -> Result<Crawl<'a>, EngineError> {
-        revisits::begin_cycle(state, config, &schedule)?;
-        // Credentials in a seed are never stored or sent.
-        let seeds: Vec<String> = config
-            .seeds
-            .iter()
-            .map(|seed| crate::canon::strip_credentials(seed).into_owned())
-            .collect();
-        state.add_seeds(&seeds, &config.fingerprint_headers)?;
-        let stored = state.seeds()?;
-        if stored.is_empty() {
-            return Err(EngineError::NoSeeds {
-                dir: state.dir().display().to_string(),
-            });
-        }
-        let scope = Scope::of_crawl(config, &stored, &seeds);
-        let sink = match &config.output {
-            Some(path) => Some(OutputFile::open(path, state)?),
-            None => None,
-        };
-        let warc = match WarcSettings::of(config) {
-            Some(settings) => Some(archive::open(settings, state)?),
-            None => None,
-        };
-        let robots = if config.obey_robots {
-            let cache = RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(config));
-            cache.preload(state.robots_records()?);
-            Some(cache)
-        } else {
-            None
-        };
-        let (results_tx, results) = mpsc::unbounded_channel();
-        let (parts_tx, parts) = mpsc::unbounded_channel();
-        let progress = progress::Progress::new(state.dir(), config.obey_robots);
-        let mut politeness = Politeness::new(config);
-        if let Some(ended) = previous_end {
-            politeness.after_previous_run(ended);
-        }
-        let unreachable = hosts::park_unreachable(state, &mut politeness)?;
-        Ok(Crawl {
-            config,
-            state,
-            fetcher,
-            legs,
-            scope,
-            sink,
-            warc,
-            tasks: JoinSet::new(),
-            results,
-            results_tx,
-            parts,
-            parts_tx,
-            fetching: 0,
-            pages_this_run: 0,
-            politeness,
-            robots,
-            retry: RetryPolicy::of(config),
-            turn: 0,
-            progress,
-            schedule,
-            host_buf: Vec::new(),
-            deadline: config.max_duration.map(|d| Instant::now() + d),
-            committer: Committer::new()?,
-            run_started: unix_now(),
-            unreachable,
-        })
-    }
-
-    /// The loop; whatever ends it, a flush or checkpoint still running is
-    /// waited for, so the state is left with nothing in flight.
-    async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<RunOutcome, EngineError> {
-        let result = self.run_loop(shutdown).await;
-        let finished = self.finish_flush().await;
-        if result.is_ok() {
-            finished?;
-        }
-        let finished = self.finish_checkpoint().await;
-        if result.is_ok() {
-            finished?;
-        }
-        // Whatever is still open is committed by the end of the run.
-        self.keep_cookies();
-        let finished = self.archive_finish();
-        if result.is_ok() {
-            finished?;
-        }
-        self.progress.publish(self.state, &self.politeness);
-        result
-    }
-
-    async fn run_loop(
-        &mut self,
-        shutdown: impl Future<Output = ()>,
-    ) -> Result<RunOutcome, EngineError> {
-        tokio::pin!(shutdown);
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
-        loop {
-            let fill = self.fill()?;
-            if fill == Fill::Empty {
-                if self.fetching == 0 {
-                    // Nothing leasable and nothing running: make everything
-                    // durable; what it committed may reveal new requests.
-                    let pages = self.commit_all().await?;
-                    if self.limit_reached() {
-                        return Ok(RunOutcome::Limit);
-                    }
-                    if pages == 0 {
-                        // Requests left here are held by parked hosts.
-                        return Ok(if self.state.frontier_len() > 0 {
-                            RunOutcome::Idle
-                        } else {
-                            RunOutcome::Drained
-                        });
-                    }
-                    continue;
-                }
-                // The open group's new requests become leasable once it is
-                // durable: seal it now rather than when it is due.
-                if !self.committer.flushing() {
-                    self.seal()?;
-                }
-            }
-            if let Fill::Waiting(Some(at)) = fill
-                && self.config.until_idle
-                && self.fetching == 0
-                && at > Instant::now() + crate::config::IDLE_WAIT
-            {
-                // Committing may make requests of other hosts visible.
-                if self.commit_all().await? == 0 {
-                    return Ok(RunOutcome::Idle);
-                }
-                continue;
-            }
-            let far = Instant::now() + Duration::from_secs(3600);
-            // While a flush runs, its end (not the group's age) is the next event.
-            let group = if self.committer.flushing() {
-                far
-            } else {
-                self.state.group_deadline().unwrap_or(far)
-            };
-            let mut wake = match fill {
-                Fill::Waiting(Some(at)) => at.min(group),
-                _ => group,
-            };
-            // Past the deadline nothing is leased; waking for it again would spin.
-            if let Some(deadline) = self.deadline.filter(|d| *d > Instant::now()) {
-                wake = wake.min(deadline);
-            }
-            tokio::select! {
-                biased;
-                () = &mut shutdown => return self.stop().await,
-                ended = self.committer.ended() => match ended {
-                    Ended::Flush(result) => {
-                        self.flush_ended(result)?;
-                    }
-                    Ended::Checkpoint(result) => self.checkpoint_ended(result)?,
-                },
-                Some(part) = self.parts.recv() => self.queue_part_of_page(part).await?,
-                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
-                () = tokio::time::sleep_until(wake.into()) => {}
-                _ = tick.tick() => self.progress.update(self.state, &self.politeness),
-            }
-            self.maybe_seal().await?;
-        }
-    }
-
-    /// Leases and spawns until `concurrency` requests are in flight, host by host
-    /// in turn, as far as each host's politeness allows.
-    fn fill(&mut self) -> Result<Fill, EngineError> {
-        let now = Instant::now();
-        // The ids are copied (into a buffer kept across calls) because leasing
-        // needs the state mutably; names are looked up again when needed.
-        let mut hosts = std::mem::take(&mut self.host_buf);
-        hosts.clear();
-        hosts.extend(self.state.ready_hosts().map(|(id, _, _)| id));
-        let fill = self.fill_hosts(&hosts, now);
-        self.host_buf = hosts;
-        fill
-    }
-
-    /// [`Crawl::fill`] over the given hosts, starting at the next one in turn.
-    fn fill_hosts(&mut self, hosts: &[u32], now: Instant) -> Result<Fill, EngineError> {
-        let mut fill = Fill::Empty;
-        let turn = self.turn;
-        self.turn = self.turn.wrapping_add(1);
-        for k in 0..hosts.len() {
-            let id = &hosts[(turn + k) % hosts.len()];
-            if self.politeness.is_parked(*id) {
-                continue;
-            }
-            loop {
-                if self.fetching >= self.config.concurrency {
-                    return Ok(Fill::Full);
-                }
-                if self.limit_reached() {
-                    return Ok(Fill::Empty);
-                }
-                let name = self.state.host_name(*id).unwrap_or_default();
-                match self.politeness.ready_at(*id, name, now) {
-                    // At its in-flight limit: a finishing request wakes the loop.
-                    None => {
-                        fill = fill.waiting(None);
-                        break;
-                    }
-                    Some(at) if at > now => {
-                        fill = fill.waiting(Some(at));
-                        break;
-                    }
-                    Some(_) => {}
-                }
-                let Some(lease) = self.state.lease_from(*id)? else {
-                    break;
-                };
-                let name = self.state.host_name(*id).unwrap_or_default();
-                self.politeness.started(*id, name, now);
-                self.spawn(lease)?;
-            }
-        }
-        Ok(fill)
-    }
-
-    fn spawn(&mut self, lease: Lease) -> Result<(), EngineError> {
-        // Only a request that bypasses the seen set (seed, revisit, retry) can
-        // have a page record: a filtered one is new by definition.
-        let prior = if lease.request.dont_filter {
-            self.state.page(&self.fingerprint(&lease.request))?
-        } else {
-            None
-        };
-        self.pages_this_run += 1;
-        self.fetching += 1;
-        let job = task::Job {
-            fetcher: self.fetcher.clone(),
-            legs: Arc::clone(&self.legs),
-            retry: self.retry,
-            robots: self.robots.clone(),
-            prior,
-            parts: Parts::new(0, self.parts_tx.clone()),
-        };
-        let tx = self.results_tx.clone();
-        self.tasks.spawn(async move {
-            // A panic while processing comes back as a failed page.
-            let result = job.run(&lease.request).await;
-            // The receiver is gone only when the loop has stopped; the lease
-            // then stays queued, which is what a stop wants.
-            let _ = tx.send((lease, result));
-        });
-        Ok(())
-    }
-
-    fn limit_reached(&self) -> bool {
-        self.config
-            .max_pages
-            .is_some_and(|max| self.pages_this_run >= max)
-            || self.deadline.is_some_and(|at| Instant::now() >= at)
-    }
-
-    /// Queues a part of a page's links that its task sent while its legs run,
-    /// and answers with the counters of what was dropped.
-    async fn queue_part_of_page(&mut self, part: Part) -> Result<(), EngineError> {
-        let Part {
-            mut requests, ack, ..
-        } = part;
-        let mut counters = Vec::new();
-        self.accept(&mut requests, false, &mut counters)?;
-        // Revisits `accept` made (sitemap `lastmod`) go with the completion.
-        let back: Vec<_> = requests.extract_if(.., |r| r.dont_filter).collect();
-        self.queue_part(&requests).await?;
-        // The task is gone only if it was aborted; its page then stays queued.
-        let _ = ack.send((counters, back));
-        Ok(())
-    }
-
-    async fn complete(&mut self, lease: Lease, result: PageResult) -> Result<(), EngineError> {
-        self.fetching -= 1;
-        self.politeness.finished(lease.host_id);
-        if let Some(host) = self.state.host_name(lease.host_id).map(str::to_owned) {
-            let now = Instant::now();
-            if let Some(wait) = result.backoff {
-                self.politeness.back_off(lease.host_id, &host, now, wait);
-            }
-            if result.crawl_delay.is_some() {
-                self.politeness
-                    .set_crawl_delay(lease.host_id, &host, now, result.crawl_delay);
-            }
-        }
-        if let Some(reason) = result.blocked {
-            self.state.record_blocked(&lease.request.url, reason)?;
-        }
-        self.progress.observe(&lease, &result);
-        let unreachable = self.note_connect(lease.host_id, &result)?;
-        let parked = !unreachable.parked && self.note_robots(lease.host_id, &result);
-        // Reap finished tasks so the set does not grow with the crawl.
-        task::reap(&mut self.tasks);
-        let PageResult {
-            mut requests,
-            mut items,
-            mut counters,
-            seen,
-            prior,
-            failed,
-            mut requeued,
-            archived,
-            ..
-        } = result;
-        if unreachable.parked {
-            counters.push(("hosts/unreachable", 1));
-        }
-        if unreachable.put_back && !requeued {
-            hosts::keep_for_next_run(&lease.request, &mut requests, &mut counters);
-            requeued = true;
-        }
-        if requeued {
-            counters.push(("pages/requeued", 1));
-            self.pages_this_run = self.pages_this_run.saturating_sub(1);
-        }
-        let redirect = seen
-            .as_ref()
-            .is_some_and(|seen| (300..400).contains(&seen.status));
-        self.accept(&mut requests, redirect, &mut counters)?;
-        // A page with many links queues all but the last part of them in
-        // groups of their own first; its record, items and completion come
-        // with the last part.
-        let requests = self.queue_in_parts(requests).await?;
-        let end = crate::page::record::PageEnd {
-            seen,
-            prior,
-            failed,
-            requeued,
-        };
-        self.note_page(&lease, end, &mut items, &mut counters)?;
-        if parked {
-            counters.push(("robots/host_parked", 1));
-        }
-        let completion = Completion {
-            lease,
-            requests,
-            items,
-            counters,
-        };
-        self.state
-            .complete(completion, &self.config.fingerprint_headers)?;
-        // In the same open group as the completion.
-        self.archive(&archived)?;
-        Ok(())
-    }
-
-    /// Keeps the requests the crawl may queue, in place (a page's links can be
-    /// a million), and counts what it drops: see [`crate::page::accept`]. The
-    /// page records its rules need are read from the state.
-    fn accept(
-        &self,
-        requests: &mut Vec<crate::request::Request>,
-        redirect: bool,
-        counters: &mut Vec<(&'static str, u64)>,
-    ) -> Result<(), EngineError> {
-        let rules = crate::page::accept::Accept {
-            scope: &self.scope,
-            fingerprint_headers: &self.config.fingerprint_headers,
-            run_started: self.run_started,
-        };
-        let lookups = rules.lookups(requests, redirect, counters);
-        let records = lookups
-            .iter()
-            .map(|(_, fp)| self.state.page(fp))
-            .collect::<Result<Vec<_>, _>>()?;
-        rules.apply(requests, redirect, &lookups, &records, counters);
-        Ok(())
-    }
-
-    /// The first Ctrl-C: no more leases; let in-flight work finish for the grace
-    /// period, commit what finished, leave the rest queued.
-    async fn stop(&mut self) -> Result<RunOutcome, EngineError> {
-        tracing::info!(
-            in_flight = self.state.in_flight(),
-            "stopping: finishing in-flight requests"
-        );
-        let deadline = Instant::now() + self.config.shutdown_grace;
-        while self.fetching > 0 {
-            tokio::select! {
-                Some(part) = self.parts.recv() => self.queue_part_of_page(part).await?,
-                Some((lease, result)) = self.results.recv() => self.complete(lease, result).await?,
-                () = tokio::time::sleep_until(deadline.into()) => break,
-            }
-        }
-        self.tasks.abort_all();
-        self.commit_all().await?;
-        self.progress.finish();
-        Ok(RunOutcome::Interrupted)
     }
 }

@@ -4,7 +4,7 @@
 //! Files are `legcrawl-<UTC YYYYMMDDHHMMSS>-<serial>.warc.gz` in the WARC
 //! directory, the serial (5 digits) counting on from the highest its owner
 //! registered there. The writer keeps no marks itself: its owner does — the
-//! embedded state (`engine::archive`) or the shared crawl's Redis
+//! embedded state (`engine::embedded::archive`) or the shared crawl's Redis
 //! (`engine::worker::warc`) — and the protocol is the same for both:
 //! - [`WarcWriter::open`] takes the directory's lock (one writer per
 //!   directory), cuts every file the owner marked back to its mark and goes on

@@ -25,6 +25,7 @@ use std::time::Duration;
 use crate::config::CrawlConfig;
 use crate::crawlfile::{self, CrawlFile};
 use crate::engine::EngineError;
+use crate::engine::active::Active;
 use crate::fetch::{FetchSettings, Fetcher};
 use crate::job::{self, Change, JobError, StateFacts};
 use crate::legs::{Leg, Stack};
@@ -243,22 +244,6 @@ fn worker_config(job: CrawlConfig, run: &CrawlConfig) -> CrawlConfig {
         stats: None,
         ..job
     }
-}
-
-/// One job version as a worker runs it: its settings (with the worker's run
-/// options) and everything built from them.
-pub(super) struct Active {
-    /// The version (0 until it is stored).
-    pub(super) version: u64,
-    pub(super) config: CrawlConfig,
-    /// The job's seeds (every seed of the crawl when it was stored).
-    pub(super) seeds: Vec<String>,
-    pub(super) scope: Scope,
-    pub(super) legs: Arc<dyn Leg>,
-    pub(super) fetcher: Fetcher,
-    pub(super) robots: Option<RobotsCache>,
-    pub(super) schedule: Schedule,
-    pub(super) retry: RetryPolicy,
 }
 
 impl Active {

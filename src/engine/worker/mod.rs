@@ -27,26 +27,23 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-
 use crate::config::{CrawlConfig, default_delay};
+use crate::engine::active::Active;
+use crate::engine::crawl::{Crawl, Limits};
+use crate::engine::frontier::{Frontier, Leased, Next};
 use crate::engine::{EngineError, RunReport};
 use crate::fingerprint::fingerprint;
 use crate::page::PageResult;
 use crate::page::PageTotals;
-use crate::page::parts::{Part, Parts};
-use crate::page::task::Job;
+use crate::page::parts::Part;
 use crate::request::Request;
 use crate::shared::client::{NewRequest, SharedLease};
 use crate::shared::{Shared, SharedError};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::warc::WarcSettings;
 use cycle::begin_cycle;
-use join::Active;
 pub use join::{JOB_POLL, JobPlan, JoinError, Joined, join};
 use output::WorkerOutput;
 use warc::WorkerWarc;
@@ -64,10 +61,6 @@ const POLL: Duration = Duration::from_millis(100);
 /// The counter of pages fetched (answered), a worker's and the crawl's.
 const FETCHED: &str = "pages/fetched";
 
-/// With `--warc`, the most finished pages completed together (their records
-/// written with one sync of the WARC file, see [`warc`]).
-pub const COMPLETE_TOGETHER: usize = 64;
-
 impl Joined {
     /// Runs this worker on the crawl's job until the crawl is drained, a
     /// limit of this run is reached, or `shutdown` resolves; the run's record
@@ -81,12 +74,15 @@ impl Joined {
     ) -> Result<Option<RunReport>, EngineError> {
         let started = Instant::now();
         tokio::pin!(shutdown);
-        let mut worker = tokio::select! {
+        let worker = tokio::select! {
             biased;
             () = &mut shutdown => return Ok(None),
             worker = Worker::new(self) => worker?,
         };
-        let result = worker.run(shutdown).await;
+        let limits = Limits::of(&worker.run);
+        let mut crawl = Crawl::new(worker, limits);
+        let result = crawl.run(shutdown).await;
+        let worker = &mut crawl.frontier;
         let outcome = match &result {
             Ok(outcome) => *outcome,
             Err(_) => RunOutcome::Failed,
@@ -146,12 +142,10 @@ struct Worker {
     output: Option<WorkerOutput>,
     /// `--warc`: the records of the pages this worker completes.
     warc: Option<WorkerWarc>,
-    tasks: JoinSet<()>,
-    results: mpsc::UnboundedReceiver<(SharedLease, PageResult)>,
-    results_tx: mpsc::UnboundedSender<(SharedLease, PageResult)>,
-    /// Parts of pages' links, sent while their legs run (`page::parts`).
-    parts: mpsc::UnboundedReceiver<Part>,
-    parts_tx: mpsc::UnboundedSender<Part>,
+    /// When the leases held are renewed next (every third of their TTL).
+    renew: tokio::time::Interval,
+    /// When the job's version is looked at next.
+    job_poll: tokio::time::Interval,
     /// Tokens of the leases being fetched or processed.
     held: BTreeSet<u64>,
     leased: u64,
@@ -159,7 +153,6 @@ struct Worker {
     frontier: u64,
     /// This worker's counters (what it committed), for its report.
     counters: HashMap<&'static str, u64>,
-    deadline: Option<Instant>,
     started_at: u64,
     /// The newest item in the stream when this run began: the run's items
     /// come after it (`dump --shared ... items --run N`).
@@ -230,10 +223,13 @@ impl Worker {
         };
         let items_after = shared.last_item_id().await?;
         let fetched_before = shared.crawl_counter(FETCHED).await?;
-        let (results_tx, results) = mpsc::unbounded_channel();
-        let (parts_tx, parts) = mpsc::unbounded_channel();
+        let mut renew = tokio::time::interval((run.lease_ttl / 3).max(Duration::from_millis(100)));
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut job_poll = tokio::time::interval(JOB_POLL);
+        job_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Ok(Worker {
-            deadline: run.max_duration.map(|d| Instant::now() + d),
+            renew,
+            job_poll,
             ttl: run.lease_ttl,
             active,
             run,
@@ -243,11 +239,6 @@ impl Worker {
             id: worker_id(),
             output,
             warc,
-            tasks: JoinSet::new(),
-            results,
-            results_tx,
-            parts,
-            parts_tx,
             held: BTreeSet::new(),
             leased: 0,
             frontier: 0,
@@ -257,128 +248,6 @@ impl Worker {
             fetched_before,
             robots_pending: Vec::new(),
         })
-    }
-
-    async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<RunOutcome, EngineError> {
-        tokio::pin!(shutdown);
-        let mut renew = tokio::time::interval((self.ttl / 3).max(Duration::from_millis(100)));
-        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut job_poll = tokio::time::interval(JOB_POLL);
-        job_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut next_lease = Instant::now();
-        loop {
-            let room = self
-                .active
-                .config
-                .concurrency
-                .saturating_sub(self.held.len());
-            let leasing = room > 0 && !self.limit_reached();
-            if leasing && Instant::now() >= next_lease {
-                // Err on Ctrl-C, with the answer of a call that was under way:
-                // the script may have run, and its leases are then this
-                // worker's, to be returned with the rest (not left to expire).
-                let answer = {
-                    let call = self.shared.lease(&self.id, room, self.ttl);
-                    tokio::pin!(call);
-                    match unless_stopped(shutdown.as_mut(), call.as_mut()).await {
-                        Some(batch) => Ok(batch),
-                        None => {
-                            self.shared.stop_retrying();
-                            let settled = tokio::time::timeout(LEASE_SETTLE, call).await;
-                            Err(settled.ok().and_then(Result::ok))
-                        }
-                    }
-                };
-                let batch = match answer {
-                    Ok(batch) => batch?,
-                    Err(settled) => {
-                        let granted = settled.into_iter().flat_map(|batch| batch.leases);
-                        self.held.extend(granted.map(|lease| lease.token));
-                        return self.stop().await;
-                    }
-                };
-                let got = batch.leases.len();
-                self.frontier = batch.frontier;
-                for lease in batch.leases {
-                    self.spawn(lease);
-                }
-                if got == room {
-                    continue;
-                }
-                if got == 0 && self.held.is_empty() && batch.frontier == 0 && batch.live == 0 {
-                    return Ok(RunOutcome::Drained);
-                }
-                let wait = batch
-                    .wait
-                    .unwrap_or(POLL)
-                    .clamp(Duration::from_millis(1), POLL);
-                next_lease = Instant::now() + wait;
-            }
-            if self.limit_reached() && self.held.is_empty() {
-                return Ok(RunOutcome::Limit);
-            }
-            tokio::select! {
-                biased;
-                () = &mut shutdown => return self.stop().await,
-                // Before the results: a busy worker must still renew.
-                _ = renew.tick() => {
-                    if unless_stopped(shutdown.as_mut(), self.renew()).await.transpose()?.is_none() {
-                        return self.stop().await;
-                    }
-                }
-                _ = job_poll.tick() => {
-                    if unless_stopped(shutdown.as_mut(), self.follow_job()).await.transpose()?.is_none() {
-                        return self.stop().await;
-                    }
-                    // A new concurrency may leave room.
-                    next_lease = next_lease.min(Instant::now() + POLL);
-                }
-                Some(part) = self.parts.recv() => {
-                    let call = self.queue_part(part);
-                    if unless_stopped(shutdown.as_mut(), call).await.transpose()?.is_none() {
-                        return self.stop().await;
-                    }
-                }
-                Some(first) = self.results.recv() => {
-                    // With --warc, the pages finished by now are completed
-                    // together: one sync of the WARC file for all of them.
-                    let mut finished = vec![first];
-                    if self.warc.is_some() {
-                        while finished.len() < COMPLETE_TOGETHER {
-                            match self.results.try_recv() {
-                                Ok(next) => finished.push(next),
-                                Err(_) => break,
-                            }
-                        }
-                    }
-                    let stop_retrying = self.shared.retry_stopper();
-                    let settled = {
-                        let call = self.complete(finished);
-                        tokio::pin!(call);
-                        match unless_stopped(shutdown.as_mut(), call.as_mut()).await {
-                            Some(done) => Ok(done),
-                            // Ctrl-C: the call's outcome decides what the WARC
-                            // file keeps; without retries it settles at once.
-                            None => {
-                                stop_retrying();
-                                Err(tokio::time::timeout(LEASE_SETTLE, call).await.ok())
-                            }
-                        }
-                    };
-                    match settled {
-                        Ok(done) => done?,
-                        // The leases of pages whose completions did not
-                        // settle are still held: returned with the others
-                        // (or, if a completion did commit before its answer
-                        // was lost, found completed).
-                        Err(_) => return self.stop().await,
-                    }
-                    // A slot is free, and the host may be under its limit again.
-                    next_lease = Instant::now();
-                }
-                () = tokio::time::sleep_until(next_lease.into()), if leasing => {}
-            }
-        }
     }
 
     /// Takes up a newer job version when another worker stored one.
@@ -427,33 +296,6 @@ impl Worker {
         Ok(())
     }
 
-    fn limit_reached(&self) -> bool {
-        self.run.max_pages.is_some_and(|max| self.leased >= max)
-            || self.deadline.is_some_and(|at| Instant::now() >= at)
-    }
-
-    fn spawn(&mut self, lease: SharedLease) {
-        self.leased += 1;
-        self.held.insert(lease.token);
-        let job = Job {
-            fetcher: self.active.fetcher.clone(),
-            legs: Arc::clone(&self.active.legs),
-            retry: self.active.retry,
-            robots: self.active.robots.clone(),
-            // Only a request that bypasses the seen set (seed, revisit, retry)
-            // is fetched against its page record: a filtered one is new.
-            prior: lease.prior.clone().filter(|_| lease.request.dont_filter),
-            parts: Parts::new(lease.token, self.parts_tx.clone()),
-        };
-        let tx = self.results_tx.clone();
-        self.tasks.spawn(async move {
-            let result = job.run(&lease.request).await;
-            // The receiver is gone only when the loop has stopped; the lease is
-            // then returned or expires.
-            let _ = tx.send((lease, result));
-        });
-    }
-
     /// Extends the leases being worked on, and says this worker is alive.
     async fn renew(&mut self) -> Result<(), EngineError> {
         let info = serde_json::json!({
@@ -479,47 +321,6 @@ impl Worker {
             );
         }
         Ok(())
-    }
-
-    /// Ctrl-C: no more leases. As in the embedded crawl, fetches under way get
-    /// `--grace` to finish and are completed, so that a clean stop fetches
-    /// nothing twice; the leases of those that have not finished by then are
-    /// returned to the frontier at once (not left to expire). With Redis away
-    /// nothing is waited for: the leases then expire after their TTL instead.
-    async fn stop(&mut self) -> Result<RunOutcome, EngineError> {
-        self.shared.stop_retrying();
-        let deadline = Instant::now() + self.run.shutdown_grace;
-        // After a completion whose outcome is not known, another would mark
-        // the WARC file past that one's records: nothing more is completed.
-        let mut failed = self.warc.as_ref().is_some_and(WorkerWarc::uncertain);
-        while !self.held.is_empty() && !failed {
-            tokio::select! {
-                Some(part) = self.parts.recv() => {
-                    if let Err(error) = self.queue_part(part).await {
-                        tracing::warn!(%error, "a part of a page's links could not be queued while stopping");
-                        failed = true;
-                    }
-                }
-                Some(finished) = self.results.recv() => {
-                    if let Err(error) = self.complete(vec![finished]).await {
-                        tracing::warn!(%error, "a finished page could not be completed while stopping");
-                        failed = true;
-                    }
-                }
-                () = tokio::time::sleep_until(deadline.into()) => break,
-            }
-        }
-        self.tasks.abort_all();
-        let tokens: Vec<u64> = std::mem::take(&mut self.held).into_iter().collect();
-        match self.shared.release(&self.id, &tokens).await {
-            Ok(returned) => tracing::info!(returned, "stopped: leases returned to the frontier"),
-            Err(error) => tracing::warn!(
-                %error,
-                leases = tokens.len(),
-                "stopped without returning the leases: they go back to the frontier when they expire"
-            ),
-        }
-        Ok(RunOutcome::Interrupted)
     }
 
     /// Unlists the worker and appends its run to the crawl's runs; returns the
@@ -575,23 +376,168 @@ impl Worker {
     }
 }
 
-/// `call`'s output, or `None` when `shutdown` resolves first: Ctrl-C is heard
-/// even while Redis is away and a call waits for it.
-/// How long a stopping worker waits for the answer to a lease call that was
-/// under way, so that leases granted just before Ctrl-C are returned at once
-/// rather than left to expire (with Redis away it waits this long, no more).
-const LEASE_SETTLE: Duration = Duration::from_secs(1);
+/// An event of a worker's own.
+pub(crate) enum Event {
+    /// The leases held are due for renewal.
+    Renew,
+    /// The job's version is due for a look.
+    Job,
+}
 
-async fn unless_stopped<T>(
-    shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
-    call: impl Future<Output = T>,
-) -> Option<T> {
-    tokio::select! {
-        biased;
-        () = shutdown => None,
-        out = call => Some(out),
+impl Frontier for Worker {
+    type Lease = SharedLease;
+    type Event = Event;
+
+    fn request(lease: &SharedLease) -> &Request {
+        &lease.request
+    }
+
+    fn token(lease: &SharedLease) -> u64 {
+        lease.token
+    }
+
+    fn active(&self) -> &Active {
+        &self.active
+    }
+
+    /// The lease script decides which hosts may start (the crawl's per-host
+    /// limit and delay, on the server's clock).
+    async fn lease(&mut self, room: usize) -> Result<Leased<SharedLease>, EngineError> {
+        let batch = self.shared.lease(&self.id, room, self.ttl).await?;
+        let got = batch.leases.len();
+        self.frontier = batch.frontier;
+        self.leased += got as u64;
+        // Held from here: returned at a stop even if never started.
+        self.held
+            .extend(batch.leases.iter().map(|lease| lease.token));
+        let next = if got == room {
+            Next::Now
+        } else if got == 0 && batch.frontier == 0 && batch.live == 0 {
+            // Nothing queued and no live lease of any worker: nothing can
+            // add requests any more.
+            Next::Empty
+        } else {
+            // Another worker's completion may queue requests at any moment.
+            let wait = batch
+                .wait
+                .unwrap_or(POLL)
+                .clamp(Duration::from_millis(1), POLL);
+            Next::At(Instant::now() + wait)
+        };
+        Ok(Leased {
+            leases: batch
+                .leases
+                .into_iter()
+                .map(|mut lease| {
+                    let prior = lease.prior.take();
+                    (lease, prior)
+                })
+                .collect(),
+            next,
+        })
+    }
+
+    async fn complete(
+        &mut self,
+        finished: Vec<(SharedLease, PageResult)>,
+    ) -> Result<u64, EngineError> {
+        let put_back = finished
+            .iter()
+            .filter(|(_, result)| result.requeued)
+            .count();
+        self.complete_pages(finished).await?;
+        Ok(put_back as u64)
+    }
+
+    async fn queue_part(&mut self, part: Part) -> Result<(), EngineError> {
+        self.queue_link_part(part).await
+    }
+
+    async fn next_event(&mut self) -> Event {
+        tokio::select! {
+            biased;
+            _ = self.renew.tick() => Event::Renew,
+            _ = self.job_poll.tick() => Event::Job,
+        }
+    }
+
+    async fn on_event(&mut self, event: Event) -> Result<Option<Instant>, EngineError> {
+        match event {
+            Event::Renew => {
+                self.renew().await?;
+                Ok(None)
+            }
+            Event::Job => {
+                self.follow_job().await?;
+                // A new concurrency may leave room.
+                Ok(Some(Instant::now() + POLL))
+            }
+        }
+    }
+
+    fn starved(&mut self) -> Result<(), EngineError> {
+        // A completion is durable when its script answers: nothing waits.
+        Ok(())
+    }
+
+    async fn settle(&mut self) -> Result<usize, EngineError> {
+        Ok(0)
+    }
+
+    fn idle_outcome(&self) -> RunOutcome {
+        RunOutcome::Drained
+    }
+
+    fn stopper(&self) -> Box<dyn Fn()> {
+        Box::new(self.shared.retry_stopper())
+    }
+
+    fn settle_time(&self) -> Option<Duration> {
+        Some(LEASE_SETTLE)
+    }
+
+    fn stopping(&mut self) -> bool {
+        self.shared.stop_retrying();
+        // After a completion whose outcome is not known, another would mark
+        // the WARC file past that one's records: nothing more is completed.
+        !self.warc.as_ref().is_some_and(WorkerWarc::uncertain)
+    }
+
+    fn failed_while_stopping(
+        &mut self,
+        what: &str,
+        error: EngineError,
+    ) -> Result<bool, EngineError> {
+        tracing::warn!(%error, "{what}");
+        Ok(false)
+    }
+
+    /// The leases of pages not completed are returned to the frontier at
+    /// once (not left to expire). With Redis away nothing is waited for: the
+    /// leases then expire after their TTL instead.
+    async fn stopped(&mut self) -> Result<(), EngineError> {
+        let tokens: Vec<u64> = std::mem::take(&mut self.held).into_iter().collect();
+        match self.shared.release(&self.id, &tokens).await {
+            Ok(returned) => tracing::info!(returned, "stopped: leases returned to the frontier"),
+            Err(error) => tracing::warn!(
+                %error,
+                leases = tokens.len(),
+                "stopped without returning the leases: they go back to the frontier when they expire"
+            ),
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self, _: bool) -> Result<(), EngineError> {
+        Ok(())
     }
 }
+
+/// How long a stopping worker waits for the answer to a call that was under
+/// way (a lease call, so that leases granted just before Ctrl-C are returned
+/// at once rather than left to expire; a completion, whose outcome decides
+/// what the WARC file keeps). With Redis away it waits this long, no more.
+const LEASE_SETTLE: Duration = Duration::from_secs(1);
 
 /// `request` as the scripts take it: its host, fingerprint and default delay.
 pub(super) fn new_request(config: &CrawlConfig, request: Request) -> NewRequest {

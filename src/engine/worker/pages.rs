@@ -12,7 +12,6 @@ use crate::page::accept::Accept;
 use crate::page::parts::Part;
 use crate::page::record::{PageEnd, PageWrite, page_write};
 use crate::page::sitemaps::from_robots;
-use crate::page::task;
 use crate::request::Request;
 use crate::robots::RobotsRecord;
 use crate::shared::client::{Completed, DueChange, NewRequest, PageCompletion, SharedLease};
@@ -32,11 +31,10 @@ impl Worker {
     /// script. With `--warc` their records are written first, with one sync
     /// for all of them (see [`super::warc`]). A page's lease stays
     /// held until its completion is settled.
-    pub(super) async fn complete(
+    pub(super) async fn complete_pages(
         &mut self,
         finished: Vec<(SharedLease, PageResult)>,
     ) -> Result<(), EngineError> {
-        task::reap(&mut self.tasks);
         let mut ready = Vec::with_capacity(finished.len());
         for (lease, result) in finished {
             ready.push(self.prepare(lease, result).await?);
@@ -224,7 +222,7 @@ impl Worker {
     /// Queues a part of a page's links that its task sent while its legs run
     /// (scope checked here, deduplicated by the script), and answers with the
     /// counters of what was dropped, which come with the page's completion.
-    pub(super) async fn queue_part(&mut self, part: Part) -> Result<(), EngineError> {
+    pub(super) async fn queue_link_part(&mut self, part: Part) -> Result<(), EngineError> {
         let Part {
             lease,
             requests,

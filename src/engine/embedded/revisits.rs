@@ -1,17 +1,18 @@
 //! The engine's side of incremental re-crawls: whether a run starts a cycle or
 //! resumes one, and what a finished page means for its record.
 //!
-//! [`begin_cycle`] runs once per run before any lease; the `Crawl` methods here
+//! [`begin_cycle`] runs once per run before any lease; the `Embedded` methods here
 //! run in the completion of each lease, in the open group, so a page record is
 //! durable exactly when the page's items are. The rules themselves (change,
 //! version, due time) are [`crate::revisit`]'s. Depends on [`crate::store`],
-//! [`crate::revisit`] and the engine's `Crawl`.
+//! [`crate::revisit`] and the embedded frontier.
 
-use super::{Crawl, EngineError, Lease};
+use super::{Embedded, EngineError};
 use crate::config::CrawlConfig;
 use crate::item::Item;
 use crate::page::record::{PageEnd, PageWrite, page_write};
 use crate::revisit::Schedule;
+use crate::store::Lease;
 use crate::store::State;
 use crate::store::records::{RunOutcome, unix_now};
 
@@ -55,7 +56,7 @@ pub(super) fn begin_cycle(
     Ok(())
 }
 
-impl Crawl<'_> {
+impl Embedded<'_> {
     /// Records what a finished lease saw (see [`page_write`]) in the open group.
     pub(super) fn note_page(
         &mut self,
@@ -64,7 +65,7 @@ impl Crawl<'_> {
         items: &mut Vec<Item>,
         counters: &mut Vec<(&'static str, u64)>,
     ) -> Result<(), EngineError> {
-        match page_write(&self.schedule, &lease.request, end, items, counters) {
+        match page_write(&self.active.schedule, &lease.request, end, items, counters) {
             PageWrite::Put {
                 record,
                 previous_due,
@@ -87,6 +88,6 @@ impl Crawl<'_> {
         &self,
         request: &crate::request::Request,
     ) -> crate::fingerprint::Fingerprint {
-        crate::fingerprint::fingerprint(request, &self.config.fingerprint_headers)
+        crate::fingerprint::fingerprint(request, &self.active.config.fingerprint_headers)
     }
 }

@@ -11,9 +11,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use super::PageTotals;
 use super::politeness::Politeness;
 use crate::page::PageResult;
+use crate::page::PageTotals;
 use crate::status::snapshot::{
     self, ErrorRow, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_ERRORS, MAX_HOSTS,
     MAX_ITEMS, MAX_RUNS, Outcomes, RunRow, SNAPSHOT_VERSION, Snapshot, errors, unix_ms,

@@ -24,11 +24,11 @@
 //! syncs the WARC file up to the mark in its group (see `archive`). Depends on
 //! the store, the sink and the WARC writer only.
 
-use super::{Crawl, EngineError};
+use super::{Embedded, EngineError};
 use crate::request::Request;
 use crate::store::{Checkpointed, GROUP_MAX_PAGES, LINK_CHUNK, Receipt, StoreError};
 
-impl Crawl<'_> {
+impl Embedded<'_> {
     /// Seals the open group when it is due and no flush runs, or waits for the
     /// running flush first when the pipeline is full.
     pub(super) async fn maybe_seal(&mut self) -> Result<(), EngineError> {
@@ -64,7 +64,7 @@ impl Crawl<'_> {
         while rest.len() > LINK_CHUNK {
             part.clear();
             part.extend(rest.by_ref().take(LINK_CHUNK));
-            self.queue_part(&part).await?;
+            self.queue_link_part(&part).await?;
         }
         last.extend(rest);
         Ok(last)
@@ -73,9 +73,9 @@ impl Crawl<'_> {
     /// Queues a part of a page's links (not its last) into the open group,
     /// then seals the group and starts its flush once the one before has
     /// ended, so at most two parts are in memory as groups.
-    pub(super) async fn queue_part(&mut self, part: &[Request]) -> Result<(), EngineError> {
+    pub(super) async fn queue_link_part(&mut self, part: &[Request]) -> Result<(), EngineError> {
         self.state
-            .queue_links(part, &self.config.fingerprint_headers)?;
+            .queue_links(part, &self.active.config.fingerprint_headers)?;
         self.finish_flush().await?;
         self.seal()?;
         self.keep_up_with_checkpoint().await
@@ -98,7 +98,12 @@ impl Crawl<'_> {
     /// the last group: it is durable with the completions of the pages that
     /// set it.
     pub(super) fn keep_cookies(&mut self) {
-        if let Some(jar) = self.fetcher.cookie_jar().and_then(|jar| jar.take_changed()) {
+        if let Some(jar) = self
+            .active
+            .fetcher
+            .cookie_jar()
+            .and_then(|jar| jar.take_changed())
+        {
             self.state.put_cookies(&jar);
         }
     }
@@ -107,7 +112,7 @@ impl Crawl<'_> {
     /// one) and starts its flush, unless a sealed group's flush still runs.
     /// True when a group was sealed.
     pub(super) fn seal(&mut self) -> Result<bool, EngineError> {
-        if let Some(robots) = &self.robots {
+        if let Some(robots) = &self.active.robots {
             let (records, exchanges) = robots.take_new();
             for record in records {
                 // Status 0: no answer came (see `robots`); the run's exit
@@ -117,7 +122,7 @@ impl Crawl<'_> {
                     _ => "robots/answered",
                 };
                 self.state.count(answer, 1);
-                if self.config.sitemaps {
+                if self.active.config.sitemaps {
                     self.queue_sitemaps(&record)?;
                 }
                 self.state.put_robots(&record.origin, &record);
@@ -145,12 +150,13 @@ impl Crawl<'_> {
     /// the open group.
     fn queue_sitemaps(&mut self, record: &crate::robots::RobotsRecord) -> Result<(), EngineError> {
         let mut counters = Vec::new();
-        let agent = &self.config.user_agent;
-        for request in crate::page::sitemaps::from_robots(record, agent, &self.scope, &mut counters)
+        let agent = &self.active.config.user_agent;
+        for request in
+            crate::page::sitemaps::from_robots(record, agent, &self.active.scope, &mut counters)
         {
             if self
                 .state
-                .enqueue(&request, &self.config.fingerprint_headers)?
+                .enqueue(&request, &self.active.config.fingerprint_headers)?
             {
                 counters.push(("sitemap/robots_queued", 1));
             }
@@ -169,7 +175,7 @@ impl Crawl<'_> {
         }
     }
 
-    /// Acts on the result of a flush: [`Crawl::flushed`], or the state is
+    /// Acts on the result of a flush: [`Embedded::flushed`], or the state is
     /// poisoned by the failure and the error ends the crawl.
     pub(super) fn flush_ended(
         &mut self,

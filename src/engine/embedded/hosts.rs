@@ -2,7 +2,7 @@
 //! failures (reported once per host, the host given up after a few in a row)
 //! and robots.txt that keeps failing (or fails under `--until-idle`).
 //!
-//! The bookkeeping is [`super::politeness`]'s; the `Crawl` methods here run in
+//! The bookkeeping is [`super::politeness`]'s; the `Embedded` methods here run in
 //! the completion of each lease and decide what to log and park. A parked host's
 //! requests stay queued for the next run.
 //!
@@ -13,13 +13,13 @@
 //! try its queued requests, so a site that is gone costs a nightly crawl
 //! nothing until it is tried again. Any answer from it clears the record, and
 //! `legcrawl seeds add` of one of its seeds tries it at the next run. Depends
-//! on the engine's `Crawl` and [`crate::store`].
+//! on the embedded frontier and [`crate::store`].
 
 use std::collections::HashSet;
 use std::time::Instant;
 
 use super::politeness::Politeness;
-use super::{Crawl, EngineError, politeness};
+use super::{Embedded, EngineError, politeness};
 use crate::clock::rfc3339_secs;
 use crate::page::PageResult;
 use crate::request::Request;
@@ -94,7 +94,7 @@ pub(super) fn keep_for_next_run(
     requests.push(later);
 }
 
-impl Crawl<'_> {
+impl Embedded<'_> {
     /// Reports a host that cannot be connected to (at warn, once per host per run)
     /// and parks it after [`politeness::CONNECT_ATTEMPTS`] failures in a row when
     /// nothing of it answered this run.
@@ -184,7 +184,7 @@ impl Crawl<'_> {
         // `--until-idle` ends a run when nothing can start within IDLE_WAIT; a
         // robots.txt retry that long away is such a wait, so the host waits for
         // the next run at once instead of after every attempt.
-        if self.config.until_idle
+        if self.active.config.until_idle
             && result
                 .backoff
                 .is_some_and(|wait| wait >= crate::config::IDLE_WAIT)

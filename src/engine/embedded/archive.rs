@@ -4,12 +4,12 @@
 //! A completed page's captures are appended when it is completed into the open
 //! group; robots.txt exchanges when their answers are put into the group about
 //! to be sealed. A new file is registered in the state (length 0, synced)
-//! before it is created. Before a group is sealed, [`Crawl::archive_seal`]
+//! before it is created. Before a group is sealed, [`Embedded::archive_seal`]
 //! puts the file's length into it and returns the sync its flush runs first
 //! (see [`crate::warc`] for why that makes the files exact). Depends on the
 //! store and [`crate::warc`].
 
-use super::{Crawl, EngineError};
+use super::{Embedded, EngineError};
 use crate::fetch::Exchange;
 use crate::store::State;
 use crate::warc::{Appended, WarcError, WarcSettings, WarcSync, WarcWriter};
@@ -31,7 +31,7 @@ fn append(warc: &mut WarcWriter, state: &mut State, records: &[u8]) -> Result<()
     Ok(())
 }
 
-impl Crawl<'_> {
+impl Embedded<'_> {
     /// Appends a completed page's records (nothing without `--warc`).
     pub(super) fn archive(&mut self, records: &[u8]) -> Result<(), EngineError> {
         if let Some(warc) = self.warc.as_mut() {
