@@ -52,3 +52,36 @@ pub struct PageResult {
     /// page's task; the engine appends them when it completes the page.
     pub archived: Vec<u8>,
 }
+
+impl PageResult {
+    /// What went wrong with this page, one line, for `serve`'s recent errors
+    /// (the same rule in both modes); `None` when nothing did. A 404 or 410 is
+    /// a page's answer, not a failure, but is worth seeing.
+    pub fn error_reason(&self) -> Option<String> {
+        let answered = self.seen.as_ref().map_or(0, |seen| seen.status);
+        match (self.failed, &self.unreachable) {
+            (_, Some(message)) => Some(message.clone()),
+            (Some(0), None) => Some(self.failure_kind().to_owned()),
+            (Some(status), None) => Some(format!("HTTP {status}")),
+            (None, None) if self.robots_unavailable => {
+                Some("robots.txt unavailable: put back".to_owned())
+            }
+            (None, None) if answered >= 400 => Some(format!("HTTP {answered}")),
+            (None, None) => None,
+        }
+    }
+
+    /// What a failure without an answer was, from its counters.
+    fn failure_kind(&self) -> &'static str {
+        let has = |name: &str| self.counters.iter().any(|(n, _)| *n == name);
+        if has("fetch/panicked") {
+            "the page's task panicked"
+        } else if has("fetch/undecodable") {
+            "the body could not be decoded"
+        } else if has("fetch/truncated") {
+            "the body was cut short"
+        } else {
+            "network error"
+        }
+    }
+}

@@ -229,6 +229,7 @@ impl Scripts {
                 &[
                     "done",
                     "items",
+                    "errors",
                     "pages",
                     "due",
                     "robotsfail",

@@ -27,6 +27,7 @@
 //! | `parked:HOST:PRIO`, `parkedp:HOST` | list, sorted set | a parked host's queue (as `q:HOST:PRIO`, `qp:HOST`), set aside until a worker starts |
 //! | `warc` | hash | a worker's WARC file (`MACHINE:PATH`, the canonical path) → the length its durable records reach: registered at 0 before the file is created, moved by each completion whose records it holds; the worker cuts the file back to it when it starts |
 //! | `counters` | hash | counter name → count |
+//! | `errors` | list | the crawl's recent errors, newest first (JSON rows: `at`, `url`, `reason`), at most `status::snapshot::MAX_ERRORS`: what `serve` shows |
 //! | `workers`, `alive` | hashes | worker id → its record (JSON, with its `lease_ttl_ms`), last renewal (ms); unlisted after three TTLs without one |
 //! | `runs` | list | one JSON record per worker run (`job`: the job version it began under, `jobs`: every version it ran under, `items_after`/`items_until`: the stream ids its items lie between) |
 

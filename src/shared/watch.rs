@@ -165,4 +165,26 @@ impl Shared {
             .filter_map(StreamEntry::of)
             .collect())
     }
+
+    /// The newest `limit` recent errors, newest last (as the embedded crawl
+    /// publishes them); a row that cannot be read is skipped.
+    pub async fn recent_errors(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<crate::status::snapshot::ErrorRow>, SharedError> {
+        let rows: Vec<String> = self
+            .query(
+                "reading the recent errors",
+                redis::cmd("LRANGE")
+                    .arg(self.keys().key("errors"))
+                    .arg(0)
+                    .arg(limit.saturating_sub(1)),
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .rev()
+            .filter_map(|row| serde_json::from_str(row).ok())
+            .collect())
+    }
 }

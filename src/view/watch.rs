@@ -8,9 +8,8 @@
 //! worker and run), its workers' runs, the head of the queue, the busiest
 //! hosts of the shared tables (their per-run fetched and error counts are
 //! not kept and show as "-"), the stream's newest items, and pages over time
-//! from the totals of successive reads. Redis keeps no record of single
-//! failures, so a shared crawl's recent errors stay empty (its errors by
-//! kind are counted). Depends on [`crate::status`] and the view's Redis
+//! from the totals of successive reads, and the recent errors the workers'
+//! completions keep (the same rows as an embedded crawl's). Depends on [`crate::status`] and the view's Redis
 //! reads.
 
 use std::path::Path;
@@ -24,8 +23,8 @@ use crate::page::PageTotals;
 use crate::shared::Shared;
 use crate::shared::watch::SharedHost;
 use crate::status::snapshot::{
-    self, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_HOSTS, MAX_ITEMS, MAX_RUNS,
-    Outcomes, RunRow, SNAPSHOT_FILE, SNAPSHOT_VERSION, Snapshot,
+    self, HEAD_HOSTS, HEAD_URLS, HostHead, HostRow, ItemRow, MAX_ERRORS, MAX_HOSTS, MAX_ITEMS,
+    MAX_RUNS, Outcomes, RunRow, SNAPSHOT_FILE, SNAPSHOT_VERSION, Snapshot,
 };
 use crate::status::{STALE_AFTER_SECS, process_alive};
 
@@ -269,7 +268,7 @@ async fn from_redis(shared: &Shared, memory: &mut Memory) -> Result<Watched, Vie
         hosts_total: summary.hosts,
         hosts: hosts.into_iter().map(host_row).collect(),
         frontier,
-        recent_errors: Vec::new(),
+        recent_errors: shared.recent_errors(MAX_ERRORS).await?,
         recent_items,
         runs,
     };

@@ -1,7 +1,7 @@
 //! What the shared worker lagged behind the embedded crawl in, checked from
 //! one test body in both modes (the embedded state, and a shared crawl in a
-//! real `redis-server`): `--jitter` as the server sees the gaps, and a
-//! redirect target fetched once per cycle.
+//! real `redis-server`): `--jitter` as the server sees the gaps, a redirect
+//! target fetched once per cycle, and serve's recent errors.
 
 use std::time::Duration;
 
@@ -97,4 +97,66 @@ fn a_redirect_target_is_fetched_once_per_cycle(mode: Mode) {
     for path in ["/", "/home", "/old", "/new", "/a"] {
         assert_eq!(server.hits(path), 2, "{mode:?}: {path} once per cycle");
     }
+}
+
+#[test]
+fn serve_shows_the_recent_errors_embedded() {
+    serve_shows_the_recent_errors(Mode::Embedded);
+}
+
+#[test]
+fn serve_shows_the_recent_errors_shared() {
+    serve_shows_the_recent_errors(Mode::Shared);
+}
+
+/// A page linking to one that answers 500, one that answers 404 and one that
+/// cannot be connected to: serve lists the three with the same reasons in
+/// both modes, oldest first, and nothing for the pages that answered.
+fn serve_shows_the_recent_errors(mode: Mode) {
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let dead = format!("http://{closed}/gone");
+    let page = format!(
+        "<html><body><a href='/broken'>b</a><a href='/missing'>m</a><a href='{dead}'>d</a></body></html>"
+    );
+    let server = TestServer::start(handler(move |request| match request.path() {
+        "/" => TestResponse::html(page.clone()),
+        "/broken" => TestResponse::status(500),
+        _ => TestResponse::not_found(),
+    }));
+    let Some(crawler) = Crawler::start(mode, "errors") else {
+        return;
+    };
+    let seed = server.url("/");
+    crawler.crawl_ok(&[seed.as_str(), "--retries", "0", "--ignore-robots"]);
+    let serve = crawler.serve();
+    let mut rows = Vec::new();
+    crate::support::serve::wait_for(Duration::from_secs(30), "the errors to show", || {
+        rows = serve.get("/api/errors").json()["errors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        rows.len() >= 3
+    });
+    assert_eq!(rows.len(), 3, "{mode:?}: {rows:?}");
+    let reason = |url: &str| {
+        let row = rows
+            .iter()
+            .find(|row| row["url"] == url)
+            .unwrap_or_else(|| panic!("{mode:?}: no error for {url}: {rows:?}"));
+        assert!(
+            row["at"].as_u64().is_some_and(|at| at > 0),
+            "{mode:?}: {row}"
+        );
+        row["reason"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(reason(&server.url("/broken")), "HTTP 500", "{mode:?}");
+    assert_eq!(reason(&server.url("/missing")), "HTTP 404", "{mode:?}");
+    let refused = reason(&dead);
+    assert!(
+        refused.starts_with("connection refused for"),
+        "{mode:?}: {refused}"
+    );
 }

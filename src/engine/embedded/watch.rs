@@ -66,18 +66,7 @@ impl Watch {
         } else if self.robots_on && host.robots != "disallows some" {
             host.robots = "ok";
         }
-        let answered = result.seen.as_ref().map_or(0, |seen| seen.status);
-        let reason = match (result.failed, &result.unreachable) {
-            (_, Some(message)) => Some(message.clone()),
-            (Some(0), None) => Some(failure_kind(result).to_owned()),
-            (Some(status), None) => Some(format!("HTTP {status}")),
-            (None, None) if result.robots_unavailable => {
-                Some("robots.txt unavailable: put back".to_owned())
-            }
-            // A 404 or 410 is a page's answer, not a failure, but worth seeing.
-            (None, None) if answered >= 400 => Some(format!("HTTP {answered}")),
-            (None, None) => None,
-        };
+        let reason = result.error_reason();
         if let Some(reason) = reason {
             host.errors += 1;
             if self.errors.len() == MAX_ERRORS {
@@ -292,19 +281,5 @@ fn run_row(run: &RunRecord, outcome: Option<&str>) -> RunRow {
         outcome: outcome.unwrap_or(run.outcome.as_str()).to_owned(),
         pages: Outcomes::from(PageTotals::of(count)),
         items: count("items/stored"),
-    }
-}
-
-/// What a failure without an answer was, from its counters.
-fn failure_kind(result: &PageResult) -> &'static str {
-    let has = |name: &str| result.counters.iter().any(|(n, _)| *n == name);
-    if has("fetch/panicked") {
-        "the page's task panicked"
-    } else if has("fetch/undecodable") {
-        "the body could not be decoded"
-    } else if has("fetch/truncated") {
-        "the body was cut short"
-    } else {
-        "network error"
     }
 }

@@ -69,6 +69,14 @@ impl Worker {
             .robots
             .is_some()
             .then_some(!result.robots_unavailable);
+        let error = result.error_reason().map(|reason| {
+            let row = crate::status::snapshot::ErrorRow {
+                at: crate::store::records::unix_now(),
+                url: lease.request.url.clone(),
+                reason,
+            };
+            serde_json::to_string(&row).unwrap_or_default()
+        });
         let PageResult {
             mut requests,
             mut items,
@@ -156,6 +164,7 @@ impl Worker {
             output: self.output.as_ref().map(|o| o.id().to_owned()),
             warc: None,
             robots_answered,
+            error,
             counters,
             items,
             requests: accepted,

@@ -41,6 +41,9 @@ pub struct PageCompletion {
     /// What the host's robots.txt said: `Some(true)` answered, `Some(false)`
     /// failed (5xx, unreachable: three in a row park the host), `None` not asked.
     pub robots_answered: Option<bool>,
+    /// What went wrong with the page (a [`crate::status::snapshot::ErrorRow`]
+    /// as JSON), kept among the crawl's recent errors.
+    pub error: Option<String>,
     /// Counter increments.
     pub counters: Vec<(&'static str, u64)>,
     /// Items, as JSON text.
@@ -166,6 +169,8 @@ impl Shared {
             .map_or((String::new(), 0), |(file, len)| (file.clone(), *len));
         args.push(warc_file.into_bytes());
         args.push(warc_len.to_string().into_bytes());
+        args.push(page.error.clone().unwrap_or_default().into_bytes());
+        args.push(crate::status::snapshot::MAX_ERRORS.to_string().into_bytes());
         args.push(page.counters.len().to_string().into_bytes());
         for (name, by) in &page.counters {
             args.push(name.as_bytes().to_vec());

@@ -10,10 +10,12 @@
 -- ARGV[11] the id of the worker's output file ('' : none), ARGV[12] what
 -- robots.txt said ('ok', 'failed': 5xx or unreachable, '' : not asked),
 -- ARGV[13] the worker's WARC file holding the page's records ('' : none) and
--- ARGV[14] its length after them (synced: stored as the file's mark), then a
--- count and that many counter pairs (name, by), a count and that many items (JSON), and a
--- count and that many requests (host, priority, dont_filter 0/1, fingerprint,
--- request, host delay ms).
+-- ARGV[14] its length after them (synced: stored as the file's mark),
+-- ARGV[15] what went wrong with the page (a JSON row of the recent errors,
+-- '' : nothing) and ARGV[16] how many recent errors are kept, then a count
+-- and that many counter pairs (name, by), a count and that many items (JSON),
+-- and a count and that many requests (host, priority, dont_filter 0/1,
+-- fingerprint, request, host delay ms).
 --
 -- Returns {1} when this lease was already completed (a retry after a lost
 -- reply), {0} when it is gone, {2, queued, filtered} when done.
@@ -49,7 +51,12 @@ if ARGV[13] ~= '' then
   redis.call('HSET', K('warc'), ARGV[13], ARGV[14])
 end
 
-local at = 15
+if ARGV[15] ~= '' then
+  redis.call('LPUSH', K('errors'), ARGV[15])
+  redis.call('LTRIM', K('errors'), 0, tonumber(ARGV[16]) - 1)
+end
+
+local at = 17
 local counters = tonumber(ARGV[at])
 for i = 0, counters - 1 do
   count(ARGV[at + 1 + i * 2], tonumber(ARGV[at + 2 + i * 2]))

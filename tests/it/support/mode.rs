@@ -195,6 +195,23 @@ impl Crawler {
         }
     }
 
+    /// `legcrawl serve` on this crawl (a loopback port), once it listens.
+    pub fn serve(&self) -> super::serve::Serve {
+        match &self.shared {
+            None => super::serve::Serve::start(&self.dir().join("state"), &[]),
+            Some(crawl) => {
+                let mut cmd = Command::new(cli::bin());
+                cmd.args(["serve", "--listen", "127.0.0.1:0", "--shared"])
+                    .arg(&crawl.redis)
+                    .arg("--name")
+                    .arg(&crawl.name)
+                    .env("RUST_LOG", "warn")
+                    .env_remove("REDISCLI_AUTH");
+                super::serve::Serve::spawn(cmd)
+            }
+        }
+    }
+
     /// `dump ARGS`, asserting exit 0; its stdout.
     pub fn dump(&self, args: &[&str]) -> Vec<u8> {
         let out = self.dump_output(args);
