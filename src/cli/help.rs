@@ -26,6 +26,9 @@ Exit codes:
        cannot be repaired (left as it is; see `legcrawl repair --help`)
   4    requests were made and every one failed on the network (refused, DNS, TLS,
        timeout), as wget
+  8    no page answered well (2xx, 304) and some request was answered with an
+       error status (4xx/5xx: a mistyped seed, a server that only fails, a refused
+       proxy password), as wget; some broken links among good pages are 0
   130  interrupted by Ctrl-C or SIGTERM (state saved; `legcrawl crawl --data D` resumes)";
 
 /// `legcrawl dump --help`.

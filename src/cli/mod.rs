@@ -8,8 +8,9 @@
 //! another format version, a busy state, a setting that cannot change, or a
 //! damaged state that cannot be repaired (a damaged database, one that lost
 //! committed data, a damaged Bloom filter in `bloom` mode: the state is left as
-//! it is; retrying will not help); 130 interrupted (state saved). `fetch` has its
-//! own codes (see [`fetch`]).
+//! it is; retrying will not help); 130 interrupted (state saved). `crawl` adds 4
+//! (every request failed on the network) and 8 (only error answers); `fetch`
+//! has its own codes (see [`fetch`]).
 
 mod access;
 mod crawl;

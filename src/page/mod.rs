@@ -10,7 +10,8 @@
 //! loop then keeps the requests [`accept`] allows (credentials, sitemap
 //! `lastmod`, redirects, then [`scope`]), queues the sitemaps of the
 //! robots.txt answers (`sitemaps`) and writes the page record `record`
-//! says; [`PageTotals`] counts a run's pages by outcome.
+//! says; [`PageTotals`] counts a run's pages by outcome, and
+//! [`error_answers_only`] says when a run saw only error answers.
 //!
 //! A revisit (a request with a page record) is a conditional GET; a 304, or a 200
 //! whose content hash equals the record's, is not given to the legs: the page's
@@ -29,7 +30,7 @@ pub(crate) mod sitemaps;
 pub(crate) mod task;
 mod totals;
 
-pub use totals::PageTotals;
+pub use totals::{PageTotals, error_answers, error_answers_only};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,10 @@
 //! changed, unchanged (a 304 is also `not_modified`), gone, failed, or blocked
 //! (robots.txt). A lease put back in the frontier (a retry, robots.txt
 //! unavailable, a host unreachable for this run) has not finished and counts as
-//! `pages/requeued`, not in the pages. Depends on nothing else in the crate.
+//! `pages/requeued`, not in the pages.
+//!
+//! It also says when a run saw only error answers ([`error_answers_only`],
+//! what makes `legcrawl crawl` exit 8). Depends on nothing else in the crate.
 
 use serde::Serialize;
 
@@ -54,6 +57,28 @@ impl PageTotals {
             + totals.blocked;
         totals
     }
+
+    /// Pages that answered with their content: 2xx, 304, or a status the
+    /// crawl keeps (new + changed + unchanged).
+    pub fn answered_well(&self) -> u64 {
+        self.new + self.changed + self.unchanged
+    }
+}
+
+/// The answers of a run with an HTTP error status (4xx or 5xx, every attempt
+/// counted: `status/4xx` + `status/5xx`), from its counters.
+pub fn error_answers(count: impl Fn(&str) -> u64) -> u64 {
+    count("status/4xx") + count("status/5xx")
+}
+
+/// True when a run's counters (`count`) say that no page answered well (see
+/// [`PageTotals::answered_well`]) and at least one request was answered with
+/// an error status: a mistyped seed (404), a site that only answers 5xx, a
+/// proxy that refuses the password (407). `legcrawl crawl` exits 8 then, as
+/// wget does for "server issued an error response"; a crawl with some broken
+/// links answered other pages well and does not.
+pub fn error_answers_only(count: impl Fn(&str) -> u64) -> bool {
+    PageTotals::of(&count).answered_well() == 0 && error_answers(&count) > 0
 }
 
 #[cfg(test)]
@@ -81,5 +106,48 @@ mod tests {
         let totals = PageTotals::of(count);
         assert_eq!(totals.unchanged, 9);
         assert_eq!(totals.pages, 2 + 3 + 9 + 1 + 6 + 7);
+        assert_eq!(totals.answered_well(), 2 + 3 + 9);
+    }
+
+    fn counts(pairs: &[(&'static str, u64)]) -> impl Fn(&str) -> u64 {
+        let pairs = pairs.to_vec();
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, v)| *v)
+        }
+    }
+
+    #[test]
+    fn only_error_answers_is_a_run_without_a_good_answer_and_with_an_error_status() {
+        // A mistyped seed: one 404, found gone.
+        assert!(error_answers_only(counts(&[
+            ("status/4xx", 1),
+            ("pages/gone", 1)
+        ])));
+        // A site that answers 503 only: every attempt counted, the page failed.
+        assert!(error_answers_only(counts(&[
+            ("status/5xx", 3),
+            ("fetch/failed", 1)
+        ])));
+        // Some broken links beside pages that answered.
+        assert!(!error_answers_only(counts(&[
+            ("status/2xx", 5),
+            ("pages/new", 5),
+            ("status/4xx", 2),
+            ("pages/gone", 2)
+        ])));
+        // A revisit answered 304 beside a 404.
+        assert!(!error_answers_only(counts(&[
+            ("pages/not_modified", 1),
+            ("status/4xx", 1)
+        ])));
+        // Nothing due, or everything failed on the network: no error status.
+        assert!(!error_answers_only(counts(&[])));
+        assert!(!error_answers_only(counts(&[
+            ("fetch/network_error", 3),
+            ("fetch/failed", 1)
+        ])));
     }
 }

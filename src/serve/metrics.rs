@@ -5,8 +5,15 @@
 //! is the only source; nothing is counted here). The `_total` series count
 //! the current run (or the last one, once it ended): they start again from
 //! zero with each run, which Prometheus reads as a counter reset. Per-host
-//! series are bounded to the [`METRIC_HOSTS`] busiest hosts. Depends on the
-//! source's view only.
+//! series are bounded to the [`METRIC_HOSTS`] busiest hosts.
+//!
+//! For alerts on a nightly crawl, `legcrawl_last_run_end_timestamp_seconds`
+//! and `legcrawl_last_run_outcome` describe the newest run that ended (a run
+//! killed never ended: the previous one stays), while `legcrawl_run_info`
+//! names the current or last run, `stale` when its record says running but
+//! nothing runs it ([`crate::view::watch::STALE`]): only
+//! `legcrawl_crawl_running 1` says a crawl runs. Depends on the source's
+//! view only.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -30,6 +37,11 @@ struct OutcomeLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndedLabel {
+    outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -123,6 +135,7 @@ pub fn render(view: &Watched) -> String {
             outcome: s.outcome.clone(),
         })
         .set(1);
+        last_run(&mut registry, s);
         hosts(&mut registry, s);
     }
     let mut text = String::new();
@@ -130,6 +143,36 @@ pub fn render(view: &Watched) -> String {
         Ok(()) => text,
         Err(_) => String::from("# the metrics could not be encoded\n"),
     }
+}
+
+/// When the newest run that ended ended, and how (nothing before a run
+/// ended).
+fn last_run(registry: &mut Registry, s: &crate::status::snapshot::Snapshot) {
+    let Some((ended_at, outcome)) = s
+        .runs
+        .iter()
+        .rev()
+        .find_map(|r| Some((r.ended_at?, r.outcome.as_str())))
+    else {
+        return;
+    };
+    gauge(
+        registry,
+        "legcrawl_last_run_end_timestamp_seconds",
+        "When the last run that ended ended, in Unix seconds (a killed run never ended)",
+        ended_at,
+    );
+    let ended = Family::<EndedLabel, Gauge>::default();
+    registry.register(
+        "legcrawl_last_run_outcome",
+        "How the last run that ended ended (drained, limit, idle, interrupted, failed): 1",
+        ended.clone(),
+    );
+    ended
+        .get_or_create(&EndedLabel {
+            outcome: outcome.to_owned(),
+        })
+        .set(1);
 }
 
 fn hosts(registry: &mut Registry, s: &crate::status::snapshot::Snapshot) {
@@ -194,7 +237,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::status::snapshot::{HostRow, Snapshot};
+    use crate::status::snapshot::{HostRow, RunRow, Snapshot};
 
     #[test]
     fn the_issue_names_and_labels_are_there_and_hosts_are_bounded() {
@@ -238,5 +281,43 @@ mod tests {
             .filter(|l| l.starts_with("legcrawl_host_queued{"))
             .count();
         assert_eq!(hosts, METRIC_HOSTS);
+        // No run has ended yet: no last run.
+        assert!(!text.contains("legcrawl_last_run"), "{text}");
+    }
+
+    #[test]
+    fn the_last_run_that_ended_is_the_one_before_a_running_or_killed_run() {
+        let row = |id: u64, ended_at: Option<u64>, outcome: &str| RunRow {
+            id,
+            ended_at,
+            outcome: outcome.into(),
+            ..RunRow::default()
+        };
+        let snapshot = Snapshot {
+            run: 4,
+            outcome: "running".into(),
+            runs: vec![
+                row(1, Some(1_700_000_000), "drained"),
+                row(2, Some(1_700_086_400), "failed"),
+                row(3, None, "killed"),
+                row(4, None, "running"),
+            ],
+            ..Snapshot::default()
+        };
+        let view = Watched {
+            phase: Phase::Running,
+            message: String::new(),
+            snapshot: Some(Arc::new(snapshot)),
+        };
+        let text = render(&view);
+        for line in [
+            "# TYPE legcrawl_last_run_end_timestamp_seconds gauge",
+            "legcrawl_last_run_end_timestamp_seconds 1700086400",
+            "# TYPE legcrawl_last_run_outcome gauge",
+            "legcrawl_last_run_outcome{outcome=\"failed\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        assert_eq!(text.matches("legcrawl_last_run_outcome{").count(), 1);
     }
 }

@@ -204,6 +204,20 @@ impl CrawlView {
         }
     }
 
+    /// Run `number` (as `dump runs` numbers it), or `None` when there is no
+    /// such run. A shared crawl's is read alone, not with every other run.
+    pub async fn run(&self, number: u64) -> Result<Option<RunRow>, ViewError> {
+        match self {
+            CrawlView::Shared(shared) => Ok(shared
+                .run_record(Some(number))
+                .await?
+                .map(|(id, record)| RunRow::of_json(id, &record))),
+            _ => Ok(state::runs(self.state()?)?
+                .into_iter()
+                .find(|run| run.id == number)),
+        }
+    }
+
     /// The newest job version, or with `run` the one that run began under.
     pub async fn job(&self, run: Option<RunRef>) -> Result<JobView, ViewError> {
         match self {

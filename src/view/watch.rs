@@ -3,14 +3,16 @@
 //!
 //! A state directory's snapshot is the file its crawl publishes
 //! ([`crate::status::snapshot`]), read again only when its modification time
-//! or length changed, and judged live only while its writer runs. A shared
-//! crawl's is made from Redis: its counters (the crawl's totals over every
-//! worker and run), its workers' runs, the head of the queue, the busiest
-//! hosts of the shared tables (their per-run fetched and error counts are
-//! not kept and show as "-"), the stream's newest items, and pages over time
-//! from the totals of successive reads, and the recent errors the workers'
-//! completions keep (the same rows as an embedded crawl's). Depends on [`crate::status`] and the view's Redis
-//! reads.
+//! or length changed, and judged live only while its writer runs; a run whose
+//! record says running while nothing runs it (its writer killed or silent, a
+//! shared crawl's workers all past their lease TTL) is shown as [`STALE`],
+//! never as running. A shared crawl's is made from Redis: its counters (the
+//! crawl's totals over every worker and run), its workers' runs, the head of
+//! the queue, the busiest hosts of the shared tables (their per-run fetched
+//! and error counts are not kept and show as "-"), the stream's newest
+//! items, pages over time from the totals of successive reads, and the recent
+//! errors the workers' completions keep (the same rows as an embedded
+//! crawl's). Depends on [`crate::status`] and the view's Redis reads.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,6 +38,11 @@ pub const REDIS_EVERY: Duration = Duration::from_secs(2);
 /// "unreadable" (Redis away: its calls retry until it answers).
 pub const REDIS_LIMIT: Duration = Duration::from_secs(5);
 
+/// The outcome shown for a run whose record still says `running` while no
+/// crawl runs it (phase [`Phase::Stale`]): its process was killed, or it
+/// stopped publishing. A state's next run records it as `killed`.
+pub const STALE: &str = "stale";
+
 /// How the crawl behind the snapshot stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,7 +54,8 @@ pub enum Phase {
     /// The last run ended (its outcome is in the snapshot).
     Ended,
     /// The snapshot says running, but its writer is gone or stopped writing
-    /// (killed, or stuck).
+    /// (killed, or stuck); a shared crawl's workers all stopped renewing
+    /// within their lease TTL. The run's outcome is shown as [`STALE`].
     Stale,
     /// The crawl cannot be read (the message says why).
     Unreadable,
@@ -150,7 +158,8 @@ fn published(dir: &Path, memory: &mut Memory) -> Watched {
     }
 }
 
-/// Running, ended or stale, from the snapshot and its writer.
+/// Running, ended or stale, from the snapshot and its writer; a stale run is
+/// shown as [`STALE`], never as running.
 fn judge(snapshot: Arc<Snapshot>) -> Watched {
     let age_secs = crate::store::records::unix_now().saturating_sub(snapshot.updated_at_ms / 1000);
     let (phase, message) = if snapshot.outcome != "running" {
@@ -169,11 +178,41 @@ fn judge(snapshot: Arc<Snapshot>) -> Watched {
             ),
         )
     };
+    let snapshot = match phase {
+        Phase::Stale => Arc::new(stale(Arc::unwrap_or_clone(snapshot))),
+        _ => snapshot,
+    };
     Watched {
         phase,
         message,
         snapshot: Some(snapshot),
     }
+}
+
+/// `snapshot` with its run, which says running while nothing runs it, shown
+/// as [`STALE`] (in its history too).
+fn stale(mut snapshot: Snapshot) -> Snapshot {
+    let run = snapshot.run;
+    snapshot.outcome = STALE.to_owned();
+    for row in snapshot.runs.iter_mut().filter(|r| r.id == run) {
+        if row.outcome == "running" {
+            STALE.clone_into(&mut row.outcome);
+        }
+    }
+    snapshot
+}
+
+/// True when a shared crawl's worker renewed within its lease TTL (its
+/// record's `lease_ttl_ms`): it runs. One silent for longer is killed or
+/// stuck, and its leases have expired.
+fn renewing(worker: &crate::shared::views::WorkerView) -> bool {
+    let ttl = worker
+        .record
+        .as_ref()
+        .and_then(|r| r.get("lease_ttl_ms"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(crate::shared::DEFAULT_LEASE_TTL.as_millis() as u64);
+    worker.last_seen_ms.is_some_and(|ms| ms <= ttl)
 }
 
 /// A shared crawl's snapshot, made from what Redis holds now.
@@ -207,14 +246,22 @@ async fn from_redis(shared: &Shared, memory: &mut Memory) -> Result<Watched, Vie
         .iter()
         .map(run_row)
         .collect();
-    let (phase, outcome, message) = match (raw.workers.len(), runs.last()) {
-        (0, Some(last)) => (
+    let running = raw.workers.iter().filter(|w| renewing(w)).count();
+    let (phase, outcome, message) = match (running, raw.workers.len(), runs.last()) {
+        (0, 0, Some(last)) => (
             Phase::Ended,
             last.outcome.clone(),
             format!("no worker running; the last run ended: {}", last.outcome),
         ),
-        (0, None) => (Phase::None, String::new(), "no worker running".to_owned()),
-        (n, _) => (
+        (0, 0, None) => (Phase::None, String::new(), "no worker running".to_owned()),
+        (0, n, _) => (
+            Phase::Stale,
+            STALE.to_owned(),
+            format!(
+                "{n} worker(s) stopped renewing within their lease TTL (killed or stuck); no worker running"
+            ),
+        ),
+        (n, _, _) => (
             Phase::Running,
             "running".to_owned(),
             format!("{n} worker(s) running"),
@@ -308,5 +355,77 @@ fn run_row(run: &ViewRun) -> RunRow {
         outcome: run.outcome.clone(),
         pages: Outcomes::from(run.columns.totals),
         items: run.columns.items,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(pid: u32, updated_at_ms: u64) -> Arc<Snapshot> {
+        Arc::new(Snapshot {
+            pid,
+            updated_at_ms,
+            run: 2,
+            outcome: "running".into(),
+            runs: vec![
+                RunRow {
+                    id: 1,
+                    ended_at: Some(1),
+                    outcome: "drained".into(),
+                    ..RunRow::default()
+                },
+                RunRow {
+                    id: 2,
+                    outcome: "running".into(),
+                    ..RunRow::default()
+                },
+            ],
+            ..Snapshot::default()
+        })
+    }
+
+    #[test]
+    fn a_run_whose_writer_is_gone_is_shown_stale_never_running() {
+        // A pid no process has (above Linux's pid_max).
+        let watched = judge(running(u32::MAX, snapshot::unix_ms()));
+        assert_eq!(watched.phase, Phase::Stale);
+        let shown = watched.snapshot.as_deref().map(|s| s.outcome.as_str());
+        assert_eq!(shown, Some(STALE));
+        let rows: Vec<&str> = watched
+            .snapshot
+            .iter()
+            .flat_map(|s| s.runs.iter().map(|r| r.outcome.as_str()))
+            .collect();
+        assert_eq!(rows, ["drained", STALE]);
+        // A writer that runs and published just now: running.
+        let watched = judge(running(std::process::id(), snapshot::unix_ms()));
+        assert_eq!(watched.phase, Phase::Running);
+        assert_eq!(
+            watched.snapshot.as_deref().map(|s| s.outcome.as_str()),
+            Some("running")
+        );
+        // One that stopped publishing long ago: stale, though it lives.
+        let watched = judge(running(std::process::id(), 0));
+        assert_eq!(watched.phase, Phase::Stale);
+        assert_eq!(
+            watched.snapshot.as_deref().map(|s| s.outcome.as_str()),
+            Some(STALE)
+        );
+    }
+
+    #[test]
+    fn a_worker_is_running_while_it_renews_within_its_lease_ttl() {
+        let worker =
+            |last_seen_ms: Option<u64>, ttl_ms: Option<u64>| crate::shared::views::WorkerView {
+                id: "host:1".into(),
+                leases: 1,
+                last_seen_ms,
+                record: ttl_ms.map(|ttl| serde_json::json!({ "lease_ttl_ms": ttl })),
+            };
+        assert!(renewing(&worker(Some(500), Some(1_000))));
+        assert!(!renewing(&worker(Some(1_500), Some(1_000))));
+        assert!(renewing(&worker(Some(30_000), None)));
+        assert!(!renewing(&worker(None, Some(1_000))));
     }
 }

@@ -14,6 +14,7 @@ mod dense;
 mod deployments;
 mod docs;
 mod examples;
+mod exit;
 mod export;
 mod fetch;
 mod hostile;

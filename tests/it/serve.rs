@@ -2,7 +2,8 @@
 //! snapshot, beside a running crawl and after it; the metrics through a real
 //! Prometheus text parser (PyPI `prometheus_client`); a headless Chromium
 //! rendering the page; escaping of what crawled pages say; the listen and token
-//! rules; exit codes.
+//! rules; exit codes; the last run's end and outcome, and a killed crawl shown
+//! as stale, never running, for a state directory and a shared crawl.
 //!
 //! The helpers (serve, its client, the parser, the browser) are in
 //! `support::serve`.
@@ -12,6 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::cli::{self, legcrawl, wait_status};
+use crate::support::mode::{Crawler, Mode};
 use crate::support::redis::RedisServer;
 use crate::support::serve::{
     LIMIT, Serve, browser_dom, dump_dom, find_browser, get, metrics_of, slow_site, spawn_crawl,
@@ -413,33 +415,139 @@ fn serve_reads_a_shared_crawl_without_printing_its_password() {
 }
 
 #[test]
-fn a_crawl_killed_with_kill_nine_shows_as_stale() {
+fn the_last_run_end_and_outcome_are_in_the_metrics_embedded() {
+    the_last_run_end_and_outcome_are_in_the_metrics(Mode::Embedded);
+}
+
+#[test]
+fn the_last_run_end_and_outcome_are_in_the_metrics_shared() {
+    the_last_run_end_and_outcome_are_in_the_metrics(Mode::Shared);
+}
+
+/// After a run, `/metrics` says when the last run ended and how, for an
+/// alert on a nightly crawl; the Prometheus parser reads it.
+fn the_last_run_end_and_outcome_are_in_the_metrics(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "serve_last_run") else {
+        return;
+    };
+    let site = slow_site(5, 0);
+    let serve = Serve::of(&crawler);
+    let before = unix_now();
+    crawler.crawl_ok(&[&site.url("/")]);
+    let after = unix_now();
+    let drained = "legcrawl_last_run_outcome{outcome=\"drained\"} 1";
+    wait_for(LIMIT, "the run's end in /metrics", || {
+        serve.get("/metrics").body.lines().any(|l| l == drained)
+    });
+    let text = serve.get("/metrics").body;
+    for line in [
+        "# TYPE legcrawl_last_run_end_timestamp_seconds gauge",
+        "# TYPE legcrawl_last_run_outcome gauge",
+        "legcrawl_crawl_running 0",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{mode:?}: no {line:?} in\n{text}"
+        );
+    }
+    if let Some(metrics) = metrics_of(&serve) {
+        let ended = metrics.value("legcrawl_last_run_end_timestamp_seconds", "", "");
+        assert!(
+            (before as f64..=after as f64).contains(&ended),
+            "{mode:?}: ended at {ended}, not between {before} and {after}"
+        );
+        assert_eq!(
+            metrics.value("legcrawl_last_run_outcome", "outcome", "drained"),
+            1.0
+        );
+    }
+    assert_eq!(serve.stop(), Some(0));
+}
+
+#[test]
+fn a_crawl_killed_with_kill_nine_shows_as_stale_never_running_embedded() {
+    a_crawl_killed_with_kill_nine_shows_as_stale_never_running(Mode::Embedded);
+}
+
+#[test]
+fn a_crawl_killed_with_kill_nine_shows_as_stale_never_running_shared() {
+    a_crawl_killed_with_kill_nine_shows_as_stale_never_running(Mode::Shared);
+}
+
+/// A crawl killed with `kill -9` is never shown as running once it is stale:
+/// at once for a state directory (its writer is gone), within the lease TTL
+/// for a shared worker (it stopped renewing). Its run's outcome shows as
+/// `stale` beside `legcrawl_crawl_running 0`, in `/metrics` and the API.
+fn a_crawl_killed_with_kill_nine_shows_as_stale_never_running(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "serve_kill_nine") else {
+        return;
+    };
     let site = slow_site(200, 100);
-    let dir = tempfile::tempdir().unwrap();
-    let serve = Serve::start(dir.path(), &[]);
-    let mut crawl = spawn_crawl(dir.path(), &site.url("/"), &["--concurrency", "2"]);
+    let serve = Serve::of(&crawler);
+    let seed = site.url("/");
+    let mut args = vec![seed.as_str(), "--concurrency", "2"];
+    if mode == Mode::Shared {
+        args.extend(["--lease-ttl", "2s"]);
+    }
+    let mut crawl = crawler
+        .command(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn crawl");
     wait_for(LIMIT, "the crawl to show as running", || {
         serve.get("/api/overview").json()["phase"] == "running"
     });
     cli::signal(crawl.id(), libc::SIGKILL);
     let _ = wait_status(&mut crawl, LIMIT);
+    let stale = |overview: &serde_json::Value| overview["phase"] == "stale";
+    if mode == Mode::Embedded {
+        // The writer is gone: stale at the first look.
+        let overview = serve.get("/api/overview").json();
+        assert!(stale(&overview), "{overview}");
+    }
     wait_for(
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         "the killed crawl to show as stale",
-        || serve.get("/api/overview").json()["phase"] == "stale",
+        || stale(&serve.get("/api/overview").json()),
     );
+    if let Some(metrics) = metrics_of(&serve) {
+        assert_eq!(metrics.value("legcrawl_crawl_running", "", ""), 0.0);
+        assert_eq!(metrics.value("legcrawl_run_info", "outcome", "stale"), 1.0);
+    }
     let overview = serve.get("/api/overview").json();
-    assert!(
-        overview["message"]
-            .as_str()
-            .unwrap()
-            .contains("stopped publishing"),
-        "{overview}"
-    );
-    let metrics = serve.get("/metrics");
-    assert!(
-        metrics.body.contains("legcrawl_crawl_running 0"),
-        "{}",
-        metrics.body
-    );
+    let said = overview["message"].as_str().unwrap_or_default();
+    let expected = match mode {
+        Mode::Embedded => "stopped publishing",
+        Mode::Shared => "stopped renewing",
+    };
+    assert!(said.contains(expected), "{overview}");
+    // From then on, nothing says the run is running.
+    for _ in 0..10 {
+        let overview = serve.get("/api/overview").json();
+        assert_ne!(overview["phase"], "running", "{overview}");
+        assert_ne!(overview["outcome"], "running", "{overview}");
+        let runs = serve.get("/api/runs").json();
+        assert!(
+            runs["runs"]
+                .as_array()
+                .is_none_or(|runs| runs.iter().all(|r| r["outcome"] != "running")),
+            "{runs}"
+        );
+        let metrics = serve.get("/metrics").body;
+        assert!(
+            metrics.lines().any(|l| l == "legcrawl_crawl_running 0"),
+            "{metrics}"
+        );
+        assert!(!metrics.contains("outcome=\"running\""), "{metrics}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(serve.stop(), Some(0));
+}
+
+/// Unix seconds now.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

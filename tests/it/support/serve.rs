@@ -34,6 +34,24 @@ impl Serve {
         Serve::spawn(legcrawl(data, &args))
     }
 
+    /// `serve` of `crawler`'s crawl (its state directory, or its shared
+    /// crawl in Redis), once it said where it listens.
+    pub fn of(crawler: &super::mode::Crawler) -> Serve {
+        match (crawler.data(), crawler.shared()) {
+            (Some(data), _) => Serve::start(&data, &[]),
+            (None, Some(crawl)) => {
+                let mut cmd = std::process::Command::new(cli::bin());
+                cmd.args(["serve", "--listen", "127.0.0.1:0", "--shared"])
+                    .arg(&crawl.redis)
+                    .arg("--name")
+                    .arg(&crawl.name)
+                    .env("RUST_LOG", "warn");
+                Serve::spawn(cmd)
+            }
+            (None, None) => panic!("a crawler has a state directory or a shared crawl"),
+        }
+    }
+
     /// `cmd` (a `serve` command), once it said where it listens.
     pub fn spawn(mut cmd: Command) -> Serve {
         let mut child = cmd
