@@ -120,6 +120,11 @@ pub struct RunReport {
     /// failed on the network (refused, DNS, TLS, timeout). `legcrawl crawl`
     /// exits 4 then, as wget does.
     pub network_failed: bool,
+    /// True when no page answered well (2xx or 304) and some request was
+    /// answered with an error status ([`crate::page::error_answers_only`]);
+    /// for a shared worker, when no worker's page answered well during its
+    /// run either. `legcrawl crawl` exits 8 then, as wget does.
+    pub errors_only: bool,
     /// Wall time of the run.
     pub elapsed: Duration,
 }
@@ -288,6 +293,7 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         bytes: state.run_counter("fetch/bytes"),
         new_cycle: state.run_counter("cycle/started") > 0,
         network_failed: network_failed(|name| state.run_counter(name)),
+        errors_only: crate::page::error_answers_only(|name| state.run_counter(name)),
         elapsed,
     }
 }

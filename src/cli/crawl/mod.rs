@@ -14,7 +14,6 @@ use legcrawl::legs::Leg;
 use legcrawl::page::scope::{Scope, leg_config};
 use legcrawl::shared::SharedTarget;
 
-mod exit;
 mod report;
 mod runtime;
 mod shared;
@@ -588,8 +587,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     // The job is stored: the state's directory is all a resume needs.
     let resume = format!("legcrawl crawl --data {}", config.data_dir.display());
     print_report(&config, &report, &resume);
-    let errors_only = exit::errors_only_in_dir(&config.data_dir, &report);
-    Ok(exit_status(&report, errors_only))
+    Ok(exit_status(&report))
 }
 
 /// Bad settings are refused before the state (or Redis) is touched: the job

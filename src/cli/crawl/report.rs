@@ -11,10 +11,10 @@ use crate::cli::counted;
 use crate::cli::stderr::say;
 
 /// The exit status of a run that ended: 130 interrupted, 4 when every request
-/// failed on the network (wget's code), 8 when `errors_only` (no page answered
-/// well and some request was answered with an error status, see
-/// [`super::exit`]; wget's "server issued an error response"), else 0.
-pub(super) fn exit_status(report: &RunReport, errors_only: bool) -> ExitCode {
+/// failed on the network (wget's code), 8 when no page answered well and some
+/// request was answered with an error status ([`RunReport::errors_only`];
+/// wget's "server issued an error response"), else 0.
+pub(super) fn exit_status(report: &RunReport) -> ExitCode {
     match report.outcome {
         RunOutcome::Interrupted => ExitCode::from(130),
         _ if report.network_failed => {
@@ -23,7 +23,7 @@ pub(super) fn exit_status(report: &RunReport, errors_only: bool) -> ExitCode {
             );
             ExitCode::from(4)
         }
-        _ if errors_only => {
+        _ if report.errors_only => {
             say!(
                 "legcrawl: no page answered well: the server answered with error statuses only (4xx/5xx: a wrong seed URL, a server error, a refused proxy password; see the line above)"
             );

@@ -59,9 +59,6 @@ pub(super) fn run_shared(
         Ok(None)
     };
     let since = legcrawl::store::records::unix_now();
-    // The crawl's pages that answered well when this worker joined: exit 8
-    // is the crawl's (see `super::exit`).
-    let mut answered_before = None;
     let result = runtime.block_on(async {
         let joined = tokio::select! {
             biased;
@@ -73,7 +70,6 @@ pub(super) fn run_shared(
                 say!("legcrawl: job {previous} -> {}: {change}", joined.version);
             }
         }
-        answered_before = super::exit::crawl_answered_well(target).await;
         match joined
             .run(async move { stop.notified().await })
             .await
@@ -105,12 +101,7 @@ pub(super) fn run_shared(
         ));
     }
     print_report(config, &report, &resume);
-    let errors_only = runtime.block_on(super::exit::errors_only_shared(
-        target,
-        &report,
-        answered_before,
-    ));
-    Ok(exit_status(&report, errors_only))
+    Ok(exit_status(&report))
 }
 
 /// `--fresh`: deletes the shared crawl's keys, after the confirmation `reset`

@@ -105,8 +105,23 @@ impl Joined {
         {
             report.network_failed = fetched <= worker.fetched_before;
         }
+        // The same for error answers: another worker's page answered well.
+        if report.errors_only
+            && let Ok(now) = answered_well(&worker.shared).await
+        {
+            report.errors_only = now <= worker.answered_well_before;
+        }
         Ok(Some(report))
     }
+}
+
+/// The crawl's pages that answered well so far, summed over its workers.
+async fn answered_well(shared: &Shared) -> Result<u64, SharedError> {
+    let mut counts = HashMap::new();
+    for name in ["pages/new", "pages/changed", "pages/unchanged"] {
+        counts.insert(name, shared.crawl_counter(name).await?);
+    }
+    Ok(PageTotals::of(|name| counts.get(name).copied().unwrap_or(0)).answered_well())
 }
 
 /// A worker's id: the machine's name and the process id, unique among the
@@ -159,6 +174,9 @@ struct Worker {
     items_after: String,
     /// The crawl's pages fetched (every worker's) when this run began.
     fetched_before: u64,
+    /// The crawl's pages that answered well (every worker's) when this run
+    /// began.
+    answered_well_before: u64,
     /// robots.txt answers whose `Sitemap:` lines a completion that was refused
     /// (its lease had expired) did not queue: the next completion carries them.
     robots_pending: Vec<crate::robots::RobotsRecord>,
@@ -223,6 +241,7 @@ impl Worker {
         };
         let items_after = shared.last_item_id().await?;
         let fetched_before = shared.crawl_counter(FETCHED).await?;
+        let answered_well_before = answered_well(&shared).await?;
         let mut renew = tokio::time::interval((run.lease_ttl / 3).max(Duration::from_millis(100)));
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut job_poll = tokio::time::interval(JOB_POLL);
@@ -246,6 +265,7 @@ impl Worker {
             started_at: unix_now(),
             items_after,
             fetched_before,
+            answered_well_before,
             robots_pending: Vec::new(),
         })
     }
@@ -371,6 +391,7 @@ impl Worker {
             bytes: count("fetch/bytes"),
             new_cycle: false,
             network_failed: super::network_failed(count),
+            errors_only: crate::page::error_answers_only(count),
             elapsed,
         }
     }
