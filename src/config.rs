@@ -99,14 +99,18 @@ pub fn redact_password(url: &str) -> String {
     }
 }
 
-/// Per-host request settings (`[hosts."intranet.example"]`): headers and HTTP
-/// Basic credentials sent only to that host.
+/// Per-origin request settings (`[hosts."intranet.example"]`,
+/// `[hosts."127.0.0.1:8080"]`): headers and HTTP Basic credentials sent only
+/// to that origin.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct HostRule {
-    /// The host, lower case, without a port: the rule applies to this exact
-    /// host on any port, never to its subdomains.
+    /// The host, lower case, without a port (an IPv6 address in brackets, as
+    /// URLs write it); never its subdomains.
     pub host: String,
-    /// Headers sent to this host (after the crawl's `[headers]`, replacing
+    /// The port: `Some(port)` is that port whatever the scheme; `None` is the
+    /// scheme's default port (80 for http, 443 for https) and no other.
+    pub port: Option<u16>,
+    /// Headers sent to this origin (after the crawl's `[headers]`, replacing
     /// those of the same name).
     pub headers: Vec<(String, String)>,
     /// The Basic user name.
@@ -114,6 +118,78 @@ pub struct HostRule {
     /// The environment variable holding the Basic password, read at run
     /// start; its value is never stored.
     pub password_env: Option<String>,
+}
+
+impl HostRule {
+    /// The rule's `[hosts]` key: `host` or `host:port`.
+    pub fn key(&self) -> String {
+        match self.port {
+            Some(port) => format!("{}:{port}", self.host),
+            None => self.host.clone(),
+        }
+    }
+
+    /// Reads a `[hosts]` key, `HOST` or `HOST:PORT` (an IPv6 address in
+    /// brackets: `[::1]:8080`), into the host (lower case) and the port;
+    /// `Err` says what is wrong in one line.
+    pub fn parse_key(key: &str) -> Result<(String, Option<u16>), String> {
+        let bad = |why: &str| {
+            format!(
+                "{key:?} is not a host or HOST:PORT ({why}); write the host alone for its default ports (80 for http, 443 for https), or HOST:PORT for one port"
+            )
+        };
+        if key.is_empty() || key.contains(['/', '@', ' ', '?', '#', '\\']) {
+            return Err(bad("no scheme, user or path"));
+        }
+        let (host, port) = if let Some(rest) = key.strip_prefix('[') {
+            let (address, after) = rest
+                .split_once(']')
+                .ok_or_else(|| bad("an IPv6 address ends with ]"))?;
+            if address.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(bad("not an IPv6 address in the brackets"));
+            }
+            let port = match after {
+                "" => None,
+                _ => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or_else(|| bad("a port follows ':'"))?,
+                ),
+            };
+            (format!("[{address}]"), port)
+        } else {
+            match key.split_once(':') {
+                None => (key.to_owned(), None),
+                Some((_, port)) if port.contains(':') => {
+                    return Err(bad("an IPv6 address is written in brackets, [::1]:8080"));
+                }
+                Some((host, port)) => (host.to_owned(), Some(port)),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = match port {
+            None => None,
+            Some(text) => match text.parse::<u16>() {
+                Ok(port) if port > 0 && text.chars().all(|c| c.is_ascii_digit()) => Some(port),
+                _ => return Err(bad("the port is a number from 1 to 65535")),
+            },
+        };
+        Ok((host.to_ascii_lowercase(), port))
+    }
+
+    /// Where a rule with `key` applies, in words for change lines:
+    /// `127.0.0.1:8080 only`, or `intranet.example on ports 80 (http) and
+    /// 443 (https) only`. `None` when `key` is not a `[hosts]` key.
+    pub fn origin_words(key: &str) -> Option<String> {
+        match HostRule::parse_key(key).ok()? {
+            (host, Some(port)) => Some(format!("{host}:{port} only")),
+            (host, None) => Some(format!(
+                "{host} on ports 80 (http) and 443 (https) only; other ports take [hosts.\"{host}:PORT\"]"
+            )),
+        }
+    }
 }
 
 /// Everything a crawl run is configured with.
@@ -206,8 +282,12 @@ pub struct CrawlConfig {
     pub max_url_len: usize,
     /// The proxy requests go through (default: the environment's, as curl).
     pub proxy: ProxyChoice,
-    /// Per-host headers and Basic credentials, sent only to their host.
+    /// Per-origin headers and Basic credentials, sent only to their origin.
     pub hosts: Vec<HostRule>,
+    /// A PEM file of CA certificates trusted besides the built-in roots and
+    /// the system's (`--cacert`, the crawl file's `cacert`); a path as given,
+    /// relative to the directory the crawl runs in.
+    pub cacert: Option<PathBuf>,
     /// Keep the cookies servers set (RFC 6265) and send them back, across
     /// runs (default true; `--no-cookies`).
     pub cookies: bool,
@@ -359,6 +439,7 @@ impl Default for CrawlConfig {
             max_url_len: 8192,
             proxy: ProxyChoice::Environment,
             hosts: Vec::new(),
+            cacert: None,
             cookies: true,
             max_retries: 2,
             retry_backoff: Duration::from_secs(1),
@@ -382,6 +463,34 @@ impl Default for CrawlConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_keys_name_one_origin() {
+        let parse = HostRule::parse_key;
+        assert_eq!(
+            parse("Intranet.Example"),
+            Ok(("intranet.example".into(), None))
+        );
+        assert_eq!(
+            parse("127.0.0.1:8080"),
+            Ok(("127.0.0.1".into(), Some(8080)))
+        );
+        assert_eq!(parse("[::1]:81"), Ok(("[::1]".into(), Some(81))));
+        assert_eq!(parse("[::1]"), Ok(("[::1]".into(), None)));
+        for bad in [
+            "", "a:0", "a:x", "a:+1", "a:70000", "::1", "http://a", "u@a", "a/b", "[x]:1",
+        ] {
+            let error = parse(bad).expect_err(bad);
+            assert!(error.contains("HOST:PORT"), "{bad}: {error}");
+        }
+        let rule = HostRule {
+            host: "a.example".into(),
+            port: Some(8080),
+            ..HostRule::default()
+        };
+        assert_eq!(rule.key(), "a.example:8080");
+        assert!(HostRule::origin_words("a.example").is_some_and(|w| w.contains("80 (http)")));
+    }
 
     #[test]
     fn passwords_are_redacted() {

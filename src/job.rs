@@ -21,7 +21,7 @@ use std::fmt;
 
 use toml::{Table, Value};
 
-use crate::config::{CrawlConfig, DedupMode};
+use crate::config::{CrawlConfig, DedupMode, HostRule};
 use crate::crawlfile::{self, CrawlFile, CrawlFileError};
 use crate::legs::Stack;
 
@@ -37,7 +37,9 @@ pub struct Change {
 }
 
 impl fmt::Display for Change {
-    /// `politeness.delay: 1s -> 10ms`; an unset side is `(default)`.
+    /// `politeness.delay: 1s -> 10ms`; an unset side is `(default)`. A
+    /// `[hosts]` setting says which origin it goes to:
+    /// `hosts."127.0.0.1:8080".user: (default) -> ann (127.0.0.1:8080 only)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let side = |value: &Option<String>| value.clone().unwrap_or_else(|| "(default)".into());
         write!(
@@ -46,7 +48,17 @@ impl fmt::Display for Change {
             self.key,
             side(&self.before),
             side(&self.after)
-        )
+        )?;
+        let origin = self
+            .key
+            .strip_prefix("hosts.\"")
+            .and_then(|rest| rest.split_once('"'))
+            .or_else(|| self.key.strip_prefix("hosts.")?.split_once('.'))
+            .and_then(|(key, _)| HostRule::origin_words(key));
+        match origin {
+            Some(words) => write!(f, " ({words})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -203,8 +215,17 @@ fn flatten_text(text: &str) -> Vec<(String, String)> {
 
 fn flatten(table: &Table, prefix: &str, flat: &mut Vec<(String, String)>) {
     for (key, value) in table {
+        // A key that is not a bare TOML key (a host with dots or a port) is
+        // quoted, as a crawl file writes it: `hosts."127.0.0.1:8080".user`.
+        let bare = key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let key = match bare && !key.is_empty() {
+            true => key.clone(),
+            false => format!("{key:?}"),
+        };
         let path = if prefix.is_empty() {
-            key.clone()
+            key
         } else {
             format!("{prefix}.{key}")
         };
@@ -393,7 +414,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("hosts.intranet.example.headers.Authorization: *** -> ***"),
+            text.contains("hosts.\"intranet.example\".headers.Authorization: *** -> *** (intranet.example on ports 80 (http) and 443 (https) only"),
             "{text}"
         );
         assert!(text.contains("cookies: false -> (default)"), "{text}");

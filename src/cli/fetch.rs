@@ -57,6 +57,8 @@ pub struct FetchArgs {
     timeout: String,
     #[command(flatten)]
     proxy: super::access::ProxyArgs,
+    #[command(flatten)]
+    trust: super::access::TrustArgs,
 }
 
 pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
@@ -69,6 +71,8 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     if let Some(choice) = args.proxy.choice()? {
         config.proxy = choice;
     }
+    config.cacert = args.trust.cacert.clone();
+    super::access::check_trust(config.cacert.as_deref())?;
     let mut settings = FetchSettings::from_config(&config);
     settings.from = args.from.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()

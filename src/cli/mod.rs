@@ -174,6 +174,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
                 | EngineError::NothingToCrawl { .. }
                 | EngineError::Leg(_)
                 | EngineError::Revisit(_)
+                // A host's password variable unset, a CA file unreadable.
+                | EngineError::Fetch(legcrawl::fetch::FetchError::InvalidSetting { .. })
         )
     ) {
         return 2;

@@ -31,9 +31,12 @@
 //! [headers]      # "Accept-Language" = "fr": extra headers on every request
 //! proxy = "http://proxy.example:3128"  # (a top-level key) or "none"; absent: the
 //!                # environment's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY
+//! cacert = "ca.pem"  # (a top-level key) CA certificates (PEM) trusted besides
+//!                # the built-in roots, the system's and SSL_CERT_FILE/SSL_CERT_DIR
 //! cookies = true # (a top-level key) keep and send back cookies, across runs
 //! [hosts."intranet.example"]  # headers = { .. }, user, password_env: sent only
-//!                # to that exact host (any port); see `access`
+//!                # to that origin: the exact host on ports 80 (http) and 443
+//!                # (https); [hosts."HOST:PORT"] on that port; see `access`
 //! [dedup]        # mode = "exact" | "bloom", bloom_bits = 30, bloom_hashes = 6,
 //!                # fingerprint_headers = [..], checkpoint = "30s" (at most this
 //!                # long between two checkpoints of the seen set)

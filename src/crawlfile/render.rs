@@ -1,7 +1,7 @@
 //! A [`CrawlConfig`] written back as a crawl file: the text of a stored job.
 //!
 //! [`job_text`] writes every setting that defines a crawl (seeds, outputs,
-//! proxy, cookies, scope, limits, politeness, headers, hosts, dedup,
+//! proxy, cacert, cookies, scope, limits, politeness, headers, hosts, dedup,
 //! revisit, legs) in the crawl file's own schema and section order, so that
 //! [`super::parse`] reads the same settings back and writing them again gives
 //! the same text. Per-run options
@@ -180,7 +180,8 @@ fn count(n: u64) -> Value {
     Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-fn path_value(path: &Path) -> Value {
+/// `path` made absolute (against the current directory), as a job stores it.
+pub(super) fn path_value(path: &Path) -> Value {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     Value::String(absolute.display().to_string())
 }

@@ -33,9 +33,11 @@ pub(super) struct FileSettings {
     headers: BTreeMap<String, String>,
     /// `proxy = "http://..."` or `"none"` (see `access`).
     proxy: Option<String>,
+    /// `cacert = "FILE"`: CA certificates trusted besides the others.
+    cacert: Option<PathBuf>,
     /// `cookies = false` turns cookies off.
     cookies: Option<bool>,
-    /// `[hosts."HOST"]`: per-host headers and credentials.
+    /// `[hosts."HOST"]`: per-origin headers and credentials.
     hosts: BTreeMap<String, super::access::HostSection>,
     dedup: Dedup,
     revisit: RevisitSection,
@@ -359,7 +361,13 @@ impl FileSettings {
         set(&mut config.user_agent, p.user_agent);
         config.from = p.from.or(config.from.take());
         config.extra_headers.extend(self.headers);
-        super::access::apply(config, self.proxy, self.cookies, self.hosts);
+        let access = super::access::Access {
+            proxy: self.proxy,
+            cacert: self.cacert,
+            cookies: self.cookies,
+            hosts: self.hosts,
+        };
+        super::access::apply(config, access);
         let d = self.dedup;
         config.dedup = d.mode.map(|mode| match mode {
             ModeName::Exact => DedupMode::Exact,
@@ -464,7 +472,9 @@ impl FileSettings {
                 return at(&path, format!("{value:?} is not a header value"));
             }
         }
-        if let Some((key, message)) = super::access::check(self.proxy.as_ref(), &self.hosts) {
+        if let Some((key, message)) =
+            super::access::check(self.proxy.as_ref(), self.cacert.as_ref(), &self.hosts)
+        {
             return at(&key, message);
         }
         for (i, seed) in self.seeds.iter().flatten().enumerate() {

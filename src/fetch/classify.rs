@@ -1,8 +1,9 @@
 //! Why an exchange failed: hyper's error chain turned into a [`FetchError`]
 //! that names the step (DNS, refused, TLS, the proxy) and the reason.
 //!
-//! Depends on `error` and `proxy` (a [`ProxyError`] in the chain is the
-//! proxy's failure, whatever else it holds).
+//! Depends on `error`, `proxy` (a [`ProxyError`] in the chain is the
+//! proxy's failure, whatever else it holds) and `trust` (a refused server
+//! certificate, in words).
 
 use tracing::debug;
 
@@ -56,6 +57,13 @@ fn classify_connect(
     if let Some(proxy) = causes.iter().find_map(|c| c.downcast_ref::<ProxyError>()) {
         return (ConnectKind::Proxy, proxy.to_string());
     }
+    let certificate = causes
+        .iter()
+        .find_map(|cause| rustls_error(*cause))
+        .and_then(super::trust::certificate_words);
+    if let Some(words) = certificate {
+        return (ConnectKind::Tls, words);
+    }
     let detail = causes
         .last()
         .map_or_else(|| error.to_string(), |cause| cause.to_string());
@@ -77,6 +85,26 @@ fn classify_connect(
         ConnectKind::Other
     };
     (kind, detail)
+}
+
+/// The rustls error in `error` or inside it: rustls's errors come wrapped
+/// in an `io::Error`, whose `source` skips the wrapped error itself.
+fn rustls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next = Some(error);
+    // Bounded: a chain of wrappers is short.
+    for _ in 0..8 {
+        let current = next?;
+        if let Some(found) = current.downcast_ref::<rustls::Error>() {
+            return Some(found);
+        }
+        next = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => current.source(),
+        };
+    }
+    None
 }
 
 /// What went wrong in an exchange, from hyper's error chain: its messages

@@ -3,7 +3,8 @@
 //! The client, its TLS configuration and the default request headers are built
 //! once in [`Fetcher::new`]; a fetch only clones the default header map, parses
 //! the URL once and reads the body (see `body`). Depends on the sibling modules
-//! (`body`, `capture`, `classify`, `cookies`, `error`, `hosts`, `proxy`),
+//! (`body`, `capture`, `classify`, `cookies`, `error`, `hosts`, `proxy`,
+//! `trust`),
 //! [`crate::request`] and [`crate::response`].
 
 use std::fmt;
@@ -30,6 +31,7 @@ use super::classify::{is_unexpected_eof, reason_of, send_error};
 use super::error::{ConnectKind, FetchError};
 use super::hosts::{self, HostHeaders};
 use super::proxy::{self, Proxies, ProxyConnector, ProxyError};
+use super::trust;
 use crate::request::Request;
 use crate::response::Response;
 
@@ -71,8 +73,9 @@ impl fmt::Debug for Fetcher {
 
 impl Fetcher {
     /// A fetcher with `settings`; fails if the user agent, `From` or an extra
-    /// header is not a valid header, the proxy URL is not one, or a host's
-    /// password variable is not set.
+    /// header is not a valid header, the proxy URL is not one, a host's
+    /// password variable is not set, or a CA file (`cacert`, `SSL_CERT_FILE`)
+    /// cannot be used.
     pub fn new(settings: FetchSettings) -> Result<Fetcher, FetchError> {
         let default_headers = default_headers(&settings)?;
         let proxies = Arc::new(Proxies::new(&settings.proxy).map_err(|reason| {
@@ -86,8 +89,14 @@ impl Fetcher {
         http.enforce_http(false);
         http.set_nodelay(true);
         let http = ProxyConnector::new(http, proxies.clone());
+        let tls = trust::client_config(settings.cacert.as_deref()).map_err(|error| {
+            FetchError::InvalidSetting {
+                name: error.setting.into(),
+                reason: error.reason,
+            }
+        })?;
         let connector = HttpsConnectorBuilder::new()
-            .with_webpki_roots()
+            .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
             .enable_http2()
@@ -197,7 +206,7 @@ impl Fetcher {
         }
         .map_err(|error| invalid(format!("{error}")))?;
         let mut headers = self.inner.default_headers.clone();
-        hosts::apply(&self.inner.hosts, url.host_str(), &mut headers);
+        hosts::apply(&self.inner.hosts, url, &mut headers);
         if let Some(cookie) = self.cookie_jar().and_then(|jar| jar.header_for(url)) {
             headers.insert(http::header::COOKIE, cookie);
         }

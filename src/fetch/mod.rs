@@ -1,7 +1,8 @@
 //! The hyper fetcher: one HTTP exchange per [`crate::request::Request`].
 //!
 //! [`Fetcher`] owns one pooled hyper-util client (HTTP/1.1 and HTTP/2, http and
-//! https through rustls with the webpki roots, certificates verified) and turns a
+//! https through rustls, certificates verified against the roots `trust`
+//! gathers) and turns a
 //! request into a [`crate::response::Response`] or a [`FetchError`]. It follows no
 //! redirects (a 3xx is a response; the engine decides), decodes gzip, br and
 //! deflate bodies, and bounds every fetch: `request_timeout` for the whole
@@ -23,7 +24,9 @@
 //! - `capture`: the [`Exchange`] as sent and received, for the WARC archive.
 //! - `error`: [`FetchError`].
 //! - `cookies`: the cookie jar (RFC 6265, through `cookie_store`).
-//! - `hosts`: per-host headers and Basic credentials.
+//! - `hosts`: per-origin headers and Basic credentials.
+//! - `trust`: the trusted roots (built-in, system, `SSL_CERT_FILE`,
+//!   `SSL_CERT_DIR`, `--cacert`) and certificate errors in words.
 //! - `proxy`: which proxy a request goes through, and the connector (CONNECT
 //!   tunnels for https).
 
@@ -35,7 +38,9 @@ pub mod cookies;
 mod error;
 pub mod hosts;
 pub mod proxy;
+pub mod trust;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use capture::Exchange;
@@ -72,9 +77,12 @@ pub struct FetchSettings {
     pub capture: bool,
     /// The proxy requests go through.
     pub proxy: ProxyChoice,
-    /// Per-host headers and Basic credentials (their passwords are read from
-    /// the environment by [`Fetcher::new`]).
+    /// Per-origin headers and Basic credentials (their passwords are read
+    /// from the environment by [`Fetcher::new`]).
     pub hosts: Vec<HostRule>,
+    /// A PEM file of CA certificates trusted besides the built-in and the
+    /// system's roots (read by [`Fetcher::new`]).
+    pub cacert: Option<PathBuf>,
     /// The cookie jar requests send from and answers store into; `None`:
     /// no cookies.
     pub cookies: Option<cookies::CookieJar>,
@@ -82,7 +90,7 @@ pub struct FetchSettings {
 
 impl FetchSettings {
     /// The settings a crawl with `config` uses: its user agent, `From`, extra
-    /// headers, timeouts, body and URL limits, and `max(concurrency, 8)` idle
+    /// headers, proxy, host rules, CA file, timeouts, body and URL limits, and `max(concurrency, 8)` idle
     /// connections per host.
     pub fn from_config(config: &CrawlConfig) -> FetchSettings {
         FetchSettings {
@@ -97,6 +105,7 @@ impl FetchSettings {
             capture: config.warc.is_some(),
             proxy: config.proxy.clone(),
             hosts: config.hosts.clone(),
+            cacert: config.cacert.clone(),
             cookies: config.cookies.then(cookies::CookieJar::new),
         }
     }

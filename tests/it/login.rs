@@ -1,7 +1,9 @@
-//! Issue 27, logins and cookies: `[hosts."HOST"]` headers and Basic
-//! credentials (the password from `password_env`), sent only to that host and
-//! never after a redirect to another one; cookies kept in the state across
-//! runs; `--no-cookies`; secrets never printed.
+//! Issue 27, logins and cookies: `[hosts."HOST:PORT"]` headers and Basic
+//! credentials (the password from `password_env`), sent only to that origin
+//! and never after a redirect to another one; cookies kept in the state across
+//! runs; `--no-cookies`; secrets never printed. Issue 43: never to another
+//! port of the same host (another service, and its robots.txt), and
+//! `[hosts."HOST"]` is the default ports only.
 //!
 //! The site is in-process on 127.0.0.1: `/private` needs Basic credentials,
 //! `/login` sets a session cookie, `/members` needs it, `/away` redirects to a
@@ -81,13 +83,21 @@ fn sites() -> (TestServer, TestServer, Seen, Seen) {
     (intranet, other, intranet_seen, other_seen)
 }
 
-/// A crawl file with the host rule for 127.0.0.1.
+/// A crawl file with the host rule for the seed's origin (127.0.0.1 and its
+/// port).
 fn crawl_file(dir: &Path, seed: &str) -> std::path::PathBuf {
+    let url = url::Url::parse(seed).unwrap();
+    let origin = format!("127.0.0.1:{}", url.port().unwrap());
+    crawl_file_for(dir, seed, &origin)
+}
+
+/// A crawl file whose host rule is `[hosts."ORIGIN"]`.
+fn crawl_file_for(dir: &Path, seed: &str, origin: &str) -> std::path::PathBuf {
     let path = dir.join("crawl.toml");
     let text = format!(
         "seeds = [\"{seed}\"]\n[scope]\nallowed_hosts = [\"127.0.0.1\", \"127.0.0.2\"]\n\
          [limits]\nconcurrency = 1\nmax_retries = 0\n[politeness]\nper_host = 1\n\
-         [hosts.\"127.0.0.1\"]\nheaders = {{ \"X-Team\" = \"docs\" }}\nuser = \"{USER}\"\n\
+         [hosts.\"{origin}\"]\nheaders = {{ \"X-Team\" = \"docs\" }}\nuser = \"{USER}\"\n\
          password_env = \"{PASSWORD_VAR}\"\n"
     );
     std::fs::write(&path, text).unwrap();
@@ -251,4 +261,111 @@ fn a_changed_host_header_shows_as_stars() {
     assert!(out.status.success(), "{said}");
     assert!(said.contains("headers.Authorization: *** -> ***"), "{said}");
     assert!(!said.contains("t0ken"), "{said}");
+}
+
+#[test]
+fn credentials_never_reach_another_port_of_the_host_embedded() {
+    credentials_never_reach_another_port_of_the_host(Mode::Embedded);
+}
+
+#[test]
+fn credentials_never_reach_another_port_of_the_host_shared() {
+    credentials_never_reach_another_port_of_the_host(Mode::Shared);
+}
+
+/// Two services on 127.0.0.1, on two ports: the intranet's rule
+/// (`[hosts."127.0.0.1:PORT"]`) goes to its port only, robots.txt included;
+/// the other service, a seed of the same crawl, never gets the credentials
+/// or the header, its robots.txt neither. `[hosts."127.0.0.1"]` is ports 80
+/// and 443 only, and its change line says so.
+fn credentials_never_reach_another_port_of_the_host(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "credentials_never_reach_another_port") else {
+        return;
+    };
+    let crawl = |args: &[&str]| {
+        let mut cmd = crawler.command(args);
+        cmd.env(PASSWORD_VAR, PASSWORD);
+        run(cmd, LIMIT)
+    };
+    let second_seen: Seen = Default::default();
+    let log = second_seen.clone();
+    let second = TestServer::start(handler(move |req| {
+        record(&log, req.path(), &req.headers);
+        match req.path() {
+            "/robots.txt" => TestResponse::ok("User-agent: *\nAllow: /\n"),
+            _ => TestResponse::html("<title>second service</title>"),
+        }
+    }));
+    let (intranet, _other, seen, _) = sites();
+    assert_ne!(intranet.addr().port(), second.addr().port());
+    let seeds = [intranet.url("/"), second.url("/other")];
+    let origin = format!("127.0.0.1:{}", intranet.addr().port());
+    let file = crawl_file_for(crawler.dir(), &seeds[0], &origin);
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        &format!("seeds = [\"{}\"]", seeds[0]),
+        &format!("seeds = [\"{}\", \"{}\"]", seeds[0], seeds[1]),
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = crawl(&["--config", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{mode:?}: {}", stderr(&out));
+    // The intranet got them, its robots.txt too (same origin).
+    let private = requests_of(&seen, "/private");
+    assert_eq!(private.len(), 1, "{mode:?}: {private:?}");
+    assert!(
+        private[0]
+            .iter()
+            .any(|h| h.starts_with("authorization: Basic "))
+    );
+    let robots = requests_of(&seen, "/robots.txt");
+    assert!(!robots.is_empty() && robots.iter().all(|h| h.iter().any(|h| h == "x-team: docs")));
+    // The second service was crawled and got none of it.
+    let second_requests = second_seen.lock().unwrap().clone();
+    let paths: Vec<&str> = second_requests.iter().map(|(p, _)| p.as_str()).collect();
+    assert!(
+        paths.contains(&"/robots.txt") && paths.contains(&"/other"),
+        "{paths:?}"
+    );
+    // (Cookies are the host's on every port, by RFC 6265: not checked.)
+    let credentials = |headers: &[String]| {
+        headers
+            .iter()
+            .filter(|h| h.starts_with("authorization") || h.starts_with("x-team"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    for (path, headers) in &second_requests {
+        assert!(
+            credentials(headers).is_empty(),
+            "{mode:?}: {path} got {headers:?}"
+        );
+    }
+    // `[hosts."127.0.0.1"]`: ports 80 and 443 only, as the change line says;
+    // neither service gets anything from then on.
+    let file = crawl_file_for(crawler.dir(), &seeds[0], "127.0.0.1");
+    let before = requests_of(&seen, "/").len();
+    let out = crawl(&["--config", file.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{mode:?}: {said}");
+    assert!(
+        said.contains("hosts.\"127.0.0.1\".user: (default) -> ann (127.0.0.1 on ports 80 (http) and 443 (https) only"),
+        "{mode:?}: {said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "hosts.\"{origin}\".user: ann -> (default) ({origin} only)"
+        )),
+        "{mode:?}: {said}"
+    );
+    let home = requests_of(&seen, "/");
+    assert!(home.len() > before, "{mode:?}: the seed is fetched again");
+    for headers in &home[before..] {
+        assert!(credentials(headers).is_empty(), "{mode:?}: {headers:?}");
+    }
+    let second_requests = second_seen.lock().unwrap().clone();
+    for (path, headers) in &second_requests {
+        assert!(
+            credentials(headers).is_empty(),
+            "{mode:?}: {path} got {headers:?}"
+        );
+    }
 }

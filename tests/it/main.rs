@@ -27,6 +27,7 @@ mod output_cursor;
 mod panics;
 mod polite;
 mod powercut;
+mod private_ca;
 mod proxy;
 mod replay;
 mod requisites;

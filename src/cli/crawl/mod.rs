@@ -130,6 +130,8 @@ pub struct CrawlArgs {
     keep_status: Vec<u16>,
     #[command(flatten, next_help_heading = JOB)]
     proxy: super::access::ProxyArgs,
+    #[command(flatten, next_help_heading = JOB)]
+    trust: super::access::TrustArgs,
     /// Do not keep or send cookies (by default the cookies servers set are
     /// kept in the state, session cookies too, and sent back by RFC 6265's
     /// rules in this and later runs).
@@ -430,6 +432,9 @@ impl CrawlArgs {
         if let Ok(Some(choice)) = self.proxy.choice() {
             config.proxy = choice;
         }
+        if let Some(cacert) = &self.trust.cacert {
+            config.cacert = Some(cacert.clone());
+        }
         if self.no_cookies {
             config.cookies = false;
         }
@@ -514,6 +519,9 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     check_outputs(&draft)?;
     check_settings(&args, file.as_ref(), &draft)?;
+    // The CA file given (flag or crawl file), before a state is made; a
+    // stored job's is checked once it is resolved.
+    super::access::check_trust(draft.cacert.as_deref())?;
     if args.fresh {
         // Nothing is deleted unless the crawl can start again right away.
         if draft.seeds.is_empty() {
@@ -564,6 +572,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let config = with_run_options(resolved.config, &draft);
     check_outputs(&config)?;
     check_hosts(&config)?;
+    super::access::check_trust(config.cacert.as_deref())?;
     let scope = Scope::of_crawl(&config, &facts.seeds, &config.seeds);
     let legs = bundled_legs(
         &leg_config(&config, &scope),

@@ -24,8 +24,11 @@ pub(super) fn run_shared(
     file: Option<CrawlFile>,
     target: &SharedTarget,
 ) -> anyhow::Result<ExitCode> {
-    // A host's password variable missing: one line, before any fetch.
+    // A host's password variable missing, or a CA file that cannot be
+    // read: one line, before any fetch. (A job taken from Redis is checked
+    // when the worker builds its fetcher: exit 2 as well.)
     super::check_hosts(config)?;
+    crate::cli::access::check_trust(config.cacert.as_deref())?;
     // The output files' paths checked before anything is done.
     if let Some(path) = &config.output {
         crate::cli::stats::check_path("--output", path)?;

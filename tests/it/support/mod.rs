@@ -18,7 +18,8 @@
 //!   text parser and headless chromium.
 //! - [`tinyproxy`]: a real `tinyproxy` child on a free port (skipped loudly
 //!   when missing, unless `LEGCRAWL_REQUIRE_PROXY=1`).
-//! - [`tls`]: a CA and a server certificate for the `rediss://` tests (rcgen).
+//! - [`tls`]: a CA and a server certificate for the `rediss://` and https
+//!   tests (rcgen), and the https server's TLS configuration.
 //! - [`lazyfs`]: a FUSE filesystem that drops what was not fsynced at a
 //!   simulated power cut ([`lazyfs::PowerCutFs`]), after Jepsen's LazyFS.
 //! - [`politeness`]: judging a host's request log against `--per-host` and

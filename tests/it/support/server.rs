@@ -1,7 +1,8 @@
 //! An in-process HTTP test server with counters and scripted misbehaviour.
 //!
 //! [`TestServer::start`] binds `127.0.0.1:0` ([`TestServer::start_on`] another
-//! loopback address, such as `127.0.0.3:0`, so that tests have several hosts) on
+//! loopback address, such as `127.0.0.3:0`, so that tests have several hosts;
+//! [`TestServer::start_https`] speaks TLS with a test certificate) on
 //! the calling thread (so [`TestServer::addr`] is known at once) and serves on a background thread with
 //! its own multi-thread tokio runtime, so it works the same from `#[test]`,
 //! `#[tokio::test]` and tests that spawn the real binary. HTTP/1.1 and h2c (prior
@@ -258,6 +259,8 @@ impl Drop for InFlight {
 /// A running test server; stops when dropped.
 pub struct TestServer {
     addr: SocketAddr,
+    /// `https` or `http`, for [`TestServer::url`].
+    scheme: &'static str,
     stats: Arc<Stats>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -291,7 +294,25 @@ impl TestServer {
         TestServer::serve(listener, handler, DEFAULT_WORKERS)
     }
 
+    /// Starts a server on `127.0.0.1:0` that speaks TLS with `tls` (see
+    /// `support::tls::Pki::server_config`); [`TestServer::url`] is `https`.
+    /// A client that refuses the certificate is a handshake that fails,
+    /// never a request.
+    pub fn start_https(handler: Handler, tls: Arc<rustls::ServerConfig>) -> TestServer {
+        let listener = StdListener::bind(("127.0.0.1", 0)).expect("bind 127.0.0.1:0");
+        TestServer::serve_with(listener, handler, DEFAULT_WORKERS, Some(tls))
+    }
+
     fn serve(listener: StdListener, handler: Handler, workers: usize) -> TestServer {
+        TestServer::serve_with(listener, handler, workers, None)
+    }
+
+    fn serve_with(
+        listener: StdListener,
+        handler: Handler,
+        workers: usize,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> TestServer {
         listener
             .set_nonblocking(true)
             .expect("non-blocking listener");
@@ -304,10 +325,12 @@ impl TestServer {
             .enable_all()
             .build()
             .expect("server runtime");
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let shared = Arc::new(Shared {
             handler,
             stats: Arc::clone(&stats),
             addr,
+            tls: tls.map(tokio_rustls::TlsAcceptor::from),
         });
         let thread = std::thread::Builder::new()
             .name("test-server-main".into())
@@ -318,6 +341,7 @@ impl TestServer {
             .expect("server thread");
         TestServer {
             addr,
+            scheme,
             stats,
             shutdown: Some(shutdown),
             thread: Some(thread),
@@ -329,9 +353,10 @@ impl TestServer {
         self.addr
     }
 
-    /// `http://IP:PORT` followed by `path` (which should start with `/`).
+    /// `http://IP:PORT` (`https` for [`TestServer::start_https`]) followed by
+    /// `path` (which should start with `/`).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        format!("{}://{}{}", self.scheme, self.addr, path)
     }
 
     /// Requests received so far.
@@ -400,6 +425,8 @@ struct Shared {
     handler: Handler,
     stats: Arc<Stats>,
     addr: SocketAddr,
+    /// Set for an https server.
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 async fn accept_loop(listener: StdListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
@@ -420,11 +447,25 @@ async fn accept_loop(listener: StdListener, shared: Arc<Shared>, mut stop: onesh
         shared.stats.connections.fetch_add(1, Ordering::SeqCst);
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
+            let tls = shared.tls.clone();
             let service = service_fn(move |request| serve(request, Arc::clone(&shared)));
             let builder = auto::Builder::new(TokioExecutor::new());
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let _ = match tls {
+                None => {
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+                Some(acceptor) => {
+                    // A refused certificate ends the handshake: no request.
+                    let Ok(stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+            };
         });
     }
 }

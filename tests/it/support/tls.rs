@@ -1,10 +1,12 @@
-//! Certificates for the `rediss://` tests, made in-process with rcgen (no
-//! openssl): a CA, a server certificate it signs for `127.0.0.1` and
-//! `localhost`, another CA that signed nothing the server shows, and a client
-//! certificate from each CA (mutual TLS). Written
-//! as PEM files into a temp dir that lives as long as the [`Pki`].
+//! Certificates for the `rediss://` and https tests, made in-process with
+//! rcgen (no openssl): a CA, a server certificate it signs for `127.0.0.1`
+//! and `localhost`, another CA that signed nothing the server shows, and a
+//! client certificate from each CA (mutual TLS). Written as PEM files into a
+//! temp dir that lives as long as the [`Pki`]; [`Pki::server_config`] is the
+//! server side for `support::TestServer::start_https`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 
@@ -106,6 +108,23 @@ impl Pki {
     /// A client certificate the other CA signed, and its key.
     pub fn other_client(&self) -> (PathBuf, PathBuf) {
         (self.path("other-client.pem"), self.path("other-client.key"))
+    }
+
+    /// A TLS server configuration showing the server certificate (for
+    /// 127.0.0.1 and localhost, signed by [`Pki::ca`]).
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let cert = CertificateDer::from_pem_file(self.server_cert()).expect("server certificate");
+        let key = PrivateKeyDer::from_pem_file(self.server_key()).expect("server key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .expect("server TLS configuration");
+        Arc::new(config)
     }
 
     /// The directory of the files.
