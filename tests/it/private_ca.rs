@@ -63,14 +63,11 @@ fn a_private_ca_is_trusted_through_cacert_and_ssl_cert_file(mode: Mode) {
     let site = site(&pki);
     let seed = site.url("/");
 
-    // Without the CA: every handshake fails (exit 4), said in words. (A
-    // shared worker does not log its hosts' connect errors yet.)
+    // Without the CA: every handshake fails (exit 4), said in words.
     let out = run_warn(without_env_cas(crawler.another("none").command(&[&seed])));
     let said = stderr(&out);
     assert_eq!(out.status.code(), Some(4), "{mode:?}: {said}");
-    if mode == Mode::Embedded {
-        assert!(said.contains(UNKNOWN_CA), "{mode:?}: {said}");
-    }
+    assert!(said.contains(UNKNOWN_CA), "{mode:?}: {said}");
     for raw in ["UnknownIssuer", "InvalidCertificate", "Other("] {
         assert!(!said.contains(raw), "{mode:?}: {said}");
     }

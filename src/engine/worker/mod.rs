@@ -177,6 +177,9 @@ struct Worker {
     /// The crawl's pages that answered well (every worker's) when this run
     /// began.
     answered_well_before: u64,
+    /// Hosts whose connection failure this run has said (once per host, as
+    /// the embedded crawl does).
+    unreachable_said: std::collections::HashSet<String>,
     /// robots.txt answers whose `Sitemap:` lines a completion that was refused
     /// (its lease had expired) did not queue: the next completion carries them.
     robots_pending: Vec<crate::robots::RobotsRecord>,
@@ -266,6 +269,7 @@ impl Worker {
             items_after,
             fetched_before,
             answered_well_before,
+            unreachable_said: Default::default(),
             robots_pending: Vec::new(),
         })
     }

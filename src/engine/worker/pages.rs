@@ -69,6 +69,11 @@ impl Worker {
             .robots
             .is_some()
             .then_some(!result.robots_unavailable);
+        if let Some(error) = &result.unreachable
+            && self.unreachable_said.insert(lease.host.clone())
+        {
+            tracing::warn!(host = %lease.host, "{error}");
+        }
         let error = result.error_reason().map(|reason| {
             let row = crate::status::snapshot::ErrorRow {
                 at: crate::store::records::unix_now(),
