@@ -146,6 +146,7 @@ async fn memory(redis: &RedisServer, n: usize) -> anyhow::Result<()> {
         shared
             .add_seeds(&[request("http://a.test/".into(), true)])
             .await?
+            .queued
             == 1
     );
     let lease = shared.lease("bench", 1, Duration::from_secs(600)).await?;
@@ -233,7 +234,7 @@ pub fn run() -> anyhow::Result<()> {
         longest_call(&redis)?;
         latency_max(&redis)?;
         let started = Instant::now();
-        ensure!(shared.add_seeds(&seeds).await? == n as u64);
+        ensure!(shared.add_seeds(&seeds).await?.queued == n as u64);
         row("seeds stored", started.elapsed())?;
 
         let lease = shared.lease("bench", 1, Duration::from_secs(600)).await?;
@@ -273,7 +274,7 @@ pub fn run() -> anyhow::Result<()> {
         let cycle: Vec<(CycleKind, NewRequest)> =
             seeds.into_iter().map(|s| (CycleKind::Seed, s)).collect();
         let started = Instant::now();
-        let queued = shared.queue_cycle(1, true, &cycle).await?;
+        let queued = shared.queue_cycle(1, true, &cycle).await?.map(|q| q.queued);
         shared.seeded(2).await?;
         ensure!(queued == Some(n as u64), "cycle queued {queued:?}");
         row("a cycle's seeds queued", started.elapsed())?;

@@ -25,10 +25,6 @@ use crate::page::parts::{Part, Parts};
 use crate::page::task;
 use crate::store::records::RunOutcome;
 
-/// The most finished pages handed to the frontier together (a shared crawl
-/// writes their WARC records with one sync).
-pub const COMPLETE_TOGETHER: usize = 64;
-
 /// A run's own limits (not the job's).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
@@ -117,6 +113,8 @@ impl<F: Frontier> Crawl<F> {
         shutdown: impl Future<Output = ()>,
     ) -> Result<RunOutcome, EngineError> {
         tokio::pin!(shutdown);
+        let stopper = self.frontier.stopper();
+        let settle = self.frontier.settle_time();
         let mut next_lease = Some(Instant::now());
         loop {
             let now = Instant::now();
@@ -126,8 +124,6 @@ impl<F: Frontier> Crawl<F> {
             }
             let room = self.room();
             if room > 0 && next_lease.is_some_and(|at| at <= now) {
-                let stopper = self.frontier.stopper();
-                let settle = self.frontier.settle_time();
                 let call = self.frontier.lease(room);
                 let leased = match interruptible(shutdown.as_mut(), &stopper, settle, call).await {
                     Call::Done(leased) => leased?,
@@ -174,8 +170,6 @@ impl<F: Frontier> Crawl<F> {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let stopper = self.frontier.stopper();
-            let settle = self.frontier.settle_time();
             tokio::select! {
                 biased;
                 () = &mut shutdown => return self.stop().await,
@@ -200,7 +194,8 @@ impl<F: Frontier> Crawl<F> {
                 }
                 Some(first) = self.results.recv() => {
                     let mut finished = vec![first];
-                    while finished.len() < COMPLETE_TOGETHER {
+                    let together = self.frontier.complete_together();
+                    while finished.len() < together {
                         match self.results.try_recv() {
                             Ok(next) => finished.push(next),
                             Err(_) => break,

@@ -72,6 +72,12 @@ pub(crate) trait Frontier {
         room: usize,
     ) -> impl Future<Output = Result<Leased<Self::Lease>, EngineError>>;
 
+    /// The most finished pages [`Frontier::complete`] takes at once: more
+    /// than one only where completing together saves work (a shared worker
+    /// leases their slots with one call), since the loop leases again only
+    /// after the call.
+    fn complete_together(&self) -> usize;
+
     /// Completes finished pages, in order. Returns how many of them were put
     /// back in the frontier to be fetched again (they do not count towards
     /// `--max-pages` twice).
@@ -108,7 +114,8 @@ pub(crate) trait Frontier {
     fn idle_outcome(&self) -> RunOutcome;
 
     /// A function that makes calls under way stop waiting for an absent
-    /// backend; called at Ctrl-C, while such a call may be under way.
+    /// backend; called at Ctrl-C, while such a call may be under way. Taken
+    /// once per run.
     fn stopper(&self) -> Box<dyn Fn()>;
 
     /// How long a call that Ctrl-C interrupted is given to end (`None`: as long

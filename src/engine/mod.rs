@@ -19,7 +19,6 @@ pub(crate) mod frontier;
 pub mod sink;
 pub mod worker;
 
-pub use crawl::COMPLETE_TOGETHER;
 pub use embedded::politeness;
 
 use std::future::Future;
@@ -270,7 +269,7 @@ pub fn check_seeds(seeds: &[String]) -> Result<(), EngineError> {
 
 /// This process's peak resident memory so far, in KiB (`VmHWM` of
 /// /proc/self/status); `None` where there is no such file.
-fn peak_rss_kib() -> Option<u64> {
+pub(crate) fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()

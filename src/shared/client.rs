@@ -40,11 +40,14 @@ mod cycles;
 mod declared;
 mod link;
 mod pages;
+mod policy;
 mod records;
 mod server;
 
-pub use cycles::{CrawlState, CycleKind};
-pub use pages::{Completed, DueChange, NewRequest, PageCompletion};
+pub use cycles::{CrawlState, CycleKind, CycleQueued};
+pub use pages::{Completed, DueChange, NewRequest, PageCompletion, Queued};
+pub use policy::Move;
+pub use records::Seeded;
 
 /// How a shared crawl failed.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +193,7 @@ struct Scripts {
     renew: CrawlScript,
     release: CrawlScript,
     complete: CrawlScript,
+    policy: CrawlScript,
     links: CrawlScript,
 }
 
@@ -220,6 +224,7 @@ impl Scripts {
         Scripts {
             seeds: script!("seeds.lua", &["seeded"]),
             unpark: script!("unpark.lua", &["parkedhosts"]),
+            policy: script!("policy.lua", &["pages", "due"]),
             cycle: script!("cycle.lua", &["seeded", "due"]),
             lease: script!("lease.lua", &["pages"]),
             renew: script!("renew.lua", &["workers", "alive", "done"]),

@@ -160,3 +160,116 @@ fn serve_shows_the_recent_errors(mode: Mode) {
         "{mode:?}: {refused}"
     );
 }
+
+/// The same site and flags crawled on each frontier give the same items and
+/// the same run counters, in a first run and in a second that revisits every
+/// page: a page of links, a redirect, a page that answers 404 and one 500, a
+/// disallowed path and a sitemap robots.txt names.
+#[test]
+fn the_same_site_gives_the_same_items_and_counters_in_both_modes() {
+    let server = TestServer::start(handler(|request| match request.path() {
+        "/robots.txt" => {
+            let host = request.header("host").unwrap_or_default();
+            TestResponse::ok(format!(
+                "User-agent: *\nDisallow: /private\nSitemap: http://{host}/sitemap.xml\n"
+            ))
+            .header("content-type", "text/plain")
+        }
+        "/sitemap.xml" => {
+            let host = request.header("host").unwrap_or_default();
+            TestResponse::ok(format!(
+                "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+                 <url><loc>http://{host}/from-sitemap</loc></url></urlset>"
+            ))
+            .header("content-type", "application/xml")
+        }
+        "/" => TestResponse::html(
+            "<title>home</title><a href=/a>a</a><a href=/b>b</a><a href=/moved>m</a>\
+             <a href=/missing>x</a><a href=/broken>y</a><a href=/private/p>p</a>",
+        ),
+        "/moved" => TestResponse::redirect(301, "/c"),
+        "/missing" => TestResponse::not_found(),
+        "/broken" => TestResponse::status(500),
+        path => TestResponse::html(format!("<title>{path}</title><a href=/>home</a>")),
+    }));
+    let seed = server.url("/");
+    let args = [seed.as_str(), "--retries", "0"];
+    let mut seen = Vec::new();
+    for mode in [Mode::Embedded, Mode::Shared] {
+        let Some(crawler) = Crawler::start(mode, "parity") else {
+            return;
+        };
+        crawler.crawl_ok(&args);
+        crawler.crawl_ok(&[seed.as_str(), "--retries", "0", "--revisit-after", "0"]);
+        let mut items: Vec<(String, String)> = crawler
+            .items()
+            .iter()
+            .map(|item| {
+                (
+                    crate::support::cli::item_path(item),
+                    item["title"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        items.sort();
+        let runs = crawler.runs();
+        assert_eq!(runs.len(), 2, "{mode:?}: {runs:?}");
+        let counters: Vec<std::collections::BTreeMap<String, u64>> = runs
+            .iter()
+            .map(|run| {
+                run["counters"]
+                    .as_object()
+                    .map(|counters| {
+                        counters
+                            .iter()
+                            .map(|(name, n)| (name.clone(), n.as_u64().unwrap_or(0)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        seen.push((mode, items, counters));
+    }
+    let (_, embedded_items, embedded_runs) = &seen[0];
+    let (_, shared_items, shared_runs) = &seen[1];
+    assert_eq!(embedded_items, shared_items, "the same items");
+    assert!(
+        embedded_items
+            .iter()
+            .any(|(path, _)| path == "/from-sitemap"),
+        "{embedded_items:?}"
+    );
+    for (run, (embedded, shared)) in embedded_runs.iter().zip(shared_runs).enumerate() {
+        same_counters(run + 1, embedded, shared);
+    }
+}
+
+/// Asserts that run `run`'s counters are the same in both modes.
+fn same_counters(
+    run: usize,
+    embedded: &std::collections::BTreeMap<String, u64>,
+    shared: &std::collections::BTreeMap<String, u64>,
+) {
+    let names: std::collections::BTreeSet<&String> = embedded.keys().chain(shared.keys()).collect();
+    // Measured, not counted: present in both.
+    let measured = "memory/peak_rss_kib";
+    let differ: Vec<String> = names
+        .into_iter()
+        .filter(|name| match name.as_str() {
+            name if name == measured => !(embedded.contains_key(name) && shared.contains_key(name)),
+            _ => embedded.get(*name) != shared.get(*name),
+        })
+        .map(|name| {
+            format!(
+                "{name}: embedded {:?}, shared {:?}",
+                embedded.get(name),
+                shared.get(name)
+            )
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "run {run}'s counters differ:\n{}",
+        differ.join("\n")
+    );
+}

@@ -132,7 +132,10 @@ fn seeds_left_unstored_between_chunks_are_stored_by_the_next_worker() {
         assert_eq!(joined.version, 1);
         let shared = Shared::connect(&target, 32).await.expect("connect");
         let first: Vec<NewRequest> = urls[..SCRIPT_CHUNK].iter().map(|u| seed(u)).collect();
-        assert_eq!(shared.add_seeds(&first).await.unwrap(), SCRIPT_CHUNK as u64);
+        assert_eq!(
+            shared.add_seeds(&first).await.unwrap().queued,
+            SCRIPT_CHUNK as u64
+        );
     });
     let mut crawl = Crawl::new(&redis.url(), "chunks");
     crawl.spawn(&WORKER_OPTIONS);
@@ -178,7 +181,11 @@ fn a_cycle_start_cut_between_seed_chunks_is_completed_by_the_next_worker() {
             .iter()
             .map(|u| (CycleKind::Seed, seed(u)))
             .collect();
-        let queued = shared.queue_cycle(1, true, &first).await.unwrap();
+        let queued = shared
+            .queue_cycle(1, true, &first)
+            .await
+            .unwrap()
+            .map(|q| q.queued);
         assert_eq!(
             queued,
             Some(SCRIPT_CHUNK as u64),
@@ -222,7 +229,7 @@ fn no_script_call_carries_more_than_one_chunk() {
         let seeds: Vec<NewRequest> = (0..N)
             .map(|i| seed(&format!("http://a.test/s/{i}")))
             .collect();
-        assert_eq!(shared.add_seeds(&seeds).await.unwrap(), N as u64);
+        assert_eq!(shared.add_seeds(&seeds).await.unwrap().queued, N as u64);
         let lease = shared.lease("w", 1, Duration::from_secs(60)).await.unwrap();
         let token = lease.leases[0].token;
         let links: Vec<NewRequest> = (0..N)
@@ -240,10 +247,11 @@ fn no_script_call_carries_more_than_one_chunk() {
         let done = shared.complete("w", &page).await.unwrap();
         assert_eq!(
             done,
-            legcrawl::shared::client::Completed::Done {
+            legcrawl::shared::client::Completed::Done(legcrawl::shared::client::Queued {
                 queued: N as u64,
-                filtered: 0
-            }
+                filtered: 0,
+                unique: N as u64,
+            })
         );
         let cycle: Vec<(CycleKind, NewRequest)> =
             seeds.into_iter().map(|s| (CycleKind::Seed, s)).collect();

@@ -530,7 +530,7 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
         let earlier = SharedTarget::new(&server.url(), "earlier").expect("target");
         let seeded = Shared::connect(&earlier, 4).await.expect("connect");
         let seed = request("http://a.test/", Duration::from_secs(5));
-        assert_eq!(seeded.add_seeds(&[seed]).await.unwrap(), 1);
+        assert_eq!(seeded.add_seeds(&[seed]).await.unwrap().queued, 1);
         let run = CrawlConfig {
             seeds: vec!["http://a.test/0".into()],
             ..CrawlConfig::default()
@@ -560,7 +560,7 @@ fn job_versions_are_compare_and_set_and_their_politeness_is_the_crawls() {
         let seeds: Vec<NewRequest> = (0..3)
             .map(|i| request(&format!("http://a.test/{i}"), Duration::from_secs(5)))
             .collect();
-        assert_eq!(old.add_seeds(&seeds).await.unwrap(), 3);
+        assert_eq!(old.add_seeds(&seeds).await.unwrap().queued, 3);
         // `old` connected with --per-host 4: the job's 1 holds, and its delay.
         let ttl = Duration::from_secs(30);
         let first = old.lease("w1", 8, ttl).await.unwrap();

@@ -61,7 +61,10 @@ fn a_completion_whose_lease_expired_and_was_leased_again_writes_nothing() {
         );
         let done = shared.complete("w2", &page(new, "fresh")).await.unwrap();
         assert!(
-            matches!(done, Completed::Done { queued: 1, .. }),
+            matches!(
+                done,
+                Completed::Done(legcrawl::shared::client::Queued { queued: 1, .. })
+            ),
             "{done:?}"
         );
         // The same completion again (its answer lost): recognised, not redone.
@@ -97,8 +100,12 @@ fn a_returned_lease_goes_back_to_its_place_and_per_host_limits_hold_across_worke
             .map(|i| seed(&format!("http://a.test/{i}")))
             .chain([seed("http://b.test/")])
             .collect();
-        assert_eq!(shared.add_seeds(&seeds).await.unwrap(), 4);
-        assert_eq!(shared.add_seeds(&seeds).await.unwrap(), 0, "idempotent");
+        assert_eq!(shared.add_seeds(&seeds).await.unwrap().queued, 4);
+        assert_eq!(
+            shared.add_seeds(&seeds).await.unwrap().queued,
+            0,
+            "idempotent"
+        );
         let ttl = Duration::from_secs(30);
         let w1 = shared.lease("w1", 8, ttl).await.unwrap();
         let mut urls: Vec<&str> = w1.leases.iter().map(|l| l.request.url.as_str()).collect();
@@ -179,11 +186,11 @@ fn links_found_by_several_pages_are_queued_once() {
                 ..PageCompletion::default()
             };
             match shared.complete("w", &page).await.unwrap() {
-                Completed::Done {
+                Completed::Done(legcrawl::shared::client::Queued {
                     queued: q,
                     filtered: f,
                     ..
-                } => {
+                }) => {
                     queued += q;
                     filtered += f;
                 }
@@ -214,12 +221,20 @@ fn a_part_of_a_pages_links_is_queued_only_under_a_live_lease_and_once() {
                 .collect()
         };
         assert_eq!(
-            shared.queue_links("w1", old, &part()).await.unwrap(),
+            shared
+                .queue_links("w1", old, &part())
+                .await
+                .unwrap()
+                .map(|q| (q.queued, q.filtered)),
             Some((3, 0))
         );
         // Sent again (its answer lost): found in the seen set.
         assert_eq!(
-            shared.queue_links("w1", old, &part()).await.unwrap(),
+            shared
+                .queue_links("w1", old, &part())
+                .await
+                .unwrap()
+                .map(|q| (q.queued, q.filtered)),
             Some((0, 3))
         );
         // Another worker cannot queue under w1's lease.
@@ -287,7 +302,7 @@ fn the_queue_leases_higher_priorities_first_fifo_within_one_and_returned_leases_
         };
         assert!(matches!(
             shared.complete("w", &done).await.unwrap(),
-            Completed::Done { queued: 7, .. }
+            Completed::Done(legcrawl::shared::client::Queued { queued: 7, .. })
         ));
         let order = [
             "http://o.test/b5",
@@ -357,11 +372,19 @@ fn the_seen_set_splits_its_buckets_and_keeps_every_fingerprint() {
             .map(|i| request(&format!("http://s.test/{i}"), Duration::ZERO))
             .collect();
         assert_eq!(
-            shared.queue_links("w", token, &links).await.unwrap(),
+            shared
+                .queue_links("w", token, &links)
+                .await
+                .unwrap()
+                .map(|q| (q.queued, q.filtered)),
             Some((N as u64, 0))
         );
         assert_eq!(
-            shared.queue_links("w", token, &links).await.unwrap(),
+            shared
+                .queue_links("w", token, &links)
+                .await
+                .unwrap()
+                .map(|q| (q.queued, q.filtered)),
             Some((0, N as u64)),
             "every fingerprint is found again"
         );
@@ -426,7 +449,7 @@ fn a_parked_queue_comes_back_ahead_of_what_was_queued_since() {
             .chain((1..=6).map(|i| seed(&format!("http://z.test/{i}"))))
             .chain([seed("http://y.test/")])
             .collect();
-        assert_eq!(shared.add_seeds(&seeds).await.unwrap(), 11);
+        assert_eq!(shared.add_seeds(&seeds).await.unwrap().queued, 11);
         let ttl = Duration::from_secs(30);
         let leased = shared.lease("w", 16, ttl).await.unwrap();
         assert_eq!(leased.leases.len(), 7, "three of x, three of z, y");
@@ -464,7 +487,7 @@ fn a_parked_queue_comes_back_ahead_of_what_was_queued_since() {
         };
         assert!(matches!(
             shared.complete("w", &page).await.unwrap(),
-            Completed::Done { queued: 4, .. }
+            Completed::Done(legcrawl::shared::client::Queued { queued: 4, .. })
         ));
         assert_eq!(shared.unpark().await.unwrap(), 4, "x/4 and z/4 to z/6");
         let summary = shared.summary().await.unwrap();

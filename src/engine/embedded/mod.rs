@@ -364,6 +364,11 @@ impl Frontier for Embedded<'_> {
         })
     }
 
+    fn complete_together(&self) -> usize {
+        // A page at a time, leasing in between: group commit already batches.
+        1
+    }
+
     async fn complete(&mut self, finished: Vec<(Lease, PageResult)>) -> Result<u64, EngineError> {
         let mut put_back = 0;
         for (lease, result) in finished {

@@ -7,8 +7,9 @@ use super::new_request;
 use crate::config::CrawlConfig;
 use crate::engine::EngineError;
 use crate::request::Request;
+use crate::revisit::Schedule;
 use crate::shared::Shared;
-use crate::shared::client::{CycleKind, NewRequest};
+use crate::shared::client::{CycleKind, CycleQueued, Move, NewRequest};
 use crate::store::records::unix_now;
 
 /// Due pages are read in chunks of this many (and queued
@@ -22,19 +23,24 @@ const CYCLE_CHUNK: usize = 1000;
 /// that starts sends every seed again (the cycle script skips those already
 /// queued) before it says the cycle is seeded. A worker joining a running
 /// cycle then queues what of it is still due (a worker that started it may
-/// have died between chunks); the due index makes that idempotent.
+/// have died between chunks); the due index makes that idempotent. A new
+/// cycle first makes the due index follow the revisit policy in force.
 pub(super) async fn begin_cycle(
     shared: &Shared,
     config: &CrawlConfig,
+    schedule: &Schedule,
     given: &[NewRequest],
-) -> Result<(), EngineError> {
+) -> Result<CycleStart, EngineError> {
     let state = shared.state().await?;
+    let mut start = CycleStart::default();
     if !state.exists {
-        return Ok(());
+        return Ok(start);
     }
     let drained = state.frontier == 0 && state.live == 0;
+    if drained {
+        start.rescheduled = follow_revisit_policy(shared, schedule).await?;
+    }
     let mut cycle = state.cycle;
-    let mut queued = 0;
     if drained || state.seeding {
         let mut urls: Vec<String> = shared.seeds().await?;
         urls.extend(given.iter().map(|g| g.request.url.clone()));
@@ -49,11 +55,12 @@ pub(super) async fn begin_cycle(
             })
             .collect();
         match shared.queue_cycle(cycle, drained, &seeds).await? {
-            Some(n) => queued += n,
+            Some(n) => start.queued = start.queued.and(n),
             // Another worker started the cycle, or it moved on: join it.
-            None => return Ok(()),
+            None => return Ok(start),
         }
         if drained {
+            start.started = true;
             cycle += 1;
             tracing::info!(cycle, "new cycle: seeds and due pages queued again");
         }
@@ -90,7 +97,7 @@ pub(super) async fn begin_cycle(
         // progress and the loop ends.
         if !requests.is_empty() {
             match shared.queue_cycle(cycle, false, &requests).await? {
-                Some(n) => queued += n,
+                Some(n) => start.queued = start.queued.and(n),
                 // The cycle moved on: nothing of this one is left to queue.
                 None => break,
             }
@@ -99,8 +106,63 @@ pub(super) async fn begin_cycle(
             break;
         }
     }
-    if queued > 0 {
-        tracing::info!(queued, "queued for this cycle");
+    if start.queued.queued > 0 {
+        tracing::info!(queued = start.queued.queued, "queued for this cycle");
     }
-    Ok(())
+    Ok(start)
+}
+
+/// What [`begin_cycle`] did.
+#[derive(Debug, Default)]
+pub(super) struct CycleStart {
+    /// This worker started a new cycle.
+    pub started: bool,
+    /// What it queued for the cycle.
+    pub queued: CycleQueued,
+    /// Pages whose due time it moved to follow a new revisit policy.
+    pub rescheduled: u64,
+}
+
+/// When the revisit policy in force is not the one the stored due times
+/// follow, every page's due time is worked out again under it (a page that
+/// is queued now is left alone), as the embedded state does; the policy is
+/// noted once every record was visited, so a worker killed midway leaves the
+/// rest to the next. Returns the pages moved.
+async fn follow_revisit_policy(shared: &Shared, schedule: &Schedule) -> Result<u64, EngineError> {
+    let policy = schedule.describe();
+    if shared.revisit_policy().await?.as_deref() == Some(policy.as_str()) {
+        return Ok(0);
+    }
+    let (mut cursor, mut moved) = (0, 0);
+    // Bounded: the cursor comes back to 0 after one pass over the records.
+    loop {
+        let (next, pages) = shared.scan_pages(cursor).await?;
+        let moves: Vec<Move> = pages
+            .into_iter()
+            .filter_map(|(fingerprint, read, mut record)| {
+                let due = schedule.due(&record);
+                (due != record.next_due).then(|| {
+                    record.next_due = due;
+                    Move {
+                        fingerprint,
+                        read,
+                        record,
+                    }
+                })
+            })
+            .collect();
+        moved += shared.reschedule(&moves).await?;
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    shared.set_revisit_policy(&policy).await?;
+    if moved > 0 {
+        tracing::info!(
+            pages = moved,
+            "the revisit policy changed: due times follow the new one"
+        );
+    }
+    Ok(moved)
 }

@@ -14,7 +14,9 @@ use crate::page::record::{PageEnd, PageWrite, page_write};
 use crate::page::sitemaps::from_robots;
 use crate::request::Request;
 use crate::robots::RobotsRecord;
-use crate::shared::client::{Completed, DueChange, NewRequest, PageCompletion, SharedLease};
+use crate::shared::client::{
+    Completed, DueChange, NewRequest, PageCompletion, Queued, SharedLease,
+};
 
 /// A finished page made ready for its completion script.
 struct Ready {
@@ -22,6 +24,9 @@ struct Ready {
     completion: PageCompletion,
     /// The robots.txt answers whose sitemaps it queues.
     robots: Vec<RobotsRecord>,
+    /// Those sitemaps, queued under the page's lease ahead of it (counted
+    /// apart, as the embedded state counts them).
+    sitemaps: Vec<NewRequest>,
     /// Its WARC records.
     archived: Vec<u8>,
 }
@@ -83,7 +88,7 @@ impl Worker {
             serde_json::to_string(&row).unwrap_or_default()
         });
         let PageResult {
-            mut requests,
+            requests,
             mut items,
             mut counters,
             seen,
@@ -143,10 +148,11 @@ impl Worker {
                 warc.robots(exchanges);
             }
         }
+        let mut sitemaps = Vec::new();
         if self.active.config.sitemaps {
             let agent = &self.active.config.user_agent;
             for record in &robots {
-                requests.extend(from_robots(
+                sitemaps.extend(from_robots(
                     record,
                     agent,
                     &self.active.scope,
@@ -154,6 +160,7 @@ impl Worker {
                 ));
             }
         }
+        let sitemaps = self.accept(sitemaps, false, &mut counters).await?;
         let accepted = self.accept(requests, redirect, &mut counters).await?;
         let items: Vec<String> = items
             .iter()
@@ -178,6 +185,7 @@ impl Worker {
             lease,
             completion,
             robots,
+            sitemaps,
             archived,
         })
     }
@@ -190,17 +198,27 @@ impl Worker {
             lease,
             mut completion,
             robots,
+            sitemaps,
             ..
         } = page;
+        if !sitemaps.is_empty()
+            && let Some(queued) = self
+                .shared
+                .queue_links(&self.id, lease.token, &sitemaps)
+                .await?
+        {
+            self.count_queued(queued);
+            self.count("sitemap/robots_queued", queued.queued);
+        }
         completion.warc = self.warc.as_ref().and_then(WorkerWarc::mark);
         let answer = self.shared.complete(&self.id, &completion).await?;
         self.held.remove(&lease.token);
         match answer {
-            Completed::Done { queued, filtered } => {
+            Completed::Done(queued) => {
                 if let Some(warc) = &mut self.warc {
                     warc.committed();
                 }
-                self.tally(&completion, queued, filtered);
+                self.tally(&completion, queued);
                 if let Some(output) = &mut self.output {
                     output.append(&completion.items)?;
                 }
@@ -210,7 +228,7 @@ impl Worker {
                 if let Some(warc) = &mut self.warc {
                     warc.committed();
                 }
-                self.tally(&completion, 0, 0);
+                self.tally(&completion, Queued::default());
                 if let Some(output) = &mut self.output {
                     output.catch_up(&self.shared).await?;
                 }
@@ -244,11 +262,8 @@ impl Worker {
         } = part;
         let mut counters = Vec::new();
         let accepted = self.accept(requests, false, &mut counters).await?;
-        if let Some((queued, filtered)) =
-            self.shared.queue_links(&self.id, lease, &accepted).await?
-        {
-            *self.counters.entry("frontier/enqueued").or_default() += queued;
-            *self.counters.entry("dupefilter/filtered").or_default() += filtered;
+        if let Some(queued) = self.shared.queue_links(&self.id, lease, &accepted).await? {
+            self.count_queued(queued);
         }
         // The task is gone only if it was aborted; its page then goes back.
         // (A shared crawl makes no revisits from a part: nothing comes back.)
@@ -284,13 +299,12 @@ impl Worker {
             .collect())
     }
 
-    fn tally(&mut self, completion: &PageCompletion, queued: u64, filtered: u64) {
+    fn tally(&mut self, completion: &PageCompletion, queued: Queued) {
         for (name, by) in &completion.counters {
             *self.counters.entry(name).or_default() += by;
         }
-        *self.counters.entry("items/stored").or_default() += completion.items.len() as u64;
-        *self.counters.entry("pages/completed").or_default() += 1;
-        *self.counters.entry("frontier/enqueued").or_default() += queued;
-        *self.counters.entry("dupefilter/filtered").or_default() += filtered;
+        self.count("items/stored", completion.items.len() as u64);
+        self.count("pages/completed", 1);
+        self.count_queued(queued);
     }
 }

@@ -32,6 +32,31 @@ pub enum CycleKind {
     Due,
 }
 
+/// What calls of the cycle script queued.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CycleQueued {
+    /// Requests queued.
+    pub queued: u64,
+    /// Of them, seeds.
+    pub seeds: u64,
+    /// Of them, pages due again.
+    pub due: u64,
+    /// Fingerprints new to the seen set (seeds new to the crawl).
+    pub unique: u64,
+}
+
+impl CycleQueued {
+    /// This and `other` together.
+    pub fn and(self, other: CycleQueued) -> CycleQueued {
+        CycleQueued {
+            queued: self.queued + other.queued,
+            seeds: self.seeds + other.seeds,
+            due: self.due + other.due,
+            unique: self.unique + other.unique,
+        }
+    }
+}
+
 impl Shared {
     /// The crawl's cycle, and whether it is drained.
     pub async fn state(&self) -> Result<CrawlState, SharedError> {
@@ -105,8 +130,8 @@ impl Shared {
         cycle: u64,
         start: bool,
         requests: &[(CycleKind, NewRequest)],
-    ) -> Result<Option<u64>, SharedError> {
-        let (mut cycle, mut start, mut total) = (cycle, start, 0);
+    ) -> Result<Option<CycleQueued>, SharedError> {
+        let (mut cycle, mut start, mut total) = (cycle, start, CycleQueued::default());
         let mut chunks: Vec<&[(CycleKind, NewRequest)]> = requests.chunks(SCRIPT_CHUNK).collect();
         if chunks.is_empty() {
             chunks.push(&[]);
@@ -114,7 +139,7 @@ impl Shared {
         for (i, chunk) in chunks.into_iter().enumerate() {
             let mode: &[u8] = if start { b"start" } else { b"more" };
             match self.cycle_call(cycle, mode, chunk).await? {
-                Some(n) => total += n,
+                Some(n) => total = total.and(n),
                 None if i == 0 => return Ok(None),
                 None => break,
             }
@@ -136,7 +161,7 @@ impl Shared {
         cycle: u64,
         mode: &[u8],
         requests: &[(CycleKind, NewRequest)],
-    ) -> Result<Option<u64>, SharedError> {
+    ) -> Result<Option<CycleQueued>, SharedError> {
         let mut args = vec![
             cycle.to_string().into_bytes(),
             mode.to_vec(),
@@ -158,7 +183,19 @@ impl Shared {
         let value = self
             .script("queueing a cycle", |s| &s.cycle, &[], &args)
             .await?;
-        let n = int(&value).ok_or_else(|| self.corrupt("the cycle script's answer"))?;
-        Ok(u64::try_from(n).ok())
+        if int(&value) == Some(-1) {
+            return Ok(None);
+        }
+        let parts = array(&value).unwrap_or(&[]);
+        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+        match (number(0), number(1), number(2), number(3)) {
+            (Some(queued), Some(seeds), Some(due), Some(unique)) => Ok(Some(CycleQueued {
+                queued,
+                seeds,
+                due,
+                unique,
+            })),
+            _ => Err(self.corrupt("the cycle script's answer")),
+        }
     }
 }

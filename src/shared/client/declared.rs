@@ -16,6 +16,7 @@ fn call_sites(s: &Scripts) -> Vec<(&'static str, &CrawlScript, bool)> {
     vec![
         ("seeds", &s.seeds, false),
         ("unpark", &s.unpark, false),
+        ("policy", &s.policy, false),
         ("cycle", &s.cycle, false),
         ("lease", &s.lease, false),
         ("renew", &s.renew, true),

@@ -65,16 +65,43 @@ pub struct NewRequest {
     pub delay: Duration,
 }
 
+/// What a script did with the requests it was given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Queued {
+    /// Requests queued.
+    pub queued: u64,
+    /// Requests dropped as already seen.
+    pub filtered: u64,
+    /// Fingerprints new to the seen set.
+    pub unique: u64,
+}
+
+impl Queued {
+    /// This and `other` together.
+    pub fn and(self, other: Queued) -> Queued {
+        Queued {
+            queued: self.queued + other.queued,
+            filtered: self.filtered + other.filtered,
+            unique: self.unique + other.unique,
+        }
+    }
+
+    /// The counts at `parts[from..from + 3]` of a script's answer.
+    fn read(parts: &[redis::Value], from: usize) -> Option<Queued> {
+        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+        Some(Queued {
+            queued: number(from)?,
+            filtered: number(from + 1)?,
+            unique: number(from + 2)?,
+        })
+    }
+}
+
 /// What the completion script did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Completed {
-    /// Committed: requests queued, duplicates filtered.
-    Done {
-        /// New requests queued.
-        queued: u64,
-        /// Requests dropped as already seen.
-        filtered: u64,
-    },
+    /// Committed: what became of the page's new requests.
+    Done(Queued),
     /// This lease was completed already (a retry after a lost reply).
     Already,
     /// The lease had expired and was reclaimed: nothing was written.
@@ -110,25 +137,19 @@ impl Shared {
         worker: &str,
         page: &PageCompletion,
     ) -> Result<Completed, SharedError> {
-        let (mut queued, mut filtered) = (0, 0);
+        let mut done = Queued::default();
         let last = page.requests.len().saturating_sub(1) / SCRIPT_CHUNK * SCRIPT_CHUNK;
         let (ahead, rest) = page.requests.split_at(last);
         for chunk in ahead.chunks(SCRIPT_CHUNK) {
             match self.links_call(worker, page.token, chunk).await? {
-                Some((q, f)) => (queued, filtered) = (queued + q, filtered + f),
+                Some(part) => done = done.and(part),
                 // The lease is gone: the completion says why (stale, or
                 // completed already by an attempt whose answer was lost).
                 None => break,
             }
         }
         Ok(match self.complete_call(worker, page, rest).await? {
-            Completed::Done {
-                queued: q,
-                filtered: f,
-            } => Completed::Done {
-                queued: queued + q,
-                filtered: filtered + f,
-            },
+            Completed::Done(last) => Completed::Done(done.and(last)),
             other => other,
         })
     }
@@ -186,35 +207,31 @@ impl Shared {
         match parts.first().and_then(int) {
             Some(0) => Ok(Completed::Stale),
             Some(1) => Ok(Completed::Already),
-            Some(2) => {
-                let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
-                let (Some(queued), Some(filtered)) = (number(1), number(2)) else {
-                    return Err(self.corrupt("the completion script's answer"));
-                };
-                Ok(Completed::Done { queued, filtered })
-            }
+            Some(2) => Queued::read(parts, 1)
+                .map(Completed::Done)
+                .ok_or_else(|| self.corrupt("the completion script's answer")),
             _ => Err(self.corrupt("the completion script's answer")),
         }
     }
 
     /// Queues a part of the links of a page `worker` holds leased as `token`,
     /// ahead of its completion (see `lua/links.lua`), [`SCRIPT_CHUNK`] per
-    /// call: `Some((queued, filtered))`, or `None` when the lease is no
-    /// longer this worker's (nothing more is written).
+    /// call: what became of them, or `None` when the lease is no longer this
+    /// worker's (nothing more is written).
     pub async fn queue_links(
         &self,
         worker: &str,
         token: u64,
         requests: &[NewRequest],
-    ) -> Result<Option<(u64, u64)>, SharedError> {
-        let (mut queued, mut filtered) = (0, 0);
+    ) -> Result<Option<Queued>, SharedError> {
+        let mut done = Queued::default();
         for chunk in requests.chunks(SCRIPT_CHUNK) {
             match self.links_call(worker, token, chunk).await? {
-                Some((q, f)) => (queued, filtered) = (queued + q, filtered + f),
+                Some(part) => done = done.and(part),
                 None => return Ok(None),
             }
         }
-        Ok(Some((queued, filtered)))
+        Ok(Some(done))
     }
 
     /// One call of `lua/links.lua`.
@@ -223,7 +240,7 @@ impl Shared {
         worker: &str,
         token: u64,
         requests: &[NewRequest],
-    ) -> Result<Option<(u64, u64)>, SharedError> {
+    ) -> Result<Option<Queued>, SharedError> {
         let mut args = vec![worker.as_bytes().to_vec(), token.to_string().into_bytes()];
         push_requests(&mut args, requests);
         let value = self
@@ -236,13 +253,9 @@ impl Shared {
             .await?;
         let corrupt = || self.corrupt("the links script's answer");
         let parts = array(&value).ok_or_else(corrupt)?;
-        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
-        match number(0) {
+        match parts.first().and_then(int) {
             Some(0) => Ok(None),
-            Some(2) => match (number(1), number(2)) {
-                (Some(queued), Some(filtered)) => Ok(Some((queued, filtered))),
-                _ => Err(corrupt()),
-            },
+            Some(2) => Queued::read(parts, 1).map(Some).ok_or_else(corrupt),
             _ => Err(corrupt()),
         }
     }

@@ -3,18 +3,29 @@
 //! answers, WARC marks and worker runs.
 
 use super::pages::NewRequest;
-use super::{SCRIPT_CHUNK, Shared, SharedError, encode_request, int, millis};
+use super::{SCRIPT_CHUNK, Shared, SharedError, array, encode_request, int, millis};
 use crate::robots::RobotsRecord;
 use crate::store::PageRecord;
 use crate::store::records::unix_now;
 
+/// What storing seeds did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seeded {
+    /// Seeds new to the crawl, queued.
+    pub queued: u64,
+    /// Of their fingerprints, those new to the seen set.
+    pub unique: u64,
+    /// True when these calls made the crawl: its first cycle started.
+    pub created: bool,
+}
+
 impl Shared {
     /// Stores seeds (idempotent: a seed already stored is not queued again),
-    /// [`SCRIPT_CHUNK`] per call; returns how many were new. A worker killed
+    /// [`SCRIPT_CHUNK`] per call; says what it did ([`Seeded`]). A worker killed
     /// between two calls leaves the first chunks stored; the next worker's
     /// call brings the rest (the job lists every seed).
-    pub async fn add_seeds(&self, seeds: &[NewRequest]) -> Result<u64, SharedError> {
-        let mut added = 0;
+    pub async fn add_seeds(&self, seeds: &[NewRequest]) -> Result<Seeded, SharedError> {
+        let mut added = Seeded::default();
         for chunk in seeds.chunks(SCRIPT_CHUNK) {
             let mut args = vec![chunk.len().to_string().into_bytes()];
             for seed in chunk {
@@ -29,9 +40,15 @@ impl Shared {
             let value = self
                 .script("storing the seeds", |s| &s.seeds, &[], &args)
                 .await?;
-            added += int(&value)
-                .map(|n| n.max(0) as u64)
-                .ok_or_else(|| self.corrupt("the seeds script's answer"))?;
+            let parts = array(&value).unwrap_or(&[]);
+            let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+            let (Some(queued), Some(unique), Some(created)) = (number(0), number(1), number(2))
+            else {
+                return Err(self.corrupt("the seeds script's answer"));
+            };
+            added.queued += queued;
+            added.unique += unique;
+            added.created |= created == 1;
         }
         Ok(added)
     }

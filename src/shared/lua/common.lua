@@ -385,9 +385,10 @@ end
 -- Queues the requests listed from ARGV[at] on (a count, then per request: host,
 -- priority, dont_filter 0/1, fingerprint, request, host delay ms): each passes
 -- the seen set unless it bypasses it. Counts them; returns how many were
--- queued and filtered, and the set of hosts whose queues grew.
+-- queued, filtered and new to the seen set, and the set of hosts whose queues
+-- grew.
 local function queue_requests(at)
-  local queued, filtered = 0, 0
+  local queued, filtered, unique = 0, 0, 0
   local touched = {}
   local requests = tonumber(ARGV[at])
   for i = 0, requests - 1 do
@@ -395,6 +396,9 @@ local function queue_requests(at)
     local rhost, priority, dont_filter, fp, body, delay =
       ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5]
     local new = seen_add(fp)
+    if new then
+      unique = unique + 1
+    end
     if new or dont_filter == '1' then
       push(rhost, priority, fp, body, delay)
       touched[rhost] = true
@@ -405,5 +409,6 @@ local function queue_requests(at)
   end
   count('frontier/enqueued', queued)
   count('dupefilter/filtered', filtered)
-  return queued, filtered, touched
+  count('seen/unique', unique)
+  return queued, filtered, unique, touched
 end

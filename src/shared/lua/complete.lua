@@ -18,7 +18,8 @@
 -- fingerprint, request, host delay ms).
 --
 -- Returns {1} when this lease was already completed (a retry after a lost
--- reply), {0} when it is gone, {2, queued, filtered} when done.
+-- reply), {0} when it is gone, {2, queued, filtered, unique} when done
+-- (unique: new to the seen set).
 local worker, token = ARGV[4], ARGV[5]
 local backoff, crawl_delay = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
@@ -74,7 +75,7 @@ end
 at = at + 1 + items
 count('items/stored', items)
 
-local queued, filtered, touched = queue_requests(at)
+local queued, filtered, unique, touched = queue_requests(at)
 
 if ARGV[9] ~= '' then
   redis.call('HSET', K('pages'), ARGV[8], ARGV[9])
@@ -108,4 +109,4 @@ touched[host] = true
 for h in pairs(touched) do
   refresh_host(h)
 end
-return {2, queued, filtered}
+return {2, queued, filtered, unique}

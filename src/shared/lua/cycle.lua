@@ -16,7 +16,8 @@
 -- set, and the next worker that starts sends every seed again: only those not
 -- in `seeded` are queued. A due page is queued only if it is still in the due
 -- index, which it leaves, so no page is queued twice however often this runs.
--- Returns -1 when the guard fails, else how many were queued.
+-- Returns -1 when the guard fails, else {queued, seeds, due pages, new to
+-- the seen set}.
 local cycle, mode, started = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local current = tonumber(redis.call('HGET', K('meta'), 'cycle') or '1')
 if mode == 'start' then
@@ -34,10 +35,10 @@ elseif current ~= cycle then
 elseif mode == 'seeded' then
   redis.call('HDEL', K('meta'), 'seeding')
   redis.call('UNLINK', K('seeded'))
-  return 0
+  return {0, 0, 0, 0}
 end
 local seeding = redis.call('HGET', K('meta'), 'seeding') == '1'
-local queued, seeds, due = 0, 0, 0
+local queued, seeds, due, unique = 0, 0, 0, 0
 local n = tonumber(ARGV[7])
 for i = 0, n - 1 do
   local at = 8 + i * 7
@@ -47,7 +48,9 @@ for i = 0, n - 1 do
   if kind == 's' then
     if seeding and redis.call('SADD', K('seeded'), fp) == 1 then
       redis.call('SADD', K('seeds'), url)
-      seen_add(fp)
+      if seen_add(fp) then
+        unique = unique + 1
+      end
       redis.call('ZREM', K('due'), fp)
       go = true
       seeds = seeds + 1
@@ -65,4 +68,5 @@ end
 count('revisit/seeds', seeds)
 count('revisit/due', due)
 count('frontier/enqueued', queued)
-return queued
+count('seen/unique', unique)
+return {queued, seeds, due, unique}

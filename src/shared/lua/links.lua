@@ -5,14 +5,14 @@
 -- fetched again, and its links with it. Sent twice (a retry after a lost
 -- reply), the links are found in the seen set the second time.
 --
--- Returns {0} when the lease is gone, {2, queued, filtered} when done.
+-- Returns {0} when the lease is gone, {2, queued, filtered, unique} when done.
 local worker, token = ARGV[4], ARGV[5]
 local owner = redis.call('HGET', K('lease:' .. token), 'worker')
 if owner ~= worker then
   return {0}
 end
-local queued, filtered, touched = queue_requests(6)
+local queued, filtered, unique, touched = queue_requests(6)
 for h in pairs(touched) do
   refresh_host(h)
 end
-return {2, queued, filtered}
+return {2, queued, filtered, unique}
