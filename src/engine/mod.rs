@@ -1,5 +1,5 @@
-//! The crawl: one loop ([`crawl`]) over a [`frontier::Frontier`], with two
-//! frontiers below it — the embedded state ([`embedded`], sled) and a shared
+//! The crawl: one loop (`crawl`) over a `frontier::Frontier`, with two
+//! frontiers below it — the embedded state (`embedded`, sled) and a shared
 //! crawl's Redis ([`worker`], over [`crate::shared`]) — and the same page
 //! processing ([`crate::page`]) for both. Used by `cli` (crawl), benches and
 //! tests.

@@ -65,8 +65,8 @@ pub struct RetryPolicy {
     pub keep: StatusSet,
     /// `--page-requisites`: a new or changed 2xx page also queues its
     /// requisites ([`crate::legs::requisites`]). Carried here, with the other
-    /// per-answer rules, because the embedded loop and the shared worker
-    /// both hand this policy to every page's task.
+    /// per-answer rules, because both frontiers' jobs hand this policy to
+    /// every page's task.
     pub page_requisites: bool,
 }
 

@@ -1,15 +1,16 @@
-//! One worker of a shared crawl: lease from Redis, fetch and process
-//! concurrently, complete each page with one script.
+//! One worker of a shared crawl: the Redis frontier of the one crawl loop
+//! (`engine::frontier::Frontier`, run by `engine::crawl`), each page
+//! completed with one script.
 //!
-//! The loop asks the lease script for as many requests as it has free slots;
-//! the script, not the worker, decides which hosts may start (the crawl's
-//! per-host limit and delay, on the server's clock). Each leased request runs
-//! the same page processing as the embedded crawl ([`crate::page`]: robots.txt,
-//! fetch, legs), and its result is completed at once: scope, credentials and
-//! the page record are worked out here as in the embedded loop, then the
-//! completion script checks the lease, appends the items, dedups and queues the
-//! new requests and writes the record, atomically. Leases are renewed every
-//! third of their TTL while their fetch runs.
+//! A lease asks the lease script for as many requests as the loop has free
+//! slots; the script, not the worker, decides which hosts may start (the
+//! crawl's per-host limit and delay, on the server's clock). The pages
+//! finished by then are completed together, each with the completion script:
+//! scope, credentials and the page record are worked out here
+//! ([`crate::page::accept`], `page::record`), then the script checks
+//! the lease, appends the items, dedups and queues the new requests and
+//! writes the record, atomically. The worker's events are lease renewal
+//! (every third of the TTL) and the job's version (every [`JOB_POLL`]).
 //!
 //! A worker ends when the crawl is drained (nothing queued and no live lease in
 //! Redis, of any worker: nothing can add requests any more), at `--max-pages`
