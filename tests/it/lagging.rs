@@ -1,7 +1,8 @@
 //! What the shared worker lagged behind the embedded crawl in, checked from
 //! one test body in both modes (the embedded state, and a shared crawl in a
 //! real `redis-server`): `--jitter` as the server sees the gaps, a redirect
-//! target fetched once per cycle, and serve's recent errors.
+//! target fetched once per cycle, serve's recent errors, a host parked for
+//! its robots.txt, and the same items and counters for the same site.
 
 use std::time::Duration;
 
@@ -272,4 +273,43 @@ fn same_counters(
         "run {run}'s counters differ:\n{}",
         differ.join("\n")
     );
+}
+
+#[test]
+fn a_host_whose_robots_keeps_failing_waits_for_the_next_run_embedded() {
+    a_host_whose_robots_keeps_failing_waits_for_the_next_run(Mode::Embedded);
+}
+
+#[test]
+fn a_host_whose_robots_keeps_failing_waits_for_the_next_run_shared() {
+    a_host_whose_robots_keeps_failing_waits_for_the_next_run(Mode::Shared);
+}
+
+/// robots.txt answers 500 every time: after three tries the host is parked
+/// for the run (its request kept for the next), the run ends by itself, and
+/// its counters say so the same way in both modes.
+fn a_host_whose_robots_keeps_failing_waits_for_the_next_run(mode: Mode) {
+    let server = TestServer::start(handler(|request| match request.path() {
+        "/robots.txt" => TestResponse::status(500),
+        _ => TestResponse::html("<title>page</title>"),
+    }));
+    let Some(crawler) = Crawler::start(mode, "parked") else {
+        return;
+    };
+    // No page limit: the run must end by itself, keeping the request for later.
+    let seed = server.url("/");
+    let out = crawler.crawl(&[seed.as_str(), "--robots-retry", "0.2"]);
+    assert!(out.status.code().is_some(), "{mode:?}: {out:?}");
+    assert_eq!(server.hits("/"), 0, "{mode:?}");
+    assert!(
+        (1..=3).contains(&server.hits("/robots.txt")),
+        "{mode:?}: robots.txt asked {} times",
+        server.hits("/robots.txt")
+    );
+    assert!(crawler.items().is_empty(), "{mode:?}");
+    let runs = crawler.runs();
+    assert_eq!(runs.len(), 1, "{mode:?}: {runs:?}");
+    let counters = &runs[0]["counters"];
+    assert_eq!(counters["robots/host_parked"], 1, "{mode:?}: {counters}");
+    assert_eq!(counters["robots/unavailable"], 3, "{mode:?}: {counters}");
 }

@@ -108,27 +108,6 @@ fn robots_server_error_holds_the_host_without_losing_requests() {
 }
 
 #[test]
-fn a_host_whose_robots_keeps_failing_waits_for_the_next_run() {
-    let server = TestServer::start(handler(|req| match req.path() {
-        "/robots.txt" => TestResponse::status(500),
-        _ => TestResponse::html("<title>page</title>"),
-    }));
-    let data = tempfile::tempdir().unwrap();
-    // No page limit: the run must end by itself, keeping the request for later.
-    crawl(data.path(), &[&server.url("/"), "--robots-retry", "0.2"]);
-    assert_eq!(server.hits("/"), 0);
-    assert!(
-        (1..=3).contains(&server.hits("/robots.txt")),
-        "robots.txt asked {} times",
-        server.hits("/robots.txt")
-    );
-    assert_eq!(dump_summary(data.path())["frontier"], 1);
-    let counters = run_counters(data.path());
-    assert_eq!(counters["robots/host_parked"], 1);
-    assert_eq!(counters["robots/unavailable"], 3);
-}
-
-#[test]
 fn per_host_concurrency_is_what_the_server_sees() {
     let server = TestServer::start(handler(|req| {
         let body = match req.path() {

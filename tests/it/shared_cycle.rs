@@ -247,11 +247,14 @@ fn no_script_call_carries_more_than_one_chunk() {
         let done = shared.complete("w", &page).await.unwrap();
         assert_eq!(
             done,
-            legcrawl::shared::client::Completed::Done(legcrawl::shared::client::Queued {
-                queued: N as u64,
-                filtered: 0,
-                unique: N as u64,
-            })
+            legcrawl::shared::client::Completed::Done {
+                queued: legcrawl::shared::client::Queued {
+                    queued: N as u64,
+                    filtered: 0,
+                    unique: N as u64,
+                },
+                parked: false,
+            }
         );
         let cycle: Vec<(CycleKind, NewRequest)> =
             seeds.into_iter().map(|s| (CycleKind::Seed, s)).collect();

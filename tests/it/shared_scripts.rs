@@ -63,7 +63,10 @@ fn a_completion_whose_lease_expired_and_was_leased_again_writes_nothing() {
         assert!(
             matches!(
                 done,
-                Completed::Done(legcrawl::shared::client::Queued { queued: 1, .. })
+                Completed::Done {
+                    queued: legcrawl::shared::client::Queued { queued: 1, .. },
+                    ..
+                }
             ),
             "{done:?}"
         );
@@ -186,11 +189,15 @@ fn links_found_by_several_pages_are_queued_once() {
                 ..PageCompletion::default()
             };
             match shared.complete("w", &page).await.unwrap() {
-                Completed::Done(legcrawl::shared::client::Queued {
-                    queued: q,
-                    filtered: f,
+                Completed::Done {
+                    queued:
+                        legcrawl::shared::client::Queued {
+                            queued: q,
+                            filtered: f,
+                            ..
+                        },
                     ..
-                }) => {
+                } => {
                     queued += q;
                     filtered += f;
                 }
@@ -302,7 +309,10 @@ fn the_queue_leases_higher_priorities_first_fifo_within_one_and_returned_leases_
         };
         assert!(matches!(
             shared.complete("w", &done).await.unwrap(),
-            Completed::Done(legcrawl::shared::client::Queued { queued: 7, .. })
+            Completed::Done {
+                queued: legcrawl::shared::client::Queued { queued: 7, .. },
+                ..
+            }
         ));
         let order = [
             "http://o.test/b5",
@@ -487,7 +497,10 @@ fn a_parked_queue_comes_back_ahead_of_what_was_queued_since() {
         };
         assert!(matches!(
             shared.complete("w", &page).await.unwrap(),
-            Completed::Done(legcrawl::shared::client::Queued { queued: 4, .. })
+            Completed::Done {
+                queued: legcrawl::shared::client::Queued { queued: 4, .. },
+                ..
+            }
         ));
         assert_eq!(shared.unpark().await.unwrap(), 4, "x/4 and z/4 to z/6");
         let summary = shared.summary().await.unwrap();

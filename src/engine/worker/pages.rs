@@ -214,7 +214,10 @@ impl Worker {
         let answer = self.shared.complete(&self.id, &completion).await?;
         self.held.remove(&lease.token);
         match answer {
-            Completed::Done(queued) => {
+            Completed::Done { queued, parked } => {
+                if parked {
+                    self.count("robots/host_parked", 1);
+                }
                 if let Some(warc) = &mut self.warc {
                     warc.committed();
                 }

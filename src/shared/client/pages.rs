@@ -100,8 +100,14 @@ impl Queued {
 /// What the completion script did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Completed {
-    /// Committed: what became of the page's new requests.
-    Done(Queued),
+    /// Committed.
+    Done {
+        /// What became of the page's new requests.
+        queued: Queued,
+        /// This completion parked the page's host: its robots.txt failed
+        /// for the third time in a row (see `lua/complete.lua`).
+        parked: bool,
+    },
     /// This lease was completed already (a retry after a lost reply).
     Already,
     /// The lease had expired and was reclaimed: nothing was written.
@@ -149,7 +155,10 @@ impl Shared {
             }
         }
         Ok(match self.complete_call(worker, page, rest).await? {
-            Completed::Done(last) => Completed::Done(done.and(last)),
+            Completed::Done { queued, parked } => Completed::Done {
+                queued: done.and(queued),
+                parked,
+            },
             other => other,
         })
     }
@@ -207,9 +216,13 @@ impl Shared {
         match parts.first().and_then(int) {
             Some(0) => Ok(Completed::Stale),
             Some(1) => Ok(Completed::Already),
-            Some(2) => Queued::read(parts, 1)
-                .map(Completed::Done)
-                .ok_or_else(|| self.corrupt("the completion script's answer")),
+            Some(2) => match (Queued::read(parts, 1), parts.get(4).and_then(int)) {
+                (Some(queued), Some(parked)) => Ok(Completed::Done {
+                    queued,
+                    parked: parked == 1,
+                }),
+                _ => Err(self.corrupt("the completion script's answer")),
+            },
             _ => Err(self.corrupt("the completion script's answer")),
         }
     }

@@ -18,8 +18,8 @@
 -- fingerprint, request, host delay ms).
 --
 -- Returns {1} when this lease was already completed (a retry after a lost
--- reply), {0} when it is gone, {2, queued, filtered, unique} when done
--- (unique: new to the seen set).
+-- reply), {0} when it is gone, {2, queued, filtered, unique, parked} when
+-- done (unique: new to the seen set; parked: 1 when it parked the host).
 local worker, token = ARGV[4], ARGV[5]
 local backoff, crawl_delay = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
@@ -92,6 +92,7 @@ count('pages/completed', 1)
 -- count, so the crawl can drain) until a worker starts again (unpark.lua).
 -- Nothing is lost.
 local PARK_AFTER = 3
+local parked = 0
 if ARGV[12] == 'ok' then
   redis.call('HDEL', K('robotsfail'), host)
 elseif ARGV[12] == 'failed' then
@@ -102,6 +103,7 @@ elseif ARGV[12] == 'failed' then
     redis.call('HSET', K('parkedhosts'), host, before + n)
     redis.call('HDEL', K('robotsfail'), host)
     count('robots/host_parked', 1)
+    parked = 1
   end
 end
 
@@ -109,4 +111,4 @@ touched[host] = true
 for h in pairs(touched) do
   refresh_host(h)
 end
-return {2, queued, filtered, unique}
+return {2, queued, filtered, unique, parked}
