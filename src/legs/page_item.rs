@@ -2,7 +2,9 @@
 //!
 //! Decision: an item is emitted for **every** response the legs see, whatever its status
 //! or type, so the sink holds a record of every fetch (drop the ones you do not want with
-//! [`crate::legs::map_items`]). Fields:
+//! [`crate::legs::map_items`]) — except a sitemap fetched as one (its request marked
+//! [`super::SITEMAP_META`]: named by robots.txt or by a sitemap index): like robots.txt,
+//! it is a control file, kept in the WARC, never among the items. Fields:
 //! - `url`: the response URL (the fetcher follows no redirects; see `redirects`);
 //! - `status`: the HTTP status code;
 //! - `title`: the text of the first `<title>` outside `svg`/`math`, entities decoded,
@@ -51,6 +53,9 @@ impl Leg for PageItem {
     }
 
     fn process_response(&self, response: &Response, out: &mut Output) {
+        if response.request.meta.contains_key(super::SITEMAP_META) {
+            return;
+        }
         let mut item = Item::new();
         item.insert("url".into(), response.url.as_str().into());
         item.insert("status".into(), response.status.into());

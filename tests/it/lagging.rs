@@ -240,6 +240,12 @@ fn the_same_site_gives_the_same_items_and_counters_in_both_modes() {
             .any(|(path, _)| path == "/from-sitemap"),
         "{embedded_items:?}"
     );
+    assert!(
+        !embedded_items
+            .iter()
+            .any(|(path, _)| path == "/sitemap.xml"),
+        "a sitemap is a control file, not an item: {embedded_items:?}"
+    );
     for (run, (embedded, shared)) in embedded_runs.iter().zip(shared_runs).enumerate() {
         same_counters(run + 1, embedded, shared);
     }
