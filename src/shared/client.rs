@@ -664,6 +664,13 @@ fn millis(d: Duration) -> String {
     d.as_millis().to_string()
 }
 
+/// The count at `i` of a script's or pipeline's answer `parts` (a negative
+/// one read as 0); `None` when there is none.
+pub(crate) fn count_at(parts: &[Value], i: usize) -> Option<u64> {
+    parts.get(i).and_then(int).map(|n| n.max(0) as u64)
+}
+
+/// An integer reply, or a number sent as a string.
 pub(crate) fn int(value: &Value) -> Option<i64> {
     match value {
         Value::Int(n) => Some(*n),

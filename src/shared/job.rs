@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 use redis::Script;
 use serde::{Deserialize, Serialize};
 
-use super::client::{Shared, SharedError, array, int};
+use super::client::{Shared, SharedError, array, count_at};
 use crate::config::CrawlConfig;
 
 /// `lua/job.lua`, hashed once.
@@ -125,8 +125,7 @@ impl Shared {
             .eval("storing the job", &STORE_SCRIPT, &keys, &args)
             .await?;
         let answer = array(&value).ok_or_else(|| corrupt("the job script's answer"))?;
-        let number = |i: usize| answer.get(i).and_then(int).map(|n| n.max(0) as u64);
-        match (number(0), number(1)) {
+        match (count_at(answer, 0), count_at(answer, 1)) {
             (Some(1), Some(version)) => Ok(Ok(version)),
             (Some(0), Some(newest)) => Ok(Err(newest)),
             _ => Err(corrupt("the job script's answer")),

@@ -2,7 +2,7 @@
 //! starts (`lua/cycle.lua`, see `super::super::cycle`).
 
 use super::pages::NewRequest;
-use super::{SCRIPT_CHUNK, Shared, SharedError, array, encode_request, int, millis};
+use super::{SCRIPT_CHUNK, Shared, SharedError, array, count_at, encode_request, int, millis};
 use crate::store::records::unix_now;
 
 /// The crawl's cycle and whether it is drained.
@@ -71,13 +71,13 @@ impl Shared {
         pipe.cmd("ZCARD").arg(self.keys.key("leases"));
         let v = self.pipeline("reading the crawl's state", &pipe).await?;
         let meta = v.first().and_then(array).unwrap_or(&[]);
-        let field = |i: usize| meta.get(i).and_then(int).map(|n| n.max(0) as u64);
+        let field = |i: usize| count_at(meta, i);
         Ok(CrawlState {
             exists: field(0).is_some(),
             cycle: field(1).unwrap_or(1),
             cycle_started: field(2).unwrap_or(0),
             frontier: field(3).unwrap_or(0),
-            live: v.get(1).and_then(int).map_or(0, |n| n.max(0) as u64),
+            live: count_at(&v, 1).unwrap_or(0),
             seeding: field(4) == Some(1),
         })
     }
@@ -187,7 +187,7 @@ impl Shared {
             return Ok(None);
         }
         let parts = array(&value).unwrap_or(&[]);
-        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+        let number = |i: usize| count_at(parts, i);
         match (number(0), number(1), number(2), number(3)) {
             (Some(queued), Some(seeds), Some(due), Some(unique)) => Ok(Some(CycleQueued {
                 queued,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{SCRIPT_CHUNK, Shared, SharedError, array, encode_request, int, millis};
+use super::{SCRIPT_CHUNK, Shared, SharedError, array, count_at, encode_request, int, millis};
 use crate::request::Request;
 
 /// What a completion does to the page's place in the due index.
@@ -88,11 +88,10 @@ impl Queued {
 
     /// The counts at `parts[from..from + 3]` of a script's answer.
     fn read(parts: &[redis::Value], from: usize) -> Option<Queued> {
-        let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
         Some(Queued {
-            queued: number(from)?,
-            filtered: number(from + 1)?,
-            unique: number(from + 2)?,
+            queued: count_at(parts, from)?,
+            filtered: count_at(parts, from + 1)?,
+            unique: count_at(parts, from + 2)?,
         })
     }
 }
@@ -216,7 +215,7 @@ impl Shared {
         match parts.first().and_then(int) {
             Some(0) => Ok(Completed::Stale),
             Some(1) => Ok(Completed::Already),
-            Some(2) => match (Queued::read(parts, 1), parts.get(4).and_then(int)) {
+            Some(2) => match (Queued::read(parts, 1), count_at(parts, 4)) {
                 (Some(queued), Some(parked)) => Ok(Completed::Done {
                     queued,
                     parked: parked == 1,

@@ -3,7 +3,7 @@
 //! answers, WARC marks and worker runs.
 
 use super::pages::NewRequest;
-use super::{SCRIPT_CHUNK, Shared, SharedError, array, encode_request, int, millis};
+use super::{SCRIPT_CHUNK, Shared, SharedError, array, count_at, encode_request, int, millis};
 use crate::robots::RobotsRecord;
 use crate::store::PageRecord;
 use crate::store::records::unix_now;
@@ -41,7 +41,7 @@ impl Shared {
                 .script("storing the seeds", |s| &s.seeds, &[], &args)
                 .await?;
             let parts = array(&value).unwrap_or(&[]);
-            let number = |i: usize| parts.get(i).and_then(int).map(|n| n.max(0) as u64);
+            let number = |i: usize| count_at(parts, i);
             let (Some(queued), Some(unique), Some(created)) = (number(0), number(1), number(2))
             else {
                 return Err(self.corrupt("the seeds script's answer"));
