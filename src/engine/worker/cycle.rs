@@ -142,10 +142,12 @@ async fn follow_revisit_policy(shared: &Shared, schedule: &Schedule) -> Result<u
             .filter_map(|(fingerprint, read, mut record)| {
                 let due = schedule.due(&record);
                 (due != record.next_due).then(|| {
+                    let was_due = record.next_due.is_some();
                     record.next_due = due;
                     Move {
                         fingerprint,
                         read,
+                        was_due,
                         record,
                     }
                 })

@@ -12,6 +12,9 @@ pub struct Move {
     pub fingerprint: Vec<u8>,
     /// Its record as read (the move is made only if it is still this).
     pub read: Vec<u8>,
+    /// The record as read had a due time (the page is then moved only while
+    /// it is still in the due index, not queued).
+    pub was_due: bool,
     /// The record with its new due time.
     pub record: PageRecord,
 }
@@ -80,9 +83,11 @@ impl Shared {
                         .map_or_else(String::new, |at| at.to_string())
                         .into_bytes(),
                 );
-                let had =
-                    crate::store::decode_page(&page.read).is_ok_and(|read| read.next_due.is_some());
-                args.push(if had { b"1".to_vec() } else { b"0".to_vec() });
+                args.push(if page.was_due {
+                    b"1".to_vec()
+                } else {
+                    b"0".to_vec()
+                });
             }
             let value = self
                 .script("moving due times", |s| &s.policy, &[], &args)
