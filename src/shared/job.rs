@@ -90,6 +90,19 @@ impl Shared {
         Ok(value.unwrap_or(0))
     }
 
+    /// The crawl-wide counters `names`, in order, with one `HMGET`.
+    pub async fn crawl_counters(&self, names: &[&str]) -> Result<Vec<u64>, SharedError> {
+        let values: Vec<Option<u64>> = self
+            .query(
+                "reading counters",
+                redis::cmd("HMGET")
+                    .arg(self.keys().key("counters"))
+                    .arg(names),
+            )
+            .await?;
+        Ok(values.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
     /// Stores `job` as version `expected + 1` with the politeness of
     /// `config`, if the newest stored version is still `expected`:
     /// `Ok(version)`, or `Err(newest)` when another worker stored one first.

@@ -122,11 +122,13 @@ impl Joined {
 
 /// The crawl's pages that answered well so far, summed over its workers.
 async fn answered_well(shared: &Shared) -> Result<u64, SharedError> {
-    let mut counts = HashMap::new();
-    for name in ["pages/new", "pages/changed", "pages/unchanged"] {
-        counts.insert(name, shared.crawl_counter(name).await?);
-    }
-    Ok(PageTotals::of(|name| counts.get(name).copied().unwrap_or(0)).answered_well())
+    let names = ["pages/new", "pages/changed", "pages/unchanged"];
+    let counts = shared.crawl_counters(&names).await?;
+    let count = |name: &str| {
+        let at = names.iter().position(|n| *n == name);
+        at.and_then(|at| counts.get(at)).copied().unwrap_or(0)
+    };
+    Ok(PageTotals::of(count).answered_well())
 }
 
 /// A worker's id: the machine's name and the process id, unique among the
