@@ -319,6 +319,10 @@ pub struct CrawlConfig {
     pub revisit: Revisit,
     /// Per-URL revisit policies, first match wins; URLs matching none use `revisit`.
     pub revisit_rules: Vec<RevisitRule>,
+    /// This run's policy for the pages no rule matches, instead of `revisit`
+    /// (`--revisit-after`): an option of one run, never part of the job, so
+    /// `--revisit-after 0` asks every recorded page again in its run only.
+    pub revisit_this_run: Option<Revisit>,
     /// End the run when nothing is in flight and no queued request may start within
     /// [`IDLE_WAIT`] (hosts backed off or parked); what is left waits for the next run.
     pub until_idle: bool,
@@ -452,10 +456,33 @@ impl Default for CrawlConfig {
             robots_retry: Duration::from_secs(60),
             revisit: Revisit::default(),
             revisit_rules: Vec::new(),
+            revisit_this_run: None,
             until_idle: false,
             max_duration: None,
             shared: None,
             lease_ttl: crate::shared_target::DEFAULT_LEASE_TTL,
+        }
+    }
+}
+
+impl CrawlConfig {
+    /// A job's settings (`self`) with `run`'s state directory, seeds and
+    /// per-run options: what one run crawls with. The one list of the
+    /// options that are never part of a job.
+    pub fn with_run_options(self, run: &CrawlConfig) -> CrawlConfig {
+        CrawlConfig {
+            data_dir: run.data_dir.clone(),
+            seeds: run.seeds.clone(),
+            max_pages: run.max_pages,
+            max_duration: run.max_duration,
+            until_idle: run.until_idle,
+            shutdown_grace: run.shutdown_grace,
+            checkpoint_every: run.checkpoint_every,
+            cache_bytes: run.cache_bytes,
+            shared: run.shared.clone(),
+            lease_ttl: run.lease_ttl,
+            revisit_this_run: run.revisit_this_run,
+            ..self
         }
     }
 }

@@ -179,7 +179,8 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Compiles the crawl's revisit rules.
+    /// Compiles the crawl's revisit rules; pages no rule matches follow this
+    /// run's policy ([`CrawlConfig::revisit_this_run`]) or else the job's.
     pub fn new(config: &CrawlConfig) -> Result<Schedule, RuleError> {
         let mut rules = Vec::with_capacity(config.revisit_rules.len());
         for rule in &config.revisit_rules {
@@ -190,7 +191,7 @@ impl Schedule {
             rules.push((regex, rule.revisit));
         }
         Ok(Schedule {
-            default: config.revisit,
+            default: config.revisit_this_run.unwrap_or(config.revisit),
             rules,
         })
     }

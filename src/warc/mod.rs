@@ -179,7 +179,10 @@ impl WarcSettings {
                     .max_depth
                     .map_or_else(|| "none".to_owned(), |d| d.to_string()),
             ),
-            ("revisit".to_owned(), format!("{:?}", config.revisit)),
+            (
+                "revisit".to_owned(),
+                format!("{:?}", config.revisit_this_run.unwrap_or(config.revisit)),
+            ),
         ]);
         match &config.shared {
             // The URL as every message shows it: never the password.

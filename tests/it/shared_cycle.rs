@@ -63,7 +63,7 @@ fn a_cycle_whose_first_due_chunk_is_all_seeds_queues_every_due_page() {
     assert_eq!(pages.requests(), PAGES as u64, "cycle 1 fetched every page");
     // The cycle's due time is in whole seconds: start cycle 2 a second on.
     std::thread::sleep(Duration::from_millis(1100));
-    crawl.spawn(&[]);
+    crawl.spawn(&["--revisit-after", "0"]);
     crawl.wait_all_ok(LIMIT);
     assert_eq!(
         seeds.requests(),

@@ -174,10 +174,11 @@ pub struct CrawlArgs {
     /// Time in-flight requests may finish after the first Ctrl-C [default: 2s].
     #[arg(long, value_name = "DURATION", value_parser = units::duration_arg, help_heading = RUN)]
     grace: Option<Duration>,
-    /// When fetched pages are fetched again by later runs: a duration ("12h", "7d",
-    /// "0" = every run), "never", or "adaptive" [default: adaptive, 1d within 1h..30d].
-    /// Seeds are fetched again in every run regardless.
-    #[arg(long, value_name = "WHEN", value_parser = parse_revisit, help_heading = JOB)]
+    /// This run's revisit policy instead of the job's (the crawl file's
+    /// `[revisit] after`; not stored): a duration ("12h", "7d"; "0" asks every
+    /// recorded page again in this run), "never", or "adaptive" [default: the
+    /// job's, adaptive: 1d within 1h..30d]. Seeds are fetched again in every run.
+    #[arg(long, value_name = "WHEN", value_parser = parse_revisit, help_heading = RUN)]
     revisit_after: Option<Revisit>,
     /// Pages whose URL matches this regex are hubs, fetched again in every run
     /// (repeatable; e.g. index pages, feeds).
@@ -444,7 +445,6 @@ impl CrawlArgs {
         config.warc = self.warc.clone().or(config.warc.take());
         set(&mut config.warc_max_size, self.warc_max_size);
         config.stats = self.stats.clone().or(config.stats.take());
-        set(&mut config.revisit, self.revisit_after);
         if !self.hubs.is_empty() {
             // Hub rules come first: a hub is fetched every run whatever else
             // matches. A hub given again replaces its stored rule.
@@ -470,24 +470,10 @@ impl CrawlArgs {
         set(&mut config.checkpoint_every, self.checkpoint_every);
         set(&mut config.cache_bytes, self.cache_size);
         set(&mut config.lease_ttl, self.lease_ttl);
+        config.revisit_this_run = self.revisit_after.or(config.revisit_this_run);
     }
 }
 
-/// The per-run options of `draft` (the crawl file's, then the flags), the
-/// state directory and this run's seeds, set on a resolved job's config.
-fn with_run_options(mut config: CrawlConfig, draft: &CrawlConfig) -> CrawlConfig {
-    config.data_dir = draft.data_dir.clone();
-    config.seeds = draft.seeds.clone();
-    config.max_pages = draft.max_pages;
-    config.max_duration = draft.max_duration;
-    config.until_idle = draft.until_idle;
-    config.shutdown_grace = draft.shutdown_grace;
-    config.checkpoint_every = draft.checkpoint_every;
-    config.cache_bytes = draft.cache_bytes;
-    config.shared = draft.shared.clone();
-    config.lease_ttl = draft.lease_ttl;
-    config
-}
 
 /// Sets `slot` when the flag was given.
 fn set<T>(slot: &mut T, value: Option<T>) {
@@ -569,7 +555,7 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let config = with_run_options(resolved.config, &draft);
+    let config = resolved.config.with_run_options(&draft);
     check_outputs(&config)?;
     check_hosts(&config)?;
     super::access::check_trust(config.cacert.as_deref())?;
@@ -611,7 +597,7 @@ fn check_settings(
     let trial = job::resolve(None, file, |c| args.apply_job_flags(c), &facts)
         .map_err(|e| BadInput(e.to_string()))?;
     bundled_legs(
-        &with_run_options(trial.config, draft),
+        &trial.config.with_run_options(draft),
         trial.legs,
         trial.sitemap_leg,
     )?;

@@ -229,20 +229,10 @@ fn job_file(stored: &StoredJob) -> Result<CrawlFile, JobError> {
 /// what one worker runs.
 fn worker_config(job: CrawlConfig, run: &CrawlConfig) -> CrawlConfig {
     CrawlConfig {
-        data_dir: run.data_dir.clone(),
-        seeds: run.seeds.clone(),
-        max_pages: run.max_pages,
-        max_duration: run.max_duration,
-        until_idle: run.until_idle,
-        shutdown_grace: run.shutdown_grace,
-        checkpoint_every: run.checkpoint_every,
-        cache_bytes: run.cache_bytes,
-        shared: run.shared.clone(),
-        lease_ttl: run.lease_ttl,
         output: run.output.clone(),
         warc: run.warc.clone(),
         stats: None,
-        ..job
+        ..job.with_run_options(run)
     }
 }
 
