@@ -92,11 +92,14 @@ pub enum Change {
 impl Change {
     /// Compares a fetched content hash with the record (a 304 is `NotModified`).
     /// A record of a page that never answered well ([`Schedule::failed`]) is no
-    /// record: its first good answer is new.
+    /// record: its first good answer is new. A page whose items were withdrawn
+    /// from the change feed (gone, out of scope) is changed by its next good
+    /// answer, whatever its content, so that its items are made again.
     pub fn of(prior: Option<&PageRecord>, status: u16, content_hash: &str) -> Change {
         match prior.filter(|p| p.fetches > 0) {
             None => Change::New,
             Some(_) if status == 304 => Change::NotModified,
+            Some(prior) if prior.withdrawn.is_some() => Change::Changed,
             Some(prior) if prior.content_hash == content_hash => Change::Unchanged,
             Some(_) => Change::Changed,
         }
@@ -126,9 +129,14 @@ pub fn content_hash(bytes: &[u8]) -> String {
     crate::fingerprint::to_hex(&digest)
 }
 
-/// The `If-None-Match` / `If-Modified-Since` headers a revisit of `prior` sends.
+/// The `If-None-Match` / `If-Modified-Since` headers a revisit of `prior`
+/// sends: none when its items were withdrawn from the change feed, whose
+/// next answer must carry the content to make them again.
 pub fn conditional_headers(prior: &PageRecord) -> Vec<(String, String)> {
     let mut headers = Vec::with_capacity(2);
+    if prior.withdrawn.is_some() {
+        return headers;
+    }
     if let Some(etag) = &prior.etag {
         headers.push(("If-None-Match".to_owned(), etag.clone()));
     }
@@ -227,6 +235,8 @@ impl Schedule {
             missing: 0,
             gone: false,
             request: StoredRequest::of(request),
+            items: Vec::new(),
+            withdrawn: None,
         }
     }
 
@@ -369,6 +379,8 @@ impl Schedule {
                 missing: 0,
                 gone: false,
                 request: StoredRequest::of(request),
+                items: Vec::new(),
+                withdrawn: None,
             },
         };
         record.fetches = record.fetches.saturating_add(1);

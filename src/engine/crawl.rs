@@ -251,14 +251,17 @@ impl<F: Frontier> Crawl<F> {
         self.pages_this_run += 1;
         self.in_flight += 1;
         let active = self.frontier.active();
+        let request = F::request(&lease);
         let job = task::Job {
+            // Queued or stored before the job's scope narrowed.
+            out_of_scope: active.scope.holds(request).is_err(),
             fetcher: active.fetcher.clone(),
             legs: Arc::clone(&active.legs),
             retry: active.retry,
             robots: active.robots.clone(),
             // Only a request that bypasses the seen set (seed, revisit, retry)
             // is fetched against its page record: a filtered one is new.
-            prior: prior.filter(|_| F::request(&lease).dont_filter),
+            prior: prior.filter(|_| request.dont_filter),
             parts: Parts::new(F::token(&lease), self.parts_tx.clone()),
         };
         let tx = self.results_tx.clone();

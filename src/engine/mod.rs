@@ -101,6 +101,8 @@ pub struct RunReport {
     pub totals: PageTotals,
     /// Items stored in this run.
     pub items: u64,
+    /// Of `items`, the deletion records ([`crate::page::feed`]).
+    pub deleted: u64,
     /// Requests queued in this run.
     pub enqueued: u64,
     /// Duplicates dropped in this run.
@@ -285,6 +287,7 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
             .unwrap_or(0),
         totals: PageTotals::of(|name| state.run_counter(name)),
         items: state.run_counter("items/stored"),
+        deleted: state.run_counter("items/deleted"),
         enqueued: state.run_counter("frontier/enqueued"),
         filtered: state.run_counter("dupefilter/filtered"),
         frontier: state.frontier_len(),
@@ -294,5 +297,22 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         network_failed: network_failed(|name| state.run_counter(name)),
         errors_only: crate::page::error_answers_only(|name| state.run_counter(name)),
         elapsed,
+    }
+}
+
+/// Logs what following the job's revisit policy and scope moved: `moved`
+/// pages, `left` of them because they left the scope. Both frontiers say it.
+pub(crate) fn say_moved(moved: u64, left: u64) {
+    if left > 0 {
+        tracing::warn!(
+            pages = left,
+            "stored pages are outside the job's scope now: they are not fetched again, and this run writes deletion records for their items"
+        );
+    }
+    if moved > left {
+        tracing::info!(
+            pages = moved - left,
+            "the revisit policy or scope changed: due times follow the new one"
+        );
     }
 }

@@ -132,6 +132,10 @@ fn write_canonical(value: &Value, out: &mut String) {
 }
 
 impl Leg for ItemIdSetter {
+    fn identity_field(&self) -> Option<&str> {
+        Some(&self.settings.id_field)
+    }
+
     fn process_item(&self, mut item: Item, _response: &Response) -> Option<Item> {
         if let Some(id) = self.id_of(&item) {
             item.insert(self.settings.id_field.clone(), Value::String(id));

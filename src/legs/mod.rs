@@ -162,6 +162,14 @@ pub trait Leg: Send + Sync {
     fn process_item(&self, item: Item, _response: &Response) -> Option<Item> {
         Some(item)
     }
+
+    /// The field that holds each item's stable identity, when this leg sets
+    /// one (the `item_id` leg's `id_field`). The change feed knows items by
+    /// it; without one, an item is known by its page and its place there
+    /// (see [`crate::page::feed`]).
+    fn identity_field(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Why a leg could not be configured.

@@ -86,6 +86,12 @@ impl Leg for Stack {
             .iter()
             .try_fold(item, |item, leg| leg.process_item(item, response))
     }
+
+    /// The last child's that sets one: it runs last, so its field holds
+    /// the id an item leaves with.
+    fn identity_field(&self) -> Option<&str> {
+        self.legs.iter().rev().find_map(|leg| leg.identity_field())
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@
 //! [`crate::warc`]'s captures and [`crate::store`]'s page record.
 
 pub mod accept;
+pub mod feed;
 pub(crate) mod parts;
 pub(crate) mod record;
 mod result;

@@ -1,13 +1,16 @@
-//! What a finished page means for its page record: [`page_write`], the one
-//! rule both crawl loops apply, so that a page means the same whichever
-//! frontier it came from. The rules themselves (change, version, due time) are
-//! [`crate::revisit`]'s. Depends on [`crate::revisit`], [`crate::item`] and
-//! the store's page record.
+//! What a finished page means for its page record and the change feed:
+//! [`page_write`], the one rule both crawl loops apply, so that a page means
+//! the same whichever frontier it came from. The rules themselves (change,
+//! version, due time) are [`crate::revisit`]'s, the items' identities and
+//! deletion records [`super::feed`]'s. Depends on [`crate::revisit`],
+//! [`crate::item`], [`super::feed`] and the store's page record.
 
+use super::feed::{self, Deletions};
+use super::scope::Scope;
 use crate::item::Item;
 use crate::revisit::{Change, Observation, Schedule};
-use crate::store::PageRecord;
 use crate::store::records::unix_now;
+use crate::store::{PageRecord, Withdrawn};
 
 /// How a lease ended, as far as its page record is concerned.
 pub struct PageEnd {
@@ -19,6 +22,8 @@ pub struct PageEnd {
     pub failed: Option<u16>,
     /// It was put back in the frontier.
     pub requeued: bool,
+    /// It was not fetched: the job's scope no longer holds it.
+    pub out_of_scope: bool,
 }
 
 /// What a finished lease means for its page record (see [`page_write`]).
@@ -38,7 +43,10 @@ pub enum PageWrite {
 }
 
 /// What a finished lease of `request` saw, as its page record: the page's next
-/// record (and its items' version, added to `items`); for a revisit that ended
+/// record (and its items' version, added to `items`, after the deletion
+/// records of the items it no longer makes, by the identity field `identity`;
+/// a page gone or out of scope gets the deletion records of all its items
+/// instead); for a revisit that ended
 /// with nothing to record (failed for good, refused by robots.txt) and was not
 /// queued again, its place in the due index, so that it is due in the next
 /// cycle; for a new page that failed for good, a record of the failure (see
@@ -49,6 +57,7 @@ pub fn page_write(
     schedule: &Schedule,
     request: &crate::request::Request,
     end: PageEnd,
+    identity: Option<&str>,
     items: &mut Vec<Item>,
     counters: &mut Vec<(&'static str, u64)>,
 ) -> PageWrite {
@@ -57,7 +66,25 @@ pub fn page_write(
         prior,
         failed,
         requeued,
+        out_of_scope,
     } = end;
+    if out_of_scope {
+        counters.push(("pages/out_of_scope", 1));
+        let Some(mut record) = prior else {
+            return PageWrite::Nothing;
+        };
+        let now = unix_now();
+        let previous_due = record.next_due;
+        *items = feed::withdraw(&mut record, Withdrawn::OutOfScope, identity, now);
+        count_deletions(items, counters);
+        // Looked at again after the longest interval, as a gone page: in
+        // scope again by then, it is fetched as a changed page.
+        record.next_due = schedule.gone_due(&record.url, now);
+        return PageWrite::Put {
+            record: Box::new(record),
+            previous_due,
+        };
+    }
     match (seen, prior) {
         (Some(seen), prior) => {
             // The fetch's own time, so that a WARC revisit record can name the
@@ -66,7 +93,7 @@ pub fn page_write(
                 0 => unix_now(),
                 at => at,
             };
-            let (record, change) = schedule.record(prior.as_ref(), request, &seen, now);
+            let (mut record, change) = schedule.record(prior.as_ref(), request, &seen, now);
             // Each finished page counts under one outcome: a 404 or 410 is
             // gone, even when its status is kept (and makes items).
             let gone = matches!(seen.status, 404 | 410);
@@ -79,12 +106,33 @@ pub fn page_write(
                 1,
             ));
             if change.stores_items() {
+                let ids = feed::identities(items, identity);
+                let mut fed = match &prior {
+                    Some(prior) if prior.withdrawn.is_none() => Deletions {
+                        field: identity,
+                        url: &record.final_url,
+                        version: record.version,
+                        at: now,
+                    }
+                    .of(&prior.items, &ids, feed::NOT_EXTRACTED),
+                    _ => Vec::new(),
+                };
+                count_deletions(&fed, counters);
                 for item in items.iter_mut() {
                     item.insert("version".into(), record.version.into());
                     if let (Change::Changed, Some(prior)) = (change, &prior) {
                         item.insert("previous_hash".into(), prior.content_hash.clone().into());
                     }
                 }
+                record.items = ids;
+                record.withdrawn = None;
+                if !fed.is_empty() {
+                    fed.append(items);
+                    *items = fed;
+                }
+            } else if gone {
+                *items = feed::withdraw(&mut record, Withdrawn::Gone, identity, now);
+                count_deletions(items, counters);
             } else {
                 items.clear();
             }
@@ -105,5 +153,41 @@ pub fn page_write(
             None => PageWrite::Nothing,
         },
         (None, _) => PageWrite::Nothing,
+    }
+}
+
+/// Counts the deletion records among `items` (`items/deleted`).
+fn count_deletions(items: &[Item], counters: &mut Vec<(&'static str, u64)>) {
+    if !items.is_empty() {
+        counters.push(("items/deleted", items.len() as u64));
+    }
+}
+
+/// What the due index follows, as one description: the revisit policy and
+/// the job's scope. A cycle that starts under another description moves the
+/// stored pages' due times to what [`due`] says.
+pub fn due_policy(schedule: &Schedule, scope: &Scope) -> String {
+    format!("{}|{}", schedule.describe(), scope.describe())
+}
+
+/// When `record`'s page is due under `schedule` and `scope`, and whether it
+/// just left the scope: a page the scope no longer holds whose items stand is
+/// due `now`, so that this cycle withdraws them unfetched (see
+/// [`page_write`]); one withdrawn out of scope is due when its policy asks a
+/// gone page again, or `now` when the scope holds it again (it is then
+/// fetched as a changed page). Any other page is due when its policy says.
+pub fn due(
+    schedule: &Schedule,
+    scope: &Scope,
+    record: &PageRecord,
+    now: u64,
+) -> (Option<u64>, bool) {
+    let held = scope.holds(&record.revisit_request()).is_ok();
+    let withdrawn = record.withdrawn == Some(Withdrawn::OutOfScope);
+    match (held, withdrawn) {
+        (false, false) => (Some(now), true),
+        (false, true) => (record.next_due, false),
+        (true, true) => (Some(now), false),
+        (true, false) => (schedule.due(record), false),
     }
 }

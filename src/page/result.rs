@@ -37,6 +37,9 @@ pub struct PageResult {
     pub prior: Option<PageRecord>,
     /// The request was queued again (a retry, or robots.txt unavailable).
     pub requeued: bool,
+    /// The request was not fetched: the job's scope no longer holds it
+    /// ([`crate::page::scope::Scope::holds`]).
+    pub out_of_scope: bool,
     /// No connection could be made to the host (DNS, refused, TLS), for the page
     /// or for its robots.txt: the fetcher's one-line message.
     pub unreachable: Option<String>,

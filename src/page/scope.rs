@@ -46,6 +46,8 @@ pub enum Rejected {
     Parent,
     /// Not an absolute http(s) URL.
     BadUrl,
+    /// Matches none of the job's `allow` patterns, or one of its `deny` ones.
+    Pattern,
 }
 
 impl Rejected {
@@ -56,17 +58,24 @@ impl Rejected {
             Rejected::TooDeep => "scope/too_deep",
             Rejected::Parent => "scope/parent",
             Rejected::BadUrl => "scope/bad_url",
+            Rejected::Pattern => "scope/pattern",
         }
     }
 }
 
-/// Hosts, depth and (with `--no-parent`) directories a crawl stays within.
+/// Hosts, depth and (with `--no-parent`) directories a crawl stays within,
+/// and the job's `allow`/`deny` patterns that [`Scope::holds`] applies to
+/// what is already queued or stored.
 #[derive(Clone, Debug)]
 pub struct Scope {
     hosts: HashSet<String>,
     max_depth: Option<u32>,
     /// With `--no-parent`: per host of a seed, the directories of its seeds.
     parents: Option<HashMap<String, Vec<String>>>,
+    /// The job's `allow` patterns (empty: all).
+    allow: Vec<regex::Regex>,
+    /// The job's `deny` patterns.
+    deny: Vec<regex::Regex>,
 }
 
 impl Scope {
@@ -76,7 +85,25 @@ impl Scope {
             hosts: hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
             max_depth,
             parents: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
         }
+    }
+
+    /// With the job's link patterns: [`Scope::holds`] rejects a URL that
+    /// matches none of `allow` (when there are some) or one of `deny`.
+    /// Patterns that do not compile are left out (the job's were checked
+    /// when it was stored).
+    pub fn patterns(mut self, allow: &[String], deny: &[String]) -> Scope {
+        let compile = |patterns: &[String]| {
+            patterns
+                .iter()
+                .filter_map(|p| regex::Regex::new(p).ok())
+                .collect()
+        };
+        self.allow = compile(allow);
+        self.deny = compile(deny);
+        self
     }
 
     /// wget's `--no-parent` over `seeds`: on a seed's host, a request is in
@@ -122,7 +149,7 @@ impl Scope {
             false => config.allowed_hosts.clone(),
         };
         hosts.extend(Scope::hosts_of(given));
-        let scope = Scope::new(hosts, config.max_depth);
+        let scope = Scope::new(hosts, config.max_depth).patterns(&config.allow, &config.deny);
         match config.no_parent {
             true => scope.no_parent(seeds),
             false => scope,
@@ -156,6 +183,50 @@ impl Scope {
         }
         self.host_check(url.host_str())?;
         self.parent_check(request, url.host_str().unwrap_or_default(), url.path())
+    }
+
+    /// True when the job still holds `request`, queued or stored before the
+    /// job changed: a seed (depth 0) always; else [`Scope::check`], and for
+    /// a request found as a link (not a redirect target, a sitemap or a
+    /// requisite) the job's
+    /// `allow`/`deny` patterns, which the links leg applies when it finds
+    /// links. A request it does not hold is dropped unfetched, and a stored
+    /// page's items are withdrawn from the change feed.
+    pub fn holds(&self, request: &Request) -> Result<(), Rejected> {
+        // A seed is the job's own: whatever the hosts allowed, it is held.
+        if request.depth == 0 {
+            return Ok(());
+        }
+        self.check(request)?;
+        let exempt = !request.redirects.is_empty()
+            || request.meta.contains_key(crate::legs::SITEMAP_META)
+            || crate::legs::requisites::is_requisite(request);
+        let url = request.url.as_str();
+        if exempt
+            || ((self.allow.is_empty() || self.allow.iter().any(|re| re.is_match(url)))
+                && !self.deny.iter().any(|re| re.is_match(url)))
+        {
+            return Ok(());
+        }
+        Err(Rejected::Pattern)
+    }
+
+    /// What decides [`Scope::holds`], as text: two scopes with the same
+    /// description hold the same requests.
+    pub fn describe(&self) -> String {
+        let mut hosts: Vec<&String> = self.hosts.iter().collect();
+        hosts.sort();
+        let mut parents: Vec<_> = self.parents.iter().flatten().collect();
+        parents.sort();
+        let patterns = |list: &[regex::Regex]| -> Vec<String> {
+            list.iter().map(|re| re.as_str().to_owned()).collect()
+        };
+        format!(
+            "hosts={hosts:?};depth={:?};parents={parents:?};allow={:?};deny={:?}",
+            self.max_depth,
+            patterns(&self.allow),
+            patterns(&self.deny)
+        )
     }
 
     /// `--no-parent` (see [`Scope::no_parent`]).

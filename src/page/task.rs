@@ -36,6 +36,8 @@ pub(crate) struct Job {
     /// Where a page's links go in parts as the legs make them (the embedded
     /// loop's; `None`: they come back whole with the result).
     pub parts: Option<Parts>,
+    /// The job's scope no longer holds the request: it is not fetched.
+    pub out_of_scope: bool,
 }
 
 impl Job {
@@ -48,7 +50,15 @@ impl Job {
             robots,
             prior,
             parts,
+            out_of_scope,
         } = self;
+        if out_of_scope {
+            return PageResult {
+                prior,
+                out_of_scope,
+                ..PageResult::default()
+            };
+        }
         // Handed back with the failed result; cloned only for a revisit.
         let fallback = prior.clone();
         // Unwind safety: after a panic nothing the future borrowed is used

@@ -2,8 +2,9 @@
 //! the end-of-run line, `dump runs` and `--stats` count, so they agree.
 //!
 //! Every lease that finishes counts exactly once, under one outcome: new,
-//! changed, unchanged (a 304 is also `not_modified`), gone, failed, or blocked
-//! (robots.txt). A lease put back in the frontier (a retry, robots.txt
+//! changed, unchanged (a 304 is also `not_modified`), gone, failed, blocked
+//! (robots.txt), or out of scope (queued or stored before the job's scope
+//! narrowed: not fetched). A lease put back in the frontier (a retry, robots.txt
 //! unavailable, a host unreachable for this run) has not finished and counts as
 //! `pages/requeued`, not in the pages.
 //!
@@ -33,6 +34,9 @@ pub struct PageTotals {
     pub failed: u64,
     /// Pages robots.txt disallowed (`robots/disallowed`).
     pub blocked: u64,
+    /// Requests dropped unfetched because the job's scope no longer holds
+    /// them (`pages/out_of_scope`).
+    pub out_of_scope: u64,
 }
 
 impl PageTotals {
@@ -48,13 +52,15 @@ impl PageTotals {
             gone: count("pages/gone"),
             failed: count("fetch/failed"),
             blocked: count("robots/disallowed"),
+            out_of_scope: count("pages/out_of_scope"),
         };
         totals.pages = totals.new
             + totals.changed
             + totals.unchanged
             + totals.gone
             + totals.failed
-            + totals.blocked;
+            + totals.blocked
+            + totals.out_of_scope;
         totals
     }
 

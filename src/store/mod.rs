@@ -114,7 +114,7 @@ pub(crate) use frontier::host_of;
 pub use items::OutputCursor;
 pub use ops::Completion;
 pub use options::DedupMode;
-pub use pages::{CycleStart, PageRecord, StoredRequest};
+pub use pages::{CycleStart, PageRecord, StoredRequest, Withdrawn};
 pub(crate) use pages::{decode_page, encode_page};
 pub use robots::Blocked;
 pub use seen::Seen;

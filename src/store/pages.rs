@@ -77,6 +77,37 @@ pub struct PageRecord {
     pub gone: bool,
     /// How to ask for the page again.
     pub request: StoredRequest,
+    /// The identity of each item the current version made, in their order on
+    /// the page: the `item_id` leg's id, or `None` for an item known by its
+    /// place (see [`crate::page::feed`]). A later version's items are compared
+    /// with these to find the ones that disappeared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<Option<String>>,
+    /// Why the page's items were withdrawn from the change feed (deletion
+    /// records written); `None` while they stand. The page's next good answer
+    /// makes its items again, as a changed page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdrawn: Option<Withdrawn>,
+}
+
+/// Why a page's items were withdrawn from the change feed.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Encode, Decode)]
+#[serde(rename_all = "snake_case")]
+pub enum Withdrawn {
+    /// The page answered 404 or 410.
+    Gone,
+    /// The page left the job's scope.
+    OutOfScope,
+}
+
+impl Withdrawn {
+    /// The reason a deletion record names (its `deleted` field).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Withdrawn::Gone => "gone",
+            Withdrawn::OutOfScope => "out_of_scope",
+        }
+    }
 }
 
 /// The parts of a [`Request`] a revisit needs (the URL is [`PageRecord::url`]).
@@ -175,14 +206,63 @@ fn encode_body(record: &PageRecord, out: &mut Vec<u8>) {
     }
 }
 
-/// A record in bincode, nothing after it.
+/// A record in bincode, then its feed part when it has one ([`FeedPart`]),
+/// nothing after it.
 fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
-    let (record, used) = bincode::decode_from_slice(bytes, bincode::config::standard())
-        .map_err(|e| e.to_string())?;
-    if used != bytes.len() {
-        return Err(format!("{} bytes after the record", bytes.len() - used));
+    let config = bincode::config::standard();
+    let (mut record, used): (PageRecord, usize) =
+        bincode::decode_from_slice(bytes, config).map_err(|e| e.to_string())?;
+    if used < bytes.len() {
+        let (feed, more): (FeedPart, usize) =
+            bincode::decode_from_slice(&bytes[used..], config).map_err(|e| e.to_string())?;
+        if used + more != bytes.len() {
+            return Err(format!(
+                "{} bytes after the record",
+                bytes.len() - used - more
+            ));
+        }
+        record.items = feed.items.into_iter().map(ItemKey::into_id).collect();
+        record.withdrawn = feed.withdrawn;
     }
     Ok(record)
+}
+
+/// The fields of a record that concern the change feed, written after the
+/// others only when one of them is set (so a record of a job without items
+/// is as long as before they existed).
+#[derive(Encode, Decode)]
+struct FeedPart {
+    items: Vec<ItemKey>,
+    withdrawn: Option<Withdrawn>,
+}
+
+/// An item's identity as stored: none (its place), an id that is SHA-1 hex
+/// (what the `item_id` leg makes) as its 20 bytes, or any other id as text.
+#[derive(Encode, Decode)]
+enum ItemKey {
+    Place,
+    Raw([u8; 20]),
+    Text(String),
+}
+
+impl ItemKey {
+    fn of(id: &Option<String>) -> ItemKey {
+        match id {
+            None => ItemKey::Place,
+            Some(id) => match raw_hash(id) {
+                Some(raw) => ItemKey::Raw(raw),
+                None => ItemKey::Text(id.clone()),
+            },
+        }
+    }
+
+    fn into_id(self) -> Option<String> {
+        match self {
+            ItemKey::Place => None,
+            ItemKey::Raw(raw) => Some(hex_of(&raw)),
+            ItemKey::Text(id) => Some(id),
+        }
+    }
 }
 
 /// Decodes a page record of [`encode_page`]'s form.
@@ -244,7 +324,15 @@ impl Encode for PageRecord {
         (self.first_fetched, self.last_fetched, self.last_changed).encode(e)?;
         (self.fetches, self.changes, self.version).encode(e)?;
         (self.interval, self.next_due, self.missing, self.gone).encode(e)?;
-        self.request.encode(e)
+        self.request.encode(e)?;
+        if !self.items.is_empty() || self.withdrawn.is_some() {
+            FeedPart {
+                items: self.items.iter().map(ItemKey::of).collect(),
+                withdrawn: self.withdrawn,
+            }
+            .encode(e)?;
+        }
+        Ok(())
     }
 }
 
@@ -285,6 +373,9 @@ impl<C> Decode<C> for PageRecord {
             missing,
             gone,
             request: StoredRequest::decode(d)?,
+            // Read by `decode_body`, after the record.
+            items: Vec::new(),
+            withdrawn: None,
         })
     }
 }

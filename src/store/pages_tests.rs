@@ -36,6 +36,8 @@ fn record(url: &str, next_due: Option<u64>) -> PageRecord {
         missing: 0,
         gone: false,
         request: StoredRequest::of(&Request::get(url)),
+        items: Vec::new(),
+        withdrawn: None,
     }
 }
 

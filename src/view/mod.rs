@@ -11,13 +11,16 @@
 //! - `state`: the answers of an opened state directory;
 //! - `redis`: the answers of a shared crawl (plain reads and the read-only
 //!   seen-set script, so they work while workers run);
+//! - `current`: which items of the change feed stand now (plain `dump items`);
 //! - [`watch`]: the snapshot `serve` shows, from the published file or from
 //!   Redis.
 //!
 //! Depends on [`crate::store`] (read methods), [`crate::shared`] (read
-//! methods), [`crate::status`] (published files) and
-//! [`crate::page::PageTotals`]. Writes nothing.
+//! methods), [`crate::status`] (published files), [`crate::page::PageTotals`],
+//! the feed's field names ([`crate::page::feed`]) and the crawl file's
+//! legs (a job's identity field). Writes nothing.
 
+mod current;
 mod redis;
 pub mod rows;
 mod state;
@@ -160,8 +163,41 @@ impl CrawlView {
     }
 
     /// Calls `each` with the JSON text of the items `pick` selects, in
-    /// order, until it returns `Ok(false)` or an error.
+    /// order, until it returns `Ok(false)` or an error. [`ItemPick::All`]
+    /// is the current view: the items that stand ([`current`]), read in two
+    /// passes over the feed (the second stops where the first ended, so
+    /// items stored meanwhile wait for the next read).
     pub async fn for_each_item<E>(
+        &self,
+        pick: ItemPick,
+        mut each: impl FnMut(&str) -> Result<bool, E>,
+    ) -> Result<(), E>
+    where
+        E: From<ViewError> + From<StoreError>,
+    {
+        if pick != ItemPick::All {
+            return self.for_each_stored(pick, each).await;
+        }
+        let mut current = current::Current::new(self.identity_field().await?);
+        self.for_each_stored(pick, |text| {
+            current.add(serde_json::from_str(text).ok().as_ref());
+            Ok::<bool, E>(true)
+        })
+        .await?;
+        let standing = current.standing();
+        let mut n = 0;
+        self.for_each_stored(pick, |text| {
+            let Some(&stands) = standing.get(n) else {
+                return Ok(false);
+            };
+            n += 1;
+            if stands { each(text) } else { Ok(true) }
+        })
+        .await
+    }
+
+    /// Every stored item `pick` selects, deletion records included.
+    async fn for_each_stored<E>(
         &self,
         pick: ItemPick,
         each: impl FnMut(&str) -> Result<bool, E>,
@@ -173,6 +209,23 @@ impl CrawlView {
             CrawlView::Shared(shared) => redis::for_each_item(shared, pick, each).await,
             _ => state::for_each_item(self.state()?, pick, each),
         }
+    }
+
+    /// The field the newest job's items are known by (its `item_id` leg's
+    /// `id_field`), if it has one; `None` too for a crawl without a job.
+    pub async fn identity_field(&self) -> Result<Option<String>, ViewError> {
+        let job = match self.job(None).await {
+            Ok(job) => job,
+            Err(ViewError::NoAnswer(_)) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let file = crate::crawlfile::parse(&job.text, Path::new("the stored job"))
+            .map_err(|e| ViewError::NoAnswer(e.to_string()))?;
+        Ok(file
+            .legs
+            .as_ref()
+            .and_then(|legs| crate::legs::Leg::identity_field(legs))
+            .map(str::to_owned))
     }
 
     /// What the seen set says about a GET of `url`, with its page record.

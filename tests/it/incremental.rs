@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::support::changing::{self, ChangingSite, Removal, Validators, page_path};
 use crate::support::cli::{
-    self, counter, dump_items, dump_pages, dump_runs, item_path, legcrawl, run,
+    self, counter, dump_feed, dump_pages, dump_runs, item_path, legcrawl, run,
 };
 use crate::support::{TestServer, sorted, splitmix64};
 
@@ -36,10 +36,12 @@ fn last_run(data: &Path) -> Value {
     dump_runs(data).pop().expect("at least one run")
 }
 
-/// Every stored item as (path, version), in store order.
+/// Every stored item as (path, version), in store order (deletion records
+/// left out).
 fn versions(data: &Path) -> Vec<(String, u64)> {
-    dump_items(data)
+    dump_feed(data)
         .iter()
+        .filter(|item| item.get("deleted").is_none())
         .map(|item| {
             let version = item["version"].as_u64().expect("every item has a version");
             (item_path(item), version)
@@ -254,13 +256,35 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     let second = last_run(data.path());
     // The hub changed (its links) and the edited pages changed: each stored once
     // more, as version 2. A removed page's error answer is no content (issue 27):
-    // it makes no item.
+    // it makes no item, but its item gets a deletion record (issue 41), of the
+    // version it withdraws.
     let mut expected = vec![("/".to_owned(), 2)];
     expected.extend(expect_items(&edited, 2));
     expected.extend(expect_items(&[30, 31], 1));
     assert_eq!(new_items(data.path(), stored), sorted(expected));
-    let items = dump_items(data.path());
-    for item in &items[stored..] {
+    let items = dump_feed(data.path());
+    let deletions: Vec<String> = items[stored..]
+        .iter()
+        .filter(|item| item.get("deleted").is_some())
+        .inspect(|item| {
+            assert_eq!(item["deleted"], "gone", "{item}");
+            assert_eq!(item["place"], 0, "{item}");
+        })
+        .map(item_path)
+        .collect();
+    assert_eq!(
+        sorted(deletions),
+        sorted(
+            expect_items(&[5, 6, 12], 1)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect()
+        )
+    );
+    for item in items[stored..]
+        .iter()
+        .filter(|item| item.get("deleted").is_none())
+    {
         if item["version"] == 2 {
             assert!(item["previous_hash"].is_string(), "{item}");
         } else {
@@ -281,7 +305,8 @@ fn edits_additions_removals_emit_exactly_what_changed() {
         .sum::<u64>();
     assert_eq!(second["pages"].as_u64(), Some(pages_total), "{second}");
     assert_eq!(pages_total, counter(&second, "pages/completed"), "{second}");
-    assert_eq!(counter(&second, "items/stored"), 8);
+    assert_eq!(counter(&second, "items/stored"), 8 + 3);
+    assert_eq!(counter(&second, "items/deleted"), 3);
     // The hub links to 27 known pages and two new ones.
     assert_eq!(counter(&second, "dupefilter/filtered"), 27);
     let unchanged = counter(&second, "pages/unchanged") + counter(&second, "pages/not_modified");
@@ -320,7 +345,8 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     }
 
     // Fourth run: page 5 is back as it was. It comes back without being made a
-    // seed: unchanged, so its stored item stands, and no longer gone.
+    // seed, no longer gone; its item was deleted from the feed when it went,
+    // so it is new again there: a changed page, version 2 (issue 41).
     site.restore(5);
     crawl(data.path(), &["--revisit-after", "0"]);
     let fourth = last_run(data.path());
@@ -328,13 +354,13 @@ fn edits_additions_removals_emit_exactly_what_changed() {
     assert_eq!(counter(&fourth, "pages/gone"), 2, "12 and 6");
     assert_eq!(
         counter(&fourth, "items/stored"),
-        1,
-        "the hub, which links 5 again"
+        2,
+        "the hub, which links 5 again, and page 5"
     );
     let records = dump_pages(data.path(), false);
     assert_eq!(records["/p/5.html"]["gone"], false);
     assert_eq!(records["/p/5.html"]["status"], 200);
-    assert_eq!(records["/p/5.html"]["version"], 1);
+    assert_eq!(records["/p/5.html"]["version"], 2);
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod docs;
 mod examples;
 mod exit;
 mod export;
+mod feed;
 mod fetch;
 mod hostile;
 mod incremental;

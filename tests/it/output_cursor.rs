@@ -12,7 +12,7 @@ use std::time::Duration;
 use legcrawl::crash::CRASH_AT_ENV;
 
 use crate::support::changing::{ChangingSite, page_path};
-use crate::support::cli::{self, dump_items, item_path, legcrawl, run};
+use crate::support::cli::{self, dump_feed, item_path, legcrawl, run};
 use crate::support::{TestServer, sorted};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -95,7 +95,7 @@ impl Setup {
 
     /// Every stored item as (path, version), in store order.
     fn items(&self) -> Vec<(String, u64)> {
-        dump_items(&self.state()).iter().map(path_version).collect()
+        dump_feed(&self.state()).iter().map(path_version).collect()
     }
 
     /// Moves the output file away (as its consumer would) to `name`.

@@ -474,7 +474,6 @@ impl CrawlArgs {
     }
 }
 
-
 /// Sets `slot` when the flag was given.
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(value) = value {

@@ -57,8 +57,16 @@ pub(super) fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
         1 => ", 1 host unreachable".to_owned(),
         n => format!(", {n} hosts unreachable"),
     };
+    let out_of_scope = match t.out_of_scope {
+        0 => String::new(),
+        n => format!(", {n} out of scope"),
+    };
+    let deleted = match r.deleted {
+        0 => String::new(),
+        n => format!(" ({n} deleted)"),
+    };
     say!(
-        "run {} ({}): {} — {} ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked; {}, {} queued, {} filtered, {} left in the frontier{unreachable} ({:.1} s)",
+        "run {} ({}): {} — {} ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked{out_of_scope}; {}{deleted}, {} queued, {} filtered, {} left in the frontier{unreachable} ({:.1} s)",
         r.run,
         match (&config.shared, r.new_cycle) {
             (Some(_), _) => "shared",

@@ -100,21 +100,25 @@ impl<'a> Embedded<'a> {
         schedule: Schedule,
         previous_end: Option<std::time::SystemTime>,
     ) -> Result<Embedded<'a>, EngineError> {
-        revisits::begin_cycle(state, config, &schedule)?;
         // Credentials in a seed are never stored or sent.
         let seeds: Vec<String> = config
             .seeds
             .iter()
             .map(|seed| crate::canon::strip_credentials(seed).into_owned())
             .collect();
+        // The stored seeds with this run's: what they are once it adds them.
+        let mut every = state.seeds()?;
+        every.extend(seeds.iter().cloned());
+        every.sort();
+        every.dedup();
+        let scope = Scope::of_crawl(config, &every, &seeds);
+        revisits::begin_cycle(state, config, &schedule, &scope)?;
         state.add_seeds(&seeds, &config.fingerprint_headers)?;
-        let stored = state.seeds()?;
-        if stored.is_empty() {
+        if state.seeds()?.is_empty() {
             return Err(EngineError::NoSeeds {
                 dir: state.dir().display().to_string(),
             });
         }
-        let scope = Scope::of_crawl(config, &stored, &seeds);
         let sink = match &config.output {
             Some(path) => Some(OutputFile::open(path, state)?),
             None => None,
@@ -247,6 +251,7 @@ impl<'a> Embedded<'a> {
             prior,
             failed,
             mut requeued,
+            out_of_scope,
             archived,
             ..
         } = result;
@@ -273,6 +278,7 @@ impl<'a> Embedded<'a> {
             prior,
             failed,
             requeued,
+            out_of_scope,
         };
         self.note_page(&lease, end, &mut items, &mut counters)?;
         if parked {

@@ -10,7 +10,8 @@
 use super::{Embedded, EngineError};
 use crate::config::CrawlConfig;
 use crate::item::Item;
-use crate::page::record::{PageEnd, PageWrite, page_write};
+use crate::page::record::{self, PageEnd, PageWrite, page_write};
+use crate::page::scope::Scope;
 use crate::revisit::Schedule;
 use crate::store::Lease;
 use crate::store::State;
@@ -23,6 +24,7 @@ pub(super) fn begin_cycle(
     state: &mut State,
     config: &CrawlConfig,
     schedule: &Schedule,
+    scope: &Scope,
 ) -> Result<(), EngineError> {
     let previous = state.previous_run()?;
     if let Some(previous) = previous.filter(|run| {
@@ -38,13 +40,14 @@ pub(super) fn begin_cycle(
         );
         return Ok(());
     }
-    let moved = state.follow_revisit_policy(&schedule.describe(), |record| schedule.due(record))?;
-    if moved > 0 {
-        tracing::info!(
-            pages = moved,
-            "the revisit policy changed: due times follow the new one"
-        );
-    }
+    let now = unix_now();
+    let left = std::cell::Cell::new(0u64);
+    let moved = state.follow_revisit_policy(&record::due_policy(schedule, scope), |page| {
+        let (due, leaves) = record::due(schedule, scope, page, now);
+        left.set(left.get() + u64::from(leaves));
+        due
+    })?;
+    crate::engine::say_moved(moved, left.get());
     let start = state.start_cycle(unix_now(), &config.fingerprint_headers)?;
     tracing::info!(
         seeds = start.seeds,
@@ -65,7 +68,15 @@ impl Embedded<'_> {
         items: &mut Vec<Item>,
         counters: &mut Vec<(&'static str, u64)>,
     ) -> Result<(), EngineError> {
-        match page_write(&self.active.schedule, &lease.request, end, items, counters) {
+        let identity = self.active.legs.identity_field();
+        match page_write(
+            &self.active.schedule,
+            &lease.request,
+            end,
+            identity,
+            items,
+            counters,
+        ) {
             PageWrite::Put {
                 record,
                 previous_due,

@@ -6,6 +6,8 @@
 use super::new_request;
 use crate::config::CrawlConfig;
 use crate::engine::EngineError;
+use crate::page::record;
+use crate::page::scope::Scope;
 use crate::request::Request;
 use crate::revisit::Schedule;
 use crate::shared::Shared;
@@ -29,6 +31,7 @@ pub(super) async fn begin_cycle(
     shared: &Shared,
     config: &CrawlConfig,
     schedule: &Schedule,
+    scope: &Scope,
     given: &[NewRequest],
 ) -> Result<CycleStart, EngineError> {
     let state = shared.state().await?;
@@ -38,7 +41,7 @@ pub(super) async fn begin_cycle(
     }
     let drained = state.frontier == 0 && state.live == 0;
     if drained {
-        start.rescheduled = follow_revisit_policy(shared, schedule).await?;
+        start.rescheduled = follow_revisit_policy(shared, schedule, scope).await?;
     }
     let mut cycle = state.cycle;
     if drained || state.seeding {
@@ -128,19 +131,25 @@ pub(super) struct CycleStart {
 /// is queued now is left alone), as the embedded state does; the policy is
 /// noted once every record was visited, so a worker killed midway leaves the
 /// rest to the next. Returns the pages moved.
-async fn follow_revisit_policy(shared: &Shared, schedule: &Schedule) -> Result<u64, EngineError> {
-    let policy = schedule.describe();
+async fn follow_revisit_policy(
+    shared: &Shared,
+    schedule: &Schedule,
+    scope: &Scope,
+) -> Result<u64, EngineError> {
+    let policy = record::due_policy(schedule, scope);
     if shared.revisit_policy().await?.as_deref() == Some(policy.as_str()) {
         return Ok(0);
     }
-    let (mut cursor, mut moved) = (0, 0);
+    let (mut cursor, mut moved, mut left) = (0, 0, 0);
+    let now = unix_now();
     // Bounded: the cursor comes back to 0 after one pass over the records.
     loop {
         let (next, pages) = shared.scan_pages(cursor).await?;
         let moves: Vec<Move> = pages
             .into_iter()
             .filter_map(|(fingerprint, read, mut record)| {
-                let due = schedule.due(&record);
+                let (due, leaves) = record::due(schedule, scope, &record, now);
+                left += u64::from(leaves);
                 (due != record.next_due).then(|| {
                     let was_due = record.next_due.is_some();
                     record.next_due = due;
@@ -160,11 +169,6 @@ async fn follow_revisit_policy(shared: &Shared, schedule: &Schedule) -> Result<u
         cursor = next;
     }
     shared.set_revisit_policy(&policy).await?;
-    if moved > 0 {
-        tracing::info!(
-            pages = moved,
-            "the revisit policy changed: due times follow the new one"
-        );
-    }
+    crate::engine::say_moved(moved, left);
     Ok(moved)
 }

@@ -231,7 +231,7 @@ impl Worker {
             );
         }
         let mut counters = HashMap::new();
-        let cycle = begin_cycle(&shared, config, &active.schedule, &new).await?;
+        let cycle = begin_cycle(&shared, config, &active.schedule, &active.scope, &new).await?;
         let seeded = match new.is_empty() {
             true => Default::default(),
             false => shared.add_seeds(&new).await?,
@@ -431,6 +431,7 @@ impl Worker {
             run,
             totals: PageTotals::of(count),
             items: count("items/stored"),
+            deleted: count("items/deleted"),
             enqueued: count("frontier/enqueued"),
             filtered: count("dupefilter/filtered"),
             frontier: self.frontier,

@@ -67,8 +67,22 @@ impl Worker {
     async fn prepare(
         &mut self,
         lease: SharedLease,
-        result: PageResult,
+        mut result: PageResult,
     ) -> Result<Ready, EngineError> {
+        if result.out_of_scope {
+            // Dropped only under the crawl's newest job: another worker may
+            // have widened the scope (a seed on a new host) since this
+            // worker took up its version. Held by it, the request goes back
+            // as it was, to be fetched.
+            self.follow_job().await?;
+            if self.active.scope.holds(&lease.request).is_ok() {
+                let mut again = lease.request.clone();
+                again.dont_filter = true;
+                result.out_of_scope = false;
+                result.requeued = true;
+                result.requests.push(again);
+            }
+        }
         let robots_answered = self
             .active
             .robots
@@ -95,6 +109,7 @@ impl Worker {
             prior,
             failed,
             requeued,
+            out_of_scope,
             backoff,
             crawl_delay,
             archived,
@@ -111,11 +126,13 @@ impl Worker {
             prior,
             failed,
             requeued,
+            out_of_scope,
         };
         let (record, due) = match page_write(
             &self.active.schedule,
             &lease.request,
             end,
+            self.active.legs.identity_field(),
             &mut items,
             &mut counters,
         ) {

@@ -190,6 +190,21 @@ pub fn dump_items(data: &Path) -> Vec<serde_json::Value> {
     parse_lines(&out.stdout)
 }
 
+/// The whole change feed, every record stored (`dump items --since-run 0`),
+/// parsed: the versions a page's items had, and deletion records.
+pub fn dump_feed(data: &Path) -> Vec<serde_json::Value> {
+    let out = run(
+        legcrawl(data, &["dump", "items", "--since-run", "0"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "dump items failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_lines(&out.stdout)
+}
+
 /// JSON lines → values.
 pub fn parse_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(bytes)
