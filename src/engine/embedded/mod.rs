@@ -204,8 +204,12 @@ impl<'a> Embedded<'a> {
                 let Some(lease) = self.state.lease_from(id)? else {
                     break;
                 };
-                let name = self.state.host_name(id).unwrap_or_default();
-                self.politeness.started(id, name, now);
+                // A request the job's scope no longer holds is dropped
+                // unfetched (see `engine::crawl`): it takes no turn of its host.
+                if self.active.scope.holds(&lease.request).is_ok() {
+                    let name = self.state.host_name(id).unwrap_or_default();
+                    self.politeness.started(id, name, now);
+                }
                 // Only a request that bypasses the seen set (seed, revisit,
                 // retry) can have a page record: a filtered one is new.
                 let prior = if lease.request.dont_filter {
@@ -226,7 +230,9 @@ impl<'a> Embedded<'a> {
         lease: Lease,
         result: PageResult,
     ) -> Result<bool, EngineError> {
-        self.politeness.finished(lease.host_id);
+        if !result.out_of_scope {
+            self.politeness.finished(lease.host_id);
+        }
         if let Some(host) = self.state.host_name(lease.host_id).map(str::to_owned) {
             let now = Instant::now();
             if let Some(wait) = result.backoff {
