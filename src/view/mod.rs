@@ -164,7 +164,7 @@ impl CrawlView {
 
     /// Calls `each` with the JSON text of the items `pick` selects, in
     /// order, until it returns `Ok(false)` or an error. [`ItemPick::All`]
-    /// is the current view: the items that stand ([`current`]), read in two
+    /// is the current view: the items that stand (`current`), read in two
     /// passes over the feed (the second stops where the first ended, so
     /// items stored meanwhile wait for the next read).
     pub async fn for_each_item<E>(
