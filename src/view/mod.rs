@@ -48,7 +48,7 @@ pub enum ViewError {
 }
 
 /// A run as `--run` and `--since-run` name it: a number, or `last`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RunRef {
     /// Run N (run numbers start at 1; `--since-run 0` means before every run).
     Number(u64),

@@ -1,0 +1,295 @@
+//! The crawl's side: a Unix socket in the state directory, an acceptor
+//! thread, and one thread per dump that opens the state read-only
+//! ([`State::beside`]) and runs `dump`'s own view code against it, streaming
+//! its output back in frames as it is written.
+//!
+//! The crawl's loop is never waited on: readers share nothing with it but
+//! sled's tree (whose reads run beside its writes), the Bloom file's map and
+//! the durable item end (an atomic). Reader threads run at a lower priority
+//! (nice 10), at most [`MAX_READERS`] at once. A dump that goes away ends its
+//! reader at the next write; a dump that stops reading ends it after
+//! [`WRITE_TIMEOUT`]. When the state closes ([`State::close_first`]), the
+//! server stops accepting, cuts every answer short, waits for its readers
+//! (they hold the database) and removes the socket. Depends on `wire`,
+//! `dump` (the views), `stderr` (their messages) and the store's
+//! [`ReadHandle`].
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use legcrawl::store::{ReadHandle, State};
+use legcrawl::view::CrawlView;
+
+use super::wire::{self, END, OUT, Place, Request, SAY};
+
+/// Dumps answered at once; one more is told to try again.
+pub const MAX_READERS: usize = 4;
+/// How long a reader waits for the request line.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a reader waits for a dump to take the next bytes.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Output bytes gathered into one frame.
+const FRAME_BYTES: usize = 64 << 10;
+/// The nice value of reader threads (the crawl's own threads keep theirs).
+const READER_NICE: libc::c_int = 10;
+
+/// What the acceptor and the readers share.
+struct Shared {
+    /// Set when the state closes: no new answer, and writes fail.
+    stop: AtomicBool,
+    /// The answers running, by number: their sockets, to cut them short.
+    open: Mutex<HashMap<u64, UnixStream>>,
+    /// The reader threads started (finished ones are dropped as new ones start).
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The running server; dropping it stops it (see the module doc).
+pub struct Server {
+    shared: Arc<Shared>,
+    place: Place,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+/// Starts answering dumps of `state` beside the crawl, and hands the server
+/// to the state to stop when it closes. A socket that cannot be made is a
+/// warning: the crawl runs on, and dumps find the state busy as before.
+pub fn start(state: &mut State) {
+    match Server::bind(state.read_handle()) {
+        Ok(server) => state.close_first(Box::new(server)),
+        Err(error) => tracing::warn!(
+            "{}: no dump can read beside this crawl: cannot listen on {}: {error}",
+            state.dir().display(),
+            wire::SOCKET_FILE
+        ),
+    }
+}
+
+impl Server {
+    /// Binds the socket (replacing a stale one: the state's lock is held, so
+    /// no other process listens there) and starts the acceptor.
+    fn bind(handle: ReadHandle) -> io::Result<Server> {
+        let place = Place::of(handle.dir())?;
+        match std::fs::remove_file(&place.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let listener = UnixListener::bind(&place.path)?;
+        std::fs::set_permissions(&place.path, std::fs::Permissions::from_mode(0o600))?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            open: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+        });
+        let acceptor = std::thread::Builder::new()
+            .name("legcrawl-read-accept".into())
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || accept(&listener, &handle, &shared)
+            })?;
+        Ok(Server {
+            shared,
+            place,
+            acceptor: Some(acceptor),
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wakes the acceptor, which then sees the stop.
+        let _ = UnixStream::connect(&self.place.path);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        if let Ok(open) = self.shared.open.lock() {
+            for stream in open.values() {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        let threads = match self.shared.threads.lock() {
+            Ok(mut threads) => std::mem::take(&mut *threads),
+            Err(_) => Vec::new(),
+        };
+        for thread in threads {
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&self.place.path);
+    }
+}
+
+/// Accepts dumps until the stop, each answered on a thread of its own.
+fn accept(listener: &UnixListener, handle: &ReadHandle, shared: &Arc<Shared>) {
+    let mut number = 0u64;
+    for stream in listener.incoming() {
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        number += 1;
+        if let Err(error) = start_reader(stream, number, handle, shared) {
+            tracing::debug!(%error, "a dump beside the crawl was not answered");
+        }
+    }
+}
+
+/// Starts the reader of `stream`, or tells it to try again when
+/// [`MAX_READERS`] are running.
+fn start_reader(
+    mut stream: UnixStream,
+    number: u64,
+    handle: &ReadHandle,
+    shared: &Arc<Shared>,
+) -> io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let mut threads = shared
+        .threads
+        .lock()
+        .map_err(|_| io::Error::other("reader list poisoned"))?;
+    threads.retain(|thread| !thread.is_finished());
+    if threads.len() >= MAX_READERS {
+        let message = format!(
+            "{}: {MAX_READERS} dumps are reading beside the running crawl already; try again",
+            handle.dir().display()
+        );
+        return wire::write_frame(&mut stream, END, &wire::end_payload(2, &message));
+    }
+    if let Ok(mut open) = shared.open.lock() {
+        open.insert(number, stream.try_clone()?);
+    }
+    let (handle, reader_shared) = (handle.clone(), Arc::clone(shared));
+    let thread = std::thread::Builder::new()
+        .name("legcrawl-read".into())
+        .spawn(move || {
+            lower_priority();
+            answer(stream, &handle, &reader_shared.stop);
+            if let Ok(mut open) = reader_shared.open.lock() {
+                open.remove(&number);
+            }
+        })?;
+    threads.push(thread);
+    Ok(())
+}
+
+/// Gives the calling thread a lower scheduling priority than the crawl's.
+#[allow(unsafe_code)]
+fn lower_priority() {
+    // SAFETY: setpriority only reads its integer arguments; on Linux,
+    // PRIO_PROCESS with `who` 0 names the calling thread (a nice value is a
+    // thread's). A failure leaves the priority as it was.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICE) };
+}
+
+/// Reads the request on `stream`, runs its view and sends the answer.
+fn answer(stream: UnixStream, handle: &ReadHandle, stop: &AtomicBool) {
+    let request = read_request(&stream);
+    let mut out = Frames {
+        stream: &stream,
+        buffer: Vec::with_capacity(FRAME_BYTES),
+        stop,
+    };
+    let (result, said) = match request {
+        Ok(request) => crate::cli::stderr::capture(|| run_view(&mut out, handle, request)),
+        Err(error) => (Err(error), Vec::new()),
+    };
+    let result = crate::cli::finish(result.and_then(|()| out.flush().map_err(Into::into)));
+    let (code, message) = match result {
+        Ok(_) => (0, String::new()),
+        Err(error) => (crate::cli::exit_code(&error), crate::cli::one_line(&error)),
+    };
+    if stop.load(Ordering::SeqCst) {
+        return;
+    }
+    let mut writer = &stream;
+    for line in said {
+        if wire::write_frame(&mut writer, SAY, line.as_bytes()).is_err() {
+            return;
+        }
+    }
+    let _ = wire::write_frame(&mut writer, END, &wire::end_payload(code, &message));
+}
+
+/// The request line on `stream`, checked.
+fn read_request(stream: &UnixStream) -> anyhow::Result<Request> {
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    let mut line = String::new();
+    BufReader::new(stream.take(wire::MAX_REQUEST)).read_line(&mut line)?;
+    let request: Request = serde_json::from_str(&line)
+        .map_err(|e| crate::cli::BadInput(format!("a dump's request could not be read: {e}")))?;
+    if request.version != wire::VERSION {
+        return Err(crate::cli::BadInput(format!(
+            "the running crawl is another legcrawl build (its dump requests are version {}, this one's {}); run the crawl's own legcrawl dump",
+            wire::VERSION,
+            request.version
+        ))
+        .into());
+    }
+    Ok(request)
+}
+
+/// Opens the state read-only and prints the view asked for into `out`.
+fn run_view(out: &mut Frames<'_>, handle: &ReadHandle, request: Request) -> anyhow::Result<()> {
+    let state = State::beside(handle)?;
+    let crawl = CrawlView::State(Box::new(state));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(crate::cli::dump::print_view(
+        out,
+        &crawl,
+        request.view,
+        request.limit,
+        request.json,
+    ))
+}
+
+/// The dump's stdout, sent in [`OUT`] frames of up to [`FRAME_BYTES`];
+/// every write fails once the server stops.
+struct Frames<'a> {
+    stream: &'a UnixStream,
+    buffer: Vec<u8>,
+    stop: &'a AtomicBool,
+}
+
+impl Frames<'_> {
+    /// Sends what is gathered as one frame.
+    fn send(&mut self) -> io::Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("the crawl is closing its state"));
+        }
+        if !self.buffer.is_empty() {
+            let mut stream = self.stream;
+            wire::write_frame(&mut stream, OUT, &self.buffer)?;
+            self.buffer.clear();
+        }
+        Ok(())
+    }
+}
+
+impl Write for Frames<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.buffer.len() + bytes.len() > FRAME_BYTES {
+            self.send()?;
+        }
+        if bytes.len() >= FRAME_BYTES {
+            // Larger than a frame's gathering: in frames of its own.
+            for chunk in bytes.chunks(FRAME_BYTES) {
+                self.buffer.extend_from_slice(chunk);
+                self.send()?;
+            }
+            return Ok(bytes.len());
+        }
+        self.buffer.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
