@@ -74,10 +74,16 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         // every other view, the crawl itself (see `beside`).
         let dir = args.state.dir()?;
         let published = matches!(view, View::Summary);
+        // A crawl that listens answers at once (opening would first wait
+        // for its lock); a crawl that began listening meanwhile, after.
+        let beside = |view: &View| super::beside::ask(&dir, view.clone(), args.limit, args.json);
+        if !published && let Some(code) = beside(&view)? {
+            return Ok(code);
+        }
         match CrawlView::open_dir(&dir, published) {
             Ok(crawl) => crawl,
             Err(busy @ ViewError::Store(StoreError::Busy { .. })) => {
-                return match super::beside::ask(&dir, view, args.limit, args.json)? {
+                return match beside(&view)? {
                     Some(code) => Ok(code),
                     None => Err(lift(busy)),
                 };

@@ -9,9 +9,13 @@
 //! - `server`: the crawl's side (started by `crawl` once the state is open);
 //! - here: the dump's side, [`ask`].
 //!
-//! A dump asks only when opening the state found it busy. No socket, or one
-//! nobody listens on (a crawl killed with `-9` leaves its file), is no
-//! answer: the dump then says the state is busy, as before. Every wait is
+//! A dump (of any view but the summary, which the crawl publishes) asks
+//! before it opens the state, and again when opening found it busy. No
+//! socket, one nobody listens on (a crawl killed with `-9` leaves its file),
+//! or a crawl that closes it before the first frame (it is ending) is no
+//! answer: the dump then opens the state as before, and says it is busy
+//! when something else holds it. Once the crawl answers, the dump runs only
+//! on CPU time the crawl leaves, as the crawl's reader does. Every wait is
 //! bounded: connecting fails at once without a listener, and the answer's
 //! frames must come within [`READ_TIMEOUT`] of each other.
 
@@ -46,8 +50,9 @@ pub struct Answered {
 }
 
 /// Asks the crawl that holds `dir` for `view`, and copies its answer to
-/// stdout and stderr. `Ok(None)` when no crawl answers there (nothing
-/// listens on the socket): the state is busy for another reason.
+/// stdout and stderr. `Ok(None)` when no crawl answers there: no socket,
+/// nothing listens on it, or the crawl closed it before its first frame
+/// (it is ending): the state is idle, or busy for another reason.
 pub fn ask(
     dir: &Path,
     view: View,
@@ -74,35 +79,72 @@ pub fn ask(
         // The crawl closed the socket meanwhile: it is ending.
         return Ok(None);
     }
-    let answered = copy_answer(&mut stream, &mut io::stdout().lock());
+    // No first frame: the crawl is ending (or stopped): no answer.
+    let Ok(Some(first)) = wire::read_frame(&mut stream) else {
+        return Ok(None);
+    };
+    yield_to_the_crawl();
+    let answered = copy_answer(first, &mut stream, &mut io::stdout().lock());
     super::finish(answered).map(Some)
 }
 
-/// Copies the answer's frames: output to `out`, lines to stderr; the END
-/// frame's error, or one when the answer was cut short.
-fn copy_answer(stream: &mut UnixStream, out: &mut impl Write) -> anyhow::Result<()> {
-    let cut = |why: String| {
-        anyhow::anyhow!(
-            "the running crawl's answer was cut short ({why}); the output above is incomplete: run the dump again"
-        )
-    };
+/// Lets the calling thread run only on CPU time nothing else wants (Linux's
+/// `SCHED_IDLE`; where that is refused, the lowest nice value): a reader on
+/// the crawl's side, and a dump once the crawl answers it, so that the crawl
+/// goes first on a busy machine. Elsewhere than Linux, nothing.
+#[allow(unsafe_code)]
+pub fn yield_to_the_crawl() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler reads the `sched_param` it is given,
+        // which lives across the call; pid 0 names the calling thread (on
+        // Linux a policy is a thread's).
+        let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if idle != 0 {
+            // SAFETY: setpriority only reads its integer arguments; on Linux
+            // PRIO_PROCESS with `who` 0 names the calling thread.
+            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+        }
+    }
+}
+
+/// Why an answer that began stops without its END frame.
+fn cut(why: String) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the running crawl's answer was cut short ({why}); the output above is incomplete: run the dump again"
+    )
+}
+
+/// The next frame of an answer that began.
+fn next_frame(stream: &mut UnixStream) -> anyhow::Result<(u8, Vec<u8>)> {
+    match wire::read_frame(stream) {
+        Ok(Some(frame)) => Ok(frame),
+        Ok(None) => Err(cut("the crawl closed the connection".into())),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            Err(cut(format!(
+                "nothing came for {} s",
+                READ_TIMEOUT.as_secs()
+            )))
+        }
+        Err(e) => Err(cut(e.to_string())),
+    }
+}
+
+/// Copies the answer's frames from `first` on: output to `out`, lines to
+/// stderr; the END frame's error, or one when the answer was cut short.
+fn copy_answer(
+    first: (u8, Vec<u8>),
+    stream: &mut UnixStream,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut frame = first;
     loop {
-        let frame = match wire::read_frame(stream) {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Err(cut("the crawl closed the connection".into())),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(cut(format!(
-                    "nothing came for {} s",
-                    READ_TIMEOUT.as_secs()
-                )));
-            }
-            Err(e) => return Err(cut(e.to_string())),
-        };
         match frame {
             (OUT, bytes) => out.write_all(&bytes)?,
             (SAY, line) => say!("{}", String::from_utf8_lossy(&line)),
@@ -120,5 +162,6 @@ fn copy_answer(stream: &mut UnixStream, out: &mut impl Write) -> anyhow::Result<
             }
             (kind, _) => return Err(cut(format!("a frame of unknown kind {kind}"))),
         }
+        frame = next_frame(stream)?;
     }
 }

@@ -1,17 +1,20 @@
 //! The crawl's side: a Unix socket in the state directory, an acceptor
-//! thread, and one thread per dump that opens the state read-only
-//! ([`State::beside`]) and runs `dump`'s own view code against it, streaming
-//! its output back in frames as it is written.
+//! thread, and [`MAX_READERS`] reader threads kept for the crawl's length.
+//! A reader takes the next dump accepted, opens the state read-only
+//! ([`State::beside`]) and runs `dump`'s own view code against it,
+//! streaming its output back in frames as it is written.
 //!
 //! The crawl's loop is never waited on: readers share nothing with it but
 //! sled's tree (whose reads run beside its writes), the Bloom file's map and
-//! the durable item end (an atomic). Reader threads run at a lower priority
-//! (nice 10), at most [`MAX_READERS`] at once. A dump that goes away ends its
-//! reader at the next write; a dump that stops reading ends it after
+//! the durable item end (an atomic). Reader threads run only on CPU time the
+//! crawl leaves (`SCHED_IDLE`). As many dumps as there are readers wait in
+//! a queue; one more is told to try again. A dump that goes away ends its
+//! answer at the next write; a dump that stops reading ends it after
 //! [`WRITE_TIMEOUT`]. When the state closes ([`State::close_first`]), the
-//! server stops accepting, cuts every answer short, waits for its readers
-//! (they hold the database) and removes the socket. Depends on `wire`,
-//! `dump` (the views), `stderr` (their messages) and the store's
+//! server stops accepting, ends every answer (each says it was cut short;
+//! after [`CLOSE_WAIT`] the connections left are shut), waits for its
+//! readers (they hold the database) and removes the socket. Depends on
+//! `wire`, `dump` (the views), `stderr` (their messages) and the store's
 //! [`ReadHandle`].
 
 use std::collections::HashMap;
@@ -28,16 +31,18 @@ use legcrawl::view::CrawlView;
 
 use super::wire::{self, END, OUT, Place, Request, SAY};
 
-/// Dumps answered at once; one more is told to try again.
+/// Dumps answered at once (as many more wait; one more is told to try
+/// again).
 pub const MAX_READERS: usize = 4;
 /// How long a reader waits for the request line.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a reader waits for a dump to take the next bytes.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a closing state waits for its readers to say they were cut
+/// short before it cuts their connections.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Output bytes gathered into one frame.
 const FRAME_BYTES: usize = 64 << 10;
-/// The nice value of reader threads (the crawl's own threads keep theirs).
-const READER_NICE: libc::c_int = 10;
 
 /// What the acceptor and the readers share.
 struct Shared {
@@ -45,15 +50,19 @@ struct Shared {
     stop: AtomicBool,
     /// The answers running, by number: their sockets, to cut them short.
     open: Mutex<HashMap<u64, UnixStream>>,
-    /// The reader threads started (finished ones are dropped as new ones start).
-    threads: Mutex<Vec<JoinHandle<()>>>,
 }
+
+/// A dump accepted and waiting for a reader: its number and its socket.
+type Accepted = (u64, UnixStream);
 
 /// The running server; dropping it stops it (see the module doc).
 pub struct Server {
     shared: Arc<Shared>,
     place: Place,
     acceptor: Option<JoinHandle<()>>,
+    /// The reader threads, started with the server and kept (a thread's
+    /// start and end would cost the crawl's threads on every dump).
+    readers: Vec<JoinHandle<()>>,
 }
 
 /// Starts answering dumps of `state` beside the crawl, and hands the server
@@ -72,7 +81,8 @@ pub fn start(state: &mut State) {
 
 impl Server {
     /// Binds the socket (replacing a stale one: the state's lock is held, so
-    /// no other process listens there) and starts the acceptor.
+    /// no other process listens there) and starts the acceptor and the
+    /// readers.
     fn bind(handle: ReadHandle) -> io::Result<Server> {
         let place = Place::of(handle.dir())?;
         match std::fs::remove_file(&place.path) {
@@ -84,18 +94,31 @@ impl Server {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             open: Mutex::new(HashMap::new()),
-            threads: Mutex::new(Vec::new()),
         });
+        // As many wait as are read: one more is told to try again.
+        let (queue, waiting) = std::sync::mpsc::sync_channel::<Accepted>(MAX_READERS);
+        let waiting = Arc::new(Mutex::new(waiting));
+        let mut readers = Vec::with_capacity(MAX_READERS);
+        for _ in 0..MAX_READERS {
+            let (waiting, handle, shared) =
+                (Arc::clone(&waiting), handle.clone(), Arc::clone(&shared));
+            readers.push(
+                std::thread::Builder::new()
+                    .name("legcrawl-read".into())
+                    .spawn(move || read(&waiting, &handle, &shared))?,
+            );
+        }
         let acceptor = std::thread::Builder::new()
             .name("legcrawl-read-accept".into())
             .spawn({
                 let shared = Arc::clone(&shared);
-                move || accept(&listener, &handle, &shared)
+                move || accept(&listener, &queue, handle.dir(), &shared)
             })?;
         Ok(Server {
             shared,
             place,
             acceptor: Some(acceptor),
+            readers,
         })
     }
 }
@@ -103,29 +126,40 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        // Wakes the acceptor, which then sees the stop.
+        // Wakes the acceptor, which then sees the stop (and its end closes
+        // the queue, which ends the readers once they are done).
         let _ = UnixStream::connect(&self.place.path);
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
+        }
+        // Readers fail at their next frame and say so; those that do not
+        // end soon (a dump that reads no more) are cut off.
+        let deadline = std::time::Instant::now() + CLOSE_WAIT;
+        while std::time::Instant::now() < deadline
+            && self.shared.open.lock().is_ok_and(|open| !open.is_empty())
+        {
+            std::thread::sleep(Duration::from_millis(10));
         }
         if let Ok(open) = self.shared.open.lock() {
             for stream in open.values() {
                 let _ = stream.shutdown(std::net::Shutdown::Both);
             }
         }
-        let threads = match self.shared.threads.lock() {
-            Ok(mut threads) => std::mem::take(&mut *threads),
-            Err(_) => Vec::new(),
-        };
-        for thread in threads {
-            let _ = thread.join();
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
         }
         let _ = std::fs::remove_file(&self.place.path);
     }
 }
 
-/// Accepts dumps until the stop, each answered on a thread of its own.
-fn accept(listener: &UnixListener, handle: &ReadHandle, shared: &Arc<Shared>) {
+/// Accepts dumps until the stop and queues them for the readers; one that
+/// finds the queue full is told to try again.
+fn accept(
+    listener: &UnixListener,
+    queue: &std::sync::mpsc::SyncSender<Accepted>,
+    dir: &std::path::Path,
+    shared: &Shared,
+) {
     let mut number = 0u64;
     for stream in listener.incoming() {
         if shared.stop.load(Ordering::SeqCst) {
@@ -133,57 +167,53 @@ fn accept(listener: &UnixListener, handle: &ReadHandle, shared: &Arc<Shared>) {
         }
         let Ok(stream) = stream else { continue };
         number += 1;
-        if let Err(error) = start_reader(stream, number, handle, shared) {
+        let queued = stream
+            .set_write_timeout(Some(WRITE_TIMEOUT))
+            .and_then(|()| stream.try_clone())
+            .map(|clone| {
+                if let Ok(mut open) = shared.open.lock() {
+                    open.insert(number, clone);
+                }
+            });
+        if let Err(error) = queued {
             tracing::debug!(%error, "a dump beside the crawl was not answered");
+            continue;
+        }
+        if let Err(std::sync::mpsc::TrySendError::Full((number, mut stream))) =
+            queue.try_send((number, stream))
+        {
+            if let Ok(mut open) = shared.open.lock() {
+                open.remove(&number);
+            }
+            let message = format!(
+                "{}: {} dumps are reading beside the running crawl already; try again",
+                dir.display(),
+                2 * MAX_READERS
+            );
+            let _ = wire::write_frame(&mut stream, END, &wire::end_payload(2, &message));
         }
     }
 }
 
-/// Starts the reader of `stream`, or tells it to try again when
-/// [`MAX_READERS`] are running.
-fn start_reader(
-    mut stream: UnixStream,
-    number: u64,
+/// A reader thread: answers the dumps queued, one after the other, until
+/// the queue closes.
+fn read(
+    waiting: &Mutex<std::sync::mpsc::Receiver<Accepted>>,
     handle: &ReadHandle,
-    shared: &Arc<Shared>,
-) -> io::Result<()> {
-    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let mut threads = shared
-        .threads
-        .lock()
-        .map_err(|_| io::Error::other("reader list poisoned"))?;
-    threads.retain(|thread| !thread.is_finished());
-    if threads.len() >= MAX_READERS {
-        let message = format!(
-            "{}: {MAX_READERS} dumps are reading beside the running crawl already; try again",
-            handle.dir().display()
-        );
-        return wire::write_frame(&mut stream, END, &wire::end_payload(2, &message));
+    shared: &Shared,
+) {
+    super::yield_to_the_crawl();
+    loop {
+        let next = match waiting.lock() {
+            Ok(waiting) => waiting.recv(),
+            Err(_) => return,
+        };
+        let Ok((number, stream)) = next else { return };
+        answer(stream, handle, &shared.stop);
+        if let Ok(mut open) = shared.open.lock() {
+            open.remove(&number);
+        }
     }
-    if let Ok(mut open) = shared.open.lock() {
-        open.insert(number, stream.try_clone()?);
-    }
-    let (handle, reader_shared) = (handle.clone(), Arc::clone(shared));
-    let thread = std::thread::Builder::new()
-        .name("legcrawl-read".into())
-        .spawn(move || {
-            lower_priority();
-            answer(stream, &handle, &reader_shared.stop);
-            if let Ok(mut open) = reader_shared.open.lock() {
-                open.remove(&number);
-            }
-        })?;
-    threads.push(thread);
-    Ok(())
-}
-
-/// Gives the calling thread a lower scheduling priority than the crawl's.
-#[allow(unsafe_code)]
-fn lower_priority() {
-    // SAFETY: setpriority only reads its integer arguments; on Linux,
-    // PRIO_PROCESS with `who` 0 names the calling thread (a nice value is a
-    // thread's). A failure leaves the priority as it was.
-    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICE) };
 }
 
 /// Reads the request on `stream`, runs its view and sends the answer.
@@ -201,11 +231,15 @@ fn answer(stream: UnixStream, handle: &ReadHandle, stop: &AtomicBool) {
     let result = crate::cli::finish(result.and_then(|()| out.flush().map_err(Into::into)));
     let (code, message) = match result {
         Ok(_) => (0, String::new()),
+        Err(_) if stop.load(Ordering::SeqCst) => (
+            1,
+            format!(
+                "{}: the crawl closed the state during this dump; the output above is incomplete: dump again",
+                handle.dir().display()
+            ),
+        ),
         Err(error) => (crate::cli::exit_code(&error), crate::cli::one_line(&error)),
     };
-    if stop.load(Ordering::SeqCst) {
-        return;
-    }
     let mut writer = &stream;
     for line in said {
         if wire::write_frame(&mut writer, SAY, line.as_bytes()).is_err() {
