@@ -52,7 +52,7 @@ enum Command {
     /// Crawl from the given seeds, or resume the stored crawl.
     #[command(after_help = help::CRAWL)]
     Crawl(Box<crawl::CrawlArgs>),
-    /// Inspect a crawl state (works while a crawl runs for `summary`).
+    /// Inspect a crawl state (every view works while a crawl runs on it).
     #[command(after_help = help::DUMP)]
     Dump(dump::DumpArgs),
     /// Fetch one URL politely; body to stdout.

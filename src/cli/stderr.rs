@@ -93,6 +93,7 @@ mod tests {
         ("main.rs", include_str!("../main.rs")),
         ("cli/mod.rs", include_str!("mod.rs")),
         ("cli/access.rs", include_str!("access.rs")),
+        ("cli/beside/budget.rs", include_str!("beside/budget.rs")),
         ("cli/beside/mod.rs", include_str!("beside/mod.rs")),
         ("cli/beside/server.rs", include_str!("beside/server.rs")),
         ("cli/beside/wire.rs", include_str!("beside/wire.rs")),

@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - `wire`: the socket's place, the request line and the answer's frames;
+//! - `budget`: the CPU time the crawl's readers may take;
 //! - `server`: the crawl's side (started by `crawl` once the state is open);
 //! - here: the dump's side, [`ask`].
 //!
@@ -14,11 +15,12 @@
 //! socket, one nobody listens on (a crawl killed with `-9` leaves its file),
 //! or a crawl that closes it before the first frame (it is ending) is no
 //! answer: the dump then opens the state as before, and says it is busy
-//! when something else holds it. Once the crawl answers, the dump runs only
-//! on CPU time the crawl leaves, as the crawl's reader does. Every wait is
+//! when something else holds it. Once the crawl answers, the dump runs at the
+//! lowest priority, as the crawl's readers do. Every wait is
 //! bounded: connecting fails at once without a listener, and the answer's
 //! frames must come within [`READ_TIMEOUT`] of each other.
 
+mod budget;
 mod server;
 mod wire;
 
@@ -32,7 +34,7 @@ pub use server::start;
 
 use super::dump_view::View;
 use super::stderr::say;
-use wire::{END, OUT, Place, Request, SAY};
+use wire::{END, OUT, Place, Request, SAY, WAIT};
 
 /// How long a dump waits for the next frame of the crawl's answer.
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
@@ -88,24 +90,21 @@ pub fn ask(
     super::finish(answered).map(Some)
 }
 
-/// Lets the calling thread run only on CPU time nothing else wants (Linux's
-/// `SCHED_IDLE`; where that is refused, the lowest nice value): a reader on
-/// the crawl's side, and a dump once the crawl answers it, so that the crawl
-/// goes first on a busy machine. Elsewhere than Linux, nothing.
+/// Gives the calling thread the lowest priority (nice 19): a reader on the
+/// crawl's side, and a dump once the crawl answers it, so that the crawl
+/// goes first on a busy machine. (Linux's `SCHED_IDLE` was no better in
+/// `benches/read_beside.rs`, and a thread of that class preempted while it
+/// holds a lock the crawl wants, the allocator's for one, waits for an idle
+/// CPU.) Elsewhere than Linux, where a nice value is the whole process's,
+/// nothing.
 #[allow(unsafe_code)]
 pub fn yield_to_the_crawl() {
     #[cfg(target_os = "linux")]
     {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: sched_setscheduler reads the `sched_param` it is given,
-        // which lives across the call; pid 0 names the calling thread (on
-        // Linux a policy is a thread's).
-        let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-        if idle != 0 {
-            // SAFETY: setpriority only reads its integer arguments; on Linux
-            // PRIO_PROCESS with `who` 0 names the calling thread.
-            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
-        }
+        // SAFETY: setpriority only reads its integer arguments; on Linux
+        // PRIO_PROCESS with `who` 0 names the calling thread (a nice value
+        // is a thread's). A failure leaves the priority as it was.
+        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
     }
 }
 
@@ -148,6 +147,7 @@ fn copy_answer(
         match frame {
             (OUT, bytes) => out.write_all(&bytes)?,
             (SAY, line) => say!("{}", String::from_utf8_lossy(&line)),
+            (WAIT, _) => {}
             (END, payload) => {
                 out.flush()?;
                 let (code, message) = payload.split_first().unwrap_or((&1, b"no exit code"));

@@ -6,8 +6,8 @@
 //!
 //! The crawl's loop is never waited on: readers share nothing with it but
 //! sled's tree (whose reads run beside its writes), the Bloom file's map and
-//! the durable item end (an atomic). Reader threads run only on CPU time the
-//! crawl leaves (`SCHED_IDLE`). As many dumps as there are readers wait in
+//! the durable item end (an atomic). Reader threads run at the lowest
+//! priority and within a CPU budget they share (`budget`). As many dumps as there are readers wait in
 //! a queue; one more is told to try again. A dump that goes away ends its
 //! answer at the next write; a dump that stops reading ends it after
 //! [`WRITE_TIMEOUT`]. When the state closes ([`State::close_first`]), the
@@ -29,7 +29,8 @@ use std::time::Duration;
 use legcrawl::store::{ReadHandle, State};
 use legcrawl::view::CrawlView;
 
-use super::wire::{self, END, OUT, Place, Request, SAY};
+use super::budget::{Budget, thread_cpu};
+use super::wire::{self, END, OUT, Place, Request, SAY, WAIT};
 
 /// Dumps answered at once (as many more wait; one more is told to try
 /// again).
@@ -48,6 +49,8 @@ const FRAME_BYTES: usize = 64 << 10;
 struct Shared {
     /// Set when the state closes: no new answer, and writes fail.
     stop: AtomicBool,
+    /// The CPU time the readers may take.
+    budget: Budget,
     /// The answers running, by number: their sockets, to cut them short.
     open: Mutex<HashMap<u64, UnixStream>>,
 }
@@ -93,6 +96,7 @@ impl Server {
         std::fs::set_permissions(&place.path, std::fs::Permissions::from_mode(0o600))?;
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
+            budget: Budget::new(),
             open: Mutex::new(HashMap::new()),
         });
         // As many wait as are read: one more is told to try again.
@@ -209,7 +213,7 @@ fn read(
             Err(_) => return,
         };
         let Ok((number, stream)) = next else { return };
-        answer(stream, handle, &shared.stop);
+        answer(stream, handle, shared);
         if let Ok(mut open) = shared.open.lock() {
             open.remove(&number);
         }
@@ -217,12 +221,17 @@ fn read(
 }
 
 /// Reads the request on `stream`, runs its view and sends the answer.
-fn answer(stream: UnixStream, handle: &ReadHandle, stop: &AtomicBool) {
+fn answer(stream: UnixStream, handle: &ReadHandle, shared: &Shared) {
+    let stop = &shared.stop;
+    let (started, cpu) = (std::time::Instant::now(), thread_cpu());
     let request = read_request(&stream);
     let mut out = Frames {
         stream: &stream,
         buffer: Vec::with_capacity(FRAME_BYTES),
         stop,
+        sent: 0,
+        budget: &shared.budget,
+        charged: cpu,
     };
     let (result, said) = match request {
         Ok(request) => crate::cli::stderr::capture(|| run_view(&mut out, handle, request)),
@@ -247,6 +256,13 @@ fn answer(stream: UnixStream, handle: &ReadHandle, stop: &AtomicBool) {
         }
     }
     let _ = wire::write_frame(&mut writer, END, &wire::end_payload(code, &message));
+    tracing::debug!(
+        code,
+        bytes = out.sent,
+        wall_ms = started.elapsed().as_millis() as u64,
+        cpu_ms = thread_cpu().saturating_sub(cpu).as_millis() as u64,
+        "answered a dump beside the crawl"
+    );
 }
 
 /// The request line on `stream`, checked.
@@ -289,17 +305,47 @@ struct Frames<'a> {
     stream: &'a UnixStream,
     buffer: Vec<u8>,
     stop: &'a AtomicBool,
+    /// Output bytes sent so far.
+    sent: u64,
+    /// The readers' CPU budget, charged before each frame.
+    budget: &'a Budget,
+    /// This thread's CPU time when it was last charged.
+    charged: Duration,
 }
 
 impl Frames<'_> {
-    /// Sends what is gathered as one frame.
+    /// Charges the CPU time used since the last frame to the budget, and
+    /// waits out a debt (sending a [`WAIT`] frame every second of it, so the
+    /// dump knows the crawl is there).
+    fn pace(&mut self) -> io::Result<()> {
+        let now = thread_cpu();
+        let mut wait = self.budget.charge(now.saturating_sub(self.charged));
+        self.charged = now;
+        while !wait.is_zero() {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(io::Error::other("the crawl is closing its state"));
+            }
+            let step = wait.min(Duration::from_secs(1));
+            std::thread::sleep(step);
+            wait -= step;
+            if !wait.is_zero() {
+                let mut stream = self.stream;
+                wire::write_frame(&mut stream, WAIT, &[])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what is gathered as one frame, within the budget.
     fn send(&mut self) -> io::Result<()> {
+        self.pace()?;
         if self.stop.load(Ordering::Relaxed) {
             return Err(io::Error::other("the crawl is closing its state"));
         }
         if !self.buffer.is_empty() {
             let mut stream = self.stream;
             wire::write_frame(&mut stream, OUT, &self.buffer)?;
+            self.sent += self.buffer.len() as u64;
             self.buffer.clear();
         }
         Ok(())

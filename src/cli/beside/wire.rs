@@ -4,8 +4,9 @@
 //! The dump sends one line, a JSON [`Request`]. The crawl answers with
 //! frames, each a kind byte, a length (u32, big-endian, at most
 //! [`MAX_FRAME`]) and that many bytes: [`OUT`] (bytes of the dump's
-//! stdout), [`SAY`] (a line of its stderr), and last [`END`] (the exit code,
-//! one byte, then the error line, empty on success). An answer that stops
+//! stdout), [`SAY`] (a line of its stderr), [`WAIT`] (nothing yet, at least
+//! once a second while the crawl holds its reader back), and last [`END`]
+//! (the exit code, one byte, then the error line, empty on success). An answer that stops
 //! without its `END` frame is cut short. Depends on `dump_view` (the views).
 
 use std::fs::File;
@@ -25,6 +26,8 @@ pub const OUT: u8 = b'o';
 pub const SAY: u8 = b'e';
 /// Frame kind: the end, with the exit code and the error line.
 pub const END: u8 = b'x';
+/// Frame kind: nothing yet (the reader waits out its CPU budget), empty.
+pub const WAIT: u8 = b'w';
 /// The largest frame either side writes or reads.
 pub const MAX_FRAME: usize = 1 << 20;
 /// The longest request line read.
