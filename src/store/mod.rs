@@ -6,7 +6,8 @@
 //! durable record (`durable`) and the marker (`LEGCRAWL`); `docs/state.md`
 //! describes the layout. A [`State`] is owned by one task of one process (the
 //! directory is locked while it is open), so it takes `&mut self` and has no
-//! locks of its own.
+//! locks of its own; readers in that process open read-only `State`s of the
+//! same database on threads of their own (`beside`).
 //!
 //! # Map
 //! - Bottom: `format` (version, marker), `error` ([`StoreError`]), `options`

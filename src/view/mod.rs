@@ -82,7 +82,9 @@ pub enum ItemPick {
 
 /// A crawl to read.
 pub enum CrawlView {
-    /// A state directory whose database this process opened.
+    /// A state directory whose database this process opened, or (in a
+    /// crawl answering a dump beside it) a read-only state of the crawl's
+    /// own database ([`State::beside`]).
     State(Box<State>),
     /// A state directory read only through the files a crawl publishes in
     /// it (`status.json`, `snapshot.json`): never its database, never its
