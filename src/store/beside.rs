@@ -98,6 +98,23 @@ impl State {
         }
     }
 
+    /// Reads again, into a state opened by [`State::beside`], what the
+    /// views of the queue, the runs and the items take from memory: the
+    /// items' durable end, the host index and the counters. What else an
+    /// open loaded (the exact set, the page-id index, the Bloom file's map)
+    /// stays as it was, so only a view that reads none of them (`dump
+    /// items`, `runs`, `frontier`, `pages` without `--due`, `job`,
+    /// `blocked`) may use a state refreshed so; a cheap refresh for a loop
+    /// of such dumps.
+    pub fn refresh_beside(&mut self, handle: &ReadHandle) -> Result<(), StoreError> {
+        let durable_items = handle.durable_items();
+        let meta = &handle.meta;
+        self.frontier = frontier::Frontier::load(&self.db, meta.next_host_id, meta.next_queue_seq)?;
+        self.runs = runs::Runs::load(&self.db)?;
+        self.items = items::Items::beside(durable_items);
+        Ok(())
+    }
+
     /// True for a state opened by [`State::beside`].
     pub fn is_beside(&self) -> bool {
         self.db.is_reader()

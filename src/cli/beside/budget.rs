@@ -1,9 +1,10 @@
 //! The CPU time the readers beside a crawl may take: a token bucket shared
 //! by all of them, filled at [`SHARE`] of one CPU up to [`BURST`]. A reader
 //! charges what its thread used (`/proc/thread-self/schedstat`) before each
-//! frame it sends, and waits out any debt, so a dump beside a crawl (or a
-//! loop of them) takes at most that share of the machine on average, however
-//! large the view. A small view (a few milliseconds) answers at once.
+//! frame it sends, and [`DUMP_PROCESS`] once per dump, and waits out any
+//! debt, so dumps beside a crawl (or a loop of them) take about that share
+//! of the machine on average, however large the view. A small view answers
+//! at once after a quiet time.
 //!
 //! Scheduling priority alone does not bound the cost: in
 //! `benches/read_beside.rs` (a tight loop of dumps on two cores), readers
@@ -19,6 +20,12 @@ pub const SHARE: f64 = 0.01;
 /// The CPU time the bucket holds at most: what a reader may use at once
 /// after a quiet time.
 pub const BURST: Duration = Duration::from_millis(50);
+/// What each dump is charged besides its reader's CPU time: about what
+/// starting the `legcrawl dump` process that asks costs the machine (`perf
+/// stat`: 2.7 ms of CPU for `dump runs` beside a crawl, 2.4 ms for
+/// `legcrawl --version`). So a loop of small dumps is held to the share too,
+/// not only large ones.
+pub const DUMP_PROCESS: Duration = Duration::from_millis(3);
 
 /// The shared bucket (see the module doc).
 pub struct Budget {

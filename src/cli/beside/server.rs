@@ -29,7 +29,9 @@ use std::time::Duration;
 use legcrawl::store::{ReadHandle, State};
 use legcrawl::view::CrawlView;
 
-use super::budget::{Budget, thread_cpu};
+use super::super::dump_view::View;
+
+use super::budget::{Budget, DUMP_PROCESS, thread_cpu};
 use super::wire::{self, END, OUT, Place, Request, SAY, WAIT};
 
 /// Dumps answered at once (as many more wait; one more is told to try
@@ -39,6 +41,9 @@ pub const MAX_READERS: usize = 4;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a reader waits for a dump to take the next bytes.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a reader keeps the read-only state it opened for the next
+/// dumps (see [`fresh_view`]).
+const KEEP_STATE: Duration = Duration::from_secs(5);
 /// How long a closing state waits for its readers to say they were cut
 /// short before it cuts their connections.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
@@ -207,13 +212,23 @@ fn read(
     shared: &Shared,
 ) {
     super::yield_to_the_crawl();
+    let mut kept = None;
     loop {
         let next = match waiting.lock() {
-            Ok(waiting) => waiting.recv(),
+            Ok(waiting) => waiting.recv_timeout(KEEP_STATE),
             Err(_) => return,
         };
-        let Ok((number, stream)) = next else { return };
-        answer(stream, handle, shared);
+        let (number, stream) = match next {
+            Ok(accepted) => accepted,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // Quiet: the state kept is let go (its maps hold files a
+                // checkpoint may have replaced).
+                kept = None;
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        answer(stream, handle, shared, &mut kept);
         if let Ok(mut open) = shared.open.lock() {
             open.remove(&number);
         }
@@ -221,7 +236,7 @@ fn read(
 }
 
 /// Reads the request on `stream`, runs its view and sends the answer.
-fn answer(stream: UnixStream, handle: &ReadHandle, shared: &Shared) {
+fn answer(stream: UnixStream, handle: &ReadHandle, shared: &Shared, kept: &mut Kept) {
     let stop = &shared.stop;
     let (started, cpu) = (std::time::Instant::now(), thread_cpu());
     let request = read_request(&stream);
@@ -232,9 +247,10 @@ fn answer(stream: UnixStream, handle: &ReadHandle, shared: &Shared) {
         sent: 0,
         budget: &shared.budget,
         charged: cpu,
+        owed: DUMP_PROCESS,
     };
     let (result, said) = match request {
-        Ok(request) => crate::cli::stderr::capture(|| run_view(&mut out, handle, request)),
+        Ok(request) => crate::cli::stderr::capture(|| run_view(&mut out, handle, kept, request)),
         Err(error) => (Err(error), Vec::new()),
     };
     let result = crate::cli::finish(result.and_then(|()| out.flush().map_err(Into::into)));
@@ -283,20 +299,61 @@ fn read_request(stream: &UnixStream) -> anyhow::Result<Request> {
     Ok(request)
 }
 
-/// Opens the state read-only and prints the view asked for into `out`.
-fn run_view(out: &mut Frames<'_>, handle: &ReadHandle, request: Request) -> anyhow::Result<()> {
-    let state = State::beside(handle)?;
-    let crawl = CrawlView::State(Box::new(state));
+/// A reader's read-only state, kept from one dump to the next, and when it
+/// was opened.
+type Kept = Option<(std::time::Instant, CrawlView)>;
+
+/// Opens the state read-only (or refreshes the one kept, see
+/// [`fresh_view`]) and prints the view asked for into `out`.
+fn run_view(
+    out: &mut Frames<'_>,
+    handle: &ReadHandle,
+    kept: &mut Kept,
+    request: Request,
+) -> anyhow::Result<()> {
+    let crawl = fresh_view(kept, handle, &request.view)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(crate::cli::dump::print_view(
         out,
-        &crawl,
+        crawl,
         request.view,
         request.limit,
         request.json,
     ))
+}
+
+/// The read-only state to answer `view` from: the one kept, refreshed
+/// ([`State::refresh_beside`]), when the view reads nothing that refresh
+/// leaves as it was and it was opened less than [`KEEP_STATE`] ago; else
+/// one opened now ([`State::beside`]), kept for the next dumps. Opening
+/// loads the exact set, the page-id index and the Bloom file's map, which
+/// a loop of small dumps would otherwise load again and again.
+fn fresh_view<'a>(
+    kept: &'a mut Kept,
+    handle: &ReadHandle,
+    view: &View,
+) -> anyhow::Result<&'a CrawlView> {
+    let refreshable = !matches!(
+        view,
+        View::Seen { .. } | View::Pages { due: true } | View::Summary
+    );
+    let reuse = refreshable
+        && kept
+            .as_ref()
+            .is_some_and(|(opened, _)| opened.elapsed() < KEEP_STATE);
+    if reuse && let Some((_, CrawlView::State(state))) = kept.as_mut() {
+        state.refresh_beside(handle)?;
+    } else {
+        *kept = None;
+        let state = State::beside(handle)?;
+        *kept = Some((std::time::Instant::now(), CrawlView::State(Box::new(state))));
+    }
+    match kept {
+        Some((_, crawl)) => Ok(crawl),
+        None => Err(anyhow::anyhow!("no state to read")),
+    }
 }
 
 /// The dump's stdout, sent in [`OUT`] frames of up to [`FRAME_BYTES`];
@@ -311,6 +368,9 @@ struct Frames<'a> {
     budget: &'a Budget,
     /// This thread's CPU time when it was last charged.
     charged: Duration,
+    /// CPU time to charge with the next frame besides the thread's own (the
+    /// dump process's start, once).
+    owed: Duration,
 }
 
 impl Frames<'_> {
@@ -319,7 +379,8 @@ impl Frames<'_> {
     /// dump knows the crawl is there).
     fn pace(&mut self) -> io::Result<()> {
         let now = thread_cpu();
-        let mut wait = self.budget.charge(now.saturating_sub(self.charged));
+        let used = now.saturating_sub(self.charged) + std::mem::take(&mut self.owed);
+        let mut wait = self.budget.charge(used);
         self.charged = now;
         while !wait.is_zero() {
             if self.stop.load(Ordering::Relaxed) {
