@@ -6,10 +6,12 @@
 //! of the machine on average, however large the view. A small view answers
 //! at once after a quiet time.
 //!
-//! Scheduling priority alone does not bound the cost: in
-//! `benches/read_beside.rs` (a tight loop of dumps on two cores), readers
-//! at `SCHED_IDLE` or nice 19 without a budget took a fifth to a third of
-//! the crawl's pages/s.
+//! Scheduling priority does not bound the cost: in `benches/read_beside.rs`
+//! (a tight loop of dumps on two cores), readers at `SCHED_IDLE` or nice 19
+//! without a budget took a fifth to a third of the crawl's pages/s, and with
+//! the budget nice 19 measured worse than the crawl's own priority (a
+//! preempted reader holding a lock the crawl's threads want, the
+//! allocator's for one), so readers keep the crawl's priority.
 //! Plain std.
 
 use std::sync::Mutex;

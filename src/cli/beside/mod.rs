@@ -15,8 +15,7 @@
 //! socket, one nobody listens on (a crawl killed with `-9` leaves its file),
 //! or a crawl that closes it before the first frame (it is ending) is no
 //! answer: the dump then opens the state as before, and says it is busy
-//! when something else holds it. Once the crawl answers, the dump runs at the
-//! lowest priority, as the crawl's readers do. Every wait is
+//! when something else holds it. Every wait is
 //! bounded: connecting fails at once without a listener, and the answer's
 //! frames must come within [`READ_TIMEOUT`] of each other.
 
@@ -85,27 +84,8 @@ pub fn ask(
     let Ok(Some(first)) = wire::read_frame(&mut stream) else {
         return Ok(None);
     };
-    yield_to_the_crawl();
     let answered = copy_answer(first, &mut stream, &mut io::stdout().lock());
     super::finish(answered).map(Some)
-}
-
-/// Gives the calling thread the lowest priority (nice 19): a reader on the
-/// crawl's side, and a dump once the crawl answers it, so that the crawl
-/// goes first on a busy machine. (Linux's `SCHED_IDLE` was no better in
-/// `benches/read_beside.rs`, and a thread of that class preempted while it
-/// holds a lock the crawl wants, the allocator's for one, waits for an idle
-/// CPU.) Elsewhere than Linux, where a nice value is the whole process's,
-/// nothing.
-#[allow(unsafe_code)]
-pub fn yield_to_the_crawl() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: setpriority only reads its integer arguments; on Linux
-        // PRIO_PROCESS with `who` 0 names the calling thread (a nice value
-        // is a thread's). A failure leaves the priority as it was.
-        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
-    }
 }
 
 /// Why an answer that began stops without its END frame.

@@ -6,8 +6,10 @@
 //!
 //! The crawl's loop is never waited on: readers share nothing with it but
 //! sled's tree (whose reads run beside its writes), the Bloom file's map and
-//! the durable item end (an atomic). Reader threads run at the lowest
-//! priority and within a CPU budget they share (`budget`). As many dumps as there are readers wait in
+//! the durable item end (an atomic). Reader threads run within a CPU budget
+//! they share (`budget`), at the crawl's own priority (a lower one made
+//! them hold the allocator's lock, which the crawl's threads share, while
+//! preempted). As many dumps as there are readers wait in
 //! a queue; one more is told to try again. A dump that goes away ends its
 //! answer at the next write; a dump that stops reading ends it after
 //! [`WRITE_TIMEOUT`]. When the state closes ([`State::close_first`]), the
@@ -211,7 +213,6 @@ fn read(
     handle: &ReadHandle,
     shared: &Shared,
 ) {
-    super::yield_to_the_crawl();
     let mut kept = None;
     loop {
         let next = match waiting.lock() {
