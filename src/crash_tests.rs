@@ -11,6 +11,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/seen.rs", include_str!("store/seen.rs")),
     ("store/side.rs", include_str!("store/side.rs")),
     ("store/sink.rs", include_str!("store/sink.rs")),
+    ("store/beside.rs", include_str!("store/beside.rs")),
     ("store/sizing.rs", include_str!("store/sizing.rs")),
     ("store/commit.rs", include_str!("store/commit.rs")),
     ("store/committer.rs", include_str!("store/committer.rs")),

@@ -1,11 +1,15 @@
 //! `legcrawl dump`: the views of a state, for people (tables) and scripts (JSON).
+//!
+//! A state a crawl holds is read through that crawl (see `beside`), except
+//! the summary, which the crawl publishes (`status.json`) with its live
+//! numbers.
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use legcrawl::clock::rfc3339_secs;
-use legcrawl::store::Blocked;
 use legcrawl::store::records::unix_now;
+use legcrawl::store::{Blocked, StoreError};
 use legcrawl::view::rows::SummaryMore;
 use legcrawl::view::{CrawlView, RunRow, SeenAnswer, Summary, ViewError};
 
@@ -66,9 +70,26 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
             .block_on(CrawlView::open_shared(&target))
             .map_err(lift)?
     } else {
-        // While a crawl holds the state, the summary it publishes answers.
+        // While a crawl holds the state, the summary it publishes answers;
+        // every other view, the crawl itself (see `beside`).
+        let dir = args.state.dir()?;
         let published = matches!(view, View::Summary);
-        CrawlView::open_dir(&args.state.dir()?, published).map_err(lift)?
+        // A crawl that listens answers at once (opening would first wait
+        // for its lock); a crawl that began listening meanwhile, after.
+        let beside = |view: &View| super::beside::ask(&dir, view.clone(), args.limit, args.json);
+        if !published && let Some(code) = beside(&view)? {
+            return Ok(code);
+        }
+        match CrawlView::open_dir(&dir, published) {
+            Ok(crawl) => crawl,
+            Err(busy @ ViewError::Store(StoreError::Busy { .. })) => {
+                return match beside(&view)? {
+                    Some(code) => Ok(code),
+                    None => Err(lift(busy)),
+                };
+            }
+            Err(error) => return Err(lift(error)),
+        }
     };
     runtime.block_on(async {
         let mut out = BufWriter::new(io::stdout().lock());
@@ -77,8 +98,8 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Prints `view` of `crawl`.
-async fn print_view(
+/// Prints `view` of `crawl` (here, or in a crawl for a dump beside it).
+pub(super) async fn print_view(
     out: &mut impl Write,
     crawl: &CrawlView,
     view: View,

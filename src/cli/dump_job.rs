@@ -8,7 +8,7 @@ use legcrawl::clock::rfc3339_secs;
 use legcrawl::view::{CrawlView, RunRef};
 
 /// Arguments of `dump job`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize, serde::Deserialize)]
 pub struct JobArgs {
     /// The job version run N ran under ("last": the newest run's) instead of
     /// the newest version.

@@ -11,7 +11,9 @@ use super::BadInput;
 use super::export::ItemsArgs;
 use super::stderr::say;
 
-#[derive(Debug, Clone, clap::Subcommand)]
+/// A view of `dump` (also what a dump asks a running crawl for, see
+/// [`super::beside`]).
+#[derive(Debug, Clone, clap::Subcommand, serde::Serialize, serde::Deserialize)]
 pub(super) enum View {
     /// Counts, Bloom filter fill and estimated false-positive rate (default).
     Summary,

@@ -25,7 +25,7 @@ use super::BadInput;
 pub const CSV_LEADING_FIELDS: [&str; 4] = ["url", "status", "title", "fetched_at"];
 
 /// The options of `dump items`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize, serde::Deserialize)]
 pub struct ItemsArgs {
     /// Output format: jsonl (one JSON object per line, as stored) or csv (RFC 4180
     /// with a header row; without --fields: url,status,title,fetched_at, then every
@@ -59,7 +59,9 @@ impl ItemsArgs {
 }
 
 /// The output formats of `dump items`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Format {
     /// One JSON object per line.
     Jsonl,

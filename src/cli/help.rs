@@ -43,9 +43,13 @@ Examples:
   legcrawl dump job --data data/example > job.toml        # the stored job, a crawl file
   legcrawl dump --shared redis://10.0.0.5:6379/0 --name docs   # a shared crawl, its workers
 
+Every view works while a crawl runs on the state: the crawl answers it (through
+read.sock in the state directory) with the state as of its last durable group.
+
 Exit codes:
   0  printed (also when the reader closed the pipe early)
-  1  a runtime failure (disk, database, a record that cannot be read, Redis unreachable)
+  1  a runtime failure (disk, database, a record that cannot be read, Redis unreachable,
+     the running crawl's answer cut short because it closed the state)
   2  bad input (a flag, a run that does not exist, not a URL, not a state, a busy state),
      or a damaged state that cannot be repaired (left as it is)";
 

@@ -13,6 +13,7 @@
 //! has its own codes (see [`fetch`]).
 
 mod access;
+mod beside;
 mod crawl;
 mod dump;
 mod dump_job;
@@ -51,7 +52,7 @@ enum Command {
     /// Crawl from the given seeds, or resume the stored crawl.
     #[command(after_help = help::CRAWL)]
     Crawl(Box<crawl::CrawlArgs>),
-    /// Inspect a crawl state (works while a crawl runs for `summary`).
+    /// Inspect a crawl state (every view works while a crawl runs on it).
     #[command(after_help = help::DUMP)]
     Dump(dump::DumpArgs),
     /// Fetch one URL politely; body to stdout.
@@ -156,6 +157,9 @@ pub fn finish(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
 
 /// Maps an error to the process exit code.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
+    if let Some(answered) = error.downcast_ref::<beside::Answered>() {
+        return answered.code;
+    }
     if error.downcast_ref::<BadInput>().is_some() {
         return 2;
     }

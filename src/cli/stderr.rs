@@ -19,9 +19,34 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// Writes `message` and a newline to stderr, ignoring failure. Use [`say!`].
+thread_local! {
+    /// The lines [`say!`] writes on this thread while [`capture`] runs.
+    static CAPTURED: std::cell::RefCell<Option<Vec<String>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes `message` and a newline to stderr, ignoring failure; while
+/// [`capture`] runs on this thread, keeps it instead. Use [`say!`].
 pub fn line(message: std::fmt::Arguments<'_>) {
-    let _ = writeln!(io::stderr(), "{message}");
+    let kept = CAPTURED.with(|captured| match captured.borrow_mut().as_mut() {
+        Some(lines) => {
+            lines.push(message.to_string());
+            true
+        }
+        None => false,
+    });
+    if !kept {
+        let _ = writeln!(io::stderr(), "{message}");
+    }
+}
+
+/// Runs `f`, keeping the lines [`say!`] writes on this thread meanwhile
+/// instead of writing them (a dump answered for another process sends them
+/// there, see `beside`); returns `f`'s result and those lines.
+pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    CAPTURED.with(|captured| *captured.borrow_mut() = Some(Vec::new()));
+    let result = f();
+    let lines = CAPTURED.with(|captured| captured.borrow_mut().take().unwrap_or_default());
+    (result, lines)
 }
 
 /// Writes `message` to stderr (no newline) and flushes, ignoring failure.
@@ -68,6 +93,10 @@ mod tests {
         ("main.rs", include_str!("../main.rs")),
         ("cli/mod.rs", include_str!("mod.rs")),
         ("cli/access.rs", include_str!("access.rs")),
+        ("cli/beside/budget.rs", include_str!("beside/budget.rs")),
+        ("cli/beside/mod.rs", include_str!("beside/mod.rs")),
+        ("cli/beside/server.rs", include_str!("beside/server.rs")),
+        ("cli/beside/wire.rs", include_str!("beside/wire.rs")),
         ("cli/crawl/mod.rs", include_str!("crawl/mod.rs")),
         ("cli/crawl/report.rs", include_str!("crawl/report.rs")),
         ("cli/crawl/runtime.rs", include_str!("crawl/runtime.rs")),

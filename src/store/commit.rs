@@ -220,6 +220,10 @@ impl State {
             self.frontier.durable();
             self.pages.durable();
             self.items.durable();
+            self.durable_items.store(
+                self.items.durable_end(),
+                std::sync::atomic::Ordering::Release,
+            );
             pages = group.pages;
         }
         CommitOutcome {

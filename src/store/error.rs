@@ -88,9 +88,19 @@ pub enum StoreError {
         /// Why, as the OS says it (permission denied, read-only file system).
         reason: String,
     },
-    /// Another process (a running crawl) holds the database.
-    #[error("{path}: the state is busy (a crawl is running on it); `dump summary` still works")]
+    /// Another process (a running crawl, or a command that opened the state)
+    /// holds the database.
+    #[error(
+        "{path}: the state is busy (another legcrawl process holds it; `dump` reads beside a running crawl)"
+    )]
     Busy {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A reader beside the running crawl (see `State::beside`) was asked to
+    /// write: a program error, never done.
+    #[error("{path}: a read beside the running crawl writes nothing")]
+    ReadOnly {
         /// The directory.
         path: PathBuf,
     },

@@ -149,6 +149,16 @@ impl Items {
         })
     }
 
+    /// The table as a reader beside the crawl sees it: the items below
+    /// `durable`, the crawl's durable end (see `beside`).
+    pub(super) fn beside(durable: u64) -> Items {
+        Items {
+            next: durable,
+            durable,
+            ..Items::default()
+        }
+    }
+
     /// The sequence number after the last item stored.
     pub(super) fn len(&self) -> u64 {
         self.next

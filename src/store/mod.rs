@@ -6,7 +6,8 @@
 //! durable record (`durable`) and the marker (`LEGCRAWL`); `docs/state.md`
 //! describes the layout. A [`State`] is owned by one task of one process (the
 //! directory is locked while it is open), so it takes `&mut self` and has no
-//! locks of its own.
+//! locks of its own; readers in that process open read-only `State`s of the
+//! same database on threads of their own (`beside`).
 //!
 //! # Map
 //! - Bottom: `format` (version, marker), `error` ([`StoreError`]), `options`
@@ -33,6 +34,10 @@
 //!   `side` (cookie jar, WARC marks, output cursors, unreachable hosts),
 //!   `sink` ([`State::deliver`] to a [`Sink`]), and the read-only `views`
 //!   (`dump`) and `queues` (the snapshot).
+//! - `beside`: [`ReadHandle`], from which a reader opens a read-only
+//!   [`State`] of the same database beside the crawl that holds it
+//!   ([`State::beside`]): every write refused, the items cut at the durable
+//!   end the crawl publishes.
 //! - `committer`: the [`Committer`], which owns the flush and checkpoint
 //!   threads.
 //!
@@ -61,6 +66,7 @@
 //! [`crate::fsync`] and [`crate::dirlock`]; never on the configuration, the
 //! fetcher, the legs or the engine.
 
+mod beside;
 mod checkpoint;
 mod commit;
 mod committer;
@@ -103,6 +109,7 @@ mod warc;
 
 use std::path::Path;
 
+pub use beside::ReadHandle;
 pub use checkpoint::{Checkpoint, Checkpointed};
 pub use commit::{CommitOutcome, Flush, Receipt};
 pub use committer::{Committer, Ended};
@@ -202,8 +209,12 @@ struct Group {
 /// An open crawl state: the tables, the open group, and the sealed one. See
 /// the module documentation for its invariants.
 pub struct State {
-    /// The directory's exclusive lock, held while the state is open.
-    _lock: dir::DirLock,
+    /// What must end before the database closes (the server of reads
+    /// beside the crawl, see `beside`): the first field, so dropped first.
+    close_first: Option<Box<dyn Send + Sync>>,
+    /// The directory's exclusive lock, held while the state is open (a
+    /// reader beside the crawl holds none).
+    _lock: Option<dir::DirLock>,
     db: table::Db,
     meta: Meta,
     frontier: frontier::Frontier,
@@ -218,6 +229,9 @@ pub struct State {
     sealed_seq: u64,
     /// The durable record, written after each group's sync (see `durable`).
     durable_log: std::sync::Arc<durable::DurableLog>,
+    /// The items' durable end, published for readers beside the crawl (see
+    /// `beside`) after each group's receipt.
+    durable_items: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Records a clean close; the last field, so dropped after the database.
     close: durable::CloseRecord,
 }
@@ -266,8 +280,10 @@ impl State {
             Ok((frontier, runs, items, seen, pages))
         })?;
         runs.close_dead(&db)?;
+        let durable_items = std::sync::Arc::new(items.durable_end().into());
         let mut state = State {
-            _lock: lock,
+            close_first: None,
+            _lock: Some(lock),
             db,
             meta,
             frontier,
@@ -279,6 +295,7 @@ impl State {
             sealed: None,
             sealed_seq: 0,
             durable_log: std::sync::Arc::new(durable_log),
+            durable_items,
             close: durable::CloseRecord::new(dir),
         };
         // From here on, a crash leaves files only this program wrote.

@@ -175,6 +175,11 @@ impl PageIds {
             checkpointing: false,
         };
         if let Some(damage) = damage {
+            // A reader beside the crawl repairs nothing (a checkpoint may
+            // have merged a run away since the index was read: it asks again).
+            if db.is_reader() {
+                return Err(damage);
+            }
             let damage = what_is_damaged(damage)?;
             let pages = ids.rebuild(db, blocks_end)?;
             tracing::warn!(

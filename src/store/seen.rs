@@ -202,14 +202,21 @@ impl SeenSet {
         }
     }
 
-    /// Sets the bits of every journaled fingerprint; returns the next group number.
+    /// Sets the bits of every journaled fingerprint; returns the next group
+    /// number. A reader's handle (see `beside`) sets none: the bits are the
+    /// crawl's, which sets those of each group once it is durable.
     fn replay_journal(&mut self, db: &Db) -> Result<u64, StoreError> {
         let mut next = 0;
-        crash::point("open.replay");
+        let set_bits = !db.is_reader();
+        if set_bits {
+            crash::point("open.replay");
+        }
         for entry in JOURNAL.iter(db) {
             let ((seq, _), fps) = entry?;
-            for fp in &fps {
-                self.bloom.insert(fp);
+            if set_bits {
+                for fp in &fps {
+                    self.bloom.insert(fp);
+                }
             }
             if self.dedup == DedupMode::Exact {
                 self.exact.recent.extend(fps.iter().copied());

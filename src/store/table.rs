@@ -25,6 +25,9 @@ use super::{keys, records};
 pub(super) struct Db {
     tree: super::db::Sled,
     dir: PathBuf,
+    /// A reader's handle beside the crawl that owns the database (see
+    /// `beside`): it writes nothing, and a table's load repairs nothing.
+    reader: bool,
 }
 
 impl Db {
@@ -32,7 +35,22 @@ impl Db {
         Db {
             tree,
             dir: dir.to_owned(),
+            reader: false,
         }
+    }
+
+    /// The same database as a reader's handle, which refuses every write
+    /// ([`Db::writable`]).
+    pub(super) fn reader(&self) -> Db {
+        Db {
+            reader: true,
+            ..self.clone()
+        }
+    }
+
+    /// True for a reader's handle ([`Db::reader`]).
+    pub(super) fn is_reader(&self) -> bool {
+        self.reader
     }
 
     /// The state directory.
@@ -79,8 +97,14 @@ impl Db {
         self.tree.poison(cause);
     }
 
-    /// `Ok` unless a write of the state failed before ([`Db::poison`]).
+    /// `Ok` unless a write of the state failed before ([`Db::poison`]), or
+    /// this is a reader's handle.
     pub(super) fn writable(&self) -> Result<(), StoreError> {
+        if self.reader {
+            return Err(StoreError::ReadOnly {
+                path: self.dir.clone(),
+            });
+        }
         match self.tree.poisoned() {
             Some(cause) => Err(StoreError::Poisoned {
                 path: self.dir.clone(),

@@ -51,7 +51,7 @@ pub enum ViewError {
 }
 
 /// A run as `--run` and `--since-run` name it: a number, or `last`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RunRef {
     /// Run N (run numbers start at 1; `--since-run 0` means before every run).
     Number(u64),
@@ -85,7 +85,9 @@ pub enum ItemPick {
 
 /// A crawl to read.
 pub enum CrawlView {
-    /// A state directory whose database this process opened.
+    /// A state directory whose database this process opened, or (in a
+    /// crawl answering a dump beside it) a read-only state of the crawl's
+    /// own database ([`State::beside`]).
     State(Box<State>),
     /// A state directory read only through the files a crawl publishes in
     /// it (`status.json`, `snapshot.json`): never its database, never its

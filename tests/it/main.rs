@@ -30,6 +30,7 @@ mod polite;
 mod powercut;
 mod private_ca;
 mod proxy;
+mod read_beside;
 mod replay;
 mod requisites;
 mod robots;

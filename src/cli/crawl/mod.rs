@@ -523,7 +523,9 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         }
         super::reset::delete_state(&draft.data_dir)?;
     }
-    let state = engine::open_state(&draft)?;
+    let mut state = engine::open_state(&draft)?;
+    // Every dump of this state reads through the crawl until it closes it.
+    super::beside::start(&mut state);
     // The job: the crawl file given, else the stored job, then the flags.
     let stored = state.latest_job()?;
     // No run is begun yet: the previous run is the last one recorded. This
