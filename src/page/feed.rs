@@ -107,8 +107,9 @@ impl Deletions<'_> {
 }
 
 /// Withdraws `record`'s items from the feed for `why`: their deletion
-/// records (none when they were withdrawn already), and the record without
-/// them.
+/// records, and the record without them. Items withdrawn already get no
+/// second record; the record then says the newer reason (a gone page that
+/// left the scope is out of scope).
 pub fn withdraw(
     record: &mut PageRecord,
     why: Withdrawn,
@@ -116,6 +117,7 @@ pub fn withdraw(
     at: u64,
 ) -> Vec<Item> {
     if record.withdrawn.is_some() {
+        record.withdrawn = Some(why);
         return Vec::new();
     }
     let deletions = Deletions {
@@ -194,6 +196,18 @@ mod tests {
             assert_eq!(record["url"], "http://a.test/p");
             assert_eq!(record["deleted_at"], "1970-01-01T00:00:00.000Z");
         }
+    }
+
+    #[test]
+    fn a_page_is_withdrawn_once_and_keeps_the_newer_reason() {
+        let request = crate::request::Request::get("http://a.test/p".to_owned());
+        let mut record = crate::revisit::Schedule::failed(&request, 200, 0);
+        record.items = vec![Some("x".to_owned()), None];
+        let first = withdraw(&mut record, Withdrawn::Gone, Some("id"), 5);
+        assert_eq!(first.len(), 2);
+        assert!(record.items.is_empty());
+        assert!(withdraw(&mut record, Withdrawn::OutOfScope, Some("id"), 6).is_empty());
+        assert_eq!(record.withdrawn, Some(Withdrawn::OutOfScope));
     }
 
     #[test]
