@@ -27,8 +27,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 
+#[path = "support/median.rs"]
+mod median;
 #[path = "support/site.rs"]
 mod site;
+
+use median::median;
 
 /// Pages on the site, besides the index.
 const PAGES: usize = 20_000;
@@ -158,17 +162,6 @@ fn dump_loop(data: &Path, done: &AtomicBool, pause: Duration) -> anyhow::Result<
         std::thread::sleep(pause);
     }
     Ok((dumps, bytes))
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
 }
 
 fn main() -> anyhow::Result<()> {

@@ -36,8 +36,11 @@ use legcrawl::config::{CrawlConfig, Revisit};
 use legcrawl::engine::{self, RunReport};
 use legcrawl::legs::Leg;
 use legcrawl::store::records::RunOutcome;
+use median::median;
 use site::Server;
 
+#[path = "support/median.rs"]
+mod median;
 #[path = "support/site.rs"]
 mod site;
 
@@ -173,17 +176,6 @@ impl Bench {
         );
         drop(dir);
         Ok((first, second))
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
     }
 }
 

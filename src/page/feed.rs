@@ -132,11 +132,6 @@ pub fn withdraw(
     deletions
 }
 
-/// True when `item` is a deletion record.
-pub fn is_deletion(item: &serde_json::Map<String, Value>) -> bool {
-    item.get(DELETED_FIELD).is_some_and(Value::is_string)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,7 +185,6 @@ mod tests {
             ]
         );
         for record in &records {
-            assert!(is_deletion(record));
             assert_eq!(record["deleted"], NOT_EXTRACTED);
             assert_eq!(record["version"], 3);
             assert_eq!(record["url"], "http://a.test/p");

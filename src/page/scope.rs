@@ -198,9 +198,7 @@ impl Scope {
             return Ok(());
         }
         self.check(request)?;
-        let exempt = !request.redirects.is_empty()
-            || request.meta.contains_key(crate::legs::SITEMAP_META)
-            || crate::legs::requisites::is_requisite(request);
+        let exempt = not_a_link(request) || crate::legs::requisites::is_requisite(request);
         let url = request.url.as_str();
         if exempt
             || ((self.allow.is_empty() || self.allow.iter().any(|re| re.is_match(url)))
@@ -234,9 +232,7 @@ impl Scope {
         let Some(parents) = &self.parents else {
             return Ok(());
         };
-        let exempt = request.depth == 0
-            || !request.redirects.is_empty()
-            || request.meta.contains_key(crate::legs::SITEMAP_META);
+        let exempt = not_a_link(request);
         let within = |dirs: &Vec<String>| {
             let path = if path.is_empty() { "/" } else { path };
             dirs.iter().any(|dir| path.starts_with(dir.as_str()))
@@ -253,6 +249,14 @@ impl Scope {
             _ => Err(Rejected::Offsite),
         }
     }
+}
+
+/// True for a request the link rules (`--no-parent`, the job's
+/// `allow`/`deny`) do not judge: a seed, a redirect target, a sitemap file.
+fn not_a_link(request: &Request) -> bool {
+    request.depth == 0
+        || !request.redirects.is_empty()
+        || request.meta.contains_key(crate::legs::SITEMAP_META)
 }
 
 #[cfg(test)]
