@@ -177,6 +177,15 @@ pub fn changes(before: &str, after: &str) -> Vec<Change> {
     changes
 }
 
+/// What decides the items a job's legs make from a response, to compare two
+/// job versions by: the job's `[[legs]]` (none: the bundled legs). Two
+/// versions with the same key make the same items from the same page, so a
+/// page need not be parsed again when only other settings changed.
+pub fn legs_key(text: &str) -> String {
+    let table: Table = text.parse().unwrap_or_default();
+    table.get("legs").map(Value::to_string).unwrap_or_default()
+}
+
 /// Headers whose values are credentials: a change to one is printed as `***`.
 const SECRET_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 

@@ -237,6 +237,8 @@ impl Schedule {
             request: StoredRequest::of(request),
             items: Vec::new(),
             withdrawn: None,
+            legs: 0,
+            response: None,
         }
     }
 
@@ -381,6 +383,8 @@ impl Schedule {
                 request: StoredRequest::of(request),
                 items: Vec::new(),
                 withdrawn: None,
+                legs: 0,
+                response: None,
             },
         };
         record.fetches = record.fetches.saturating_add(1);

@@ -69,6 +69,29 @@ Exit codes:
   6  the bytes read do not match Content-Length
   7  the body was longer than 10 MiB and was cut (what was kept is written)";
 
+/// `legcrawl reparse --help`.
+pub const REPARSE: &str = "\
+A page's items are made by the legs of the job version that fetched it. When
+the legs change (`--config` with new `[[legs]]`), the pages already stored
+keep their items until they change; `reparse` runs the legs in force over the
+responses the crawl kept in its WARC files instead, as a run of its own:
+their new items, and deletion records for the items the legs no longer make,
+go to the change feed (`dump items --run N`) and to the job's --output; links
+now in scope are queued for the next crawl run. Nothing is fetched. Ctrl-C or
+kill -9 lose nothing: run it again to go on. A page fetched before the crawl
+wrote WARC files has no stored response; it is counted and runs the legs at
+its next change. A crawl that wrote no WARC files is refused.
+
+Examples:
+  legcrawl reparse --data data/docs
+  legcrawl reparse --data data/docs --config docs-with-prices.toml
+
+Exit codes:
+  0    the legs ran over every stored response they had not seen
+  1    a runtime failure (disk, database)
+  2    bad input: no state, a shared crawl, no WARC files, a bad crawl file
+  130  interrupted (Ctrl-C); run it again to go on";
+
 /// `legcrawl repair --help`.
 pub const REPAIR: &str = "\
 Every open checks the state: a database holding less than the `durable` record

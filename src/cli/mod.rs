@@ -58,6 +58,11 @@ enum Command {
     /// Fetch one URL politely; body to stdout.
     #[command(after_help = help::FETCH)]
     Fetch(fetch::FetchArgs),
+    /// Run the job's legs again over the stored responses (the WARC files)
+    /// of the pages older legs made: their items, deletions and links, as a
+    /// run, with nothing fetched.
+    #[command(after_help = help::REPARSE)]
+    Reparse(crawl::reparse::ReparseArgs),
     /// Check a state whole; rebuild its Bloom filter from the exact seen set.
     #[command(after_help = help::REPAIR)]
     Repair(repair::RepairArgs),
@@ -129,6 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Crawl(a) => crawl::run(*a),
         Command::Dump(a) => dump::run(a),
         Command::Fetch(a) => fetch::run(a),
+        Command::Reparse(a) => crawl::reparse::run(a),
         Command::Repair(a) => repair::run(a),
         Command::Reset(a) => reset::run(a),
         Command::Seeds(a) => seeds::run(a),
@@ -176,6 +182,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             EngineError::BadSeed { .. }
                 | EngineError::NoSeeds { .. }
                 | EngineError::NothingToCrawl { .. }
+                | EngineError::NothingStored { .. }
                 | EngineError::Leg(_)
                 | EngineError::Revisit(_)
                 // A host's password variable unset, a CA file unreadable.

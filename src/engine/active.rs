@@ -10,6 +10,7 @@ use crate::config::CrawlConfig;
 use crate::fetch::Fetcher;
 use crate::legs::Leg;
 use crate::page::RetryPolicy;
+use crate::page::reparse::StoredResponses;
 use crate::page::scope::Scope;
 use crate::revisit::Schedule;
 use crate::robots::RobotsCache;
@@ -17,7 +18,8 @@ use crate::robots::RobotsCache;
 /// One job version as a run runs it: its settings (with the run's own
 /// options) and everything built from them.
 pub(crate) struct Active {
-    /// The version (0 until it is stored; an embedded run does not use it).
+    /// The version (0 until it is stored): the legs version the pages it
+    /// processes record.
     pub version: u64,
     /// The settings.
     pub config: CrawlConfig,
@@ -35,4 +37,7 @@ pub(crate) struct Active {
     pub schedule: Schedule,
     /// Retries of failed fetches.
     pub retry: RetryPolicy,
+    /// Set for `legcrawl reparse`: where the pages' stored responses are;
+    /// the legs run over them and nothing is fetched.
+    pub stored: Option<Arc<StoredResponses>>,
 }

@@ -263,6 +263,7 @@ impl<F: Frontier> Crawl<F> {
             // is fetched against its page record: a filtered one is new.
             prior: prior.filter(|_| request.dont_filter),
             parts: Parts::new(F::token(&lease), self.parts_tx.clone()),
+            stored: active.stored.clone(),
         };
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {

@@ -88,6 +88,14 @@ pub enum EngineError {
         /// The seed as given.
         url: String,
     },
+    /// `legcrawl reparse` of a crawl that kept no responses.
+    #[error(
+        "{dir}: this crawl wrote no WARC files, so no response is kept to run the legs over; crawl with --warc DIR (or `[output] warc` in the crawl file) to keep them from now on"
+    )]
+    NothingStored {
+        /// The state directory.
+        dir: String,
+    },
 }
 
 /// What a run did, for the summary printed at its end.
@@ -246,6 +254,96 @@ pub async fn run_job(
     embedded::progress::publish_end(&state, outcome);
     result?;
     Ok(report(&state, outcome, started.elapsed()))
+}
+
+/// What a `legcrawl reparse` run did besides a run's report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reparsed {
+    /// Pages whose stored response the legs ran over.
+    pub pages: u64,
+    /// Pages older legs made whose stored response could not be read back
+    /// (left as they were).
+    pub unreadable: u64,
+    /// Pages older legs made with no stored response (fetched before
+    /// `--warc`): the legs run when they change.
+    pub not_stored: u64,
+}
+
+/// `legcrawl reparse`: runs `legs` (those of `job`, stored as a crawl run
+/// stores its job) over the stored responses of the pages that older legs
+/// made, as a run of its own: their new items and the deletion records of
+/// the items the legs no longer make go to the change feed and `--output`,
+/// the links they find are queued for the next crawl run. Nothing is
+/// fetched. A run stopped midway (`shutdown`, kill -9) is resumed by the next
+/// reparse (see `embedded::reparse`). A crawl that wrote no WARC files is
+/// refused ([`EngineError::NothingStored`]).
+pub async fn run_reparse(
+    mut state: State,
+    config: &CrawlConfig,
+    legs: Arc<dyn Leg>,
+    job: &str,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(RunReport, Reparsed), EngineError> {
+    let files = state.warc_files()?;
+    if files.is_empty() {
+        return Err(EngineError::NothingStored {
+            dir: state.dir().display().to_string(),
+        });
+    }
+    let started = Instant::now();
+    state.begin_run(Some(job))?;
+    let since = legs_since(&state)?;
+    let stored = crate::page::reparse::StoredResponses {
+        files: files.into_iter().collect(),
+        max_body: config.max_body_bytes,
+    };
+    let result = match Embedded::reparse(config, &mut state, legs, stored, since) {
+        Ok(frontier) => Crawl::new(frontier, Limits::of(config)).run(shutdown).await,
+        Err(error) => Err(error),
+    };
+    let outcome = match &result {
+        Ok(outcome) => *outcome,
+        Err(_) => RunOutcome::Failed,
+    };
+    if let Err(error) = state.end_run(outcome) {
+        if result.is_ok() {
+            return Err(error.into());
+        }
+        tracing::warn!(%error, "the failed run could not be recorded as failed");
+    }
+    embedded::progress::publish_end(&state, outcome);
+    result?;
+    let reparsed = Reparsed {
+        pages: state.run_counter("pages/reparsed"),
+        unreadable: state.run_counter("reparse/unreadable"),
+        not_stored: state.run_counter("reparse/not_stored"),
+    };
+    Ok((report(&state, outcome, started.elapsed()), reparsed))
+}
+
+/// The first job version whose legs are the newest version's (the legs in
+/// force): a page whose items an older version's legs made has not been seen
+/// by them ([`crate::job::legs_key`]). 0 when no job is stored.
+pub fn legs_since(state: &State) -> Result<u32, EngineError> {
+    let Some(latest) = state.latest_job()? else {
+        return Ok(0);
+    };
+    let key = crate::job::legs_key(&latest.text);
+    let mut since = latest.version;
+    while since > 1 {
+        match state.job(since - 1)? {
+            Some(before) if crate::job::legs_key(&before.text) == key => since -= 1,
+            _ => break,
+        }
+    }
+    Ok(u32::try_from(since).unwrap_or(u32::MAX))
+}
+
+/// The stored pages whose items legs older than job version `since` made:
+/// `(with a stored response, without)`; `legcrawl reparse` runs the legs in
+/// force over the first.
+pub fn unseen_by_legs(state: &State, since: u32) -> Result<(u64, u64), EngineError> {
+    embedded::reparse::count_stale(state, since)
 }
 
 /// True when a run made requests and none was answered, by its counters

@@ -354,6 +354,34 @@ fn clamp_hint(hint: u64, limit: usize) -> usize {
         .clamp(MIN_GROWTH.min(limit), limit)
 }
 
+/// Decodes a body kept as it was received (a WARC record's, still in the
+/// `Content-Encoding` its headers name) as [`read_body`] decodes one from the
+/// wire: the same decoders, at most `limit` bytes; true when it was cut.
+pub(crate) async fn decode_stored(
+    raw: &[u8],
+    encoding: Encoding,
+    limit: usize,
+) -> io::Result<(Bytes, bool)> {
+    let hint = clamp_hint((raw.len() as u64).saturating_mul(RATIO_GUESS), limit);
+    match encoding {
+        _ if raw.is_empty() => Ok((Bytes::new(), false)),
+        Encoding::Identity => {
+            let cut = raw.len() > limit;
+            Ok((Bytes::copy_from_slice(&raw[..raw.len().min(limit)]), cut))
+        }
+        Encoding::Gzip => {
+            let mut decoder = GzipDecoder::new(raw);
+            decoder.multiple_members(true);
+            read_limited(decoder, limit, hint).await
+        }
+        Encoding::Brotli => read_limited(BrotliDecoder::new(raw), limit, hint).await,
+        Encoding::Deflate if looks_like_zlib(raw) => {
+            read_limited(ZlibDecoder::new(raw), limit, hint).await
+        }
+        Encoding::Deflate => read_limited(DeflateDecoder::new(raw), limit, hint).await,
+    }
+}
+
 /// True when `head` starts with a zlib header (RFC 1950: deflate method, check bits).
 fn looks_like_zlib(head: &[u8]) -> bool {
     match head {

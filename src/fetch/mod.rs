@@ -43,6 +43,7 @@ pub mod trust;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub(crate) use body::{Encoding, decode_stored};
 pub use capture::Exchange;
 pub use client::Fetcher;
 pub use error::{BoxError, ConnectKind, FetchError};

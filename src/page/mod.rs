@@ -25,6 +25,7 @@ pub mod accept;
 pub mod feed;
 pub(crate) mod parts;
 pub(crate) mod record;
+pub mod reparse;
 mod result;
 pub mod scope;
 pub(crate) mod sitemaps;
@@ -45,7 +46,7 @@ use crate::robots::{RobotsCache, Verdict};
 use crate::store::{PageRecord, pages};
 use crate::warc::{Capture, Profile, RevisitOf};
 use parts::Parts;
-pub use result::PageResult;
+pub use result::{PageResult, Reparse};
 
 pub use crate::config::RETRY_STATUSES;
 /// Redirect hops followed from one request before giving up.
@@ -212,20 +213,37 @@ pub(crate) async fn process(
         }
         return result;
     }
-    // A page requisite makes no items and follows no links: no legs run on
-    // it (its stylesheet's url()s are queued below).
+    extract(legs, request, &response, retry, parts, &mut result);
+    if response.truncated {
+        result.counters.push(("fetch/truncated", 1));
+    }
+    result
+}
+
+/// Runs the legs over a new or changed page's `response` (a page requisite
+/// makes no items and follows no links: none run on it) and, with
+/// `--page-requisites`, queues its requisites.
+fn extract(
+    legs: &Arc<dyn Leg>,
+    request: &Request,
+    response: &Response,
+    retry: RetryPolicy,
+    parts: Option<&Parts>,
+    result: &mut PageResult,
+) {
     if !legs::requisites::is_requisite(request) {
         match parts {
-            Some(parts) => parts.run_legs(legs.as_ref(), &response, &mut result),
+            Some(parts) => parts.run_legs(legs.as_ref(), response, result),
             None => {
-                let output = legs::run(legs.as_ref(), &response);
+                let output = legs::run(legs.as_ref(), response);
                 result.requests = output.requests;
                 result.items = output.items;
             }
         }
+        result.legs_ran = true;
     }
     if retry.page_requisites {
-        let requisites = legs::requisites::of(&response);
+        let requisites = legs::requisites::of(response);
         if !requisites.is_empty() {
             result
                 .counters
@@ -233,10 +251,6 @@ pub(crate) async fn process(
             result.requests.extend(requisites);
         }
     }
-    if response.truncated {
-        result.counters.push(("fetch/truncated", 1));
-    }
-    result
 }
 
 /// Makes the page's capture a revisit of the capture its record stands for:

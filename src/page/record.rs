@@ -8,9 +8,10 @@
 use super::feed::{self, Deletions};
 use super::scope::Scope;
 use crate::item::Item;
+use crate::page::Reparse;
 use crate::revisit::{Change, Observation, Schedule};
 use crate::store::records::unix_now;
-use crate::store::{PageRecord, Withdrawn};
+use crate::store::{PageRecord, WarcAt, Withdrawn};
 
 /// How a lease ended, as far as its page record is concerned.
 pub struct PageEnd {
@@ -24,6 +25,14 @@ pub struct PageEnd {
     pub requeued: bool,
     /// It was not fetched: the job's scope no longer holds it.
     pub out_of_scope: bool,
+    /// The job version whose legs ran (kept in the record with the items
+    /// they made).
+    pub legs: u32,
+    /// Where the response the legs ran on is archived (`None`: not archived,
+    /// or no legs ran on a response).
+    pub response: Option<WarcAt>,
+    /// What `legcrawl reparse` did (`None`: the page was fetched).
+    pub reparse: Option<Reparse>,
 }
 
 /// What a finished lease means for its page record (see [`page_write`]).
@@ -50,8 +59,12 @@ pub enum PageWrite {
 /// with nothing to record (failed for good, refused by robots.txt) and was not
 /// queued again, its place in the due index, so that it is due in the next
 /// cycle; for a new page that failed for good, a record of the failure (see
-/// [`Schedule::failed`]), due in the next cycle too. The page's outcome counter
-/// goes into `counters`. Used by both the embedded crawl loop and the shared
+/// [`Schedule::failed`]), due in the next cycle too. A page whose stored
+/// response `legcrawl reparse` ran the legs over keeps its content and gets
+/// its items as a new version (one it could not read back is left as it
+/// was). A record keeps the job version whose legs made its items and where
+/// their response is archived. The page's outcome counter goes into
+/// `counters`. Used by both the embedded crawl loop and the shared
 /// worker, so that a page means the same in either.
 pub fn page_write(
     schedule: &Schedule,
@@ -67,6 +80,88 @@ pub fn page_write(
         failed,
         requeued,
         out_of_scope,
+        legs,
+        response,
+        reparse,
+    } = end;
+    match (reparse, prior) {
+        (None, prior_kept) => fetched(
+            schedule,
+            request,
+            FetchEnd {
+                seen,
+                prior: prior_kept,
+                failed,
+                requeued,
+                out_of_scope,
+                legs,
+                response,
+            },
+            identity,
+            items,
+            counters,
+        ),
+        (Some(Reparse::Done), Some(mut record)) if !out_of_scope => {
+            // The page's content is the same, its items are a new version.
+            let now = unix_now();
+            let version = record.version.saturating_add(1);
+            let standing = record
+                .withdrawn
+                .is_none()
+                .then(|| std::mem::take(&mut record.items));
+            record.items = new_version(
+                standing.as_deref(),
+                &record.final_url,
+                version,
+                now,
+                identity,
+                items,
+                counters,
+            );
+            record.version = version;
+            record.legs = legs;
+            counters.push(("pages/reparsed", 1));
+            PageWrite::Put {
+                previous_due: record.next_due,
+                record: Box::new(record),
+            }
+        }
+        // Unreadable, or with no record: the page is left as it was.
+        _ => {
+            items.clear();
+            PageWrite::Nothing
+        }
+    }
+}
+
+/// [`PageEnd`] of a page that was fetched (or dropped unfetched).
+struct FetchEnd {
+    seen: Option<Observation>,
+    prior: Option<PageRecord>,
+    failed: Option<u16>,
+    requeued: bool,
+    out_of_scope: bool,
+    legs: u32,
+    response: Option<WarcAt>,
+}
+
+/// [`page_write`] for a page that was fetched.
+fn fetched(
+    schedule: &Schedule,
+    request: &crate::request::Request,
+    end: FetchEnd,
+    identity: Option<&str>,
+    items: &mut Vec<Item>,
+    counters: &mut Vec<(&'static str, u64)>,
+) -> PageWrite {
+    let FetchEnd {
+        seen,
+        prior,
+        failed,
+        requeued,
+        out_of_scope,
+        legs,
+        response,
     } = end;
     if out_of_scope {
         counters.push(("pages/out_of_scope", 1));
@@ -106,30 +201,27 @@ pub fn page_write(
                 1,
             ));
             if change.stores_items() {
-                let ids = feed::identities(items, identity);
-                let mut fed = match &prior {
-                    Some(prior) if prior.withdrawn.is_none() => Deletions {
-                        field: identity,
-                        url: &record.final_url,
-                        version: record.version,
-                        at: now,
-                    }
-                    .of(&prior.items, &ids, feed::NOT_EXTRACTED),
-                    _ => Vec::new(),
-                };
-                count_deletions(&fed, counters);
-                for item in items.iter_mut() {
-                    item.insert("version".into(), record.version.into());
-                    if let (Change::Changed, Some(prior)) = (change, &prior) {
+                if let (Change::Changed, Some(prior)) = (change, &prior) {
+                    for item in items.iter_mut() {
                         item.insert("previous_hash".into(), prior.content_hash.clone().into());
                     }
                 }
-                record.items = ids;
+                let standing = prior
+                    .as_ref()
+                    .filter(|prior| prior.withdrawn.is_none())
+                    .map(|prior| prior.items.as_slice());
+                record.items = new_version(
+                    standing,
+                    &record.final_url,
+                    record.version,
+                    now,
+                    identity,
+                    items,
+                    counters,
+                );
                 record.withdrawn = None;
-                if !fed.is_empty() {
-                    fed.append(items);
-                    *items = fed;
-                }
+                record.legs = legs;
+                record.response = response;
             } else if gone {
                 *items = feed::withdraw(&mut record, Withdrawn::Gone, identity, now);
                 count_deletions(items, counters);
@@ -154,6 +246,41 @@ pub fn page_write(
         },
         (None, _) => PageWrite::Nothing,
     }
+}
+
+/// Makes `items` a page's items of version `version`: each gets the version,
+/// and the deletion records of the items it no longer makes (compared with
+/// `standing`, the identities of the items that stood; `None` when none did)
+/// go before them. Returns the new items' identities.
+fn new_version(
+    standing: Option<&[Option<String>]>,
+    url: &str,
+    version: u32,
+    at: u64,
+    identity: Option<&str>,
+    items: &mut Vec<Item>,
+    counters: &mut Vec<(&'static str, u64)>,
+) -> Vec<Option<String>> {
+    let ids = feed::identities(items, identity);
+    let mut fed = match standing {
+        Some(standing) => Deletions {
+            field: identity,
+            url,
+            version,
+            at,
+        }
+        .of(standing, &ids, feed::NOT_EXTRACTED),
+        None => Vec::new(),
+    };
+    count_deletions(&fed, counters);
+    for item in items.iter_mut() {
+        item.insert("version".into(), version.into());
+    }
+    if !fed.is_empty() {
+        fed.append(items);
+        *items = fed;
+    }
+    ids
 }
 
 /// Counts the deletion records among `items` (`items/deleted`).

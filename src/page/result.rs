@@ -54,6 +54,23 @@ pub struct PageResult {
     /// The captures as WARC records ([`crate::warc::encode`]), made in the
     /// page's task; the engine appends them when it completes the page.
     pub archived: Vec<u8>,
+    /// The legs ran over the page's response (fetched, or read back).
+    pub legs_ran: bool,
+    /// The offset in `archived` of the response record the legs ran on, which
+    /// the page record keeps for `legcrawl reparse`.
+    pub response_at: Option<u64>,
+    /// What `legcrawl reparse` did with the page (`None`: it was fetched).
+    pub reparse: Option<Reparse>,
+}
+
+/// How reading a page's stored response back went (`legcrawl reparse`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reparse {
+    /// The legs ran over it.
+    Done,
+    /// It could not be read (the file moved away or damaged): the page is
+    /// left as it was.
+    Unreadable,
 }
 
 impl PageResult {

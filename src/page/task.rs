@@ -7,7 +7,8 @@
 //! (`futures-util`'s `catch_unwind`, so no second task per page) and turns it
 //! into [`page::panicked`]'s result, which the loop completes like a fetch that
 //! failed for good (so the lease ends and the page is not fetched again in the
-//! cycle). Depends on [`page`] only.
+//! cycle). A reparse (`Job::stored`) reads the page's response back instead
+//! of fetching it. Depends on [`page`] only.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -17,6 +18,7 @@ use futures_util::FutureExt;
 use tokio::task::JoinSet;
 
 use super::parts::Parts;
+use super::reparse::StoredResponses;
 use crate::fetch::Fetcher;
 use crate::legs::Leg;
 use crate::page::{self, PageResult, RetryPolicy};
@@ -38,6 +40,9 @@ pub(crate) struct Job {
     pub parts: Option<Parts>,
     /// The job's scope no longer holds the request: it is not fetched.
     pub out_of_scope: bool,
+    /// Set for `legcrawl reparse`: the legs run over the page's stored
+    /// response, nothing is fetched.
+    pub stored: Option<Arc<StoredResponses>>,
 }
 
 impl Job {
@@ -51,6 +56,7 @@ impl Job {
             prior,
             parts,
             out_of_scope,
+            stored,
         } = self;
         if out_of_scope {
             return PageResult {
@@ -63,22 +69,36 @@ impl Job {
         let fallback = prior.clone();
         // Unwind safety: after a panic nothing the future borrowed is used
         // again but `request`, which it only read.
-        let processed = AssertUnwindSafe(page::process(
-            &fetcher,
-            &legs,
-            request,
-            retry,
-            robots.as_ref(),
-            prior,
-            parts.as_ref(),
-        ))
+        let processed = AssertUnwindSafe(async {
+            match &stored {
+                Some(stored) => {
+                    page::reparse::reparse(stored, &legs, request, retry, prior, parts.as_ref())
+                        .await
+                }
+                None => {
+                    page::process(
+                        &fetcher,
+                        &legs,
+                        request,
+                        retry,
+                        robots.as_ref(),
+                        prior,
+                        parts.as_ref(),
+                    )
+                    .await
+                }
+            }
+        })
         .catch_unwind()
         .await;
         match processed {
             Ok(mut result) => {
                 // The records are built here, beside the fetch, not on the loop.
                 if !result.captures.is_empty() {
-                    result.archived = crate::warc::encode(&std::mem::take(&mut result.captures));
+                    let (archived, response_at) =
+                        crate::warc::encode_page(&std::mem::take(&mut result.captures));
+                    result.archived = archived;
+                    result.response_at = response_at.filter(|_| result.legs_ran);
                 }
                 result
             }

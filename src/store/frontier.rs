@@ -45,6 +45,8 @@ pub struct Lease {
     pub(super) key: [u8; QUEUE_KEY_LEN],
     /// Key of the packed record holding it.
     pub(super) record: [u8; QUEUE_KEY_LEN],
+    /// It came from the queue (not [`Lease::of_page`]).
+    pub(super) queued: bool,
 }
 
 /// A packed record being filled by the open group.
@@ -66,6 +68,24 @@ struct Found {
 }
 
 impl Lease {
+    /// A lease of a stored page rather than of a queued request (`legcrawl
+    /// reparse`): its completion stores the page's record, items and links
+    /// like any other, and takes nothing out of the queue.
+    pub fn of_page(request: Request) -> Lease {
+        Lease {
+            request,
+            host_id: u32::MAX,
+            key: [0; QUEUE_KEY_LEN],
+            record: [0; QUEUE_KEY_LEN],
+            queued: false,
+        }
+    }
+
+    /// True for a lease of a queued request.
+    pub fn is_queued(&self) -> bool {
+        self.queued
+    }
+
     /// The queue sequence number of the leased entry (FIFO order).
     pub fn seq(&self) -> u64 {
         queue::queue_key_seq(&self.key).unwrap_or(0)
@@ -283,6 +303,9 @@ impl Frontier {
 
     /// Gives a lease back unfinished; the request stays where it was.
     pub(super) fn release(&mut self, lease: Lease) {
+        if !lease.queued {
+            return;
+        }
         if let Some(queue) = self.hosts.get_mut(&lease.host_id) {
             if queue.leased.remove(&lease.key) {
                 self.leased -= 1;
@@ -295,6 +318,9 @@ impl Frontier {
     /// Completes a lease in the group: its entry leaves its record at the seal,
     /// and the lease ends once the group is durable.
     pub(super) fn complete(&mut self, batch: &mut Batch, lease: &Lease) {
+        if !lease.queued {
+            return;
+        }
         batch.defer();
         self.open
             .completed
@@ -321,6 +347,7 @@ impl Frontier {
             host_id,
             key: found.entry,
             record: found.record,
+            queued: true,
         }
     }
 

@@ -111,6 +111,7 @@ mod tests {
             runs::SEED.ns(),
             runs::CYCLE.ns(),
             warc::WARC.ns(),
+            warc::FILE.ns(),
             cookies::COOKIES.ns(),
             robots::robots::<robots::Blocked>().ns(),
             robots::BLOCKED.ns(),

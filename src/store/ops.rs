@@ -133,7 +133,9 @@ impl State {
         for (name, by) in counters {
             self.runs.count(name, by);
         }
-        self.runs.gauge("frontier/queued", 0, 1);
+        if lease.is_queued() {
+            self.runs.gauge("frontier/queued", 0, 1);
+        }
         self.frontier.complete(&mut self.group.batch, &lease);
         self.group.pages += 1;
         self.opened();
@@ -328,6 +330,20 @@ impl State {
         f: impl FnMut(Fingerprint, &PageRecord) -> bool,
     ) -> Result<(), StoreError> {
         self.pages.for_each(&self.db, f)
+    }
+
+    /// Visits the stored page records from position `from` (empty: the
+    /// first) on, in [`State::for_each_page`]'s order, a block at a time,
+    /// until `f` has seen at least `at_least` of them; returns the position
+    /// to go on from (`None`: the end was reached). Records of the open and
+    /// sealed groups are not seen (read a page again with [`State::page`]).
+    pub fn visit_pages_from(
+        &self,
+        from: &[u8],
+        at_least: usize,
+        f: impl FnMut(Fingerprint, &PageRecord),
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.pages.visit_from(&self.db, from, at_least, f)
     }
 
     /// Visits the page records due at or before `until` (unix seconds), soonest

@@ -88,6 +88,29 @@ pub struct PageRecord {
     /// makes its items again, as a changed page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub withdrawn: Option<Withdrawn>,
+    /// The job version whose legs made the current items (0: not recorded,
+    /// a page stored before this was kept, read as the first version).
+    /// `legcrawl reparse` runs the legs of a newer job over the pages whose
+    /// legs are older than the job's own.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub legs: u32,
+    /// Where the response the current items were made from is, in the crawl's
+    /// WARC files (`None`: not archived): what `legcrawl reparse` reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<WarcAt>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A `response` record's place in the crawl's WARC files.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Encode, Decode)]
+pub struct WarcAt {
+    /// The file's id in the state (see [`super::State::warc_file`]).
+    pub file: u32,
+    /// The offset of the record's gzip member in the file.
+    pub offset: u64,
 }
 
 /// Why a page's items were withdrawn from the change feed.
@@ -207,7 +230,7 @@ fn encode_body(record: &PageRecord, out: &mut Vec<u8>) {
 }
 
 /// A record in bincode, then its feed part when it has one ([`FeedPart`]),
-/// nothing after it.
+/// then its source part when it has one ([`SourcePart`]), nothing after them.
 fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
     let config = bincode::config::standard();
     let (mut record, used): (PageRecord, usize) =
@@ -215,14 +238,21 @@ fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
     if used < bytes.len() {
         let (feed, more): (FeedPart, usize) =
             bincode::decode_from_slice(&bytes[used..], config).map_err(|e| e.to_string())?;
-        if used + more != bytes.len() {
-            return Err(format!(
-                "{} bytes after the record",
-                bytes.len() - used - more
-            ));
-        }
         record.items = feed.items.into_iter().map(ItemKey::into_id).collect();
         record.withdrawn = feed.withdrawn;
+        let used = used + more;
+        if used < bytes.len() {
+            let (source, more): (SourcePart, usize) =
+                bincode::decode_from_slice(&bytes[used..], config).map_err(|e| e.to_string())?;
+            if used + more != bytes.len() {
+                return Err(format!(
+                    "{} bytes after the record",
+                    bytes.len() - used - more
+                ));
+            }
+            record.legs = source.legs;
+            record.response = source.response;
+        }
     }
     Ok(record)
 }
@@ -234,6 +264,14 @@ fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
 struct FeedPart {
     items: Vec<ItemKey>,
     withdrawn: Option<Withdrawn>,
+}
+
+/// Where the current items came from, written after the feed part (an empty
+/// one when the page has none) only when one of them is set.
+#[derive(Encode, Decode)]
+struct SourcePart {
+    legs: u32,
+    response: Option<WarcAt>,
 }
 
 /// An item's identity as stored: none (its place), an id that is SHA-1 hex
@@ -325,10 +363,18 @@ impl Encode for PageRecord {
         (self.fetches, self.changes, self.version).encode(e)?;
         (self.interval, self.next_due, self.missing, self.gone).encode(e)?;
         self.request.encode(e)?;
-        if !self.items.is_empty() || self.withdrawn.is_some() {
+        let source = self.legs != 0 || self.response.is_some();
+        if !self.items.is_empty() || self.withdrawn.is_some() || source {
             FeedPart {
                 items: self.items.iter().map(ItemKey::of).collect(),
                 withdrawn: self.withdrawn,
+            }
+            .encode(e)?;
+        }
+        if source {
+            SourcePart {
+                legs: self.legs,
+                response: self.response,
             }
             .encode(e)?;
         }
@@ -376,6 +422,8 @@ impl<C> Decode<C> for PageRecord {
             // Read by `decode_body`, after the record.
             items: Vec::new(),
             withdrawn: None,
+            legs: 0,
+            response: None,
         })
     }
 }

@@ -38,6 +38,8 @@ fn record(url: &str, next_due: Option<u64>) -> PageRecord {
         request: StoredRequest::of(&Request::get(url)),
         items: Vec::new(),
         withdrawn: None,
+        legs: 0,
+        response: None,
     }
 }
 

@@ -33,10 +33,27 @@ impl State {
     }
 
     /// Registers a new WARC file `file` (a canonical path) with length 0 and
-    /// makes that durable, before the file is created (crash point
-    /// `warc.create`).
-    pub fn register_warc(&mut self, file: &Path) -> Result<(), StoreError> {
+    /// an id, and makes that durable, before the file is created (crash point
+    /// `warc.create`); returns the id.
+    pub fn register_warc(&mut self, file: &Path) -> Result<u32, StoreError> {
         warc::register(&self.db, file)
+    }
+
+    /// The id of the registered WARC file `file` (a canonical path), given
+    /// (durably) if it has none yet: what a page record's
+    /// [`super::WarcAt`] names it by.
+    pub fn warc_file_id(&mut self, file: &Path) -> Result<u32, StoreError> {
+        warc::file_id(&self.db, file)
+    }
+
+    /// The canonical path of the WARC file with id `id`, if there is one.
+    pub fn warc_file(&self, id: u32) -> Result<Option<PathBuf>, StoreError> {
+        warc::file(&self.db, id)
+    }
+
+    /// Every WARC file with an id, in id order.
+    pub fn warc_files(&self) -> Result<Vec<(u32, PathBuf)>, StoreError> {
+        warc::files(&self.db)
     }
 
     /// The marks of the WARC files in `dir` (a canonical path), in name order:

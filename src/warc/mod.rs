@@ -22,6 +22,8 @@
 //! - `record`: building records — fields, digests, one gzip member each.
 //! - `writer`: the files — naming, rotation, appending, the mark and sync of
 //!   each commit, cutting back on open; the marks are its owner's.
+//! - `read`: one `response` record read back from its offset (`legcrawl
+//!   reparse`).
 //!
 //! # Exactness
 //! A record is in a WARC file exactly when its page's completion is durable.
@@ -40,17 +42,19 @@
 //! the group sealed after the fetch (embedded), or with the next completion
 //! (shared), so they are exact too.
 //!
-//! Depends on [`crate::fetch::Exchange`], [`crate::config`] (the `warcinfo`
+//! Depends on `flate2` and `httparse` (reading records back), [`crate::fetch::Exchange`], [`crate::config`] (the `warcinfo`
 //! settings), [`crate::store`] (its error type), [`crate::canon`] (credentials
 //! stripped from seeds), [`crate::crash`], [`crate::dirlock`], [`crate::fsync`]
 //! and [`crate::clock`]; knows nothing of legs, the engine or where the marks
 //! are kept.
 
+mod read;
 mod record;
 mod writer;
 
 use std::path::PathBuf;
 
+pub use read::{ReadError, StoredResponse, response_at};
 pub use record::{sha1_digest, unix_secs, warc_date};
 
 /// The records of `captures` (a `request` record, then a `response` or
@@ -58,11 +62,24 @@ pub use record::{sha1_digest, unix_secs, warc_date};
 /// [`WarcWriter::append`] writes. CPU only, so the engine runs it in the
 /// page's own task rather than on its loop.
 pub fn encode(captures: &[Capture]) -> Vec<u8> {
+    encode_page(captures).0
+}
+
+/// [`encode`]'s records, with the offset among them of the last capture's
+/// `response` record (`None` when it is a `revisit`, or there is none): the
+/// page's response, whose place its page record keeps for `legcrawl reparse`.
+pub fn encode_page(captures: &[Capture]) -> (Vec<u8>, Option<u64>) {
     let mut out = Vec::new();
+    let mut response = None;
     for capture in captures {
-        out.extend_from_slice(&record::capture(capture));
+        let (records, second) = record::capture(capture);
+        response = capture
+            .revisit
+            .is_none()
+            .then_some((out.len() + second) as u64);
+        out.extend_from_slice(&records);
     }
-    out
+    (out, response)
 }
 /// The plain `request` and `response` records of `exchanges` (robots.txt
 /// fetches), as [`encode`] makes them.

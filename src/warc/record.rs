@@ -151,8 +151,9 @@ pub fn warcinfo(filename: &str, date: SystemTime, info: &[(String, String)]) -> 
 /// (or, for an unchanged page, a `revisit` record: with the response head
 /// only for `identical-payload-digest`, with no block and the 304's
 /// `WARC-Etag`/`WARC-Last-Modified` for `server-not-modified`), the request
-/// pointing at the response with `WARC-Concurrent-To`.
-pub fn capture(capture: &Capture) -> Vec<u8> {
+/// pointing at the response with `WARC-Concurrent-To`. Returns them with the
+/// offset of the second record (the response or revisit) among them.
+pub fn capture(capture: &Capture) -> (Vec<u8>, usize) {
     let exchange = &capture.exchange;
     let date = warc_date(exchange.date);
     let ip = exchange.ip.map(|ip| ip.to_string());
@@ -241,8 +242,9 @@ pub fn capture(capture: &Capture) -> Vec<u8> {
     if profile != Some(Profile::ServerNotModified) {
         fields.push(("Content-Type", "application/http; msgtype=response"));
     }
+    let second = out.len();
     out.extend_from_slice(&member(&fields, &block));
-    out
+    (out, second)
 }
 
 /// The value of header `name` (lower case) in an HTTP head, trimmed; `None`
@@ -306,7 +308,7 @@ mod tests {
                 date: 0,
             }),
         };
-        let text = unzip(&super::capture(&capture));
+        let text = unzip(&super::capture(&capture).0);
         let at = text.find("WARC-Type: revisit").unwrap();
         text[at..].to_owned()
     }

@@ -44,8 +44,9 @@ struct Current {
 }
 
 impl Current {
-    /// Appends `records`, after the `warcinfo` record when the file is empty.
-    fn write(&mut self, records: &[u8], settings: &WarcSettings) -> Result<(), WarcError> {
+    /// Appends `records`, after the `warcinfo` record when the file is empty;
+    /// returns the offset they begin at.
+    fn write(&mut self, records: &[u8], settings: &WarcSettings) -> Result<u64, WarcError> {
         if self.len == 0 {
             let name = self
                 .path
@@ -58,9 +59,10 @@ impl Current {
             self.len += info.len() as u64;
         }
         crash::point("warc.append");
+        let at = self.len;
         self.file.write_all(records).map_err(io(&self.path))?;
         self.len += records.len() as u64;
-        Ok(())
+        Ok(at)
     }
 }
 
@@ -82,8 +84,9 @@ pub struct WarcWriter {
 /// What [`WarcWriter::append`] did.
 #[must_use = "a new file must be registered and begun before the records are written"]
 pub enum Appended {
-    /// The records are in the file (in its buffer until the next mark).
-    Written,
+    /// The records are in the file (in its buffer until the next mark), from
+    /// this offset on.
+    Written(u64),
     /// Nothing was written: no file is open. Register [`NewFile::path`], then
     /// [`WarcWriter::begin`] it with the same records.
     NeedsFile(NewFile),
@@ -215,13 +218,10 @@ impl WarcWriter {
     /// for a new one (see [`Appended`]); nothing for an empty slice.
     pub fn append(&mut self, records: &[u8]) -> Result<Appended, WarcError> {
         if records.is_empty() {
-            return Ok(Appended::Written);
+            return Ok(Appended::Written(self.written().unwrap_or(0)));
         }
         match self.current.as_mut() {
-            Some(current) => {
-                current.write(records, &self.settings)?;
-                Ok(Appended::Written)
-            }
+            Some(current) => Ok(Appended::Written(current.write(records, &self.settings)?)),
             None => {
                 let path = self
                     .dir
@@ -232,8 +232,9 @@ impl WarcWriter {
     }
 
     /// Creates `file`, which its owner registered, and appends `records` (those
-    /// [`WarcWriter::append`] did not write) to it.
-    pub fn begin(&mut self, file: NewFile, records: &[u8]) -> Result<(), WarcError> {
+    /// [`WarcWriter::append`] did not write) to it; returns the offset they
+    /// begin at (after the file's `warcinfo` record).
+    pub fn begin(&mut self, file: NewFile, records: &[u8]) -> Result<u64, WarcError> {
         let NewFile { path } = file;
         self.next_serial = serial_of(&path)
             .unwrap_or(self.next_serial)
@@ -398,7 +399,7 @@ mod tests {
         }
 
         fn append(&mut self, writer: &mut WarcWriter, url: &str) {
-            let records = record::capture(&capture(url));
+            let records = record::capture(&capture(url)).0;
             if let Appended::NeedsFile(new) = writer.append(&records).unwrap() {
                 self.marks.insert(new.path().to_owned(), 0);
                 writer.begin(new, &records).unwrap();

@@ -72,7 +72,7 @@ fn revisit_after_zero_is_an_option_of_one_run(mode: Mode) {
 /// What a product page is now: its products (id, price), or the status it
 /// answers once removed.
 #[derive(Clone, Debug)]
-enum Shelf {
+pub(crate) enum Shelf {
     Live(Vec<(String, u32)>),
     Removed(u16),
 }
@@ -81,12 +81,12 @@ enum Shelf {
 /// `<li class=p>`; the hub `/` links to every live page. Pages can be
 /// edited, emptied, removed (404, 410) and restored between runs.
 #[derive(Clone, Default)]
-struct Shop {
+pub(crate) struct Shop {
     pages: Arc<Mutex<BTreeMap<usize, Shelf>>>,
 }
 
 impl Shop {
-    fn new(pages: usize, per_page: usize) -> Shop {
+    pub(crate) fn new(pages: usize, per_page: usize) -> Shop {
         let shop = Shop::default();
         for i in 0..pages {
             let products = (0..per_page).map(|k| (format!("p{i}-{k}"), 10)).collect();
@@ -95,11 +95,11 @@ impl Shop {
         shop
     }
 
-    fn set(&self, i: usize, shelf: Shelf) {
+    pub(crate) fn set(&self, i: usize, shelf: Shelf) {
         self.pages.lock().unwrap().insert(i, shelf);
     }
 
-    fn edit(&self, i: usize, edit: impl FnOnce(&mut Vec<(String, u32)>)) {
+    pub(crate) fn edit(&self, i: usize, edit: impl FnOnce(&mut Vec<(String, u32)>)) {
         match self.pages.lock().unwrap().get_mut(&i) {
             Some(Shelf::Live(products)) => edit(products),
             other => panic!("page {i} is {other:?}"),
@@ -107,7 +107,7 @@ impl Shop {
     }
 
     /// Every live product: id → price.
-    fn live(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn live(&self) -> BTreeMap<String, u64> {
         let pages = self.pages.lock().unwrap();
         pages
             .values()
@@ -120,7 +120,7 @@ impl Shop {
             .collect()
     }
 
-    fn serve(&self, delay: Duration) -> TestServer {
+    pub(crate) fn serve(&self, delay: Duration) -> TestServer {
         let pages = Arc::clone(&self.pages);
         TestServer::start(handler(move |req| {
             let pages = pages.lock().unwrap();
@@ -142,9 +142,13 @@ impl Shop {
                         "<title>shelf</title><ul>{}</ul>",
                         products
                             .iter()
-                            .map(|(id, price)| format!(
-                                "<li class=p><b class=n>{id}</b><i class=v>{price}</i></li>"
-                            ))
+                            // A product without a price (0) shows none.
+                            .map(|(id, price)| match price {
+                                0 => format!("<li class=p><b class=n>{id}</b></li>"),
+                                _ => format!(
+                                    "<li class=p><b class=n>{id}</b><i class=v>{price}</i></li>"
+                                ),
+                            })
                             .collect::<String>()
                     )),
                     Some(Shelf::Removed(status)) => TestResponse::status(*status),
@@ -160,20 +164,20 @@ impl Shop {
 /// `--output` file since it last looked and applies it to its copy,
 /// keyed by the item id (id → name and price).
 #[derive(Default)]
-struct Copy {
+pub(crate) struct Copy {
     read: usize,
     items: BTreeMap<String, (String, u64)>,
 }
 
 /// An item's name and price.
-fn product(item: &serde_json::Value) -> (String, u64) {
+pub(crate) fn product(item: &serde_json::Value) -> (String, u64) {
     let name = item["name"].as_str().expect("a name").to_owned();
     let price = item["price"].as_str().and_then(|p| p.parse().ok());
     (name, price.expect("a price"))
 }
 
 impl Copy {
-    fn apply(&mut self, output: &str) {
+    pub(crate) fn apply(&mut self, output: &str) {
         let bytes = std::fs::read(output).unwrap_or_default();
         let lines = cli::parse_lines(&bytes[self.read..]);
         self.read = bytes.len();
@@ -194,12 +198,12 @@ impl Copy {
     }
 
     /// The products the copy holds: name → price.
-    fn products(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn products(&self) -> BTreeMap<String, u64> {
         self.items.values().cloned().collect()
     }
 }
 
-const SHOP_FILE: &str = r#"
+pub(crate) const SHOP_FILE: &str = r#"
 [[legs]]
 kind = "links"
 

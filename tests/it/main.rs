@@ -31,6 +31,7 @@ mod powercut;
 mod private_ca;
 mod proxy;
 mod read_beside;
+mod reparse;
 mod replay;
 mod requisites;
 mod robots;

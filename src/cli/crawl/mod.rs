@@ -14,6 +14,7 @@ use legcrawl::legs::Leg;
 use legcrawl::page::scope::{Scope, leg_config};
 use legcrawl::shared::SharedTarget;
 
+pub mod reparse;
 mod report;
 mod runtime;
 mod shared;
@@ -22,7 +23,7 @@ use report::{exit_status, print_report, write_stats};
 use runtime::runtime_and_stop;
 
 use super::stderr::say;
-use super::{BadInput, DataArg};
+use super::{BadInput, DataArg, counted};
 
 /// Where `crawl --help` lists the settings that define a crawl (stored in the
 /// state as its job) and the options of one run.
@@ -555,6 +556,10 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
                 stored.version + 1
             );
         }
+        if job::legs_key(&stored.text) != job::legs_key(&resolved.text) {
+            let since = u32::try_from(stored.version + 1).unwrap_or(u32::MAX);
+            say_unseen(&state, since, &draft.data_dir)?;
+        }
     }
     let config = resolved.config.with_run_options(&draft);
     check_outputs(&config)?;
@@ -584,6 +589,26 @@ pub fn run(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let resume = format!("legcrawl crawl --data {}", config.data_dir.display());
     print_report(&config, &report, &resume);
     Ok(exit_status(&report))
+}
+
+/// The line that follows a change of the legs: how many stored pages the
+/// legs of job version `since` have not seen, and how they will.
+fn say_unseen(state: &legcrawl::store::State, since: u32, data: &Path) -> anyhow::Result<()> {
+    let (stored, not_stored) = engine::unseen_by_legs(state, since)?;
+    if stored > 0 {
+        say!(
+            "legcrawl: the new legs have not seen {}: `legcrawl reparse --data {}` runs them over their stored responses (else each page runs them when it changes)",
+            counted(stored, "stored page", "stored pages"),
+            data.display()
+        );
+    }
+    if not_stored > 0 {
+        say!(
+            "legcrawl: the new legs have not seen {} whose responses are not stored (crawl with --warc DIR to keep them): each runs them when it changes",
+            counted(not_stored, "page", "pages")
+        );
+    }
+    Ok(())
 }
 
 /// Bad settings are refused before the state (or Redis) is touched: the job

@@ -22,22 +22,49 @@ pub(super) fn open(settings: WarcSettings, state: &State) -> Result<WarcWriter, 
 }
 
 /// Appends `records`, registering a new file in `state` first when one is
-/// needed.
-fn append(warc: &mut WarcWriter, state: &mut State, records: &[u8]) -> Result<(), WarcError> {
-    if let Appended::NeedsFile(new) = warc.append(records)? {
-        state.register_warc(new.path())?;
-        warc.begin(new, records)?;
+/// needed; returns the offset they begin at, and the new file's id.
+fn append(
+    warc: &mut WarcWriter,
+    state: &mut State,
+    records: &[u8],
+) -> Result<(u64, Option<u32>), WarcError> {
+    match warc.append(records)? {
+        Appended::Written(at) => Ok((at, None)),
+        Appended::NeedsFile(new) => {
+            let id = state.register_warc(new.path())?;
+            Ok((warc.begin(new, records)?, Some(id)))
+        }
     }
-    Ok(())
 }
 
 impl Embedded<'_> {
-    /// Appends a completed page's records (nothing without `--warc`).
-    pub(super) fn archive(&mut self, records: &[u8]) -> Result<(), EngineError> {
-        if let Some(warc) = self.warc.as_mut() {
-            append(warc, self.state, records)?;
+    /// Appends a completed page's records (nothing without `--warc`);
+    /// returns where they begin: the file's id and the offset.
+    pub(super) fn archive(&mut self, records: &[u8]) -> Result<Option<(u32, u64)>, EngineError> {
+        let Some(warc) = self.warc.as_mut() else {
+            return Ok(None);
+        };
+        if records.is_empty() {
+            return Ok(None);
         }
-        Ok(())
+        let (at, new) = append(warc, self.state, records)?;
+        let Some(path) = warc.current_path() else {
+            return Ok(None);
+        };
+        let id = match (new, &self.warc_file) {
+            (Some(id), _) => id,
+            (None, Some((known, id))) if known == path => *id,
+            // The file a run goes on with: its id is looked up once.
+            (None, _) => self.state.warc_file_id(path)?,
+        };
+        if self
+            .warc_file
+            .as_ref()
+            .is_none_or(|(known, _)| known != path)
+        {
+            self.warc_file = Some((path.to_owned(), id));
+        }
+        Ok(Some((id, at)))
     }
 
     /// Appends robots.txt exchanges whose answers join the open group.

@@ -24,6 +24,7 @@ mod flush;
 mod hosts;
 pub mod politeness;
 pub(super) mod progress;
+pub(crate) mod reparse;
 pub(crate) mod revisits;
 mod watch;
 
@@ -58,6 +59,8 @@ pub(crate) struct Embedded<'a> {
     sink: Option<OutputFile>,
     /// The WARC files (`--warc`), written in step with group commit.
     warc: Option<WarcWriter>,
+    /// The open WARC file and its id in the state.
+    warc_file: Option<(std::path::PathBuf, u32)>,
     politeness: Politeness,
     /// Rotates which host `lease` serves first, so hosts take turns.
     turn: usize,
@@ -75,6 +78,9 @@ pub(crate) struct Embedded<'a> {
     /// Hosts whose last runs failed on the network (stored, see `hosts`): an
     /// answer from one of them clears its record.
     unreachable: HashSet<String>,
+    /// Set for `legcrawl reparse`: the stored pages it leases instead of
+    /// the queue.
+    reparse: Option<reparse::Visit>,
 }
 
 /// An event of the embedded frontier's own.
@@ -119,10 +125,6 @@ impl<'a> Embedded<'a> {
                 dir: state.dir().display().to_string(),
             });
         }
-        let sink = match &config.output {
-            Some(path) => Some(OutputFile::open(path, state)?),
-            None => None,
-        };
         let warc = match WarcSettings::of(config) {
             Some(settings) => Some(archive::open(settings, state)?),
             None => None,
@@ -134,14 +136,14 @@ impl<'a> Embedded<'a> {
         } else {
             None
         };
-        let progress = progress::Progress::new(state.dir(), config.obey_robots);
         let mut politeness = Politeness::new(config);
         if let Some(ended) = previous_end {
             politeness.after_previous_run(ended);
         }
         let unreachable = hosts::park_unreachable(state, &mut politeness)?;
         let active = Active {
-            version: 0,
+            // The version `begin_run` stored: its legs are the pages' legs.
+            version: state.latest_job()?.map_or(0, |job| job.version),
             config: config.clone(),
             seeds: Vec::new(),
             scope,
@@ -150,12 +152,61 @@ impl<'a> Embedded<'a> {
             robots,
             schedule,
             retry: RetryPolicy::of(config),
+            stored: None,
         };
+        let mut frontier = Embedded::open(state, active, politeness)?;
+        frontier.warc = warc;
+        frontier.unreachable = unreachable;
+        Ok(frontier)
+    }
+
+    /// The frontier of a `legcrawl reparse` run of `config` on `state`: it
+    /// leases the stored pages whose items legs older than job version
+    /// `legs_since` made, and runs `legs` over their responses, read back
+    /// from `stored` (see `reparse`). Nothing is fetched: no cycle begins,
+    /// no seed is added, no WARC record is written.
+    pub(crate) fn reparse(
+        config: &CrawlConfig,
+        state: &'a mut State,
+        legs: std::sync::Arc<dyn Leg>,
+        stored: crate::page::reparse::StoredResponses,
+        legs_since: u32,
+    ) -> Result<Embedded<'a>, EngineError> {
+        let seeds = state.seeds()?;
+        let active = Active {
+            version: state.latest_job()?.map_or(0, |job| job.version),
+            config: config.clone(),
+            seeds: Vec::new(),
+            scope: Scope::of_crawl(config, &seeds, &[]),
+            legs,
+            fetcher: Fetcher::new(crate::fetch::FetchSettings::from_config(config))?,
+            robots: None,
+            schedule: Schedule::new(config)?,
+            retry: RetryPolicy::of(config),
+            stored: Some(std::sync::Arc::new(stored)),
+        };
+        let mut frontier = Embedded::open(state, active, Politeness::new(config))?;
+        frontier.reparse = Some(reparse::Visit::new(legs_since));
+        Ok(frontier)
+    }
+
+    /// The frontier of `active` on `state`, with its `--output` open.
+    fn open(
+        state: &'a mut State,
+        active: Active,
+        politeness: Politeness,
+    ) -> Result<Embedded<'a>, EngineError> {
+        let sink = match &active.config.output {
+            Some(path) => Some(OutputFile::open(path, state)?),
+            None => None,
+        };
+        let progress = progress::Progress::new(state.dir(), active.config.obey_robots);
         Ok(Embedded {
             state,
             active,
             sink,
-            warc,
+            warc: None,
+            warc_file: None,
             politeness,
             turn: 0,
             progress,
@@ -163,7 +214,8 @@ impl<'a> Embedded<'a> {
             host_buf: Vec::new(),
             committer: Committer::new()?,
             run_started: unix_now(),
-            unreachable,
+            unreachable: HashSet::new(),
+            reparse: None,
         })
     }
 
@@ -230,7 +282,9 @@ impl<'a> Embedded<'a> {
         lease: Lease,
         result: PageResult,
     ) -> Result<bool, EngineError> {
-        if !result.out_of_scope {
+        // Nothing was asked of the host for a page dropped unfetched or read
+        // back.
+        if !result.out_of_scope && result.reparse.is_none() {
             self.politeness.finished(lease.host_id);
         }
         if let Some(host) = self.state.host_name(lease.host_id).map(str::to_owned) {
@@ -259,6 +313,8 @@ impl<'a> Embedded<'a> {
             mut requeued,
             out_of_scope,
             archived,
+            response_at,
+            reparse,
             ..
         } = result;
         if unreachable.parked {
@@ -279,12 +335,25 @@ impl<'a> Embedded<'a> {
         // groups of their own first; its record, items and completion come
         // with the last part.
         let requests = self.queue_in_parts(requests).await?;
+        // In the same open group as the completion, before its record, which
+        // keeps where its response is.
+        let archived_at = self.archive(&archived)?;
+        let response = match (archived_at, response_at) {
+            (Some((file, base)), Some(at)) => Some(crate::store::WarcAt {
+                file,
+                offset: base + at,
+            }),
+            _ => None,
+        };
         let end = crate::page::record::PageEnd {
             seen,
             prior,
             failed,
             requeued,
             out_of_scope,
+            legs: u32::try_from(self.active.version).unwrap_or(u32::MAX),
+            response,
+            reparse,
         };
         self.note_page(&lease, end, &mut items, &mut counters)?;
         if parked {
@@ -298,8 +367,6 @@ impl<'a> Embedded<'a> {
         };
         self.state
             .complete(completion, &self.active.config.fingerprint_headers)?;
-        // In the same open group as the completion.
-        self.archive(&archived)?;
         Ok(requeued)
     }
 
@@ -361,6 +428,9 @@ impl Frontier for Embedded<'_> {
     }
 
     async fn lease(&mut self, room: usize) -> Result<Leased<Lease>, EngineError> {
+        if self.reparse.is_some() {
+            return self.lease_stored(room);
+        }
         let now = Instant::now();
         // The ids are copied (into a buffer kept across calls) because leasing
         // needs the state mutably; names are looked up again when needed.
@@ -440,8 +510,9 @@ impl Frontier for Embedded<'_> {
     }
 
     fn idle_outcome(&self) -> RunOutcome {
-        // Requests left here are held by parked hosts.
-        if self.state.frontier_len() > 0 {
+        // Requests left here are held by parked hosts (a reparse leaves the
+        // links it queued to the next crawl run).
+        if self.state.frontier_len() > 0 && self.reparse.is_none() {
             RunOutcome::Idle
         } else {
             RunOutcome::Drained

@@ -271,6 +271,7 @@ impl Active {
             robots,
             config,
             seeds,
+            stored: None,
         })
     }
 

@@ -127,6 +127,11 @@ impl Worker {
             failed,
             requeued,
             out_of_scope,
+            legs: u32::try_from(self.active.version).unwrap_or(u32::MAX),
+            // A worker's WARC files are its own machine's: a shared crawl
+            // keeps no response places (`reparse` is embedded only).
+            response: None,
+            reparse: None,
         };
         let (record, due) = match page_write(
             &self.active.schedule,
