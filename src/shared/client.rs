@@ -2,16 +2,18 @@
 //! operations as typed calls of the scripts in `lua/`.
 //!
 //! A worker that loses the server retries every call with backoff (50 ms
-//! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
-//! connection manager (or, for a Redis Cluster, its cluster connection, which
-//! follows `MOVED`/`ASK`: `link`) reconnects underneath, and a script the
-//! restarted server no longer caches is sent again whole. The server's own refusals are sorted
-//! in `server` (`server::classify`): `BUSY`, `LOADING`, `TRYAGAIN` (and a
-//! cluster's `MASTERDOWN`/`CLUSTERDOWN`) are waited out the same way,
-//! `READONLY` (a failover made the server a replica) on a new connection;
-//! `OOM` and a lost state ([`SharedError::Gone`]) stop the worker. Only the
-//! first connection is not retried: a wrong address, or a password the server
-//! turns down (or does not get), is the user's mistake, one line and exit 1.
+//! doubling to 5 s) until it answers again, saying so in one line when it stops
+//! answering and one when it answers again (`retry`); redis-rs's connection
+//! manager (or, for a Redis Cluster, its cluster connection, which follows
+//! `MOVED`/`ASK`: `link`) reconnects underneath, and a script the restarted
+//! server no longer caches is sent again whole. The server's own refusals are
+//! sorted in `server` (`server::classify`): `BUSY` and `LOADING` are waited out
+//! the same way; a cluster between states (`MOVED`, `ASK`, `TRYAGAIN`,
+//! `MASTERDOWN`, `CLUSTERDOWN`, `READONLY`: a failover) is followed for at
+//! most [`FAILOVER_WAIT`]; `OOM` and a lost state ([`SharedError::Gone`]) stop
+//! the worker. Only the first connection is not retried: a wrong address, or a
+//! password the server turns down (or does not get), is the user's mistake, one
+//! line and exit 1.
 //!
 //! A worker joins the crawl's epoch when it connects ([`Shared::connect`],
 //! `lua/epoch.lua`) and passes it to every script, which checks it first
@@ -23,12 +25,11 @@
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
 //! records it carries.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use redis::{RedisError, RedisResult, Script, Value};
+use redis::{RedisError, Script, Value};
 
 use super::SharedTarget;
 use super::keys::Keys;
@@ -42,12 +43,14 @@ mod link;
 mod pages;
 mod policy;
 mod records;
+mod retry;
 mod server;
 
 pub use cycles::{CrawlState, CycleKind, CycleQueued};
 pub use pages::{Completed, DueChange, NewRequest, PageCompletion, Queued};
 pub use policy::Move;
 pub use records::Seeded;
+pub use retry::FAILOVER_WAIT;
 
 /// How a shared crawl failed.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +120,21 @@ pub enum SharedError {
         schema: String,
         /// The last build that reads it.
         commit: &'static str,
+    },
+    /// A Redis Cluster stayed between states (`MOVED`, `CLUSTERDOWN`, …)
+    /// longer than a failover takes ([`FAILOVER_WAIT`]).
+    #[error(
+        "Redis Cluster at {url} did not settle within {waited} s while {what} (no node took over the crawl's slot): {reason}"
+    )]
+    Unsettled {
+        /// The Redis URL, its password redacted ([`SharedTarget::shown`]).
+        url: String,
+        /// The call.
+        what: &'static str,
+        /// How long the worker followed the cluster, in seconds.
+        waited: u64,
+        /// The last error, as the client said it.
+        reason: String,
     },
     /// A record in Redis is not what this build writes.
     #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
@@ -275,6 +293,9 @@ pub struct Shared {
     per_host: usize,
     /// Set when the worker stops: calls are no longer retried.
     stopping: Arc<AtomicBool>,
+    /// Set while Redis does not answer (the first failed call sets it and
+    /// says so, the first call that succeeds again clears it and says so).
+    away: AtomicBool,
 }
 
 /// Requests (seeds, due pages, links) per script call: at about 15 µs of
@@ -375,6 +396,7 @@ impl Shared {
             scripts: Arc::new(Scripts::new()),
             per_host: per_host.max(1),
             stopping: Arc::new(AtomicBool::new(false)),
+            away: AtomicBool::new(false),
         })
     }
 
@@ -406,43 +428,6 @@ impl Shared {
         match self.conn.lock() {
             Ok(conn) => conn.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Runs `op` until it succeeds or fails for good, waiting out a server that
-    /// is away (restarting, unreachable, busy, loading) with backoff, and
-    /// connecting anew after `READONLY`.
-    async fn retrying<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, SharedError>
-    where
-        F: FnMut(link::Conn) -> Fut,
-        Fut: Future<Output = RedisResult<T>>,
-    {
-        let mut wait = Duration::from_millis(50);
-        let mut warned = false;
-        loop {
-            let error = match op(self.conn()).await {
-                Ok(value) => {
-                    if warned {
-                        tracing::warn!(url = %self.target.shown(), "Redis answers again; going on");
-                    }
-                    return Ok(value);
-                }
-                Err(error) => error,
-            };
-            let class = server::classify(&error);
-            if class == server::Class::Fatal || self.stopping.load(Ordering::SeqCst) {
-                return Err(self.failed(what, &error));
-            }
-            if !warned {
-                let error = self.target.scrub(&error.to_string());
-                tracing::warn!(url = %self.target.shown(), %error, "Redis cannot answer now; retrying until it does");
-                warned = true;
-            }
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(5));
-            if class == server::Class::Reconnect {
-                self.reconnect().await;
-            }
         }
     }
 
