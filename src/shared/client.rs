@@ -42,6 +42,7 @@ mod declared;
 mod link;
 mod pages;
 mod policy;
+mod probe;
 mod records;
 mod retry;
 mod server;
@@ -135,6 +136,19 @@ pub enum SharedError {
         waited: u64,
         /// The last error, as the client said it.
         reason: String,
+    },
+    /// The crawl lost keys while it still seems to be there (found by
+    /// [`Shared::lost`]): its counts and items are not the crawl's.
+    #[error(
+        "the shared crawl {name:?} in Redis at {url} is damaged: it lost {lost} (evicted, deleted, or lost in a restart of Redis), so its counts and items are not the crawl's"
+    )]
+    Damaged {
+        /// The crawl's name.
+        name: String,
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// What it lost, in words ("its seeds, 120 of its 300 items").
+        lost: String,
     },
     /// A record in Redis is not what this build writes.
     #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
@@ -326,11 +340,20 @@ impl Shared {
     /// reading it (`legcrawl dump`), which writes nothing.
     pub async fn inspect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
         let unreachable = |mut reason: String| {
-            // rustls's verdict on the server's certificate, with what to do.
-            if reason.contains("invalid peer certificate") {
+            // rustls's verdict on the server's certificate, with what to do
+            // when the verdict does not say it (an expired one does).
+            if reason.contains("not valid for name") || reason.contains("NotValidForName") {
                 reason.push_str(
-                    " (give the CA that signed the server's certificate with --shared-cacert FILE)",
+                    " (the server's certificate does not name the URL's host: give a host name it lists)",
                 );
+            } else if reason.contains("invalid peer certificate")
+                && (reason.contains("UnknownIssuer") || reason.contains("BadSignature"))
+            {
+                reason.push_str(if target.ca_pem().is_some() {
+                    " (the CA of --shared-cacert did not sign the server's certificate: give the one that did)"
+                } else {
+                    " (give the CA that signed the server's certificate with --shared-cacert FILE)"
+                });
             } else if reason.contains("CertificateRequired") {
                 reason.push_str(
                     " (the server asks for a client certificate: give it with --shared-cert FILE --shared-key FILE)",
@@ -375,11 +398,15 @@ impl Shared {
             ca: target.ca_pem(),
             client: target.client_pem(),
         };
+        let address = probe::address(&info);
         let connect = link::Link::open(info, tls);
-        let (link, mut conn) = tokio::time::timeout(Duration::from_secs(10), connect)
+        let (link, mut conn) = probe::connect(connect, address, Duration::from_secs(10))
             .await
-            .map_err(|_| unreachable("no answer within 10 s".into()))?
-            .map_err(refused)?;
+            .map_err(|failure| match failure {
+                probe::Failure::Redis(error) => refused(error),
+                probe::Failure::TimedOut => unreachable("no answer within 10 s".into()),
+                probe::Failure::Mismatch(what) => unreachable(what.into()),
+            })?;
         if link.is_cluster() {
             tracing::info!(url = %target.shown(), "Redis Cluster: each call goes to the node of the crawl's slot");
         }
