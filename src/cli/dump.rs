@@ -91,11 +91,18 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
             Err(error) => return Err(lift(error)),
         }
     };
-    runtime.block_on(async {
+    // A damaged shared crawl: what is left is printed, then the line that
+    // says it is not the crawl, and the exit is not 0.
+    let damage = runtime.block_on(crawl.damage()).map_err(lift)?;
+    let code = runtime.block_on(async {
         let mut out = BufWriter::new(io::stdout().lock());
         let written = print_view(&mut out, &crawl, view, args.limit, args.json).await;
         finish(written.and_then(|()| out.flush().map_err(Into::into)))
-    })
+    })?;
+    match damage {
+        Some(error) => Err(error.into()),
+        None => Ok(code),
+    }
 }
 
 /// Prints `view` of `crawl` (here, or in a crawl for a dump beside it).

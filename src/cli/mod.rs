@@ -216,17 +216,28 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 /// log line that cannot be written (a closed pipe) is dropped, never a panic.
 pub fn init_tracing(verbose: u8) {
     // sled's own log lines about a damaged database would be a second line
-    // after ours (which names the file and what to do); -vv shows them.
+    // after ours (which names the file and what to do), and redis-rs's about
+    // each lost connection, refresh of a cluster's slot map or retried call
+    // dozens of lines during one failover, after which ours says it in one
+    // (shared::client's retry loop); -vv shows them.
     let default = match verbose {
         // The progress line of a crawl without a terminal (engine::embedded::progress).
-        0 => "warn,legcrawl::progress=info,sled=off",
-        1 => "info,sled=off",
+        0 => "warn,legcrawl::progress=info,sled=off,redis=off",
+        1 => "info,sled=off,redis=off",
         _ => "debug",
     };
-    // RUST_LOG=error would show them too; naming sled in it shows them.
+    // RUST_LOG=error would show them too; naming sled or redis in it shows
+    // that one.
     let filter = match std::env::var("RUST_LOG") {
-        Ok(spec) if spec.contains("sled") => spec,
-        Ok(spec) if !spec.trim().is_empty() => format!("{spec},sled=off"),
+        Ok(spec) if !spec.trim().is_empty() => {
+            let mut spec = spec;
+            for quiet in ["sled", "redis"] {
+                if !spec.contains(quiet) {
+                    spec.push_str(&format!(",{quiet}=off"));
+                }
+            }
+            spec
+        }
         _ => default.to_owned(),
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)

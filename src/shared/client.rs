@@ -2,16 +2,18 @@
 //! operations as typed calls of the scripts in `lua/`.
 //!
 //! A worker that loses the server retries every call with backoff (50 ms
-//! doubling to 5 s) until it answers again, saying so once in the log; redis-rs's
-//! connection manager (or, for a Redis Cluster, its cluster connection, which
-//! follows `MOVED`/`ASK`: `link`) reconnects underneath, and a script the
-//! restarted server no longer caches is sent again whole. The server's own refusals are sorted
-//! in `server` (`server::classify`): `BUSY`, `LOADING`, `TRYAGAIN` (and a
-//! cluster's `MASTERDOWN`/`CLUSTERDOWN`) are waited out the same way,
-//! `READONLY` (a failover made the server a replica) on a new connection;
-//! `OOM` and a lost state ([`SharedError::Gone`]) stop the worker. Only the
-//! first connection is not retried: a wrong address, or a password the server
-//! turns down (or does not get), is the user's mistake, one line and exit 1.
+//! doubling to 5 s) until it answers again, saying so in one line when it stops
+//! answering and one when it answers again (`retry`); redis-rs's connection
+//! manager (or, for a Redis Cluster, its cluster connection, which follows
+//! `MOVED`/`ASK`: `link`) reconnects underneath, and a script the restarted
+//! server no longer caches is sent again whole. The server's own refusals are
+//! sorted in `server` (`server::classify`): `BUSY` and `LOADING` are waited out
+//! the same way; a cluster between states (`MOVED`, `ASK`, `TRYAGAIN`,
+//! `MASTERDOWN`, `CLUSTERDOWN`, `READONLY`: a failover) is followed for at
+//! most [`FAILOVER_WAIT`]; `OOM` and a lost state ([`SharedError::Gone`]) stop
+//! the worker. Only the first connection is not retried: a wrong address, or a
+//! password the server turns down (or does not get), is the user's mistake, one
+//! line and exit 1.
 //!
 //! A worker joins the crawl's epoch when it connects ([`Shared::connect`],
 //! `lua/epoch.lua`) and passes it to every script, which checks it first
@@ -23,12 +25,11 @@
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
 //! records it carries.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use redis::{RedisError, RedisResult, Script, Value};
+use redis::{RedisError, Script, Value};
 
 use super::SharedTarget;
 use super::keys::Keys;
@@ -41,13 +42,16 @@ mod declared;
 mod link;
 mod pages;
 mod policy;
+mod probe;
 mod records;
+mod retry;
 mod server;
 
 pub use cycles::{CrawlState, CycleKind, CycleQueued};
 pub use pages::{Completed, DueChange, NewRequest, PageCompletion, Queued};
 pub use policy::Move;
 pub use records::Seeded;
+pub use retry::FAILOVER_WAIT;
 
 /// How a shared crawl failed.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +121,34 @@ pub enum SharedError {
         schema: String,
         /// The last build that reads it.
         commit: &'static str,
+    },
+    /// A Redis Cluster stayed between states (`MOVED`, `CLUSTERDOWN`, …)
+    /// longer than a failover takes ([`FAILOVER_WAIT`]).
+    #[error(
+        "Redis Cluster at {url} did not settle within {waited} s while {what} (no node took over the crawl's slot): {reason}"
+    )]
+    Unsettled {
+        /// The Redis URL, its password redacted ([`SharedTarget::shown`]).
+        url: String,
+        /// The call.
+        what: &'static str,
+        /// How long the worker followed the cluster, in seconds.
+        waited: u64,
+        /// The last error, as the client said it.
+        reason: String,
+    },
+    /// The crawl lost keys while it still seems to be there (found by
+    /// [`Shared::lost`]): its counts and items are not the crawl's.
+    #[error(
+        "the shared crawl {name:?} in Redis at {url} is damaged: it lost {lost} (evicted, deleted, or lost in a restart of Redis), so its counts and items are not the crawl's"
+    )]
+    Damaged {
+        /// The crawl's name.
+        name: String,
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// What it lost, in words ("its seeds, 120 of its 300 items").
+        lost: String,
     },
     /// A record in Redis is not what this build writes.
     #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
@@ -275,6 +307,9 @@ pub struct Shared {
     per_host: usize,
     /// Set when the worker stops: calls are no longer retried.
     stopping: Arc<AtomicBool>,
+    /// Set while Redis does not answer (the first failed call sets it and
+    /// says so, the first call that succeeds again clears it and says so).
+    away: AtomicBool,
 }
 
 /// Requests (seeds, due pages, links) per script call: at about 15 µs of
@@ -305,11 +340,20 @@ impl Shared {
     /// reading it (`legcrawl dump`), which writes nothing.
     pub async fn inspect(target: &SharedTarget, per_host: usize) -> Result<Shared, SharedError> {
         let unreachable = |mut reason: String| {
-            // rustls's verdict on the server's certificate, with what to do.
-            if reason.contains("invalid peer certificate") {
+            // rustls's verdict on the server's certificate, with what to do
+            // when the verdict does not say it (an expired one does).
+            if reason.contains("not valid for name") || reason.contains("NotValidForName") {
                 reason.push_str(
-                    " (give the CA that signed the server's certificate with --shared-cacert FILE)",
+                    " (the server's certificate does not name the URL's host: give a host name it lists)",
                 );
+            } else if reason.contains("invalid peer certificate")
+                && (reason.contains("UnknownIssuer") || reason.contains("BadSignature"))
+            {
+                reason.push_str(if target.ca_pem().is_some() {
+                    " (the CA of --shared-cacert did not sign the server's certificate: give the one that did)"
+                } else {
+                    " (give the CA that signed the server's certificate with --shared-cacert FILE)"
+                });
             } else if reason.contains("CertificateRequired") {
                 reason.push_str(
                     " (the server asks for a client certificate: give it with --shared-cert FILE --shared-key FILE)",
@@ -354,11 +398,15 @@ impl Shared {
             ca: target.ca_pem(),
             client: target.client_pem(),
         };
+        let address = probe::address(&info);
         let connect = link::Link::open(info, tls);
-        let (link, mut conn) = tokio::time::timeout(Duration::from_secs(10), connect)
+        let (link, mut conn) = probe::connect(connect, address, Duration::from_secs(10))
             .await
-            .map_err(|_| unreachable("no answer within 10 s".into()))?
-            .map_err(refused)?;
+            .map_err(|failure| match failure {
+                probe::Failure::Redis(error) => refused(error),
+                probe::Failure::TimedOut => unreachable("no answer within 10 s".into()),
+                probe::Failure::Mismatch(what) => unreachable(what.into()),
+            })?;
         if link.is_cluster() {
             tracing::info!(url = %target.shown(), "Redis Cluster: each call goes to the node of the crawl's slot");
         }
@@ -375,6 +423,7 @@ impl Shared {
             scripts: Arc::new(Scripts::new()),
             per_host: per_host.max(1),
             stopping: Arc::new(AtomicBool::new(false)),
+            away: AtomicBool::new(false),
         })
     }
 
@@ -406,43 +455,6 @@ impl Shared {
         match self.conn.lock() {
             Ok(conn) => conn.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Runs `op` until it succeeds or fails for good, waiting out a server that
-    /// is away (restarting, unreachable, busy, loading) with backoff, and
-    /// connecting anew after `READONLY`.
-    async fn retrying<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, SharedError>
-    where
-        F: FnMut(link::Conn) -> Fut,
-        Fut: Future<Output = RedisResult<T>>,
-    {
-        let mut wait = Duration::from_millis(50);
-        let mut warned = false;
-        loop {
-            let error = match op(self.conn()).await {
-                Ok(value) => {
-                    if warned {
-                        tracing::warn!(url = %self.target.shown(), "Redis answers again; going on");
-                    }
-                    return Ok(value);
-                }
-                Err(error) => error,
-            };
-            let class = server::classify(&error);
-            if class == server::Class::Fatal || self.stopping.load(Ordering::SeqCst) {
-                return Err(self.failed(what, &error));
-            }
-            if !warned {
-                let error = self.target.scrub(&error.to_string());
-                tracing::warn!(url = %self.target.shown(), %error, "Redis cannot answer now; retrying until it does");
-                warned = true;
-            }
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(5));
-            if class == server::Class::Reconnect {
-                self.reconnect().await;
-            }
         }
     }
 

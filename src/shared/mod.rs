@@ -25,12 +25,13 @@
 //! [`client`] speaks to Redis (retrying while the server is away) and runs the
 //! scripts, [`job`] keeps the crawl's job versions, [`views`] and [`watch`]
 //! read a shared crawl for `dump`, `stats` and `serve`, `erase` deletes one
-//! (`crawl --fresh`). The loop that runs a worker is
+//! (`crawl --fresh`), `damage` finds what a crawl lost (for `dump`). The loop that runs a worker is
 //! [`crate::engine::worker`]. Depends on [`crate::shared_target`],
 //! [`crate::config`], [`crate::request`], [`crate::fingerprint`],
 //! [`crate::robots`]' records and [`crate::store`]'s record encodings.
 
 pub mod client;
+mod damage;
 mod erase;
 pub mod job;
 mod keys;

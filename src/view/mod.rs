@@ -122,6 +122,16 @@ impl CrawlView {
         Ok(CrawlView::Shared(Box::new(shared)))
     }
 
+    /// What a shared crawl lost from Redis while it still seems to be there
+    /// (keys evicted or deleted), as the error that names it; `None` for a
+    /// state directory, or a shared crawl that lost nothing seen.
+    pub async fn damage(&self) -> Result<Option<SharedError>, ViewError> {
+        match self {
+            CrawlView::Shared(shared) => Ok(redis::damaged(shared).await?),
+            _ => Ok(None),
+        }
+    }
+
     /// The view of `shared` as it is, checked or not (`serve` checks on each
     /// poll, so that it can start before the first worker).
     pub fn of_shared(shared: Shared) -> CrawlView {

@@ -14,6 +14,10 @@ use crate::store::PageRecord;
 pub(super) async fn check(shared: &Shared) -> Result<(), ViewError> {
     if !shared.exists().await? {
         let target = shared.target();
+        // Keys of the crawl without its meta hash: a damaged crawl, not a typo.
+        if let Some(error) = damaged(shared).await? {
+            return Err(error.into());
+        }
         return Err(ViewError::NoAnswer(format!(
             "no shared crawl named {:?} in Redis at {}",
             target.name,
@@ -24,6 +28,21 @@ pub(super) async fn check(shared: &Shared) -> Result<(), ViewError> {
         error @ SharedError::OldSchema { .. } => ViewError::NoAnswer(error.to_string()),
         error => error.into(),
     })
+}
+
+/// The error that names what the crawl lost ([`Shared::lost`]), if it lost
+/// anything.
+pub(super) async fn damaged(shared: &Shared) -> Result<Option<SharedError>, SharedError> {
+    let lost = shared.lost().await?;
+    if lost.is_empty() {
+        return Ok(None);
+    }
+    let target = shared.target();
+    Ok(Some(SharedError::Damaged {
+        name: target.name.clone(),
+        url: target.shown(),
+        lost: lost.join(", "),
+    }))
 }
 
 pub(super) async fn frontier_head(

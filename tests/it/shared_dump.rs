@@ -1,7 +1,9 @@
 //! Issue 25, item 5: `dump --shared ... items --run N|last` and `--since-run
 //! N|last` select the items of worker runs (a run that does not exist is one
 //! line, exit 2); `dump --shared ... runs` is a table like the embedded
-//! `dump runs`, JSON records with `--json`. Real `redis-server`, real workers.
+//! `dump runs`, JSON records with `--json`. A crawl that lost keys is dumped
+//! as it is left, then one line names what it lost, exit 1 (issue 46). Real
+//! `redis-server`, real workers.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -9,7 +11,7 @@ use std::time::Duration;
 use crate::support::cli;
 use crate::support::hosts::{MultiSite, args, fixed, item_key};
 use crate::support::mode::{Crawler, Mode};
-use crate::support::redis::RedisServer;
+use crate::support::redis::{RedisServer, Resp};
 use crate::support::workers::{Crawl, serial};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -220,4 +222,65 @@ fn the_dump_views_have_the_same_fields_in_both_modes() {
             "dump {view:?} --json: the fields both modes share"
         );
     }
+}
+
+/// Issue 46, item 8: `dump --shared` of a crawl that lost keys (as eviction
+/// under `allkeys-*` loses them: whole keys, gone; here deleted one by one)
+/// prints what is left, then one line that names what was lost, and exits 1;
+/// an intact crawl is dumped with exit 0 and nothing on stderr. A crawl whose
+/// meta hash is gone while its other keys are there is damaged, not "no
+/// shared crawl named …".
+#[test]
+fn dump_of_a_crawl_that_lost_keys_says_what_and_exits_non_zero() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("dump_of_a_damaged_crawl") else {
+        return;
+    };
+    let site = MultiSite::start(40, 2, 9, fixed(0));
+    let mut crawl = Crawl::new(&redis.url(), "damaged");
+    let site_args = site.crawl_args();
+    crawl.spawn(&args(&site_args, &["--concurrency", "4"]));
+    crawl.wait_all_ok(LIMIT);
+    let pages = site.expected().len();
+    let intact = crawl.dump_output(&["summary"]);
+    assert!(intact.status.success(), "{intact:?}");
+    assert!(intact.stderr.is_empty(), "{intact:?}");
+    let key = |suffix: &str| format!("{}{suffix}", crawl.prefix());
+
+    // The seeds, then all but 10 items.
+    assert_eq!(
+        redis.command(&["DEL", &key("seeds")]).ok(),
+        Some(Resp::Int(1))
+    );
+    let out = crawl.dump_output(&["summary"]);
+    let err = cli::one_line("summary without seeds", &out, 1);
+    eprintln!("{err}");
+    assert!(!out.stdout.is_empty(), "the counts left are printed");
+    assert!(
+        err.contains("\"damaged\"") && err.contains("is damaged"),
+        "{err}"
+    );
+    assert!(err.contains("its seeds"), "{err}");
+    redis
+        .command(&["XTRIM", &key("items"), "MAXLEN", "10"])
+        .expect("XTRIM");
+    let out = crawl.dump_output(&["items"]);
+    let err = cli::one_line("items trimmed", &out, 1);
+    eprintln!("{err}");
+    assert_eq!(cli::parse_lines(&out.stdout).len(), 10);
+    assert!(
+        err.contains(&format!("{} of its {pages} items", pages - 10)),
+        "{err}"
+    );
+
+    // The meta hash: damaged, not a typo.
+    assert_eq!(
+        redis.command(&["DEL", &key("meta")]).ok(),
+        Some(Resp::Int(1))
+    );
+    let out = crawl.dump_output(&["summary"]);
+    let err = cli::one_line("summary without meta", &out, 1);
+    eprintln!("{err}");
+    assert!(err.contains("its meta hash"), "{err}");
+    assert!(!err.contains("no shared crawl named"), "{err}");
 }

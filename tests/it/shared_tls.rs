@@ -9,9 +9,11 @@
 //! know the test's CA), is one line and exit 1 and writes nothing; a CA file
 //! that cannot be read, or given with a `redis://` URL, is one line and exit 2.
 //! With mutual TLS (`--tls-auth-clients yes`), the client certificate of
-//! `--shared-cert`/`--shared-key` is what lets a worker in.
+//! `--shared-cert`/`--shared-key` is what lets a worker in. A certificate for
+//! another name, and a scheme the port does not speak, are each one clear
+//! line.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::cli::{one_line, parse_lines, run};
 use crate::support::hosts::{self, MultiSite, args, item_key};
@@ -180,4 +182,76 @@ fn mutual_tls_needs_a_client_certificate_the_ca_signed() {
     let key_pem = std::fs::read_to_string(&key).expect("the key");
     let key_body = key_pem.lines().nth(1).expect("a key line");
     assert!(!crawl.logs_tail().contains(key_body), "the key was shown");
+}
+
+/// Issue 46, item 8: each mistake in reaching a TLS server is one clear
+/// line, exit 1, from a worker and from `dump`: a certificate for another
+/// name says so (and not the hint to give `--shared-cacert`, which was
+/// given); `rediss://` to a plain port says within seconds that the port does
+/// not speak TLS (before: "timed out" after 9.6 s); `redis://` to a TLS port
+/// says it seems to want TLS (before: "Connection reset by peer").
+#[test]
+fn tls_mistakes_are_each_one_clear_line() {
+    let _serial = serial();
+    let pki = Pki::make();
+    let (cert, key) = pki.wrong_name();
+    let Some(wrong_name) = RedisServer::start_tls("shared_tls_lines", &cert, &key, &pki.ca())
+    else {
+        return;
+    };
+    let Some(plain) = RedisServer::start("shared_tls_lines") else {
+        return;
+    };
+    let ca = pki.ca().to_str().expect("utf-8 path").to_owned();
+    let argv = ["http://127.0.0.2:9/", "--shared-cacert", ca.as_str()];
+
+    // A certificate of the right CA for another name.
+    let crawl = Crawl::new(&wrong_name.url(), "lines");
+    let err = one_line(
+        "a certificate for another name",
+        &run(crawl.crawl_command(&argv), LIMIT),
+        1,
+    );
+    eprintln!("{err}");
+    assert!(err.contains("rediss://127.0.0.1"), "{err}");
+    assert!(err.contains("does not name the URL's host"), "{err}");
+    assert!(!err.contains("--shared-cacert"), "{err}");
+
+    // rediss:// to a plain port, quickly.
+    let tls_url = plain.url().replacen("redis://", "rediss://", 1);
+    let crawl = Crawl::new(&tls_url, "lines");
+    let started = Instant::now();
+    let out = run(crawl.crawl_command(&argv), LIMIT);
+    let took = started.elapsed();
+    let err = one_line("rediss:// to a plain port", &out, 1);
+    eprintln!("{err}");
+    assert!(err.contains("does not speak TLS"), "{err}");
+    assert!(err.contains("use redis://"), "{err}");
+    assert!(!err.contains("timed out"), "{err}");
+    eprintln!("rediss:// to a plain port: {took:?}");
+    assert!(took < Duration::from_secs(6), "{took:?}: {err}");
+    let err = one_line(
+        "dump with rediss:// to a plain port",
+        &crawl.dump_output(&["summary"]),
+        1,
+    );
+    eprintln!("{err}");
+    assert!(err.contains("does not speak TLS"), "{err}");
+
+    // redis:// to a TLS port.
+    let plain_url = wrong_name.url().replacen("rediss://", "redis://", 1);
+    let crawl = Crawl::new(&plain_url, "lines");
+    let out = run(crawl.crawl_command(&["http://127.0.0.2:9/"]), LIMIT);
+    let err = one_line("redis:// to a TLS port", &out, 1);
+    eprintln!("{err}");
+    assert!(err.contains("seems to want TLS"), "{err}");
+    assert!(err.contains("use rediss://"), "{err}");
+    assert!(!err.contains("reset by peer"), "{err}");
+    let err = one_line(
+        "dump with redis:// to a TLS port",
+        &crawl.dump_output(&["summary"]),
+        1,
+    );
+    eprintln!("{err}");
+    assert!(err.contains("seems to want TLS"), "{err}");
 }

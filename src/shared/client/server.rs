@@ -13,24 +13,29 @@ use super::{EPOCH_SCRIPT, Shared, SharedError, array, text};
 /// How a failed call goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Class {
-    /// Wait and call again: the server is away, busy with a long script
-    /// (`BUSY`), loading its data (`LOADING`), or a cluster is between states
-    /// (`TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`).
+    /// Wait and call again, for as long as it takes: the server is away
+    /// (refused, dropped, timed out), busy with a long script (`BUSY`) or
+    /// loading its data (`LOADING`).
     Retry,
-    /// Call again on a new connection: the server became a replica
-    /// (`READONLY`, after a failover the address may lead to the new primary).
-    Reconnect,
-    /// Stop: `OOM`, a lost state (`LEGCRAWL_GONE`), a denied command, a bug.
-    /// (`MOVED` and `ASK` never come here: a cluster's connection follows
-    /// them.)
+    /// Wait and call again against the cluster's new view, for at most
+    /// `FAILOVER_WAIT` in a row: a cluster is between states (`MOVED`, `ASK`
+    /// from a cluster's node, `TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`), or a
+    /// failover made the server a replica (`READONLY`; one server is then
+    /// called on a new connection, since its address may lead to the new
+    /// primary, while a cluster's connection learns the new slot map itself).
+    Failover,
+    /// Stop: `OOM`, a lost state (`LEGCRAWL_GONE`), a denied command, a bug,
+    /// or `MOVED`/`ASK` from a server taken for a single one.
     Fatal,
 }
 
-/// The class of `error` (see [`Class`]).
-pub(super) fn classify(error: &RedisError) -> Class {
+/// The class of `error` (see [`Class`]), from a cluster's connection when
+/// `cluster`.
+pub(super) fn classify(error: &RedisError, cluster: bool) -> Class {
     match error.code() {
-        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN") => Class::Retry,
-        Some("READONLY") => Class::Reconnect,
+        Some("BUSY" | "LOADING") => Class::Retry,
+        Some("TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "READONLY") => Class::Failover,
+        Some("MOVED" | "ASK") if cluster => Class::Failover,
         Some(_) => Class::Fatal,
         None if error.is_timeout()
             || error.is_connection_refusal()
@@ -82,8 +87,8 @@ impl Shared {
         }
     }
 
-    /// Replaces the connection with a new one (after `READONLY`); on failure
-    /// the old one stays, and the next attempt tries again.
+    /// Replaces the connection with a new one (after `READONLY` from one
+    /// server); on failure the old one stays, and the next attempt tries again.
     pub(super) async fn reconnect(&self) {
         let connect = self.link.connect();
         if let Ok(Ok(conn)) = tokio::time::timeout(std::time::Duration::from_secs(5), connect).await

@@ -180,7 +180,17 @@ impl RedisServer {
     /// (`--cluster-enabled yes`; its cluster bus on a free port of its own,
     /// since the default, port + 10000, may be past 65535).
     pub fn start_cluster_node(test: &str) -> Option<RedisServer> {
-        RedisServer::start_as(test, Persistence::None, None, Vec::new(), Mode::Cluster)
+        RedisServer::start_cluster_node_with(test, &[])
+    }
+
+    /// As [`RedisServer::start_cluster_node`], with more settings
+    /// (`("cluster-node-timeout", "2000")`).
+    pub fn start_cluster_node_with(test: &str, settings: &[(&str, &str)]) -> Option<RedisServer> {
+        let extra = settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        RedisServer::start_as(test, Persistence::None, None, extra, Mode::Cluster)
     }
 
     /// As [`RedisServer::start`], speaking TLS only (`--port 0 --tls-port

@@ -1,7 +1,8 @@
 //! Certificates for the `rediss://` and https tests, made in-process with
 //! rcgen (no openssl): a CA, a server certificate it signs for `127.0.0.1`
-//! and `localhost`, another CA that signed nothing the server shows, and a
-//! client certificate from each CA (mutual TLS). Written as PEM files into a
+//! and `localhost`, one it signs for another name only, another CA that
+//! signed nothing the server shows, and a client certificate from each CA
+//! (mutual TLS). Written as PEM files into a
 //! temp dir that lives as long as the [`Pki`]; [`Pki::server_config`] is the
 //! server side for `support::TestServer::start_https`.
 
@@ -47,6 +48,12 @@ impl Pki {
             .distinguished_name
             .push(DnType::CommonName, "legcrawl test redis");
         let cert = params.signed_by(&key, &issuer).expect("server certificate");
+        // A certificate of the right CA for a name that is not the server's.
+        let wrong_key = KeyPair::generate().expect("wrong-name key");
+        let wrong = CertificateParams::new(vec!["elsewhere.example".to_owned()])
+            .expect("wrong-name params")
+            .signed_by(&wrong_key, &issuer)
+            .expect("wrong-name certificate");
         // Client certificates for mutual TLS: one the CA signed, one the
         // other CA did.
         let client = |issuer: &Issuer<'static, KeyPair>| {
@@ -66,6 +73,8 @@ impl Pki {
             (pki.other_ca(), other_pem),
             (pki.server_cert(), cert.pem()),
             (pki.server_key(), key.serialize_pem()),
+            (pki.path("wrong-name.pem"), wrong.pem()),
+            (pki.path("wrong-name.key"), wrong_key.serialize_pem()),
             (pki.path("client.pem"), client_pem),
             (pki.path("client.key"), client_key),
             (pki.path("other-client.pem"), other_client_pem),
@@ -98,6 +107,12 @@ impl Pki {
     /// The server certificate's key.
     pub fn server_key(&self) -> PathBuf {
         self.path("server.key")
+    }
+
+    /// A server certificate the CA signed for `elsewhere.example` only (not
+    /// 127.0.0.1), and its key.
+    pub fn wrong_name(&self) -> (PathBuf, PathBuf) {
+        (self.path("wrong-name.pem"), self.path("wrong-name.key"))
     }
 
     /// A client certificate the CA signed, and its key.
