@@ -80,7 +80,7 @@ pub const POINTS: &[Point] = &[
     },
     Point {
         name: "warc.create",
-        before: "a new WARC file is registered (length 0, synced) before it is created",
+        before: "a new WARC file is registered (length 0, synced) before it is created, or a file registered by a build before file ids gets its id",
     },
     Point {
         name: "cycle.start",

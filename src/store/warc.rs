@@ -53,6 +53,7 @@ pub(super) fn file_id(db: &Db, file: &Path) -> Result<u32, StoreError> {
     }
     let mut batch = Batch::default();
     let id = next_id(db, &mut batch, file)?;
+    crash::point("warc.create");
     db.commit_now(batch, Durability::Synced(|| ()))?;
     Ok(id)
 }
