@@ -17,7 +17,7 @@
 //! `lua/epoch.lua`) and passes it to every script, which checks it first
 //! (`lua/common.lua`): state lost from Redis is found by the next call of any
 //! worker. `legcrawl dump` connects with [`Shared::inspect`], which writes
-//! nothing. Completing pages is in `pages`, the cycle and due index calls in
+//! nothing. Heartbeats are in `beat`, completing pages in `pages`, the cycle and due index calls in
 //! `cycles`, seeds, page records, robots.txt answers and runs in `records`,
 //! the server's settings and error classes in `server`.
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
@@ -35,6 +35,7 @@ use super::keys::Keys;
 use crate::request::Request;
 use crate::store::PageRecord;
 
+mod beat;
 mod cycles;
 #[cfg(test)]
 mod declared;
@@ -44,6 +45,7 @@ mod policy;
 mod records;
 mod server;
 
+pub use beat::{Beat, HEARTBEAT, SILENCE_BOUND};
 pub use cycles::{CrawlState, CycleKind, CycleQueued};
 pub use pages::{Completed, DueChange, NewRequest, PageCompletion, Queued};
 pub use policy::Move;
@@ -182,6 +184,7 @@ const COMMON_KEYS: &[&str] = &[
     "delay",
     "crawldelay",
     "leases",
+    "beats",
 ];
 
 /// The crawl's scripts, hashed once.
@@ -192,6 +195,7 @@ struct Scripts {
     lease: CrawlScript,
     renew: CrawlScript,
     release: CrawlScript,
+    beat: CrawlScript,
     complete: CrawlScript,
     policy: CrawlScript,
     links: CrawlScript,
@@ -229,6 +233,7 @@ impl Scripts {
             lease: script!("lease.lua", &["pages"]),
             renew: script!("renew.lua", &["workers", "alive", "done"]),
             release: script!("release.lua", &["workers", "alive"]),
+            beat: script!("beat.lua", &[]),
             complete: script!(
                 "complete.lua",
                 &[

@@ -28,6 +28,7 @@
 //! | `warc` | hash | a worker's WARC file (`MACHINE:PATH`, the canonical path) → the length its durable records reach: registered at 0 before the file is created, moved by each completion whose records it holds; the worker cuts the file back to it when it starts |
 //! | `counters` | hash | counter name → count |
 //! | `errors` | list | the crawl's recent errors, newest first (JSON rows: `at`, `url`, `reason`), at most `status::snapshot::MAX_ERRORS`: what `serve` shows |
+//! | `beats` | sorted set | worker id → the server time (ms) it last beat or leased; a worker silent for 6 s is taken out and its leases returned (`lua/common.lua`, `reap`; `meta`'s `beat_tick` is the last time any worker was heard) |
 //! | `workers`, `alive` | hashes | worker id → its record (JSON, with its `lease_ttl_ms`), last renewal (ms); unlisted after three TTLs without one |
 //! | `runs` | list | one JSON record per worker run (`job`: the job version it began under, `jobs`: every version it ran under, `items_after`/`items_until`: the stream ids its items lie between) |
 

@@ -42,6 +42,7 @@ mod shared_cluster;
 mod shared_cycle;
 mod shared_dump;
 mod shared_faults;
+mod shared_heartbeat;
 mod shared_job;
 mod shared_loss;
 mod shared_parity;

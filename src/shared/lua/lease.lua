@@ -8,8 +8,9 @@
 -- [0.5, 1.5), as the embedded crawl's: drawn from a Park-Miller generator
 -- seeded by ARGV[7] (1 .. 2^31 - 2, the worker's random number), so the script
 -- stays a function of its arguments.
--- Expired leases are reclaimed first.
--- Returns {now, expired, frontier, live leases, ms until a host is ready (-1:
+-- Expired leases are reclaimed first, and the leases of workers whose
+-- heartbeat stopped (common.lua, reap); the call is a beat of ARGV[4].
+-- Returns {now, expired (or of a dead worker), frontier, live leases, ms until a host is ready (-1:
 -- none queued), then token, host, request, page record ('' : none) for each
 -- lease}; the page record is what a revisit is fetched against.
 local worker, want, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -23,7 +24,7 @@ local function gap(delay)
   seed = (seed * 16807) % 2147483647
   return math.floor(delay * (0.5 + seed / 2147483647))
 end
-local expired = reclaim(now, 1000)
+local expired = reclaim(now, 1000) + reap(now, worker)
 local out = {}
 local got = 0
 while got < want do
