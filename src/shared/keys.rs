@@ -16,6 +16,7 @@
 //! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the host's default delay (0 on loopback, else 1 s; the job's `delay` overrides it), robots.txt Crawl-delay (ms) |
 //! | `leases` | sorted set | lease token by expiry (ms) |
 //! | `lease:TOKEN` | hash | `worker`, `host`, `prio`, `member`, `at` |
+//! | `leasecalls`, `leasecalls_at` | hash, sorted set | a lease call's name (worker id and a random number) → the tokens it granted (space-separated), and by time (ms): a call retried after a lost reply gets those leases back; kept 10 minutes |
 //! | `done` | sorted set | tokens completed in the last hour (a retried completion is answered, not redone) |
 //! | `s:N` | hash | bucket N of the seen set: field the first 16 bytes of a request fingerprint, value empty; N by linear hashing on the fingerprint's first 4 bytes (`lua/common.lua`, `seen_add`), so each bucket stays a listpack of fewer than 128 fields |
 //! | `due` | sorted set | page fingerprint by the unix time it is due again |
