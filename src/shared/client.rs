@@ -19,7 +19,7 @@
 //! `lua/epoch.lua`) and passes it to every script, which checks it first
 //! (`lua/common.lua`): state lost from Redis is found by the next call of any
 //! worker. `legcrawl dump` connects with [`Shared::inspect`], which writes
-//! nothing. Completing pages is in `pages`, the cycle and due index calls in
+//! nothing. Heartbeats are in `beat`, completing pages in `pages`, the cycle and due index calls in
 //! `cycles`, seeds, page records, robots.txt answers and runs in `records`,
 //! the server's settings and error classes in `server`.
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
@@ -36,6 +36,7 @@ use super::keys::Keys;
 use crate::request::Request;
 use crate::store::PageRecord;
 
+mod beat;
 mod cycles;
 #[cfg(test)]
 mod declared;
@@ -47,6 +48,7 @@ mod records;
 mod retry;
 mod server;
 
+pub use beat::{Beat, HEARTBEAT, SILENCE_BOUND};
 pub use cycles::{CrawlState, CycleKind, CycleQueued};
 pub use pages::{Completed, DueChange, NewRequest, PageCompletion, Queued};
 pub use policy::Move;
@@ -214,6 +216,7 @@ const COMMON_KEYS: &[&str] = &[
     "delay",
     "crawldelay",
     "leases",
+    "beats",
 ];
 
 /// The crawl's scripts, hashed once.
@@ -224,6 +227,7 @@ struct Scripts {
     lease: CrawlScript,
     renew: CrawlScript,
     release: CrawlScript,
+    beat: CrawlScript,
     complete: CrawlScript,
     policy: CrawlScript,
     links: CrawlScript,
@@ -258,9 +262,10 @@ impl Scripts {
             unpark: script!("unpark.lua", &["parkedhosts"]),
             policy: script!("policy.lua", &["pages", "due"]),
             cycle: script!("cycle.lua", &["seeded", "due"]),
-            lease: script!("lease.lua", &["pages"]),
+            lease: script!("lease.lua", &["pages", "leasecalls", "leasecalls_at"]),
             renew: script!("renew.lua", &["workers", "alive", "done"]),
             release: script!("release.lua", &["workers", "alive"]),
+            beat: script!("beat.lua", &[]),
             complete: script!(
                 "complete.lua",
                 &[
@@ -559,27 +564,38 @@ impl Shared {
         }
     }
 
-    /// Leases up to `want` requests for `worker`, each for `ttl`.
+    /// Leases up to `want` requests for `worker`, each for `ttl`. The call
+    /// is named at random, so a retry after a lost reply is answered with the
+    /// leases the first try granted ([`Shared::lease_named`]).
     pub async fn lease(
         &self,
         worker: &str,
         want: usize,
         ttl: Duration,
     ) -> Result<LeaseBatch, SharedError> {
-        // The jitter's seed (see lease.lua), 1 ..= 2^31 - 2: std's hasher
-        // keys are random, and new for each `RandomState`.
-        let random = {
-            use std::hash::{BuildHasher, Hasher};
-            std::collections::hash_map::RandomState::new()
-                .build_hasher()
-                .finish()
-        };
-        let seed = 1 + random % 0x7FFF_FFFE;
+        let call = format!("{worker}:{:016x}", random_u64());
+        self.lease_named(worker, want, ttl, &call).await
+    }
+
+    /// [`Shared::lease`] as the call named `call` (unique to this worker's
+    /// call): when Redis already answered a call of that name, the answer is
+    /// the leases it granted that are still `worker`'s, and nothing more is
+    /// leased (`lua/lease.lua`; names are kept 10 minutes).
+    pub async fn lease_named(
+        &self,
+        worker: &str,
+        want: usize,
+        ttl: Duration,
+        call: &str,
+    ) -> Result<LeaseBatch, SharedError> {
+        // The jitter's seed (see lease.lua), 1 ..= 2^31 - 2.
+        let seed = 1 + random_u64() % 0x7FFF_FFFE;
         let args = [
             worker.as_bytes().to_vec(),
             want.to_string().into_bytes(),
             millis(ttl).into_bytes(),
             seed.to_string().into_bytes(),
+            call.as_bytes().to_vec(),
         ];
         let value = self.script("leasing", |s| &s.lease, &[], &args).await?;
         let parts = array(&value).ok_or_else(|| self.corrupt("the lease script's answer"))?;
@@ -670,6 +686,15 @@ pub(crate) fn encode_request(request: &Request) -> Vec<u8> {
 /// The request [`encode_request`] wrote (key layout 2 stores no other form).
 pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, crate::request::DecodeError> {
     Request::decode(bytes)
+}
+
+/// A random number: std's hasher keys are random, and new for each
+/// `RandomState`.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 fn millis(d: Duration) -> String {

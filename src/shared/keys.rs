@@ -16,6 +16,7 @@
 //! | `inflight`, `next`, `delay`, `crawldelay` | hashes | per host: leases held, next allowed start, the host's default delay (0 on loopback, else 1 s; the job's `delay` overrides it), robots.txt Crawl-delay (ms) |
 //! | `leases` | sorted set | lease token by expiry (ms) |
 //! | `lease:TOKEN` | hash | `worker`, `host`, `prio`, `member`, `at` |
+//! | `leasecalls`, `leasecalls_at` | hash, sorted set | a lease call's name (worker id and a random number) → the tokens it granted (space-separated), and by time (ms): a call retried after a lost reply gets those leases back; kept 10 minutes |
 //! | `done` | sorted set | tokens completed in the last hour (a retried completion is answered, not redone) |
 //! | `s:N` | hash | bucket N of the seen set: field the first 16 bytes of a request fingerprint, value empty; N by linear hashing on the fingerprint's first 4 bytes (`lua/common.lua`, `seen_add`), so each bucket stays a listpack of fewer than 128 fields |
 //! | `due` | sorted set | page fingerprint by the unix time it is due again |
@@ -28,6 +29,7 @@
 //! | `warc` | hash | a worker's WARC file (`MACHINE:PATH`, the canonical path) → the length its durable records reach: registered at 0 before the file is created, moved by each completion whose records it holds; the worker cuts the file back to it when it starts |
 //! | `counters` | hash | counter name → count |
 //! | `errors` | list | the crawl's recent errors, newest first (JSON rows: `at`, `url`, `reason`), at most `status::snapshot::MAX_ERRORS`: what `serve` shows |
+//! | `beats` | sorted set | worker id → the server time (ms) it last beat or leased; a worker silent for 6 s is taken out and its leases returned (`lua/common.lua`, `reap`; `meta`'s `beat_tick` is the last time any worker was heard) |
 //! | `workers`, `alive` | hashes | worker id → its record (JSON, with its `lease_ttl_ms`), last renewal (ms); unlisted after three TTLs without one |
 //! | `runs` | list | one JSON record per worker run (`job`: the job version it began under, `jobs`: every version it ran under, `items_after`/`items_until`: the stream ids its items lie between) |
 

@@ -7,8 +7,9 @@
 //! (`lua/`): storing seeds, leasing, renewing, completing and returning leases,
 //! storing a job version. A lease carries a fencing token (a number the server
 //! never hands out twice) and an expiry; a worker that dies loses nothing,
-//! because its leases expire and their requests go back to the frontier, and a
-//! completion whose lease expired writes nothing. Politeness is the crawl's,
+//! because its leases go back to the frontier when its heartbeat stops (within
+//! seconds, `client::SILENCE_BOUND`) or when they expire, and a completion
+//! whose lease was returned writes nothing. Politeness is the crawl's,
 //! not the worker's: the lease script enforces each host's in-flight limit and
 //! the gap between two starts, on the server's clock, both taken from the
 //! crawl's job.

@@ -44,6 +44,7 @@ mod shared_cycle;
 mod shared_dump;
 mod shared_failover;
 mod shared_faults;
+mod shared_heartbeat;
 mod shared_job;
 mod shared_loss;
 mod shared_parity;

@@ -1,6 +1,7 @@
 //! The shared crawl's scripts, one call at a time, against a real
 //! `redis-server` (see `support::redis`): fencing (a completion whose lease
-//! expired and was leased again writes nothing), a retried completion, leases
+//! expired and was leased again writes nothing), a retried completion and a
+//! retried lease call (answered with the leases it granted, no more), leases
 //! returned to the head of the queue, the queue's order (priority, then first
 //! in, first out), crawl-wide per-host limits and delays, dedup of links
 //! across pages, and the seen set's buckets split as they fill. The worker
@@ -23,6 +24,48 @@ fn item(url: &str) -> String {
 async fn connect(server: &RedisServer, name: &str, per_host: usize) -> Shared {
     let target = SharedTarget::new(&server.url(), name).expect("target");
     Shared::connect(&target, per_host).await.expect("connect")
+}
+
+#[test]
+fn a_lease_call_retried_after_a_lost_reply_gets_its_leases_back_and_no_more() {
+    let Some(server) = RedisServer::start("shared_scripts::lease_retry") else {
+        return;
+    };
+    runtime().block_on(async {
+        let shared = connect(&server, "leaseretry", 2).await;
+        shared
+            .add_seeds(&[seed("http://a.test/"), seed("http://b.test/")])
+            .await
+            .unwrap();
+        let ttl = Duration::from_secs(60);
+        let first = shared.lease_named("w1", 1, ttl, "w1:c1").await.unwrap();
+        assert_eq!(first.leases.len(), 1);
+        let token = first.leases[0].token;
+        // The reply was lost; the same call again finds the same lease.
+        let again = shared.lease_named("w1", 1, ttl, "w1:c1").await.unwrap();
+        assert_eq!(again.leases.len(), 1);
+        assert_eq!(again.leases[0].token, token);
+        assert_eq!(again.leases[0].request.url, first.leases[0].request.url);
+        assert_eq!((again.live, again.frontier), (1, 1), "nothing more leased");
+        // Another worker naming the same call gets nothing of w1's.
+        let other = shared.lease_named("w2", 1, ttl, "w1:c1").await.unwrap();
+        assert!(other.leases.is_empty());
+        // A new call leases the other request.
+        let next = shared.lease_named("w1", 1, ttl, "w1:c2").await.unwrap();
+        assert_eq!(next.leases.len(), 1);
+        assert_ne!(next.leases[0].request.url, first.leases[0].request.url);
+        // Once completed, the lease is no longer given back.
+        let page = PageCompletion {
+            token,
+            ..PageCompletion::default()
+        };
+        assert!(matches!(
+            shared.complete("w1", &page).await.unwrap(),
+            Completed::Done { .. }
+        ));
+        let late = shared.lease_named("w1", 1, ttl, "w1:c1").await.unwrap();
+        assert!(late.leases.is_empty());
+    });
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //! ([`crate::page::accept`], `page::record`), then the script checks
 //! the lease, appends the items, dedups and queues the new requests and
 //! writes the record, atomically. The worker's events are lease renewal
-//! (every third of the TTL) and the job's version (every [`JOB_POLL`]).
+//! (every third of the TTL) and the job's version (every [`JOB_POLL`]); its
+//! liveness is a heartbeat on a task of its own (`heartbeat`): a worker not
+//! heard from for `SILENCE_BOUND` loses its leases, whatever their TTL.
 //!
 //! A worker ends when the crawl is drained (nothing queued and no live lease in
 //! Redis, of any worker: nothing can add requests any more), at `--max-pages`
@@ -28,6 +30,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{CrawlConfig, default_delay};
@@ -45,11 +48,13 @@ use crate::shared::{Shared, SharedError};
 use crate::store::records::{RunOutcome, unix_now};
 use crate::warc::WarcSettings;
 use cycle::begin_cycle;
+use heartbeat::Heartbeat;
 pub use join::{JOB_POLL, JobPlan, JoinError, Joined, join};
 use output::WorkerOutput;
 use warc::WorkerWarc;
 
 mod cycle;
+mod heartbeat;
 mod join;
 pub mod output;
 mod pages;
@@ -157,8 +162,11 @@ struct Worker {
     versions: Vec<u64>,
     /// A newer version this worker could not take up (not tried again).
     refused: Option<u64>,
-    shared: Shared,
+    shared: Arc<Shared>,
     id: String,
+    /// Beats for this worker on a task of its own; stopped once its leases
+    /// are returned.
+    heartbeat: Heartbeat,
     ttl: Duration,
     /// `--output`: the items this worker commits.
     output: Option<WorkerOutput>,
@@ -267,6 +275,11 @@ impl Worker {
         let items_after = shared.last_item_id().await?;
         let fetched_before = shared.crawl_counter(FETCHED).await?;
         let answered_well_before = answered_well(&shared).await?;
+        // Listed as beating before its first lease; beating from here on.
+        let id = worker_id();
+        shared.beat(&id).await?;
+        let shared = Arc::new(shared);
+        let heartbeat = Heartbeat::start(Arc::clone(&shared), id.clone());
         let mut renew = tokio::time::interval((run.lease_ttl / 3).max(Duration::from_millis(100)));
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut job_poll = tokio::time::interval(JOB_POLL);
@@ -280,7 +293,8 @@ impl Worker {
             versions: vec![version],
             refused: None,
             shared,
-            id: worker_id(),
+            id,
+            heartbeat,
             output,
             warc,
             held: BTreeSet::new(),
@@ -384,6 +398,7 @@ impl Worker {
     /// Unlists the worker and appends its run to the crawl's runs; returns the
     /// run's number. A failure here is logged: the pages are committed already.
     async fn record_run(&mut self, outcome: RunOutcome, elapsed: Duration) -> Option<u64> {
+        self.heartbeat.stop();
         if let Err(error) = self.shared.release(&self.id, &[]).await {
             tracing::warn!(%error, "could not unlist this worker");
         }
@@ -593,6 +608,7 @@ impl Frontier for Worker {
     /// once (not left to expire). With Redis away nothing is waited for: the
     /// leases then expire after their TTL instead.
     async fn stopped(&mut self) -> Result<(), EngineError> {
+        self.heartbeat.stop();
         let tokens: Vec<u64> = std::mem::take(&mut self.held).into_iter().collect();
         match self.shared.release(&self.id, &tokens).await {
             Ok(returned) => tracing::info!(returned, "stopped: leases returned to the frontier"),

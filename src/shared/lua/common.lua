@@ -288,6 +288,62 @@ local function reclaim(now, limit)
   return n
 end
 
+-- Heartbeats: the sorted set `beats`, worker -> the server time (ms) it was
+-- last heard from. A worker beats every 2 s (engine::worker's HEARTBEAT, on
+-- a task of its own) and with each lease call. A worker not heard from for
+-- BEAT_DEAD ms is dead (killed, paused, or cut off from Redis): reap() takes
+-- it out of `beats` and returns its leases to the frontier as an expired
+-- lease returns (unlease: the host's in-flight count drops, its next allowed
+-- start stays where the dead worker's last lease put it, so the delay since
+-- that request's start still holds). Its later completions write nothing
+-- (their lease records are gone); its next beat lists it again.
+--
+-- Silence is counted only while the crawl is heard from: `meta`'s
+-- `beat_tick` is the last time any reap ran (every beat and lease call of
+-- any worker, so at least every 2 s while one runs). A gap longer than
+-- BEAT_STALL means Redis was not answering (paused, busy, cut off) or no
+-- worker ran: every beat moves forward by the gap, so that no live worker is
+-- taken for dead because the server, not the worker, was away. A worker that
+-- died during such a gap is released BEAT_DEAD after the crawl is heard from
+-- again.
+local BEAT_DEAD = 6000
+local BEAT_STALL = 4000
+
+-- Takes dead workers out of `beats` and returns their leases; `worker` (or
+-- nil) beats first. Returns how many leases went back.
+local function reap(now, worker)
+  local last = tonumber(redis.call('HGET', K('meta'), 'beat_tick') or '0')
+  redis.call('HSET', K('meta'), 'beat_tick', now)
+  if last > 0 and now - last > BEAT_STALL then
+    local beats = redis.call('ZRANGE', K('beats'), 0, -1, 'WITHSCORES')
+    for i = 1, #beats, 2 do
+      redis.call('ZADD', K('beats'), tonumber(beats[i + 1]) + now - last, beats[i])
+    end
+  end
+  if worker then
+    redis.call('ZADD', K('beats'), now, worker)
+  end
+  local dead = redis.call('ZRANGEBYSCORE', K('beats'), '-inf', now - BEAT_DEAD)
+  if #dead == 0 then
+    return 0
+  end
+  local is_dead = {}
+  for _, id in ipairs(dead) do
+    is_dead[id] = true
+    redis.call('ZREM', K('beats'), id)
+  end
+  local theirs = {}
+  for _, token in ipairs(redis.call('ZRANGE', K('leases'), 0, -1)) do
+    if is_dead[redis.call('HGET', found('lease:' .. token), 'worker') or ''] then
+      theirs[#theirs + 1] = token
+    end
+  end
+  local n = unlease_all(theirs)
+  count('leases/orphaned', n)
+  count('workers/dead', #dead)
+  return n
+end
+
 -- The seen set: hashes `s:N` (its buckets), one field per fingerprint -- its
 -- first 16 bytes (a 128-bit prefix of SHA-1: two requests would have to agree
 -- on all 128 bits to be taken for one) -- with an empty value. A hash of at

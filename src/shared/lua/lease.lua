@@ -8,8 +8,9 @@
 -- [0.5, 1.5), as the embedded crawl's: drawn from a Park-Miller generator
 -- seeded by ARGV[7] (1 .. 2^31 - 2, the worker's random number), so the script
 -- stays a function of its arguments.
--- Expired leases are reclaimed first.
--- Returns {now, expired, frontier, live leases, ms until a host is ready (-1:
+-- Expired leases are reclaimed first, and the leases of workers whose
+-- heartbeat stopped (common.lua, reap); the call is a beat of ARGV[4].
+-- Returns {now, expired (or of a dead worker), frontier, live leases, ms until a host is ready (-1:
 -- none queued), then token, host, request, page record ('' : none) for each
 -- lease}; the page record is what a revisit is fetched against.
 local worker, want, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -23,7 +24,50 @@ local function gap(delay)
   seed = (seed * 16807) % 2147483647
   return math.floor(delay * (0.5 + seed / 2147483647))
 end
-local expired = reclaim(now, 1000)
+-- ARGV[8] names this call ('' : unnamed). A call retried after its reply was
+-- lost (the same name) is answered with the leases the first one granted that
+-- are still this worker's, and leases nothing more: they are not held by a
+-- worker that never heard of them until their TTL runs out. Names are kept in
+-- `leasecalls` (name -> tokens, space-separated) and `leasecalls_at` (by
+-- time) for CALL_MEMORY ms.
+local CALL_MEMORY = 600000
+local call = ARGV[8] or ''
+local function answer(out, expired)
+  local wait = -1
+  local first = redis.call('ZRANGE', K('ready'), 0, 0, 'WITHSCORES')
+  if first[1] then
+    wait = math.max(0, tonumber(first[2]) - now)
+  end
+  local frontier = tonumber(redis.call('HGET', K('meta'), 'frontier') or '0')
+  local head = {now, expired, frontier, redis.call('ZCARD', K('leases')), wait}
+  for _, v in ipairs(out) do
+    head[#head + 1] = v
+  end
+  return head
+end
+if call ~= '' then
+  local before = redis.call('HGET', K('leasecalls'), call)
+  if before then
+    local again = {}
+    for token in string.gmatch(before, '%S+') do
+      local lease = redis.call('HMGET', found('lease:' .. token), 'worker', 'host', 'member')
+      if lease[1] == worker then
+        again[#again + 1] = token
+        again[#again + 1] = lease[2]
+        again[#again + 1] = string.sub(lease[3], 21)
+        again[#again + 1] = redis.call('HGET', K('pages'), string.sub(lease[3], 1, 20)) or ''
+      end
+    end
+    count('leases/call_retried', 1)
+    return answer(again, 0)
+  end
+  local old = redis.call('ZRANGEBYSCORE', K('leasecalls_at'), '-inf', now - CALL_MEMORY, 'LIMIT', 0, 100)
+  if #old > 0 then
+    redis.call('HDEL', K('leasecalls'), unpack(old))
+    redis.call('ZREM', K('leasecalls_at'), unpack(old))
+  end
+end
+local expired = reclaim(now, 1000) + reap(now, worker)
 local out = {}
 local got = 0
 while got < want do
@@ -56,14 +100,12 @@ while got < want do
   end
 end
 count('leases/granted', got)
-local wait = -1
-local first = redis.call('ZRANGE', K('ready'), 0, 0, 'WITHSCORES')
-if first[1] then
-  wait = math.max(0, tonumber(first[2]) - now)
+if call ~= '' and got > 0 then
+  local tokens = {}
+  for i = 1, #out, 4 do
+    tokens[#tokens + 1] = out[i]
+  end
+  redis.call('HSET', K('leasecalls'), call, table.concat(tokens, ' '))
+  redis.call('ZADD', K('leasecalls_at'), now, call)
 end
-local frontier = tonumber(redis.call('HGET', K('meta'), 'frontier') or '0')
-local head = {now, expired, frontier, redis.call('ZCARD', K('leases')), wait}
-for _, v in ipairs(out) do
-  head[#head + 1] = v
-end
-return head
+return answer(out, expired)

@@ -1,6 +1,6 @@
 -- Worker ARGV[4] stops: each of its leases named from ARGV[5] on goes back to
 -- the frontier at once, at the head of its priority (in lease order), and
--- the worker is no longer listed.
+-- the worker is no longer listed (nor beating).
 -- Returns how many leases were returned.
 local worker = ARGV[4]
 local mine = {}
@@ -14,4 +14,5 @@ local n = unlease_all(mine)
 count('leases/returned', n)
 redis.call('HDEL', K('workers'), worker)
 redis.call('HDEL', K('alive'), worker)
+redis.call('ZREM', K('beats'), worker)
 return n
