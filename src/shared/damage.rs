@@ -6,7 +6,9 @@
 //! The rules are those every script applies (`lua/common.lua`, `lua/epoch.lua`:
 //! a stored job without `meta`, a made crawl without its seeds), and what the
 //! counters witness: the items stream is only appended to, so it holds at least
-//! `items/stored` entries; a crawl that completed pages has page records.
+//! `items/stored` entries; a crawl that found a page new has page records (a
+//! completed page need not: one put back while its host's robots.txt fails
+//! has none).
 //! Depends on the connection ([`super::client`]) and the key names.
 
 use super::client::{Shared, SharedError, count_at, int};
@@ -25,9 +27,7 @@ impl Shared {
         pipe.cmd("EXISTS").arg(k.key("counters"));
         pipe.cmd("HGET").arg(k.key("counters")).arg("items/stored");
         pipe.cmd("HLEN").arg(k.key("pages"));
-        pipe.cmd("HGET")
-            .arg(k.key("counters"))
-            .arg("pages/completed");
+        pipe.cmd("HGET").arg(k.key("counters")).arg("pages/new");
         let v = self.pipeline("checking the crawl's keys", &pipe).await?;
         let n = |i: usize| count_at(&v, i).unwrap_or(0);
         let made = v.get(1).and_then(int).is_some();

@@ -500,12 +500,12 @@ fn a_crash_is_opened_in_place_and_an_outside_write_gets_a_trial_that_may_crash()
 
 /// A tmpfs of `size` mounted for a test, unmounted when dropped; `None` (and a
 /// loud line) when this is not root or the mount fails.
-struct SmallFs {
+pub(crate) struct SmallFs {
     dir: tempfile::TempDir,
 }
 
 impl SmallFs {
-    fn mount(size: &str, test: &str) -> Option<SmallFs> {
+    pub(crate) fn mount(size: &str, test: &str) -> Option<SmallFs> {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = std::process::Command::new("id")
             .arg("-u")
@@ -528,8 +528,18 @@ impl SmallFs {
         Some(SmallFs { dir })
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Grows (or shrinks) the file system to `size`, its files kept.
+    pub(crate) fn resize(&self, size: &str) {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(self.dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "remount to {size}");
     }
 }
 

@@ -57,3 +57,4 @@ mod state_dir;
 mod support;
 mod tour;
 mod warc;
+mod warc_full;

@@ -6,7 +6,9 @@
 //! to be sealed. A new file is registered in the state (length 0, synced)
 //! before it is created. Before a group is sealed, [`Embedded::archive_seal`]
 //! puts the file's length into it and returns the sync its flush runs first
-//! (see [`crate::warc`] for why that makes the files exact). Depends on the
+//! (see [`crate::warc`] for why that makes the files exact). A WARC write
+//! that fails fails the open group's completions with it: the state writes
+//! nothing more, so no page is durable without its records. Depends on the
 //! store and [`crate::warc`].
 
 use super::{Embedded, EngineError};
@@ -47,7 +49,10 @@ impl Embedded<'_> {
         if records.is_empty() {
             return Ok(None);
         }
-        let (at, new) = append(warc, self.state, records)?;
+        let (at, new) = match append(warc, self.state, records) {
+            Ok(appended) => appended,
+            Err(error) => return Err(self.warc_failed(error)),
+        };
         let Some(path) = warc.current_path() else {
             return Ok(None);
         };
@@ -71,8 +76,9 @@ impl Embedded<'_> {
     pub(super) fn archive_robots(&mut self, exchanges: Vec<Exchange>) -> Result<(), EngineError> {
         if let Some(warc) = self.warc.as_mut()
             && !exchanges.is_empty()
+            && let Err(error) = append(warc, self.state, &crate::warc::encode_exchanges(exchanges))
         {
-            append(warc, self.state, &crate::warc::encode_exchanges(exchanges))?;
+            return Err(self.warc_failed(error));
         }
         Ok(())
     }
@@ -83,8 +89,10 @@ impl Embedded<'_> {
         let Some(warc) = self.warc.as_mut() else {
             return Ok(None);
         };
-        let Some(mark) = warc.mark()? else {
-            return Ok(None);
+        let mark = match warc.mark() {
+            Ok(Some(mark)) => mark,
+            Ok(None) => return Ok(None),
+            Err(error) => return Err(self.warc_failed(error)),
         };
         self.state.mark_warc(&mark.path, mark.len);
         // The group takes the mark, or the run ends before its flush and the
@@ -97,9 +105,23 @@ impl Embedded<'_> {
     /// At the end of a run however it ended: records not yet marked are synced
     /// and marked in the open group, which the end of the run commits.
     pub(super) fn archive_finish(&mut self) -> Result<(), EngineError> {
-        if let Some(sync) = self.archive_seal()? {
-            sync.run()?;
+        if let Some(sync) = self.archive_seal()?
+            && let Err(error) = sync.run()
+        {
+            return Err(self.warc_failed(error));
         }
         Ok(())
+    }
+
+    /// A write, flush or sync of the WARC files failed (a full disk, an I/O
+    /// error): the records of the open group's completions may not all be in
+    /// the file, so none of those completions may become durable. The state
+    /// writes nothing more (as after a failed flush): the run ends, the next
+    /// one cuts the files back to their durable marks and fetches those pages
+    /// again, writing their records then. A failed sync on the flush thread
+    /// fails that flush the same way.
+    fn warc_failed(&mut self, error: WarcError) -> EngineError {
+        self.state.flush_failed(&error);
+        error.into()
     }
 }
