@@ -213,6 +213,20 @@ fn lookup<'a>(flat: &'a [(String, String)], key: &str) -> Option<&'a String> {
     flat.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
+/// A job text's settings as (dotted crawl-file key, value) pairs, in its
+/// order, each value as a change line shows it (a credential header and a
+/// proxy password as `***`): the job in a form a person can read in one line
+/// per setting (a WARC `warcinfo` record's fields).
+pub fn fields(text: &str) -> Vec<(String, String)> {
+    flatten_text(text)
+        .into_iter()
+        .map(|(key, value)| {
+            let shown = shown(&key, &value);
+            (key, shown)
+        })
+        .collect()
+}
+
 /// A job text as (dotted key, value) pairs; an unreadable text has none.
 fn flatten_text(text: &str) -> Vec<(String, String)> {
     let mut flat = Vec::new();

@@ -369,6 +369,11 @@ impl State {
         Ok(version)
     }
 
+    /// The number of the run under way (begun and not ended), if any.
+    pub fn current_run(&self) -> Option<u64> {
+        self.runs.run().map(|run| run.id)
+    }
+
     /// Adds `by` to the counter `name`, globally and for this run (written
     /// with the open group).
     pub fn count(&mut self, name: &str, by: u64) {

@@ -8,7 +8,10 @@
 //! body), both naming the capture they stand for (`WARC-Refers-To-Target-URI`,
 //! `WARC-Refers-To-Date`: the page record's URL and the time its content was
 //! last found new or changed). Each file opens with a `warcinfo` record
-//! (software, the crawl's settings). A fetch without a response writes nothing.
+//! (software, the crawl's settings), and so do a run's first records in a
+//! file it goes on with (an embedded run's with its number and its job's
+//! settings, [`WarcSettings::describe_run`]). A fetch without a response
+//! writes nothing.
 //!
 //! # Revisits that replay
 //! A `server-not-modified` revisit has no block (so no `Content-Type` and no
@@ -151,7 +154,8 @@ pub struct WarcSettings {
     /// A file is closed at the first commit group boundary past this size, in
     /// bytes, and the next record opens a new one.
     pub max_size: u64,
-    /// The `warcinfo` fields (`name`, `value`) each file opens with.
+    /// The `warcinfo` fields (`name`, `value`) each file opens with, and
+    /// each run's first records in a file it goes on with.
     pub info: Vec<(String, String)>,
 }
 
@@ -218,6 +222,19 @@ impl WarcSettings {
             max_size: config.warc_max_size,
             info,
         })
+    }
+
+    /// Adds the run to the `warcinfo` fields: its number, the job version it
+    /// runs and that version's settings (`job.KEY: value`, one per setting,
+    /// credentials as `***`), as Heritrix writes its job into every file.
+    pub fn describe_run(mut self, run: u64, job_version: u64, job_text: &str) -> WarcSettings {
+        self.info.push(("run".to_owned(), run.to_string()));
+        self.info
+            .push(("job-version".to_owned(), job_version.to_string()));
+        for (key, value) in crate::job::fields(job_text) {
+            self.info.push((format!("job.{key}"), value));
+        }
+        self
     }
 }
 

@@ -44,10 +44,16 @@ struct Current {
 }
 
 impl Current {
-    /// Appends `records`, after the `warcinfo` record when the file is empty;
-    /// returns the offset they begin at.
-    fn write(&mut self, records: &[u8], settings: &WarcSettings) -> Result<u64, WarcError> {
-        if self.len == 0 {
+    /// Appends `records`, after the `warcinfo` record when the file is empty
+    /// or `describe` (the writer's first records: a new run); returns the
+    /// offset they begin at.
+    fn write(
+        &mut self,
+        records: &[u8],
+        settings: &WarcSettings,
+        describe: bool,
+    ) -> Result<u64, WarcError> {
+        if self.len == 0 || describe {
             let name = self
                 .path
                 .file_name()
@@ -79,6 +85,11 @@ pub struct WarcWriter {
     next_serial: u32,
     /// Files created by this writer.
     created: u64,
+    /// A `warcinfo` record of this writer's settings (its run) was written.
+    described: bool,
+    /// Where in the open file that record is (cut off with it, it is written
+    /// again before the next records).
+    info_at: u64,
 }
 
 /// What [`WarcWriter::append`] did.
@@ -211,6 +222,8 @@ impl WarcWriter {
             current,
             next_serial,
             created: 0,
+            described: false,
+            info_at: 0,
         })
     }
 
@@ -221,7 +234,14 @@ impl WarcWriter {
             return Ok(Appended::Written(self.written().unwrap_or(0)));
         }
         match self.current.as_mut() {
-            Some(current) => Ok(Appended::Written(current.write(records, &self.settings)?)),
+            Some(current) => {
+                let info_at = current.len;
+                let at = current.write(records, &self.settings, !self.described)?;
+                if !self.described {
+                    (self.described, self.info_at) = (true, info_at);
+                }
+                Ok(Appended::Written(at))
+            }
             None => {
                 let path = self
                     .dir
@@ -254,7 +274,9 @@ impl WarcWriter {
             len: 0,
             marked: 0,
         });
-        current.write(records, &self.settings)
+        let at = current.write(records, &self.settings, !self.described)?;
+        (self.described, self.info_at) = (true, 0);
+        Ok(at)
     }
 
     /// When records were written since the last mark: flushes them to the
@@ -337,6 +359,9 @@ impl WarcWriter {
             .set_len(current.marked)
             .map_err(io(&current.path))?;
         current.len = current.marked;
+        if current.marked <= self.info_at {
+            self.described = false;
+        }
         Ok(())
     }
 

@@ -587,3 +587,69 @@ fn the_request_record_says_the_version_sent_not_the_servers() {
     assert_eq!(first_line(request), "GET / HTTP/1.1");
     assert_eq!(first_line(response), "HTTP/1.0 200 OK");
 }
+
+/// Issue 43: every run is described in the WARC. Three runs into one file,
+/// the job changed between them: each run's records follow a `warcinfo`
+/// record naming the run, the job version it ran and that version's
+/// settings (as `job.KEY: value` fields), and warcio reads the file.
+#[test]
+fn each_runs_records_follow_a_warcinfo_record_of_its_job() {
+    let server = small_site();
+    let data = tempfile::tempdir().unwrap();
+    let state = data.path().join("state");
+    let dir = data.path().join("warc");
+    let seed = server.url("/");
+    let warc_dir = dir.to_str().unwrap();
+    let base = [seed.as_str(), "--warc", warc_dir, "--revisit-after", "0"];
+    crawl_ok(&state, &[&base[..], &["--delay", "0.01"]].concat());
+    crawl_ok(&state, &[&base[..], &["--delay", "0.02"]].concat());
+    crawl_ok(&state, &[&base[..], &["--deny", "/p3"]].concat());
+    let files = warc::files(&dir);
+    assert_eq!(files.len(), 1, "one file: {files:?}");
+    let records = warc::read(&files[0]);
+    let fields = |record: &Record| -> BTreeMap<String, String> {
+        String::from_utf8_lossy(&record.block)
+            .lines()
+            .filter_map(|line| line.split_once(": "))
+            .map(|(name, value)| (name.to_owned(), value.trim().to_owned()))
+            .collect()
+    };
+    // The records of each run, after its warcinfo.
+    let mut runs: Vec<(BTreeMap<String, String>, usize)> = Vec::new();
+    for record in &records {
+        match (record.kind(), runs.last_mut()) {
+            ("warcinfo", _) => runs.push((fields(record), 0)),
+            (_, Some((_, n))) => *n += 1,
+            (kind, None) => panic!("a {kind} record before any warcinfo"),
+        }
+    }
+    let described: Vec<(&str, &str, Option<&str>, Option<&str>)> = runs
+        .iter()
+        .map(|(info, _)| {
+            (
+                info["run"].as_str(),
+                info["job-version"].as_str(),
+                info.get("job.politeness.delay").map(String::as_str),
+                info.get("job.scope.deny").map(String::as_str),
+            )
+        })
+        .collect();
+    assert_eq!(
+        described,
+        [
+            ("1", "1", Some("10ms"), Some("[]")),
+            ("2", "2", Some("20ms"), Some("[]")),
+            ("3", "3", Some("20ms"), Some("[\"/p3\"]")),
+        ],
+        "one warcinfo per run, with its job"
+    );
+    for (info, records) in &runs {
+        assert!(
+            *records > 0,
+            "run {} wrote records after its warcinfo",
+            info["run"]
+        );
+        assert!(info["software"].starts_with("legcrawl/"), "{info:?}");
+    }
+    warc::warcio_check(&files);
+}

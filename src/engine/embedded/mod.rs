@@ -125,8 +125,16 @@ impl<'a> Embedded<'a> {
                 dir: state.dir().display().to_string(),
             });
         }
+        let job = state.latest_job()?;
         let warc = match WarcSettings::of(config) {
-            Some(settings) => Some(archive::open(settings, state)?),
+            Some(settings) => {
+                // Each run's records follow a `warcinfo` record of its job.
+                let settings = match (&job, state.current_run()) {
+                    (Some(job), Some(run)) => settings.describe_run(run, job.version, &job.text),
+                    _ => settings,
+                };
+                Some(archive::open(settings, state)?)
+            }
             None => None,
         };
         let robots = if config.obey_robots {
@@ -143,7 +151,7 @@ impl<'a> Embedded<'a> {
         let unreachable = hosts::park_unreachable(state, &mut politeness)?;
         let active = Active {
             // The version `begin_run` stored: its legs are the pages' legs.
-            version: state.latest_job()?.map_or(0, |job| job.version),
+            version: job.map_or(0, |job| job.version),
             config: config.clone(),
             seeds: Vec::new(),
             scope,
