@@ -237,6 +237,17 @@ pub async fn run_job(
         Ok(frontier) => Crawl::new(frontier, Limits::of(config)).run(shutdown).await,
         Err(error) => Err(error),
     };
+    let outcome = end_run(&mut state, result)?;
+    Ok(report(&state, outcome, started.elapsed()))
+}
+
+/// Ends the run's record however its loop ended (`result`) and publishes
+/// its end; a run that failed reports its own error, not a failure to
+/// record it.
+fn end_run(
+    state: &mut State,
+    result: Result<RunOutcome, EngineError>,
+) -> Result<RunOutcome, EngineError> {
     let outcome = match &result {
         Ok(outcome) => *outcome,
         Err(_) => RunOutcome::Failed,
@@ -244,16 +255,14 @@ pub async fn run_job(
     if let Some(kib) = peak_rss_kib() {
         state.note_run_peak(crate::store::PEAK_RSS, kib);
     }
-    // A crawl that failed reports its own error, not a failure to record it.
     if let Err(error) = state.end_run(outcome) {
         if result.is_ok() {
             return Err(error.into());
         }
         tracing::warn!(%error, "the failed run could not be recorded as failed");
     }
-    embedded::progress::publish_end(&state, outcome);
-    result?;
-    Ok(report(&state, outcome, started.elapsed()))
+    embedded::progress::publish_end(state, outcome);
+    result
 }
 
 /// What a `legcrawl reparse` run did besides a run's report.
@@ -301,18 +310,7 @@ pub async fn run_reparse(
         Ok(frontier) => Crawl::new(frontier, Limits::of(config)).run(shutdown).await,
         Err(error) => Err(error),
     };
-    let outcome = match &result {
-        Ok(outcome) => *outcome,
-        Err(_) => RunOutcome::Failed,
-    };
-    if let Err(error) = state.end_run(outcome) {
-        if result.is_ok() {
-            return Err(error.into());
-        }
-        tracing::warn!(%error, "the failed run could not be recorded as failed");
-    }
-    embedded::progress::publish_end(&state, outcome);
-    result?;
+    let outcome = end_run(&mut state, result)?;
     let reparsed = Reparsed {
         pages: state.run_counter("pages/reparsed"),
         unreadable: state.run_counter("reparse/unreadable"),

@@ -74,34 +74,11 @@ pub fn page_write(
     items: &mut Vec<Item>,
     counters: &mut Vec<(&'static str, u64)>,
 ) -> PageWrite {
-    let PageEnd {
-        seen,
-        prior,
-        failed,
-        requeued,
-        out_of_scope,
-        legs,
-        response,
-        reparse,
-    } = end;
-    match (reparse, prior) {
-        (None, prior_kept) => fetched(
-            schedule,
-            request,
-            FetchEnd {
-                seen,
-                prior: prior_kept,
-                failed,
-                requeued,
-                out_of_scope,
-                legs,
-                response,
-            },
-            identity,
-            items,
-            counters,
-        ),
-        (Some(Reparse::Done), Some(mut record)) if !out_of_scope => {
+    let Some(reparse) = end.reparse else {
+        return fetched(schedule, request, end, identity, items, counters);
+    };
+    match (reparse, end.prior) {
+        (Reparse::Done, Some(mut record)) if !end.out_of_scope => {
             // The page's content is the same, its items are a new version.
             let now = unix_now();
             let version = record.version.saturating_add(1);
@@ -119,7 +96,7 @@ pub fn page_write(
                 counters,
             );
             record.version = version;
-            record.legs = legs;
+            record.legs = end.legs;
             counters.push(("pages/reparsed", 1));
             PageWrite::Put {
                 previous_due: record.next_due,
@@ -134,27 +111,16 @@ pub fn page_write(
     }
 }
 
-/// [`PageEnd`] of a page that was fetched (or dropped unfetched).
-struct FetchEnd {
-    seen: Option<Observation>,
-    prior: Option<PageRecord>,
-    failed: Option<u16>,
-    requeued: bool,
-    out_of_scope: bool,
-    legs: u32,
-    response: Option<WarcAt>,
-}
-
 /// [`page_write`] for a page that was fetched.
 fn fetched(
     schedule: &Schedule,
     request: &crate::request::Request,
-    end: FetchEnd,
+    end: PageEnd,
     identity: Option<&str>,
     items: &mut Vec<Item>,
     counters: &mut Vec<(&'static str, u64)>,
 ) -> PageWrite {
-    let FetchEnd {
+    let PageEnd {
         seen,
         prior,
         failed,
@@ -162,6 +128,7 @@ fn fetched(
         out_of_scope,
         legs,
         response,
+        ..
     } = end;
     if out_of_scope {
         counters.push(("pages/out_of_scope", 1));
