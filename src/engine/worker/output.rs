@@ -9,18 +9,30 @@
 //! last line is cut off) and the stream's items with the file's id beyond that
 //! count are appended first — what a killed worker committed but did not
 //! write. One file per worker: two processes writing one file would each
-//! count the other's lines. Depends on [`crate::shared::client`] and the sink's line
-//! counting.
+//! count the other's lines, so a worker holds an exclusive lock (`flock`) on
+//! its file from before the count until it exits; a worker whose file is
+//! locked (its killed predecessor not yet gone, or another worker given the
+//! same path) waits [`LOCK_WAIT`] for it, then is refused. Depends on
+//! [`crate::shared::client`] and the sink's line counting.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::engine::sink::{SinkError, open_lines};
 use crate::shared::{Shared, SharedError};
 
+/// How long a worker waits for its output file while another process holds
+/// it: long enough for a killed process to be gone.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// How often it tries the lock meanwhile.
+const LOCK_POLL: Duration = Duration::from_millis(50);
+
 /// An open output file of one worker.
 pub struct WorkerOutput {
+    /// Holds the file's lock (released when the process ends).
+    _lock: File,
     id: String,
     path: PathBuf,
     file: BufWriter<File>,
@@ -47,12 +59,14 @@ impl WorkerOutput {
         host: &str,
         shared: &Shared,
     ) -> Result<WorkerOutput, OutputError> {
+        let lock = lock(path).await?;
         let (file, lines) = open_lines(path)?;
         let canonical = path.canonicalize().map_err(|source| SinkError::Io {
             path: path.to_owned(),
             source,
         })?;
         let mut output = WorkerOutput {
+            _lock: lock,
             id: format!("{host}:{}", canonical.display()),
             path: path.to_owned(),
             file: BufWriter::new(file),
@@ -130,6 +144,40 @@ impl WorkerOutput {
             source,
         }
         .into()
+    }
+}
+
+/// Opens `path` (made if missing) and takes its exclusive lock, waiting at
+/// most [`LOCK_WAIT`] while another process holds it.
+async fn lock(path: &Path) -> Result<File, SinkError> {
+    let io_error = |source| SinkError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io_error)?;
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                tokio::time::sleep(LOCK_POLL).await;
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(io_error(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "another process writes this file (still after {} s); \
+                         each worker needs an --output file of its own",
+                        LOCK_WAIT.as_secs()
+                    ),
+                )));
+            }
+            Err(TryLockError::Error(source)) => return Err(io_error(source)),
+        }
     }
 }
 

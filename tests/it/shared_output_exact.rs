@@ -1,0 +1,246 @@
+//! Per-worker `--output` of a shared crawl across `kill -9`: three workers on
+//! a four-host loopback site, one of them killed again and again at random
+//! moments (seed printed, replayable with `LEGCRAWL_KILL_SEED`) and restarted
+//! on the same file; at the end the workers' files, joined, hold exactly the
+//! crawl's item stream (read from Redis itself), each item once, none missing.
+//! A real `redis-server` started by the test (skipped loudly when missing,
+//! unless `LEGCRAWL_REQUIRE_REDIS=1`), the real binary as workers.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::support::hosts::{MultiSite, args, fixed};
+use crate::support::redis::{RedisServer, Resp};
+use crate::support::workers::{Crawl, serial};
+use crate::support::{kill_seed, splitmix64};
+
+/// Longest the crawl may take.
+const LIMIT: Duration = Duration::from_secs(180);
+/// Kills of the one worker.
+const KILLS: usize = 8;
+
+/// One entry of the crawl's item stream: the item and the output id it is
+/// tagged with (empty: none).
+struct Entry {
+    item: String,
+    out: String,
+}
+
+/// Every entry of the crawl's item stream, in stream order.
+fn stream(redis: &RedisServer, crawl: &Crawl) -> Vec<Entry> {
+    let key = format!("{}items", crawl.prefix());
+    let reply = redis.command(&["XRANGE", &key, "-", "+"]).expect("XRANGE");
+    let Resp::Array(Some(entries)) = reply else {
+        panic!("XRANGE answered {reply:?}");
+    };
+    entries
+        .iter()
+        .map(|entry| {
+            let Resp::Array(Some(parts)) = entry else {
+                panic!("a stream entry {entry:?}");
+            };
+            let fields = parts.get(1).map(Resp::texts).unwrap_or_default();
+            let field = |name: &str| {
+                fields
+                    .chunks(2)
+                    .find(|pair| pair[0] == name)
+                    .and_then(|pair| pair.get(1).cloned())
+                    .unwrap_or_default()
+            };
+            Entry {
+                item: field("item"),
+                out: field("out"),
+            }
+        })
+        .collect()
+}
+
+/// The lines of `path` (none when it is missing).
+fn lines(path: &str) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `(line, count)` for each line whose counts differ between `got` and `want`.
+fn differences(got: &[String], want: &[&String]) -> Vec<(String, i64)> {
+    let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+    for line in got {
+        *counts.entry(line).or_default() += 1;
+    }
+    for line in want {
+        *counts.entry(line).or_default() -= 1;
+    }
+    counts
+        .into_iter()
+        .filter(|(_, n)| *n != 0)
+        .map(|(line, n)| (line.to_owned(), n))
+        .collect()
+}
+
+#[test]
+fn one_worker_killed_again_and_again_files_equal_the_stream() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("shared_output_exact") else {
+        return;
+    };
+    let site = MultiSite::start(4000, 4, 46, fixed(15));
+    let mut crawl = Crawl::new(&redis.url(), "wkout");
+    let crawl_args = site.crawl_args();
+    let outputs: Vec<String> = (0..3)
+        .map(|slot| {
+            let path = crawl.dir().join(format!("w{slot}.jsonl"));
+            path.display().to_string()
+        })
+        .collect();
+    let argvs: Vec<Vec<&str>> = outputs
+        .iter()
+        .map(|output| {
+            let mut argv = args(
+                &crawl_args,
+                &["--concurrency", "4", "--per-host", "3", "--lease-ttl", "2"],
+            );
+            argv.extend(["--output", output.as_str()]);
+            argv
+        })
+        .collect();
+    for argv in &argvs {
+        crawl.spawn(argv);
+    }
+    let mut rng = kill_seed("one_worker_killed_again_and_again_files_equal_the_stream");
+    let victim = (splitmix64(&mut rng) % 3) as usize;
+    let mut kills = 0;
+    let mut last = 0;
+    // Kills spread over the whole crawl.
+    let gap = site.expected().len() as u64 / (KILLS as u64 + 2);
+    for round in 0..KILLS {
+        // Each kill lands mid-crawl, spread over it: the crawl fetched a
+        // share of its pages since the last one, then a random moment later.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while site.requests() <= last + gap && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(splitmix64(&mut rng) % 400));
+        if (0..3).any(|slot| crawl.try_wait(slot).is_some()) {
+            eprintln!("round {round}: a worker ended; no more kills");
+            break;
+        }
+        let status = crawl.kill_nine(victim);
+        assert_eq!(status.code(), None, "{}", crawl.logs_tail());
+        kills += 1;
+        last = site.requests();
+        eprintln!("round {round}: killed worker {victim} after {last} requests");
+        crawl.respawn(victim, &argvs[victim]);
+    }
+    crawl.wait_all_ok(LIMIT);
+    assert!(kills >= KILLS / 2, "only {kills} kills landed mid-crawl");
+
+    let report = assert_files_equal_the_stream(&redis, &crawl, &outputs);
+    eprintln!("{kills} kills of worker {victim}\n{report}");
+    let all = stream(&redis, &crawl);
+    assert_eq!(
+        all.len(),
+        site.expected().len(),
+        "the stream holds each page's item once"
+    );
+}
+
+/// A worker started on a file another live worker writes (its predecessor
+/// not yet gone, or a second worker given the same path) would count lines
+/// the other is still adding: it waits a bounded time for the file, then is
+/// refused in one line, and the files stay exact. The site is slow enough
+/// (some 20 s) that the first worker still runs when the wait ends.
+#[test]
+fn a_second_worker_on_a_file_in_use_is_refused() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("shared_output_in_use") else {
+        return;
+    };
+    let site = MultiSite::start(1500, 4, 47, fixed(100));
+    let mut crawl = Crawl::new(&redis.url(), "inuse");
+    let crawl_args = site.crawl_args();
+    let outputs: Vec<String> = (0..2)
+        .map(|slot| {
+            crawl
+                .dir()
+                .join(format!("w{slot}.jsonl"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let argvs: Vec<Vec<&str>> = outputs
+        .iter()
+        .map(|output| {
+            let mut argv = args(&crawl_args, &["--concurrency", "4", "--per-host", "3"]);
+            argv.extend(["--output", output.as_str()]);
+            argv
+        })
+        .collect();
+    for argv in &argvs {
+        crawl.spawn(argv);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lines(&outputs[0]).len() < 50 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let second = crawl.spawn(&argvs[0]);
+    let status = crawl.wait(second, LIMIT);
+    let log = crawl.log(second);
+    crawl.wait_all_ok(LIMIT);
+    let report = assert_files_equal_the_stream(&redis, &crawl, &outputs);
+    eprintln!("{report}");
+    assert!(
+        !status.success() && log.contains("another process"),
+        "the second worker on {} ended {status}:\n{log}",
+        outputs[0]
+    );
+}
+
+/// Asserts that the files at `outputs`, joined, hold the crawl's item stream
+/// as a multiset; returns a line per file (its lines against the items tagged
+/// with its id, and where they first differ).
+fn assert_files_equal_the_stream(redis: &RedisServer, crawl: &Crawl, outputs: &[String]) -> String {
+    let entries = stream(redis, crawl);
+    let files: Vec<Vec<String>> = outputs.iter().map(|o| lines(o)).collect();
+    // Each file holds its own id's items, in stream order: where it goes
+    // wrong first says which.
+    let mut ids: Vec<&str> = entries.iter().map(|e| e.out.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut report = String::new();
+    for (slot, file) in files.iter().enumerate() {
+        let Some(id) = ids
+            .iter()
+            .find(|id| id.ends_with(&format!("w{slot}.jsonl")))
+        else {
+            continue;
+        };
+        let own: Vec<&String> = entries
+            .iter()
+            .filter(|e| e.out == *id)
+            .map(|e| &e.item)
+            .collect();
+        let first = file.iter().zip(&own).position(|(line, item)| line != *item);
+        report.push_str(&format!(
+            "worker {slot}: {} lines, {} items tagged {id}, first difference at {first:?}; {:?}\n",
+            file.len(),
+            own.len(),
+            differences(file, &own).iter().take(5).collect::<Vec<_>>()
+        ));
+    }
+    let joined: Vec<String> = files.into_iter().flatten().collect();
+    let all: Vec<&String> = entries.iter().map(|e| &e.item).collect();
+    let diff = differences(&joined, &all);
+    assert!(
+        diff.is_empty(),
+        "the workers' files ({} lines) are not the stream ({} items): {} lines differ, \
+         e.g. {:?}\n{report}",
+        joined.len(),
+        all.len(),
+        diff.len(),
+        diff.iter().take(3).collect::<Vec<_>>()
+    );
+    report
+}
