@@ -5,7 +5,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | `epoch` (random, made when the first worker joins; every script checks it), `frontier` (queued count), `token` (the last fencing token: ≥ server ms × 1024), `created`, `schema` ([`SCHEMA`]), `cycle`, `cycle_started`, `seeding` (1 while a cycle's seeds are being queued), `seen_count`, `seen_level`, `seen_split` (the seen set's size, and its linear hashing's level and split pointer), `revisit_policy` (the revisit policy the due times follow: a new cycle under another moves them, `lua/policy.lua`) |
+//! | `meta` | hash | `epoch` (random, made when the first worker joins; every script checks it), `frontier` (queued count), `token` (the last fencing token: ≥ server ms × 1024), `commits` (the commit sequence: every completion adds 1, the witness that Redis went back, `client::Shared::commits_seen`), `created`, `schema` ([`SCHEMA`]), `cycle`, `cycle_started`, `seeding` (1 while a cycle's seeds are being queued), `seen_count`, `seen_level`, `seen_split` (the seen set's size, and its linear hashing's level and split pointer), `revisit_policy` (the revisit policy the due times follow: a new cycle under another moves them, `lua/policy.lua`) |
 //! | `job` | hash | the newest job: `version`, and the politeness every script enforces, `per_host` and `delay` (ms; absent: each host's default) |
 //! | `jobs` | hash | job version → its record (JSON: `version`, `created_at`, `worker`, `text`, a crawl file) |
 //! | `seeds` | set | seed URLs |
