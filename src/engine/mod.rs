@@ -155,8 +155,8 @@ pub struct RunReport {
     /// run either. `legcrawl crawl` exits 8 then, as wget does.
     pub errors_only: bool,
     /// For a shared worker that saw Redis go back during its run: the
-    /// committed completions it saw lost (a lower bound) and the last fall of
-    /// the crawl's commit sequence (from, to). Their pages were fetched
+    /// committed completions of its own it saw lost and the last fall of its
+    /// commit sequence (from, to). Their pages were fetched
     /// again; the run is not a plain success (`legcrawl crawl` exits 3).
     /// `None` for an embedded run and a shared run that saw no loss.
     pub lost: Option<(u64, (u64, u64))>,

@@ -167,7 +167,7 @@ pub enum SharedError {
         url: String,
         /// The witness the call was sent with.
         from: u64,
-        /// The crawl's commit sequence in Redis.
+        /// The worker's commit sequence in Redis.
         to: u64,
     },
     /// The crawl is not in Redis, though this worker's witness record says
@@ -251,6 +251,7 @@ const COMMON_KEYS: &[&str] = &[
     "crawldelay",
     "leases",
     "beats",
+    "commits",
 ];
 
 /// The crawl's scripts, hashed once.
@@ -349,7 +350,7 @@ pub struct Shared {
     /// Set while Redis does not answer (the first failed call sets it and
     /// says so, the first call that succeeds again clears it and says so).
     away: AtomicBool,
-    /// The highest value of the crawl's commit sequence this worker saw
+    /// The highest value of this worker's commit sequence it saw
     /// (`commits`), sent with every script call: the witness that Redis
     /// went back.
     witness: AtomicU64,
@@ -358,6 +359,9 @@ pub struct Shared {
     /// The last time this worker saw Redis go back: from which value of the
     /// commit sequence to which.
     went: Mutex<Option<(u64, u64)>>,
+    /// The id of this worker's commit sequence (its field of `commits`):
+    /// random, or the one its witness record keeps across runs.
+    witness_id: String,
 }
 
 /// Requests (seeds, due pages, links) per script call: at about 15 µs of
@@ -475,6 +479,7 @@ impl Shared {
             witness: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             went: Mutex::new(None),
+            witness_id: format!("{:016x}", random_u64()),
         })
     }
 

@@ -5,7 +5,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | `epoch` (random, made when the first worker joins; every script checks it), `frontier` (queued count), `token` (the last fencing token: ≥ server ms × 1024), `commits` (the commit sequence: every completion adds 1, the witness that Redis went back, `client::Shared::commits_seen`), `created`, `schema` ([`SCHEMA`]), `cycle`, `cycle_started`, `seeding` (1 while a cycle's seeds are being queued), `seen_count`, `seen_level`, `seen_split` (the seen set's size, and its linear hashing's level and split pointer), `revisit_policy` (the revisit policy the due times follow: a new cycle under another moves them, `lua/policy.lua`) |
+//! | `meta` | hash | `epoch` (random, made when the first worker joins; every script checks it), `frontier` (queued count), `token` (the last fencing token: ≥ server ms × 1024), `created`, `schema` ([`SCHEMA`]), `cycle`, `cycle_started`, `seeding` (1 while a cycle's seeds are being queued), `seen_count`, `seen_level`, `seen_split` (the seen set's size, and its linear hashing's level and split pointer), `revisit_policy` (the revisit policy the due times follow: a new cycle under another moves them, `lua/policy.lua`) |
 //! | `job` | hash | the newest job: `version`, and the politeness every script enforces, `per_host` and `delay` (ms; absent: each host's default) |
 //! | `jobs` | hash | job version → its record (JSON: `version`, `created_at`, `worker`, `text`, a crawl file) |
 //! | `seeds` | set | seed URLs |
@@ -27,6 +27,7 @@
 //! | `robotsfail`, `parkedhosts` | hashes | per host: robots.txt failures in a row; hosts parked, with their set-aside count |
 //! | `parked:HOST:PRIO`, `parkedp:HOST` | list, sorted set | a parked host's queue (as `q:HOST:PRIO`, `qp:HOST`), set aside until a worker starts |
 //! | `warc` | hash | a worker's WARC file (`MACHINE:PATH`, the canonical path) → the length its durable records reach: registered at 0 before the file is created, moved by each completion whose records it holds; the worker cuts the file back to it when it starts |
+//! | `commits` | hash | a worker's witness id → its commit sequence: each of its completions adds 1, with its writes; a value below what the worker saw means Redis went back (`client::Shared::commits_seen`) |
 //! | `counters` | hash | counter name → count |
 //! | `errors` | list | the crawl's recent errors, newest first (JSON rows: `at`, `url`, `reason`), at most `status::snapshot::MAX_ERRORS`: what `serve` shows |
 //! | `beats` | sorted set | worker id → the server time (ms) it last beat or leased; a worker silent for 6 s is taken out and its leases returned (`lua/common.lua`, `reap`; `meta`'s `beat_tick` is the last time any worker was heard) |

@@ -1,7 +1,7 @@
 //! A worker's witness record: a small file beside its `--output` file
 //! (`FILE.witness`, one JSON object) that names the shared crawl it was
-//! written for (its name and epoch), the highest value of the crawl's commit
-//! sequence the worker saw (`client::Shared::commits_seen`), and the
+//! written for (its name and epoch), the worker's witness id and the highest
+//! value of its commit sequence it saw (`client::Shared::commits_seen`), and the
 //! completions it saw Redis lose while it wrote the file. It lives on the
 //! worker's disk, so Redis cannot roll it back with its data: a worker that
 //! starts later finds a crawl missing where its record says one existed
@@ -28,10 +28,14 @@ pub struct WitnessRecord {
     pub name: String,
     /// The crawl's epoch (made once with the crawl, `meta`'s `epoch`).
     pub epoch: String,
-    /// The highest value of the crawl's commit sequence the worker saw.
+    /// The worker's witness id: its field of the crawl's `commits` hash,
+    /// kept across its runs.
+    #[serde(default)]
+    pub id: String,
+    /// The highest value of the worker's commit sequence it saw.
     pub commits: u64,
     /// Completions the worker saw Redis lose while it wrote the output file
-    /// (a lower bound; 0: none). Kept until the file is reconciled.
+    /// (0: none). Kept until the file is reconciled.
     #[serde(default)]
     pub lost: u64,
     /// The last time Redis went back: from which value of the sequence to
@@ -134,6 +138,7 @@ mod tests {
         let record = WitnessRecord {
             name: "docs".into(),
             epoch: "00ff".into(),
+            id: "0a".into(),
             commits: 42,
             lost: 3,
             went_back: Some((45, 42)),

@@ -60,13 +60,15 @@ impl Kept {
         }
         shared.enter().await?;
         let record = match found {
-            Some(record) if record.epoch == shared.epoch() => {
+            Some(record) if record.epoch == shared.epoch() && !record.id.is_empty() => {
+                shared.use_witness_id(&record.id);
                 shared.resume_witness(record.commits).await?;
                 record
             }
             _ => WitnessRecord {
                 name,
                 epoch: shared.epoch().to_owned(),
+                id: shared.witness_id().to_owned(),
                 ..WitnessRecord::default()
             },
         };

@@ -1,19 +1,22 @@
-//! The crawl's commit sequence as a witness of loss: `meta`'s `commits`,
-//! which every completion advances by one atomically with its writes
-//! (`lua/complete.lua`). Each worker remembers the highest value its own
-//! completions returned and sends it with every script call (after the
-//! epoch, `EPOCH:WITNESS`); a script that finds `commits` below it fails with
-//! `LEGCRAWL_WENTBACK` before it writes anything (`lua/common.lua`). Redis
-//! cannot roll the worker's memory back with its data, so an AOF whose tail
-//! was lost, a failover that lost acknowledged writes or an evicted `meta`
-//! shows here: the worker says so in one line (per time Redis went back),
-//! takes Redis's value as its witness and calls again, so the crawl goes on
-//! from what Redis still has (lost completions' leases were lost with them,
-//! their pages are queued or leased again and fetched again).
+//! Each worker's commit sequence as a witness of loss: its field of the
+//! crawl's `commits` hash (named by its witness id, random or kept across
+//! runs by its witness record), which each of its completions advances by one
+//! atomically with its writes (`lua/complete.lua`). The worker remembers the
+//! highest value its completions returned and sends it with every script
+//! call (after the epoch, `EPOCH:ID:SEEN`); a script that finds the field
+//! below it fails with `LEGCRAWL_WENTBACK` before it writes anything
+//! (`lua/common.lua`). Only this worker advances its field, so other
+//! workers' completions after a loss cannot hide it. Redis cannot roll the
+//! worker's memory back with its data, so an AOF whose tail was lost, a
+//! failover that lost acknowledged writes or an evicted key shows here: the
+//! worker says so in one line (per time Redis went back), takes Redis's value
+//! and calls again, so the crawl goes on from what Redis still has (lost
+//! completions' leases were lost with them, their pages are queued or leased
+//! again and fetched again).
 //!
-//! The count of completions lost is a lower bound: the witness is the highest
-//! value this worker saw, not the highest Redis reached. Depends on the
-//! connection (`super`) only.
+//! The count is of this worker's own completions; a record kept on disk may
+//! be older than the last completions, so a restarted worker may undercount,
+//! never overcount. Depends on the connection (`super`) only.
 
 use std::sync::atomic::Ordering;
 
@@ -25,13 +28,10 @@ use super::{Shared, SharedError, int};
 pub(super) const WENT_BACK_RETRIES: usize = 3;
 
 impl Shared {
-    /// The epoch argument of a script call: the epoch, and `:WITNESS` once
-    /// this worker saw a commit.
+    /// The epoch argument of a script call: `EPOCH:WITNESS_ID:SEEN`.
     pub(super) fn epoch_arg(&self) -> Vec<u8> {
-        match self.witness.load(Ordering::SeqCst) {
-            0 => self.epoch.as_bytes().to_vec(),
-            seen => format!("{}:{seen}", self.epoch).into_bytes(),
-        }
+        let seen = self.witness.load(Ordering::SeqCst);
+        format!("{}:{}:{seen}", self.epoch, self.witness_id).into_bytes()
     }
 
     /// Notes `commits`, a value of the commit sequence a completion of this
@@ -40,16 +40,15 @@ impl Shared {
         self.witness.fetch_max(commits, Ordering::SeqCst);
     }
 
-    /// The highest value of the crawl's commit sequence this worker saw
+    /// The highest value of this worker's commit sequence it saw
     /// (0: none yet), to be kept in its witness record
     /// ([`crate::shared::witness`]).
     pub fn commits_seen(&self) -> u64 {
         self.witness.load(Ordering::SeqCst)
     }
 
-    /// The completions this worker saw Redis lose since it joined (0 when
-    /// Redis never went back): a lower bound, summed over every time Redis
-    /// went back. The output layer uses it to know that lines it wrote may
+    /// This worker's completions it saw Redis lose since it joined (0 when
+    /// Redis never went back), summed over every time Redis went back. The output layer uses it to know that lines it wrote may
     /// be of completions Redis no longer holds.
     pub fn lost_completions(&self) -> u64 {
         self.lost.load(Ordering::SeqCst)
@@ -62,6 +61,18 @@ impl Shared {
             Ok(went) => *went,
             Err(poisoned) => *poisoned.into_inner(),
         }
+    }
+
+    /// The id of this worker's commit sequence (see [`Shared::use_witness_id`]).
+    pub fn witness_id(&self) -> &str {
+        &self.witness_id
+    }
+
+    /// Counts this worker's completions under `id`, the id its witness
+    /// record keeps across runs, instead of a new random one. Call before
+    /// the first script.
+    pub fn use_witness_id(&mut self, id: &str) {
+        self.witness_id = id.to_owned();
     }
 
     /// The crawl's epoch this connection joined (empty before it joined).
@@ -81,14 +92,16 @@ impl Shared {
 
     /// Starts from `commits`, the value a record of an earlier run of this
     /// worker kept (the worker's witness for the crawl's epoch it joined): a
-    /// `meta` whose `commits` is lower means Redis went back meanwhile, and
-    /// it is named now.
+    /// lower value of its field of `commits` means Redis went back meanwhile,
+    /// and it is named now.
     pub async fn resume_witness(&self, commits: u64) -> Result<(), SharedError> {
         self.saw_commits(commits);
         let now: Option<String> = self
             .query(
-                "reading the crawl's commit sequence",
-                redis::cmd("HGET").arg(self.keys.key("meta")).arg("commits"),
+                "reading this worker's commit sequence",
+                redis::cmd("HGET")
+                    .arg(self.keys.key("commits"))
+                    .arg(&self.witness_id),
             )
             .await?;
         let now = now.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
