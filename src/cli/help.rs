@@ -29,6 +29,8 @@ Exit codes:
   8    no page answered well (2xx, 304) and some request was answered with an
        error status (4xx/5xx: a mistyped seed, a server that only fails, a refused
        proxy password), as wget; some broken links among good pages are 0
+  3    a shared worker saw Redis lose committed completions (a lost AOF tail, a
+       failover): named in one line, the crawl went on and fetched them again
   130  interrupted by Ctrl-C or SIGTERM (state saved; `legcrawl crawl --data D` resumes)";
 
 /// `legcrawl dump --help`.

@@ -88,6 +88,26 @@ pub enum EngineError {
         /// The seed as given.
         url: String,
     },
+    /// A shared worker's `--output` file holds more lines than the crawl
+    /// has items for it, after Redis went back (its witness record says so):
+    /// lines of completions Redis lost are in it.
+    #[error(
+        "{path}: holds {lines} lines but the shared crawl has only {items} items for it, because Redis went back: the crawl lost {lost} committed completions (from {from} to {to}) after their lines were written; move the file aside and start the worker again (it writes the crawl's items for it anew)"
+    )]
+    OutputAfterLoss {
+        /// The output file.
+        path: String,
+        /// Complete lines in the file.
+        lines: u64,
+        /// Items the crawl has for it.
+        items: u64,
+        /// Completions lost (the witness record's count).
+        lost: u64,
+        /// The last fall of the commit sequence: from.
+        from: u64,
+        /// The last fall of the commit sequence: to.
+        to: u64,
+    },
     /// `legcrawl reparse` of a crawl that kept no responses.
     #[error(
         "{dir}: this crawl wrote no WARC files, so no response is kept to run the legs over; crawl with --warc DIR (or `[output] warc` in the crawl file) to keep them from now on"
@@ -134,6 +154,12 @@ pub struct RunReport {
     /// for a shared worker, when no worker's page answered well during its
     /// run either. `legcrawl crawl` exits 8 then, as wget does.
     pub errors_only: bool,
+    /// For a shared worker that saw Redis go back during its run: the
+    /// committed completions of its own it saw lost and the last fall of its
+    /// commit sequence (from, to). Their pages were fetched
+    /// again; the run is not a plain success (`legcrawl crawl` exits 3).
+    /// `None` for an embedded run and a shared run that saw no loss.
+    pub lost: Option<(u64, (u64, u64))>,
     /// Wall time of the run.
     pub elapsed: Duration,
 }
@@ -392,6 +418,7 @@ fn report(state: &State, outcome: RunOutcome, elapsed: Duration) -> RunReport {
         new_cycle: state.run_counter("cycle/started") > 0,
         network_failed: network_failed(|name| state.run_counter(name)),
         errors_only: crate::page::error_answers_only(|name| state.run_counter(name)),
+        lost: None,
         elapsed,
     }
 }

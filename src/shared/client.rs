@@ -21,11 +21,12 @@
 //! worker. `legcrawl dump` connects with [`Shared::inspect`], which writes
 //! nothing. Heartbeats are in `beat`, completing pages in `pages`, the cycle and due index calls in
 //! `cycles`, seeds, page records, robots.txt answers and runs in `records`,
-//! the server's settings and error classes in `server`.
+//! the server's settings and error classes in `server`, the commit sequence
+//! that shows Redis going back (a lost AOF tail, a failover) in `commits`.
 //! Depends on the crawl's key names (`super::keys`) and the request and robots
 //! records it carries.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -37,6 +38,7 @@ use crate::request::Request;
 use crate::store::PageRecord;
 
 mod beat;
+mod commits;
 mod cycles;
 #[cfg(test)]
 mod declared;
@@ -152,6 +154,38 @@ pub enum SharedError {
         /// What it lost, in words ("its seeds, 120 of its 300 items").
         lost: String,
     },
+    /// Redis went back under a call: its commit sequence is below what this
+    /// worker saw (`commits`). Handled inside the client (the loss is named
+    /// and the call sent again); it escapes only when Redis kept going back.
+    #[error(
+        "the shared crawl {name:?} in Redis at {url} went back from commit {from} to {to} again and again"
+    )]
+    WentBack {
+        /// The crawl's name.
+        name: String,
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// The witness the call was sent with.
+        from: u64,
+        /// The worker's commit sequence in Redis.
+        to: u64,
+    },
+    /// The crawl is not in Redis, though this worker's witness record says
+    /// it was ([`crate::shared::witness`]): Redis lost it while no worker
+    /// ran. A new crawl is not started over it without `--fresh`.
+    #[error(
+        "the shared crawl {name:?} is not in Redis at {url}, but {record} says it existed ({commits} completions seen): Redis lost its data (restarted without it, flushed, or its keys deleted) while no worker ran; nothing was started. Start the crawl anew with --fresh (move the output file aside first: its lines are the lost crawl's)"
+    )]
+    Vanished {
+        /// The crawl's name.
+        name: String,
+        /// The Redis URL, its password redacted.
+        url: String,
+        /// The witness record that says it existed.
+        record: String,
+        /// The commit sequence the record kept.
+        commits: u64,
+    },
     /// A record in Redis is not what this build writes.
     #[error("the shared crawl {name:?} holds a record this build cannot read ({what})")]
     Corrupt {
@@ -217,6 +251,7 @@ const COMMON_KEYS: &[&str] = &[
     "crawldelay",
     "leases",
     "beats",
+    "commits",
 ];
 
 /// The crawl's scripts, hashed once.
@@ -315,6 +350,18 @@ pub struct Shared {
     /// Set while Redis does not answer (the first failed call sets it and
     /// says so, the first call that succeeds again clears it and says so).
     away: AtomicBool,
+    /// The highest value of this worker's commit sequence it saw
+    /// (`commits`), sent with every script call: the witness that Redis
+    /// went back.
+    witness: AtomicU64,
+    /// Completions this worker saw Redis lose (`commits`).
+    lost: AtomicU64,
+    /// The last time this worker saw Redis go back: from which value of the
+    /// commit sequence to which.
+    went: Mutex<Option<(u64, u64)>>,
+    /// The id of this worker's commit sequence (its field of `commits`):
+    /// random, or the one its witness record keeps across runs.
+    witness_id: String,
 }
 
 /// Requests (seeds, due pages, links) per script call: at about 15 µs of
@@ -429,6 +476,10 @@ impl Shared {
             per_host: per_host.max(1),
             stopping: Arc::new(AtomicBool::new(false)),
             away: AtomicBool::new(false),
+            witness: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            went: Mutex::new(None),
+            witness_id: format!("{:016x}", random_u64()),
         })
     }
 
@@ -465,8 +516,31 @@ impl Shared {
 
     /// Runs one of the crawl's scripts with `args` after the prefix and the
     /// per-host limit, declaring its keys and the records of the leases
-    /// `tokens` it is given ([`declared_keys`]).
+    /// `tokens` it is given ([`declared_keys`]). When Redis went back under
+    /// it (`commits`), the loss is named and the call sent again.
     async fn script(
+        &self,
+        what: &'static str,
+        pick: fn(&Scripts) -> &CrawlScript,
+        tokens: &[u64],
+        args: &[Vec<u8>],
+    ) -> Result<Value, SharedError> {
+        let mut tries = 0;
+        loop {
+            match self.script_once(what, pick, tokens, args).await {
+                Err(SharedError::WentBack { from, to, .. })
+                    if tries < commits::WENT_BACK_RETRIES =>
+                {
+                    self.went_back(from, to);
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One [`Shared::script`] call, with the witness as it is now.
+    async fn script_once(
         &self,
         what: &'static str,
         pick: fn(&Scripts) -> &CrawlScript,
@@ -476,7 +550,8 @@ impl Shared {
         let keys = declared_keys(&self.keys, pick(&self.scripts), tokens);
         let prefix = self.keys.prefix().as_bytes().to_vec();
         let per_host = self.per_host.to_string().into_bytes();
-        let epoch = self.epoch.as_bytes();
+        let epoch = self.epoch_arg();
+        let epoch = epoch.as_slice();
         let scripts = Arc::clone(&self.scripts);
         self.retrying(what, |mut conn| {
             let scripts = Arc::clone(&scripts);

@@ -27,6 +27,7 @@
 //! | `robotsfail`, `parkedhosts` | hashes | per host: robots.txt failures in a row; hosts parked, with their set-aside count |
 //! | `parked:HOST:PRIO`, `parkedp:HOST` | list, sorted set | a parked host's queue (as `q:HOST:PRIO`, `qp:HOST`), set aside until a worker starts |
 //! | `warc` | hash | a worker's WARC file (`MACHINE:PATH`, the canonical path) → the length its durable records reach: registered at 0 before the file is created, moved by each completion whose records it holds; the worker cuts the file back to it when it starts |
+//! | `commits` | hash | a worker's witness id → its commit sequence: each of its completions adds 1, with its writes; a value below what the worker saw means Redis went back (`client::Shared::commits_seen`) |
 //! | `counters` | hash | counter name → count |
 //! | `errors` | list | the crawl's recent errors, newest first (JSON rows: `at`, `url`, `reason`), at most `status::snapshot::MAX_ERRORS`: what `serve` shows |
 //! | `beats` | sorted set | worker id → the server time (ms) it last beat or leased; a worker silent for 6 s is taken out and its leases returned (`lua/common.lua`, `reap`; `meta`'s `beat_tick` is the last time any worker was heard) |

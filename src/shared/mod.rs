@@ -26,7 +26,9 @@
 //! [`client`] speaks to Redis (retrying while the server is away) and runs the
 //! scripts, [`job`] keeps the crawl's job versions, [`views`] and [`watch`]
 //! read a shared crawl for `dump`, `stats` and `serve`, `erase` deletes one
-//! (`crawl --fresh`), `damage` finds what a crawl lost (for `dump`). The loop that runs a worker is
+//! (`crawl --fresh`), `damage` finds what a crawl lost (for `dump`),
+//! [`witness`] keeps a worker's record of the crawl on its own disk (what
+//! shows that Redis went back, or lost the crawl, while no worker ran). The loop that runs a worker is
 //! [`crate::engine::worker`]. Depends on [`crate::shared_target`],
 //! [`crate::config`], [`crate::request`], [`crate::fingerprint`],
 //! [`crate::robots`]' records and [`crate::store`]'s record encodings.
@@ -38,6 +40,7 @@ pub mod job;
 mod keys;
 pub mod views;
 pub mod watch;
+pub mod witness;
 
 pub use crate::shared_target::{DEFAULT_LEASE_TTL, PASSWORD_VAR, SharedTarget};
 pub use client::{Shared, SharedError};

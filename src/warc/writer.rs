@@ -498,7 +498,10 @@ mod tests {
         owner.commit(&mut writer);
         assert_eq!(writer.files_created(), 0);
         let text = text(&file);
-        assert_eq!(text.matches("WARC-Type: warcinfo").count(), 1);
+        // The file's, then the second writer's (its run's) before its records.
+        assert_eq!(text.matches("WARC-Type: warcinfo").count(), 2);
+        assert!(text.find("WARC-Type: warcinfo").unwrap() < text.find("http://a/1").unwrap());
+        assert!(text.rfind("WARC-Type: warcinfo").unwrap() < text.find("http://a/3").unwrap());
         assert!(text.contains("http://a/1") && text.contains("http://a/3"));
         assert!(
             !text.contains("http://a/2"),

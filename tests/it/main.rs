@@ -47,6 +47,7 @@ mod shared_faults;
 mod shared_heartbeat;
 mod shared_job;
 mod shared_loss;
+mod shared_loss_witness;
 mod shared_output_exact;
 mod shared_parity;
 mod shared_scripts;

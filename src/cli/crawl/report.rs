@@ -13,10 +13,14 @@ use crate::cli::stderr::say;
 /// The exit status of a run that ended: 130 interrupted, 4 when every request
 /// failed on the network (wget's code), 8 when no page answered well and some
 /// request was answered with an error status ([`RunReport::errors_only`];
-/// wget's "server issued an error response"), else 0.
+/// wget's "server issued an error response"), 3 when a shared worker saw
+/// Redis lose committed completions during its run ([`RunReport::lost`]:
+/// the crawl went on, but pages were fetched again and output files may
+/// hold their items twice), else 0.
 pub(super) fn exit_status(report: &RunReport) -> ExitCode {
     match report.outcome {
         RunOutcome::Interrupted => ExitCode::from(130),
+        _ if report.lost.is_some() => ExitCode::from(3),
         _ if report.network_failed => {
             say!(
                 "legcrawl: no request was answered: every one failed on the network (refused, DNS, TLS or timeout; see the lines above)"
@@ -65,15 +69,22 @@ pub(super) fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
         0 => String::new(),
         n => format!(" ({n} deleted)"),
     };
+    // A run that saw Redis go back does not end as a plain success.
+    let outcome = match r.lost {
+        None => r.outcome.as_str().to_owned(),
+        Some((lost, (from, to))) => format!(
+            "{} after a loss (Redis went back from commit {from} to {to} and lost {lost} committed completions: their pages were fetched again, and output files may hold their items twice)",
+            r.outcome.as_str()
+        ),
+    };
     say!(
-        "run {} ({}): {} — {} ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked{out_of_scope}; {}{deleted}, {} queued, {} filtered, {} left in the frontier{unreachable} ({:.1} s)",
+        "run {} ({}): {outcome} — {} ({rate:.0}/s, {}): {} new, {} changed, {} unchanged ({} not modified), {} gone, {} failed, {} blocked{out_of_scope}; {}{deleted}, {} queued, {} filtered, {} left in the frontier{unreachable} ({:.1} s)",
         r.run,
         match (&config.shared, r.new_cycle) {
             (Some(_), _) => "shared",
             (None, true) => "new cycle",
             (None, false) => "resumed",
         },
-        r.outcome.as_str(),
         counted(t.pages, "page", "pages"),
         human_bytes(r.bytes),
         t.new,

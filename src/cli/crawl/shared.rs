@@ -45,6 +45,13 @@ pub(super) fn run_shared(
         say!("Not deleted; nothing crawled.");
         return Ok(ExitCode::from(1));
     }
+    // The crawl the output file's witness record names is deleted: the
+    // record goes with it (the worker starts the new crawl's).
+    if args.fresh
+        && let Some(output) = &config.output
+    {
+        legcrawl::shared::witness::forget(&legcrawl::shared::witness::beside(output))?;
+    }
     let flags = |c: &mut CrawlConfig| args.apply_job_flags(c);
     let plan = legcrawl::engine::worker::JobPlan {
         file: file.as_ref(),

@@ -37,6 +37,8 @@ use crate::shared::job::StoredJob;
 use crate::shared::{Shared, SharedError, SharedTarget};
 use crate::store::records::unix_now;
 
+use super::witness::{Kept, WitnessStop};
+
 /// How often a running worker looks for a new job version (one `HGET`).
 pub const JOB_POLL: Duration = Duration::from_secs(2);
 
@@ -54,6 +56,10 @@ pub enum JoinError {
     /// as a job.
     #[error(transparent)]
     Job(#[from] JobError),
+    /// The worker's witness record cannot be read, or names a crawl Redis
+    /// lost ([`SharedError::Vanished`]).
+    #[error(transparent)]
+    Witness(#[from] WitnessStop),
     /// The crawl has seeds but no job: an earlier build started it, and no
     /// migration is kept (issue 28).
     #[error(
@@ -100,6 +106,8 @@ pub struct JobPlan<'a> {
 /// ([`Joined::run`]).
 pub struct Joined {
     pub(super) shared: Shared,
+    /// The witness record beside the worker's `--output` file.
+    pub(super) witness: Option<Kept>,
     pub(super) active: Active,
     pub(super) run: CrawlConfig,
     /// The job version this worker runs.
@@ -118,7 +126,15 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
     // The server's settings are checked before anything is written.
     let mut shared = Shared::inspect(target, plan.run.per_host).await?;
     shared.check_server().await?;
-    shared.enter().await?;
+    // The witness beside the output file is read before a crawl is made
+    // anew: one Redis lost is refused, not started over.
+    let witness = match &plan.run.output {
+        Some(output) => Some(Kept::join(output, &mut shared).await?),
+        None => {
+            shared.enter().await?;
+            None
+        }
+    };
     let given: Vec<String> = plan
         .run
         .seeds
@@ -179,7 +195,14 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
             && resolved.changes.is_empty()
         {
             active.version = stored.version;
-            return Ok(joined(shared, active, plan.run, previous, Vec::new()));
+            return Ok(joined(
+                shared,
+                witness,
+                active,
+                plan.run,
+                previous,
+                Vec::new(),
+            ));
         }
         let expected = previous.unwrap_or(0);
         let record = StoredJob {
@@ -190,7 +213,14 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
         };
         if let Ok(version) = shared.store_job(expected, &record, &active.config).await? {
             active.version = version;
-            return Ok(joined(shared, active, plan.run, previous, resolved.changes));
+            return Ok(joined(
+                shared,
+                witness,
+                active,
+                plan.run,
+                previous,
+                resolved.changes,
+            ));
         }
         // Another worker stored a version first: resolve against it.
     }
@@ -202,6 +232,7 @@ pub async fn join(target: &SharedTarget, plan: JobPlan<'_>) -> Result<Joined, Jo
 
 fn joined(
     shared: Shared,
+    witness: Option<Kept>,
     active: Active,
     run: &CrawlConfig,
     previous: Option<u64>,
@@ -209,6 +240,7 @@ fn joined(
 ) -> Joined {
     Joined {
         shared,
+        witness,
         version: active.version,
         active,
         run: run.clone(),

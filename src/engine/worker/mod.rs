@@ -52,6 +52,7 @@ use heartbeat::Heartbeat;
 pub use join::{JOB_POLL, JobPlan, JoinError, Joined, join};
 use output::WorkerOutput;
 use warc::WorkerWarc;
+use witness::Kept;
 
 mod cycle;
 mod heartbeat;
@@ -59,6 +60,7 @@ mod join;
 pub mod output;
 mod pages;
 pub mod warc;
+mod witness;
 
 /// The longest a worker waits before asking for leases again when nothing was
 /// ready: another worker's completion may queue requests at any moment.
@@ -125,6 +127,31 @@ impl Joined {
     }
 }
 
+/// `error`, an output file's refusal to open, named as what it is when the
+/// worker's witness shows that Redis went back while the file was written: a
+/// file holding more lines than the crawl has items for it is then not
+/// another crawl's output.
+fn after_loss(error: EngineError, witness: Option<&Kept>, shared: &Shared) -> EngineError {
+    let (lost, fall) = match witness {
+        Some(witness) => witness.lost(shared),
+        None => return error,
+    };
+    match (error, fall) {
+        (
+            EngineError::Sink(crate::engine::sink::SinkError::Foreign { path, lines, items }),
+            Some((from, to)),
+        ) if lost > 0 => EngineError::OutputAfterLoss {
+            path: path.display().to_string(),
+            lines,
+            items,
+            lost,
+            from,
+            to,
+        },
+        (error, _) => error,
+    }
+}
+
 /// The crawl's pages that answered well so far, summed over its workers.
 async fn answered_well(shared: &Shared) -> Result<u64, SharedError> {
     let names = ["pages/new", "pages/changed", "pages/unchanged"];
@@ -170,6 +197,8 @@ struct Worker {
     ttl: Duration,
     /// `--output`: the items this worker commits.
     output: Option<WorkerOutput>,
+    /// The witness record beside the output file.
+    witness: Option<Kept>,
     /// `--warc`: the records of the pages this worker completes.
     warc: Option<WorkerWarc>,
     /// When the leases held are renewed next (every third of their TTL).
@@ -204,6 +233,7 @@ impl Worker {
     async fn new(joined: Joined) -> Result<Worker, EngineError> {
         let Joined {
             shared,
+            witness,
             active,
             run,
             version,
@@ -265,7 +295,11 @@ impl Worker {
         active.load_robots(&shared).await?;
         active.load_cookies(&shared).await?;
         let output = match &run.output {
-            Some(path) => Some(WorkerOutput::open(path, &machine_name(), &shared).await?),
+            Some(path) => Some(
+                WorkerOutput::open(path, &machine_name(), &shared)
+                    .await
+                    .map_err(|error| after_loss(error.into(), witness.as_ref(), &shared))?,
+            ),
             None => None,
         };
         let warc = match WarcSettings::of(&active.config) {
@@ -296,6 +330,7 @@ impl Worker {
             id,
             heartbeat,
             output,
+            witness,
             warc,
             held: BTreeSet::new(),
             leased: 0,
@@ -399,6 +434,9 @@ impl Worker {
     /// run's number. A failure here is logged: the pages are committed already.
     async fn record_run(&mut self, outcome: RunOutcome, elapsed: Duration) -> Option<u64> {
         self.heartbeat.stop();
+        if let Some(witness) = &mut self.witness {
+            witness.keep(&self.shared, true);
+        }
         if let Err(error) = self.shared.release(&self.id, &[]).await {
             tracing::warn!(%error, "could not unlist this worker");
         }
@@ -429,6 +467,8 @@ impl Worker {
             // Its items: this worker's, after `items_after`, up to `items_until`.
             "items_after": self.items_after,
             "items_until": items_until,
+            // Committed completions this worker saw Redis lose (0: none).
+            "lost_completions": self.shared.lost_completions(),
         });
         match self.shared.push_run(&record.to_string()).await {
             Ok(n) => Some(n),
@@ -455,6 +495,10 @@ impl Worker {
             new_cycle: count("cycle/started") > 0,
             network_failed: super::network_failed(count),
             errors_only: crate::page::error_answers_only(count),
+            lost: match (self.shared.lost_completions(), self.shared.went_back_last()) {
+                (0, _) | (_, None) => None,
+                (lost, Some(fall)) => Some((lost, fall)),
+            },
             elapsed,
         }
     }
@@ -538,6 +582,9 @@ impl Frontier for Worker {
             .filter(|(_, result)| result.requeued)
             .count();
         self.complete_pages(finished).await?;
+        if let Some(witness) = &mut self.witness {
+            witness.keep(&self.shared, false);
+        }
         Ok(put_back as u64)
     }
 

@@ -216,10 +216,15 @@ impl Shared {
             Some(0) => Ok(Completed::Stale),
             Some(1) => Ok(Completed::Already),
             Some(2) => match (Queued::read(parts, 1), count_at(parts, 4)) {
-                (Some(queued), Some(parked)) => Ok(Completed::Done {
-                    queued,
-                    parked: parked == 1,
-                }),
+                (Some(queued), Some(parked)) => {
+                    if let Some(commits) = super::commits::commits_at(parts, 5) {
+                        self.saw_commits(commits);
+                    }
+                    Ok(Completed::Done {
+                        queued,
+                        parked: parked == 1,
+                    })
+                }
                 _ => Err(self.corrupt("the completion script's answer")),
             },
             _ => Err(self.corrupt("the completion script's answer")),

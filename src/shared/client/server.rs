@@ -75,6 +75,15 @@ impl Shared {
                 url: self.target.shown(),
                 what: error.detail().unwrap_or("a key is missing").to_owned(),
             },
+            Some("LEGCRAWL_WENTBACK") => match super::commits::went_back_detail(error.detail()) {
+                Some((from, to)) => SharedError::WentBack {
+                    name: self.target.name.clone(),
+                    url: self.target.shown(),
+                    from,
+                    to,
+                },
+                None => self.corrupt("a LEGCRAWL_WENTBACK answer without its two numbers"),
+            },
             Some("OOM") => SharedError::OutOfMemory {
                 url: self.target.shown(),
                 name: self.target.name.clone(),

@@ -28,15 +28,24 @@
 -- the caller's per-host in-flight limit, used only while the crawl has no
 -- stored job: the job's `per_host` (field of the `job` hash, written with each
 -- job version by job.lua) is the crawl's, whoever calls. ARGV[3] is the
--- crawl's epoch as the caller read it when it joined (epoch.lua); each
--- script's own arguments start at ARGV[4].
+-- crawl's epoch as the caller read it when it joined (epoch.lua), optionally
+-- followed by ':WITNESS:SEQ': the caller's witness id (kept by the worker
+-- across its runs) and the highest value of that witness's commit sequence
+-- it saw (field WITNESS of the `commits` hash, advanced by each of its
+-- completions, complete.lua); each script's own arguments start at ARGV[4].
 --
 -- Loss check, before anything is read or written: the epoch in `meta` must be
 -- the caller's, and a crawl that has stored seeds (`created`) must still have
 -- them. Otherwise the crawl's state is gone from Redis (a restart without its
 -- data, FLUSHALL, a deleted or evicted key, or a crawl made anew under the same
 -- name) and the script fails with LEGCRAWL_GONE, writing nothing: the worker
--- stops rather than crawl on from a wrong state (or report it drained). Times
+-- stops rather than crawl on from a wrong state (or report it drained).
+-- A witness's sequence below what the caller saw means Redis went back (a
+-- lost AOF tail, a failover that lost writes, evicted keys): the script fails
+-- with LEGCRAWL_WENTBACK SEEN NOW, writing nothing; the caller names the loss
+-- and calls again with NOW (client/commits.rs). Only the witness's own
+-- completions advance its sequence, so other workers' later completions
+-- cannot hide its loss. Times
 -- are the server's (TIME), in milliseconds, so that workers on machines whose
 -- clocks differ agree on leases and delays.
 local P = ARGV[1]
@@ -63,14 +72,22 @@ local function found(name)
   return P .. name
 end
 
+local WITNESS
 do
   local meta = redis.call('HMGET', KEYS[1], 'epoch', 'created')
+  local epoch, seen
+  epoch, WITNESS, seen = string.match(ARGV[3], '^([^:]*):?([^:]*):?(%d*)$')
   if not meta[1] then
     return redis.error_reply('LEGCRAWL_GONE its epoch (meta) is missing')
-  elseif meta[1] ~= ARGV[3] then
+  elseif meta[1] ~= epoch then
     return redis.error_reply('LEGCRAWL_GONE it was made anew (another epoch)')
   elseif meta[2] and redis.call('EXISTS', K('seeds')) == 0 then
     return redis.error_reply('LEGCRAWL_GONE its seed set is missing')
+  elseif WITNESS ~= '' and seen ~= '' then
+    local now = redis.call('HGET', K('commits'), WITNESS) or '0'
+    if tonumber(now) < tonumber(seen) then
+      return redis.error_reply('LEGCRAWL_WENTBACK ' .. seen .. ' ' .. now)
+    end
   end
 end
 local PER_HOST = tonumber(redis.call('HGET', K('job'), 'per_host') or ARGV[2])

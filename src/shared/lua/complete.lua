@@ -18,8 +18,11 @@
 -- fingerprint, request, host delay ms).
 --
 -- Returns {1} when this lease was already completed (a retry after a lost
--- reply), {0} when it is gone, {2, queued, filtered, unique, parked} when
--- done (unique: new to the seen set; parked: 1 when it parked the host).
+-- reply), {0} when it is gone, {2, queued, filtered, unique, parked, commits}
+-- when done (unique: new to the seen set; parked: 1 when it parked the host;
+-- commits: the caller's witness's commit sequence, its field of the
+-- `commits` hash, which each of its completions advances by one with its
+-- writes, 0 without a witness: what a worker keeps, common.lua).
 local worker, token = ARGV[4], ARGV[5]
 local backoff, crawl_delay = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
@@ -86,6 +89,10 @@ elseif ARGV[10] ~= '-' then
   redis.call('ZADD', K('due'), tonumber(ARGV[10]), ARGV[8])
 end
 count('pages/completed', 1)
+local commits = 0
+if WITNESS ~= '' then
+  commits = redis.call('HINCRBY', K('commits'), WITNESS, 1)
+end
 
 -- A host whose robots.txt failed PARK_AFTER times in a row is parked: its
 -- queue is set aside (its lists become `parked:HOST:PRIO`, out of the frontier
@@ -111,4 +118,4 @@ touched[host] = true
 for h in pairs(touched) do
   refresh_host(h)
 end
-return {2, queued, filtered, unique, parked}
+return {2, queued, filtered, unique, parked, commits}

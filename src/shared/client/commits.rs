@@ -1,0 +1,166 @@
+//! Each worker's commit sequence as a witness of loss: its field of the
+//! crawl's `commits` hash (named by its witness id, random or kept across
+//! runs by its witness record), which each of its completions advances by one
+//! atomically with its writes (`lua/complete.lua`). The worker remembers the
+//! highest value its completions returned and sends it with every script
+//! call (after the epoch, `EPOCH:ID:SEEN`); a script that finds the field
+//! below it fails with `LEGCRAWL_WENTBACK` before it writes anything
+//! (`lua/common.lua`). Only this worker advances its field, so other
+//! workers' completions after a loss cannot hide it. Redis cannot roll the
+//! worker's memory back with its data, so an AOF whose tail was lost, a
+//! failover that lost acknowledged writes or an evicted key shows here: the
+//! worker says so in one line (per time Redis went back), takes Redis's value
+//! and calls again, so the crawl goes on from what Redis still has (lost
+//! completions' leases were lost with them, their pages are queued or leased
+//! again and fetched again).
+//!
+//! The count is of this worker's own completions; a record kept on disk may
+//! be older than the last completions, so a restarted worker may undercount,
+//! never overcount. Depends on the connection (`super`) only.
+
+use std::sync::atomic::Ordering;
+
+use super::{Shared, SharedError, int};
+
+/// How many times one call is sent again after Redis went back under it
+/// (each time with Redis's value as the witness; a second fall during one
+/// call is possible, a third is not expected).
+pub(super) const WENT_BACK_RETRIES: usize = 3;
+
+impl Shared {
+    /// The epoch argument of a script call: `EPOCH:WITNESS_ID:SEEN`.
+    pub(super) fn epoch_arg(&self) -> Vec<u8> {
+        let seen = self.witness.load(Ordering::SeqCst);
+        format!("{}:{}:{seen}", self.epoch, self.witness_id).into_bytes()
+    }
+
+    /// Notes `commits`, a value of the commit sequence a completion of this
+    /// worker returned.
+    pub(super) fn saw_commits(&self, commits: u64) {
+        self.witness.fetch_max(commits, Ordering::SeqCst);
+    }
+
+    /// The highest value of this worker's commit sequence it saw
+    /// (0: none yet), to be kept in its witness record
+    /// ([`crate::shared::witness`]).
+    pub fn commits_seen(&self) -> u64 {
+        self.witness.load(Ordering::SeqCst)
+    }
+
+    /// This worker's completions it saw Redis lose since it joined (0 when
+    /// Redis never went back), summed over every time Redis went back. The output layer uses it to know that lines it wrote may
+    /// be of completions Redis no longer holds.
+    pub fn lost_completions(&self) -> u64 {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// The last time this worker saw Redis go back: from which value of the
+    /// commit sequence to which (`None`: never).
+    pub fn went_back_last(&self) -> Option<(u64, u64)> {
+        match self.went.lock() {
+            Ok(went) => *went,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    /// The id of this worker's commit sequence (see [`Shared::use_witness_id`]).
+    pub fn witness_id(&self) -> &str {
+        &self.witness_id
+    }
+
+    /// Counts this worker's completions under `id`, the id its witness
+    /// record keeps across runs, instead of a new random one. Call before
+    /// the first script.
+    pub fn use_witness_id(&mut self, id: &str) {
+        self.witness_id = id.to_owned();
+    }
+
+    /// The crawl's epoch this connection joined (empty before it joined).
+    pub fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    /// The epoch stored in the crawl's `meta` (`None`: the crawl is not in
+    /// Redis), read without joining.
+    pub async fn stored_epoch(&self) -> Result<Option<String>, SharedError> {
+        self.query(
+            "reading the crawl's epoch",
+            redis::cmd("HGET").arg(self.keys.key("meta")).arg("epoch"),
+        )
+        .await
+    }
+
+    /// Starts from `commits`, the value a record of an earlier run of this
+    /// worker kept (the worker's witness for the crawl's epoch it joined): a
+    /// lower value of its field of `commits` means Redis went back meanwhile,
+    /// and it is named now.
+    pub async fn resume_witness(&self, commits: u64) -> Result<(), SharedError> {
+        self.saw_commits(commits);
+        let now: Option<String> = self
+            .query(
+                "reading this worker's commit sequence",
+                redis::cmd("HGET")
+                    .arg(self.keys.key("commits"))
+                    .arg(&self.witness_id),
+            )
+            .await?;
+        let now = now.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        if now < commits {
+            self.went_back(commits, now);
+        }
+        Ok(())
+    }
+
+    /// Redis answered a call sent with witness `sent` that its sequence is
+    /// at `now`, lower: the first call to hear it says so in one line and
+    /// takes `now` as the witness; calls that sent the same witness then
+    /// call again without a word.
+    pub(super) fn went_back(&self, sent: u64, now: u64) {
+        if self
+            .witness
+            .compare_exchange(sent, now, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return;
+        }
+        let lost = sent - now;
+        self.lost.fetch_add(lost, Ordering::SeqCst);
+        match self.went.lock() {
+            Ok(mut went) => *went = Some((sent, now)),
+            Err(poisoned) => *poisoned.into_inner() = Some((sent, now)),
+        }
+        tracing::error!(
+            url = %self.target.shown(),
+            "the shared crawl {:?} lost {lost} committed completions (Redis went back from {sent} to {now}: a lost AOF tail, a failover that lost writes, or evicted keys); going on from what Redis still has: their pages are fetched again",
+            self.target.name
+        );
+    }
+}
+
+/// The two numbers of a `LEGCRAWL_WENTBACK WITNESS NOW` error's detail.
+pub(super) fn went_back_detail(detail: Option<&str>) -> Option<(u64, u64)> {
+    let mut parts = detail?.split_whitespace();
+    let sent = parts.next()?.parse().ok()?;
+    let now = parts.next()?.parse().ok()?;
+    Some((sent, now))
+}
+
+/// The commit sequence at `i` of a completion's answer, when there.
+pub(super) fn commits_at(parts: &[redis::Value], i: usize) -> Option<u64> {
+    parts
+        .get(i)
+        .and_then(int)
+        .and_then(|n| u64::try_from(n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::went_back_detail;
+
+    #[test]
+    fn reads_the_two_numbers_of_the_error() {
+        assert_eq!(went_back_detail(Some("120 30")), Some((120, 30)));
+        assert_eq!(went_back_detail(Some("120")), None);
+        assert_eq!(went_back_detail(None), None);
+    }
+}
