@@ -99,6 +99,7 @@ mod tests {
         ("cli/beside/wire.rs", include_str!("beside/wire.rs")),
         ("cli/crawl/mod.rs", include_str!("crawl/mod.rs")),
         ("cli/crawl/report.rs", include_str!("crawl/report.rs")),
+        ("cli/crawl/reparse.rs", include_str!("crawl/reparse.rs")),
         ("cli/crawl/runtime.rs", include_str!("crawl/runtime.rs")),
         ("cli/crawl/shared.rs", include_str!("crawl/shared.rs")),
         ("cli/dump.rs", include_str!("dump.rs")),
