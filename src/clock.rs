@@ -1,8 +1,37 @@
-//! Wall-clock formatting: RFC 3339 timestamps in UTC without a date crate.
+//! The wall clock: [`now`] (which a simulation may shift, see [`OFFSET_VAR`])
+//! and RFC 3339 timestamps in UTC without a date crate.
 //!
 //! Depends on nothing else in the crate.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The environment variable that shifts [`now`] by a number of seconds
+/// (negative shifts back). Simulations of many nights run the real binary
+/// under it (`benches/revisit.rs`, the revisit tests); a crawl run by people
+/// never sets it. A value that is not a whole number is ignored.
+pub const OFFSET_VAR: &str = "LEGCRAWL_CLOCK_OFFSET";
+
+/// The wall-clock time: the system's, shifted by [`OFFSET_VAR`] when it is set.
+/// Every time a crawl stores or compares (fetch and due times, run records,
+/// robots.txt ages, WARC dates) is read here.
+pub fn now() -> SystemTime {
+    static OFFSET: OnceLock<i64> = OnceLock::new();
+    let offset = *OFFSET.get_or_init(|| {
+        std::env::var(OFFSET_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    });
+    let system = SystemTime::now();
+    let shift = Duration::from_secs(offset.unsigned_abs());
+    let shifted = if offset >= 0 {
+        system.checked_add(shift)
+    } else {
+        system.checked_sub(shift)
+    };
+    shifted.unwrap_or(system)
+}
 
 /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn rfc3339_secs(unix_secs: u64) -> String {

@@ -314,7 +314,7 @@ pub struct CrawlConfig {
     /// alone for the rest of the run, its requests kept for the next one.
     pub robots_retry: Duration,
     /// When a fetched page is fetched again in a later run (default
-    /// [`Revisit::default`], adaptive). Seeds are fetched again in every run whatever
+    /// [`Revisit::default`], estimated). Seeds are fetched again in every run whatever
     /// this says.
     pub revisit: Revisit,
     /// Per-URL revisit policies, first match wins; URLs matching none use `revisit`.
@@ -385,13 +385,37 @@ pub enum Revisit {
     },
     /// Never: a page is fetched once (scrapy-redis's pure incremental mode).
     Never,
+    /// By each page's estimated change rate ([`crate::revisit::rate`]): the
+    /// interval, a whole number of `period`s within `min..=max`, that buys the
+    /// most freshness per request.
+    Estimated {
+        /// How often the crawl runs (the unit of the intervals chosen).
+        period: Duration,
+        /// Shortest interval.
+        min: Duration,
+        /// Longest interval.
+        max: Duration,
+    },
+}
+
+impl Revisit {
+    /// Nutch's adaptive schedule with its usual bounds: one day first, between
+    /// one hour and 30 days.
+    pub fn nutch() -> Revisit {
+        Revisit::Adaptive {
+            initial: Duration::from_secs(24 * 3600),
+            min: Duration::from_secs(3600),
+            max: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
 }
 
 impl Default for Revisit {
-    /// Adaptive, starting at one day, between one hour and 30 days.
+    /// Estimated from each page's changes, for a crawl run daily, between one
+    /// hour and 30 days.
     fn default() -> Revisit {
-        Revisit::Adaptive {
-            initial: Duration::from_secs(24 * 3600),
+        Revisit::Estimated {
+            period: Duration::from_secs(24 * 3600),
             min: Duration::from_secs(3600),
             max: Duration::from_secs(30 * 24 * 3600),
         }

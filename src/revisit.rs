@@ -239,6 +239,7 @@ impl Schedule {
             withdrawn: None,
             legs: 0,
             response: None,
+            evidence: crate::store::ChangeEvidence::default(),
         }
     }
 
@@ -277,6 +278,9 @@ impl Schedule {
                 let start = if record.interval == 0 { initial } else { known };
                 start.clamp(min, max.max(min))
             }
+            Revisit::Estimated { period, min, max } => {
+                rate::interval(&record.evidence, period, min, max)
+            }
         };
         Some(
             record
@@ -301,7 +305,9 @@ impl Schedule {
             Revisit::EveryRun => Duration::ZERO,
             Revisit::After(d) => d,
             Revisit::Never => return None,
-            Revisit::Adaptive { min, max, .. } => max.max(min),
+            Revisit::Adaptive { min, max, .. } | Revisit::Estimated { min, max, .. } => {
+                max.max(min)
+            }
         };
         Some(
             at.saturating_add(longest.as_secs())
@@ -360,7 +366,22 @@ impl Schedule {
         // A record of failures only is no history.
         let prior = prior.filter(|p| p.fetches > 0);
         let policy = self.policy(&request.url);
-        let interval = next_interval(policy, prior.map(|p| p.interval), change);
+        let mut evidence = prior.map(|p| p.evidence.clone()).unwrap_or_default();
+        // What the content did, whatever the change feed makes of it (a page
+        // whose items were withdrawn is "changed" with the same content).
+        let content_changed = change == Change::Changed
+            && prior.is_some_and(|p| p.content_hash != seen.content_hash);
+        rate::observe(
+            &mut evidence,
+            rate::Seen::of(
+                prior.map(|p| p.last_fetched),
+                now,
+                content_changed,
+                seen.last_modified.as_deref(),
+            ),
+        );
+        evidence.why = why_code(policy);
+        let interval = next_interval(policy, prior.map(|p| p.interval), change, &evidence);
         let mut record = match prior {
             Some(prior) => prior.clone(),
             None => PageRecord {
@@ -385,10 +406,12 @@ impl Schedule {
                 withdrawn: None,
                 legs: 0,
                 response: None,
+                evidence: crate::store::ChangeEvidence::default(),
             },
         };
         record.fetches = record.fetches.saturating_add(1);
         record.last_fetched = now;
+        record.evidence = evidence;
         if change != Change::NotModified {
             record.final_url.clone_from(&seen.final_url);
             record.status = seen.status;
@@ -440,9 +463,18 @@ fn one_line(message: &str) -> String {
         .to_owned()
 }
 
-/// The interval after a fetch; `None` for "never again".
-fn next_interval(policy: Revisit, prior: Option<u64>, change: Change) -> Option<Duration> {
+/// The interval after a fetch; `None` for "never again". `evidence` already
+/// holds what the fetch saw.
+fn next_interval(
+    policy: Revisit,
+    prior: Option<u64>,
+    change: Change,
+    evidence: &crate::store::ChangeEvidence,
+) -> Option<Duration> {
     match policy {
+        Revisit::Estimated { period, min, max } => {
+            Some(rate::interval(evidence, period, min, max))
+        }
         Revisit::EveryRun => Some(Duration::ZERO),
         Revisit::After(d) => Some(d),
         Revisit::Never => None,
@@ -463,10 +495,68 @@ fn next_interval(policy: Revisit, prior: Option<u64>, change: Change) -> Option<
     }
 }
 
+/// What set a page's interval ([`crate::store::ChangeEvidence::why`]): the
+/// kind of policy in force at its last good answer (0: not recorded).
+const WHY_EVERY_RUN: u8 = 1;
+const WHY_FIXED: u8 = 2;
+const WHY_ADAPTIVE: u8 = 3;
+const WHY_ESTIMATED: u8 = 4;
+const WHY_NEVER: u8 = 5;
+
+fn why_code(policy: Revisit) -> u8 {
+    match policy {
+        Revisit::EveryRun => WHY_EVERY_RUN,
+        Revisit::After(_) => WHY_FIXED,
+        Revisit::Adaptive { .. } => WHY_ADAPTIVE,
+        Revisit::Estimated { .. } => WHY_ESTIMATED,
+        Revisit::Never => WHY_NEVER,
+    }
+}
+
+/// Why `record`'s page is due when it is, in words (`dump pages`).
+pub fn explain(record: &PageRecord) -> String {
+    let every = crate::crawlfile::duration_text(Duration::from_secs(record.interval));
+    if record.gone {
+        return "gone: asked again after the longest interval".into();
+    }
+    if record.fetches == 0 {
+        return "no good answer yet: asked again in the next run".into();
+    }
+    if Schedule::lastmod_settles(record) {
+        return "its sitemap lastmod is older than the last fetch: asked when a sitemap lists it as newer".into();
+    }
+    match record.evidence.why {
+        WHY_EVERY_RUN => "every run".into(),
+        WHY_FIXED => format!("every {every}"),
+        WHY_ADAPTIVE => format!("adaptive (Nutch): every {every} since the last fetch"),
+        WHY_ESTIMATED => format!(
+            "estimated {} changes/day from {} fetches, {} changes: every {every}",
+            rate_text(rate::changes_per_day(&record.evidence)),
+            record.fetches,
+            record.changes
+        ),
+        WHY_NEVER => "never asked again".into(),
+        _ => format!("every {every}"),
+    }
+}
+
+/// A rate in changes per day with two significant digits.
+pub fn rate_text(per_day: f64) -> String {
+    if per_day >= 10.0 {
+        format!("{per_day:.0}")
+    } else if per_day >= 0.1 {
+        format!("{per_day:.2}")
+    } else {
+        format!("{per_day:.1e}")
+    }
+}
+
 /// How early a page with interval `d` becomes due, in seconds.
 fn early(d: Duration) -> u64 {
     d.mul_f64(EARLY_FRACTION).min(MAX_EARLY).as_secs()
 }
+
+pub mod rate;
 
 #[cfg(test)]
 mod tests;

@@ -132,20 +132,45 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
     }
 }
 
-/// `[revisit]`: the default policy as `after`, the adaptive bounds (from the
-/// default policy, else from the first adaptive rule), and every rule (hubs
-/// included, as `after = "0"`).
+/// `[revisit]`: the default policy as `after`, the bounds of the estimated
+/// and adaptive policies (from the default policy, else from the first rule
+/// with one, else Nutch's; `initial` only for an adaptive one, `period` only
+/// for an estimated one), and every rule (hubs included, as `after = "0"`).
 fn revisit(config: &CrawlConfig) -> Table {
     let mut table = Table::new();
     table.insert("after".into(), Value::String(when(config.revisit)));
-    let adaptive = std::iter::once(config.revisit)
-        .chain(config.revisit_rules.iter().map(|rule| rule.revisit))
-        .find(|policy| matches!(policy, Revisit::Adaptive { .. }))
-        .unwrap_or_default();
-    if let Revisit::Adaptive { initial, min, max } = adaptive {
-        table.insert("initial".into(), duration(initial));
-        table.insert("min".into(), duration(min));
-        table.insert("max".into(), duration(max));
+    let policies = || {
+        std::iter::once(config.revisit).chain(config.revisit_rules.iter().map(|rule| rule.revisit))
+    };
+    let bounded = policies()
+        .find(|policy| matches!(policy, Revisit::Adaptive { .. } | Revisit::Estimated { .. }))
+        // None has bounds: Nutch's, as jobs stored before the estimated
+        // policy say (so that reading one back is no change).
+        .unwrap_or_else(Revisit::nutch);
+    match bounded {
+        Revisit::Adaptive { initial, min, max } => {
+            table.insert("initial".into(), duration(initial));
+            table.insert("min".into(), duration(min));
+            table.insert("max".into(), duration(max));
+        }
+        Revisit::Estimated { period, min, max } => {
+            table.insert("period".into(), duration(period));
+            table.insert("min".into(), duration(min));
+            table.insert("max".into(), duration(max));
+        }
+        _ => {}
+    }
+    // The other kind's own key, when a rule uses it.
+    for policy in policies() {
+        match policy {
+            Revisit::Adaptive { initial, .. } if !table.contains_key("initial") => {
+                table.insert("initial".into(), duration(initial));
+            }
+            Revisit::Estimated { period, .. } if !table.contains_key("period") => {
+                table.insert("period".into(), duration(period));
+            }
+            _ => {}
+        }
     }
     let rules: Vec<Value> = config
         .revisit_rules
@@ -164,6 +189,7 @@ fn revisit(config: &CrawlConfig) -> Table {
 /// A revisit policy as `[revisit] after` writes it.
 fn when(policy: Revisit) -> String {
     match policy {
+        Revisit::Estimated { .. } => "estimated".into(),
         Revisit::Adaptive { .. } => "adaptive".into(),
         Revisit::Never => "never".into(),
         Revisit::EveryRun => "0".into(),

@@ -119,10 +119,14 @@ impl<'de> Deserialize<'de> for Output {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct RevisitSection {
-    /// The default policy: `"adaptive"`, `"never"`, or a duration (`"0"` = every run).
+    /// The default policy: `"estimated"`, `"adaptive"` (or `"nutch"`),
+    /// `"never"`, or a duration (`"0"` = every run).
     after: Option<When>,
-    /// Adaptive policy: first interval, and its bounds.
+    /// Adaptive policy: first interval.
     initial: Option<FileDuration>,
+    /// Estimated policy: how often the crawl runs.
+    period: Option<FileDuration>,
+    /// Estimated and adaptive policies: the bounds of the interval.
     min: Option<FileDuration>,
     max: Option<FileDuration>,
     /// URLs matching these regexes are hubs, fetched every run.
@@ -142,6 +146,7 @@ struct RevisitEntry {
 /// A revisit policy as the file writes it.
 #[derive(Clone, Copy, Debug)]
 enum When {
+    Estimated,
     Adaptive,
     Never,
     Every(std::time::Duration),
@@ -172,20 +177,21 @@ impl<'de> serde::de::Visitor<'de> for WhenVisitor {
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "\"adaptive\", \"never\" or {}",
+            "\"estimated\", \"adaptive\", \"never\" or {}",
             super::units::DURATION_FORM
         )
     }
 
     fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<When, E> {
         match text {
-            "adaptive" => Ok(When::Adaptive),
+            "estimated" => Ok(When::Estimated),
+            "adaptive" | "nutch" => Ok(When::Adaptive),
             "never" => Ok(When::Never),
             _ => super::units::parse_duration(text)
                 .map(When::Every)
                 .map_err(|_| {
                     E::custom(format!(
-                        "expected \"adaptive\", \"never\" or {}, got {text:?}",
+                        "expected \"estimated\", \"adaptive\", \"never\" or {}, got {text:?}",
                         super::units::DURATION_FORM
                     ))
                 }),
@@ -208,15 +214,25 @@ impl<'de> serde::de::Visitor<'de> for WhenVisitor {
 impl RevisitSection {
     /// The default policy and the rules (hubs first).
     fn policies(self) -> (Revisit, Vec<RevisitRule>) {
-        let Revisit::Adaptive { initial, min, max } = Revisit::default() else {
-            unreachable!("the default revisit policy is adaptive");
+        let Revisit::Adaptive { initial, min, max } = Revisit::nutch() else {
+            unreachable!("Nutch's schedule is adaptive");
         };
+        let Revisit::Estimated { period, .. } = Revisit::default() else {
+            unreachable!("the default revisit policy is estimated");
+        };
+        let (min, max) = (self.min.map_or(min, |d| d.0), self.max.map_or(max, |d| d.0));
         let adaptive = Revisit::Adaptive {
             initial: self.initial.map_or(initial, |d| d.0),
-            min: self.min.map_or(min, |d| d.0),
-            max: self.max.map_or(max, |d| d.0),
+            min,
+            max,
+        };
+        let estimated = Revisit::Estimated {
+            period: self.period.map_or(period, |d| d.0),
+            min,
+            max,
         };
         let policy = |when: When| match when {
+            When::Estimated => estimated,
             When::Adaptive => adaptive,
             When::Never => Revisit::Never,
             When::Every(d) if d.is_zero() => Revisit::EveryRun,
@@ -230,7 +246,7 @@ impl RevisitSection {
             pattern: r.pattern.0,
             revisit: policy(r.after),
         });
-        let default = self.after.map_or(adaptive, policy);
+        let default = self.after.map_or(estimated, policy);
         (default, hubs.chain(rules).collect())
     }
 }

@@ -9,7 +9,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{
@@ -260,7 +259,7 @@ impl Fetcher {
             .request(http_request)
             .await
             .map_err(|error| send_error(&request.url, error))?;
-        let fetched_at = SystemTime::now();
+        let fetched_at = crate::clock::now();
         let (parts, incoming) = response.into_parts();
         let status = parts.status.as_u16();
         if let Some(jar) = self.cookie_jar() {

@@ -47,7 +47,7 @@ fn request() -> Request {
 
 #[test]
 fn first_fetch_is_new_version_one_due_after_the_initial_interval_minus_margin() {
-    let s = schedule(Revisit::default(), &[]);
+    let s = schedule(Revisit::nutch(), &[]);
     let (record, change) = s.record(None, &request(), &seen(200, "a"), 1000);
     assert_eq!(change, Change::New);
     assert_eq!(record.version, 1);
@@ -60,7 +60,7 @@ fn first_fetch_is_new_version_one_due_after_the_initial_interval_minus_margin() 
 
 #[test]
 fn adaptive_interval_grows_when_unchanged_and_shrinks_when_changed_within_bounds() {
-    let s = schedule(Revisit::default(), &[]);
+    let s = schedule(Revisit::nutch(), &[]);
     let (r1, _) = s.record(None, &request(), &seen(200, "a"), 0);
     let (r2, c2) = s.record(Some(&r1), &request(), &seen(200, "a"), DAY);
     assert_eq!(c2, Change::Unchanged);
@@ -173,7 +173,7 @@ fn a_gone_page_is_asked_again_after_the_longest_interval_of_its_policy() {
 
 #[test]
 fn an_error_answer_to_a_new_page_leaves_it_new_for_its_first_good_answer() {
-    let s = schedule(Revisit::default(), &[]);
+    let s = schedule(Revisit::nutch(), &[]);
     let (r, c) = s.record(None, &request(), &seen(403, "forbidden"), 5);
     assert_eq!(c, Change::Error);
     assert_eq!(c.counter(), "fetch/failed");
@@ -265,7 +265,7 @@ fn due_under_the_same_policy_is_the_due_time_the_fetch_set() {
         Revisit::EveryRun,
         Revisit::After(Duration::from_secs(7200)),
         Revisit::Never,
-        Revisit::default(),
+        Revisit::nutch(),
     ];
     for policy in policies {
         let schedule = schedule(policy, &[]);
@@ -275,7 +275,7 @@ fn due_under_the_same_policy_is_the_due_time_the_fetch_set() {
         assert_eq!(schedule.due(&second), second.next_due, "{policy:?}");
     }
     // Another policy recomputes from the last fetch: every run is due at once.
-    let adaptive = schedule(Revisit::default(), &[]);
+    let adaptive = schedule(Revisit::nutch(), &[]);
     let (record, _) = adaptive.record(None, &request(), &seen(200, "a"), 1_000);
     assert_eq!(schedule(Revisit::EveryRun, &[]).due(&record), Some(1_000));
     assert_ne!(

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use http::header::LOCATION;
 use serde::{Deserialize, Serialize};
@@ -47,7 +47,7 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 /// The wall clock, in unix seconds (0 if the system clock is before 1970).
 pub fn system_clock() -> Clock {
     Arc::new(|| {
-        SystemTime::now()
+        crate::clock::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |elapsed| elapsed.as_secs())
     })

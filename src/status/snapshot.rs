@@ -67,7 +67,7 @@ pub fn errors(count: impl Fn(&str) -> u64) -> BTreeMap<String, u64> {
 
 /// Unix milliseconds now.
 pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
+    crate::clock::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }

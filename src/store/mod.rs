@@ -121,7 +121,7 @@ pub(crate) use frontier::host_of;
 pub use items::OutputCursor;
 pub use ops::Completion;
 pub use options::DedupMode;
-pub use pages::{CycleStart, PageRecord, StoredRequest, WarcAt, Withdrawn};
+pub use pages::{ChangeEvidence, CycleStart, PageRecord, StoredRequest, WarcAt, Withdrawn};
 pub(crate) use pages::{decode_page, encode_page};
 pub use robots::Blocked;
 pub use seen::Seen;

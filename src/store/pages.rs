@@ -98,10 +98,26 @@ pub struct PageRecord {
     /// WARC files (`None`: not archived): what `legcrawl reparse` reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<WarcAt>,
+    /// What the page's fetches said about how often it changes, kept for the
+    /// revisit policy (`crate::revisit::rate` reads and writes it; the store
+    /// keeps it as it is given). Empty before the page's first good answer.
+    #[serde(skip)]
+    pub evidence: ChangeEvidence,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// The evidence of a page's change rate: for each candidate rate the revisit
+/// policy weighs, how well it explains what the fetches saw (a log-likelihood
+/// in thousandths, the best one 0), and what set the page's due time.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Encode, Decode)]
+pub struct ChangeEvidence {
+    /// Log-likelihood of each candidate rate, in thousandths (empty: none yet).
+    pub loglik: Vec<i32>,
+    /// What set the interval in force (a code of the revisit policy's).
+    pub why: u8,
 }
 
 /// A `response` record's place in the crawl's WARC files.
@@ -230,7 +246,9 @@ fn encode_body(record: &PageRecord, out: &mut Vec<u8>) {
 }
 
 /// A record in bincode, then its feed part when it has one ([`FeedPart`]),
-/// then its source part when it has one ([`SourcePart`]), nothing after them.
+/// then its source part when it has one ([`SourcePart`]), then its change
+/// evidence when it has some ([`ChangeEvidence`]), nothing after them. Each
+/// part is written when it or a later one is set (an empty one otherwise).
 fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
     let config = bincode::config::standard();
     let (mut record, used): (PageRecord, usize) =
@@ -244,14 +262,21 @@ fn decode_body(bytes: &[u8]) -> Result<PageRecord, String> {
         if used < bytes.len() {
             let (source, more): (SourcePart, usize) =
                 bincode::decode_from_slice(&bytes[used..], config).map_err(|e| e.to_string())?;
-            if used + more != bytes.len() {
-                return Err(format!(
-                    "{} bytes after the record",
-                    bytes.len() - used - more
-                ));
-            }
             record.legs = source.legs;
             record.response = source.response;
+            let used = used + more;
+            if used < bytes.len() {
+                let (evidence, more): (ChangeEvidence, usize) =
+                    bincode::decode_from_slice(&bytes[used..], config)
+                        .map_err(|e| e.to_string())?;
+                if used + more != bytes.len() {
+                    return Err(format!(
+                        "{} bytes after the record",
+                        bytes.len() - used - more
+                    ));
+                }
+                record.evidence = evidence;
+            }
         }
     }
     Ok(record)
@@ -363,7 +388,8 @@ impl Encode for PageRecord {
         (self.fetches, self.changes, self.version).encode(e)?;
         (self.interval, self.next_due, self.missing, self.gone).encode(e)?;
         self.request.encode(e)?;
-        let source = self.legs != 0 || self.response.is_some();
+        let evidence = !self.evidence.loglik.is_empty();
+        let source = self.legs != 0 || self.response.is_some() || evidence;
         if !self.items.is_empty() || self.withdrawn.is_some() || source {
             FeedPart {
                 items: self.items.iter().map(ItemKey::of).collect(),
@@ -377,6 +403,9 @@ impl Encode for PageRecord {
                 response: self.response,
             }
             .encode(e)?;
+        }
+        if evidence {
+            self.evidence.encode(e)?;
         }
         Ok(())
     }
@@ -424,6 +453,7 @@ impl<C> Decode<C> for PageRecord {
             withdrawn: None,
             legs: 0,
             response: None,
+            evidence: ChangeEvidence::default(),
         })
     }
 }

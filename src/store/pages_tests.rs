@@ -40,6 +40,7 @@ fn record(url: &str, next_due: Option<u64>) -> PageRecord {
         withdrawn: None,
         legs: 0,
         response: None,
+        evidence: crate::store::ChangeEvidence::default(),
     }
 }
 
@@ -378,7 +379,18 @@ fn binary_page_records_round_trip_and_are_smaller_than_json() {
     odd.request.meta.insert("leg".into(), "x".into());
     odd.request.body = b"a=1".to_vec();
     odd.gone = true;
-    for r in [plain.clone(), odd] {
+    // Change evidence alone (the parts before it written empty), and after
+    // every other part.
+    let mut evidence = plain.clone();
+    evidence.evidence = crate::store::ChangeEvidence {
+        loglik: vec![0, -1, -70_000, i32::MIN],
+        why: 3,
+    };
+    let mut all = evidence.clone();
+    all.items = vec![None, Some("x".into())];
+    all.legs = 2;
+    all.response = Some(crate::store::WarcAt { file: 1, offset: 7 });
+    for r in [plain.clone(), odd, evidence, all] {
         let bytes = encode_page(&r);
         assert_eq!(bytes[0], crate::store::pages::PAGE_RECORD_VERSION);
         assert_eq!(decode_page(&bytes).unwrap(), r);

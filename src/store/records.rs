@@ -5,7 +5,7 @@
 //! compactness). Depends on nothing else in the crate.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
@@ -155,7 +155,7 @@ pub struct JobRecord {
 
 /// Seconds since the Unix epoch, 0 if the clock is before it.
 pub fn unix_now() -> u64 {
-    SystemTime::now()
+    crate::clock::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)

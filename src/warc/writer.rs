@@ -59,7 +59,7 @@ impl Current {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let info = record::warcinfo(&name, SystemTime::now(), &settings.info);
+            let info = record::warcinfo(&name, crate::clock::now(), &settings.info);
             crash::point("warc.append");
             self.file.write_all(&info).map_err(io(&self.path))?;
             self.len += info.len() as u64;
@@ -245,7 +245,7 @@ impl WarcWriter {
             None => {
                 let path = self
                     .dir
-                    .join(file_name(SystemTime::now(), self.next_serial));
+                    .join(file_name(crate::clock::now(), self.next_serial));
                 Ok(Appended::NeedsFile(NewFile { path }))
             }
         }
@@ -451,7 +451,7 @@ mod tests {
                 response_body: bytes::Bytes::from_static(b"hello"),
                 truncated: false,
                 ip: None,
-                date: SystemTime::now(),
+                date: crate::clock::now(),
             },
             revisit: None,
         }

@@ -177,8 +177,11 @@ pub struct CrawlArgs {
     grace: Option<Duration>,
     /// This run's revisit policy instead of the job's (the crawl file's
     /// `[revisit] after`; not stored): a duration ("12h", "7d"; "0" asks every
-    /// recorded page again in this run), "never", or "adaptive" [default: the
-    /// job's, adaptive: 1d within 1h..30d]. Seeds are fetched again in every run.
+    /// recorded page again in this run), "never", "estimated" (by each page's
+    /// estimated change rate, for a daily crawl, within 1h..30d) or "adaptive"
+    /// (Nutch's schedule: 1d, x0.8 on a change, x1.4 without, within 1h..30d;
+    /// also "nutch") [default: the job's, estimated]. Seeds are fetched again
+    /// in every run.
     #[arg(long, value_name = "WHEN", value_parser = parse_revisit, help_heading = RUN)]
     revisit_after: Option<Revisit>,
     /// Pages whose URL matches this regex are hubs, fetched again in every run
@@ -260,16 +263,18 @@ pub(super) fn shared_target(
     }
 }
 
-/// `--revisit-after`: a duration, `never` or `adaptive`.
+/// `--revisit-after`: a duration, `never`, `estimated`, or `adaptive` (also
+/// spelled `nutch`).
 fn parse_revisit(value: &str) -> Result<Revisit, String> {
     match value {
         "never" => Ok(Revisit::Never),
-        "adaptive" => Ok(Revisit::default()),
+        "estimated" => Ok(Revisit::default()),
+        "adaptive" | "nutch" => Ok(Revisit::nutch()),
         _ => match units::parse_duration(value) {
             Ok(d) if d.is_zero() => Ok(Revisit::EveryRun),
             Ok(d) => Ok(Revisit::After(d)),
             Err(_) => Err(format!(
-                "expected \"adaptive\", \"never\" or a duration such as \"0\" (every run), \"12h\" or \"7d\", got {value:?}"
+                "expected \"estimated\", \"adaptive\", \"never\" or a duration such as \"0\" (every run), \"12h\" or \"7d\", got {value:?}"
             )),
         },
     }

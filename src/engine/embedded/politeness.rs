@@ -95,7 +95,7 @@ impl Politeness {
     /// predecessor kept. Costs nothing when the previous run ended longer ago
     /// than the delay.
     pub fn after_previous_run(&mut self, ended: std::time::SystemTime) {
-        let ago = std::time::SystemTime::now()
+        let ago = crate::clock::now()
             .duration_since(ended)
             .unwrap_or(Duration::ZERO);
         self.previous_end = Instant::now().checked_sub(ago);
