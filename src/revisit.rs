@@ -369,8 +369,8 @@ impl Schedule {
         let mut evidence = prior.map(|p| p.evidence.clone()).unwrap_or_default();
         // What the content did, whatever the change feed makes of it (a page
         // whose items were withdrawn is "changed" with the same content).
-        let content_changed = change == Change::Changed
-            && prior.is_some_and(|p| p.content_hash != seen.content_hash);
+        let content_changed =
+            change == Change::Changed && prior.is_some_and(|p| p.content_hash != seen.content_hash);
         rate::observe(
             &mut evidence,
             rate::Seen::of(
@@ -472,9 +472,7 @@ fn next_interval(
     evidence: &crate::store::ChangeEvidence,
 ) -> Option<Duration> {
     match policy {
-        Revisit::Estimated { period, min, max } => {
-            Some(rate::interval(evidence, period, min, max))
-        }
+        Revisit::Estimated { period, min, max } => Some(rate::interval(evidence, period, min, max)),
         Revisit::EveryRun => Some(Duration::ZERO),
         Revisit::After(d) => Some(d),
         Revisit::Never => None,

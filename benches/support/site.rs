@@ -153,15 +153,9 @@ impl Server {
         let site = Arc::new(Site::generate(pages, &addr.to_string()));
         let sizes = site.sizes();
         let counters = Arc::new(Counters::default());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("server runtime")?;
-        let (stop, stopped) = oneshot::channel();
         let shared = Arc::clone(&counters);
-        let thread = std::thread::Builder::new()
-            .name("bench-server".into())
-            .spawn(move || runtime.block_on(accept_loop(listener, site, shared, stopped)))?;
+        let handler: Handler = Arc::new(move |request| answer(&site, &shared, request));
+        let (stop, thread) = serve(listener, handler)?;
         Ok(Server {
             addr,
             sizes,
@@ -203,12 +197,29 @@ impl Drop for Server {
     }
 }
 
-async fn accept_loop(
+/// How a server answers a request.
+pub type Handler =
+    Arc<dyn Fn(&http::Request<Incoming>) -> http::Response<Full<Bytes>> + Send + Sync>;
+
+/// Serves `listener` (non-blocking) with `handler` on a thread of its own with
+/// a current-thread runtime, HTTP/1.1 keep-alive, until the sender is used or
+/// dropped; join the thread after.
+pub fn serve(
     listener: StdListener,
-    site: Arc<Site>,
-    counters: Arc<Counters>,
-    mut stop: oneshot::Receiver<()>,
-) {
+    handler: Handler,
+) -> anyhow::Result<(oneshot::Sender<()>, JoinHandle<()>)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("server runtime")?;
+    let (stop, stopped) = oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("bench-server".into())
+        .spawn(move || runtime.block_on(accept_loop(listener, handler, stopped)))?;
+    Ok((stop, thread))
+}
+
+async fn accept_loop(listener: StdListener, handler: Handler, mut stop: oneshot::Receiver<()>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
@@ -222,10 +233,11 @@ async fn accept_loop(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (site, counters) = (Arc::clone(&site), Arc::clone(&counters));
+        let handler = Arc::clone(&handler);
         tokio::spawn(async move {
-            let service =
-                service_fn(move |request| std::future::ready(answer(&site, &counters, &request)));
+            let service = service_fn(move |request| {
+                std::future::ready(Ok::<_, Infallible>(handler(&request)))
+            });
             let _ = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service)
@@ -238,12 +250,12 @@ fn answer(
     site: &Site,
     counters: &Counters,
     request: &http::Request<Incoming>,
-) -> Result<http::Response<Full<Bytes>>, Infallible> {
+) -> http::Response<Full<Bytes>> {
     counters.requests.fetch_add(1, Ordering::Relaxed);
     let mut response = http::Response::new(Full::new(Bytes::new()));
     let Some((body, etag)) = site.get(request.uri().path()) else {
         *response.status_mut() = http::StatusCode::NOT_FOUND;
-        return Ok(response);
+        return response;
     };
     if counters.validators.load(Ordering::Relaxed) {
         response
@@ -252,7 +264,7 @@ fn answer(
         if request.headers().get(http::header::IF_NONE_MATCH) == Some(etag) {
             counters.not_modified.fetch_add(1, Ordering::Relaxed);
             *response.status_mut() = http::StatusCode::NOT_MODIFIED;
-            return Ok(response);
+            return response;
         }
     }
     counters
@@ -263,5 +275,5 @@ fn answer(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/html; charset=utf-8"),
     );
-    Ok(response)
+    response
 }

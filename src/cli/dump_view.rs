@@ -93,8 +93,8 @@ pub(super) fn print_page_rows(
     if !json {
         writeln!(
             out,
-            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  url",
-            "status", "fetches", "changes", "ver", "val", "last fetched", "due"
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:>7}  {:<20}  {:<20}  url  (why)",
+            "status", "fetches", "changes", "ver", "val", "rate/d", "last fetched", "due"
         )?;
     }
     for (fp, page) in pages {
@@ -102,6 +102,13 @@ pub(super) fn print_page_rows(
             let mut value = serde_json::to_value(&page)?;
             if let Some(map) = value.as_object_mut() {
                 map.insert("fingerprint".into(), fingerprint::to_hex(&fp).into());
+                if page.fetches > 0 {
+                    map.insert(
+                        "change_rate".into(),
+                        legcrawl::revisit::rate::changes_per_day(&page.evidence).into(),
+                    );
+                }
+                map.insert("due_why".into(), legcrawl::revisit::explain(&page).into());
             }
             writeln!(out, "{value}")?;
             continue;
@@ -117,17 +124,24 @@ pub(super) fn print_page_rows(
             None => "never".to_owned(),
             Some(at) => rfc3339_secs(at),
         };
+        let rate = if page.fetches > 0 {
+            legcrawl::revisit::rate_text(legcrawl::revisit::rate::changes_per_day(&page.evidence))
+        } else {
+            "-".to_owned()
+        };
         writeln!(
             out,
-            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:<20}  {:<20}  {}",
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:>7}  {:<20}  {:<20}  {}  ({})",
             page.status,
             page.fetches,
             page.changes,
             page.version,
             validators,
+            rate,
             rfc3339_secs(page.last_fetched),
             due,
-            page.url
+            page.url,
+            legcrawl::revisit::explain(&page)
         )?;
     }
     Ok(())

@@ -50,7 +50,7 @@ const FASTEST_HOURS: f64 = 2.0;
 /// when it is expected to keep the page fresh for more runs than this. Chosen
 /// on `benches/revisit.rs` (docs/incremental.md): the Nutch schedule's
 /// freshness with fewer requests.
-pub const PRICE: f64 = 0.4;
+pub const PRICE: f64 = 0.44;
 /// How far below the best rate's log-likelihood the evidence of another may
 /// fall, in nats.
 pub const FLOOR: f64 = 20.0;
@@ -202,10 +202,17 @@ pub fn changes_per_day(evidence: &ChangeEvidence) -> f64 {
 /// The revisit interval for a page with `evidence`, for a crawl that runs
 /// every `period`, within `min..=max`: a whole number of periods (see the
 /// module doc).
-pub fn interval(evidence: &ChangeEvidence, period: Duration, min: Duration, max: Duration) -> Duration {
+pub fn interval(
+    evidence: &ChangeEvidence,
+    period: Duration,
+    min: Duration,
+    max: Duration,
+) -> Duration {
     let max = max.max(min);
     let period = period.max(Duration::from_secs(1));
-    let most = (max.as_secs_f64() / period.as_secs_f64()).floor().clamp(1.0, 10_000.0) as u32;
+    let most = (max.as_secs_f64() / period.as_secs_f64())
+        .floor()
+        .clamp(1.0, 10_000.0) as u32;
     let p = posterior(evidence);
     let q: [f64; RATES] = std::array::from_fn(|j| (-rate(j) * period.as_secs_f64()).exp());
     // q^(k-1) and S_k for each rate, as k grows.
@@ -273,10 +280,20 @@ mod tests {
         let mut evidence = ChangeEvidence::default();
         observe(&mut evidence, Seen::First { age: None });
         for _ in 0..5 {
-            observe(&mut evidence, Seen::Changed { elapsed: DAY, age: None });
+            observe(
+                &mut evidence,
+                Seen::Changed {
+                    elapsed: DAY,
+                    age: None,
+                },
+            );
         }
         assert_eq!(choose(&evidence), 1);
-        assert!(changes_per_day(&evidence) >= 1.0, "{}", changes_per_day(&evidence));
+        assert!(
+            changes_per_day(&evidence) >= 1.0,
+            "{}",
+            changes_per_day(&evidence)
+        );
     }
 
     #[test]
@@ -285,7 +302,10 @@ mod tests {
         observe(&mut evidence, Seen::First { age: None });
         for night in 1..=28 {
             let seen = if night % 7 == 0 {
-                Seen::Changed { elapsed: DAY, age: None }
+                Seen::Changed {
+                    elapsed: DAY,
+                    age: None,
+                }
             } else {
                 Seen::Unchanged { elapsed: DAY }
             };
@@ -300,7 +320,12 @@ mod tests {
     #[test]
     fn an_old_last_modified_makes_a_new_page_slow_at_once() {
         let mut dated = ChangeEvidence::default();
-        observe(&mut dated, Seen::First { age: Some(400 * DAY) });
+        observe(
+            &mut dated,
+            Seen::First {
+                age: Some(400 * DAY),
+            },
+        );
         let mut undated = ChangeEvidence::default();
         observe(&mut undated, Seen::First { age: None });
         assert!(changes_per_day(&dated) < 1.0 / 100.0);
@@ -310,7 +335,12 @@ mod tests {
     #[test]
     fn a_misleading_date_is_outweighed_by_a_few_changes() {
         let mut evidence = ChangeEvidence::default();
-        observe(&mut evidence, Seen::First { age: Some(3000 * DAY) });
+        observe(
+            &mut evidence,
+            Seen::First {
+                age: Some(3000 * DAY),
+            },
+        );
         let mut nights = 0;
         while choose(&evidence) > 1 && nights < 10 {
             let elapsed = choose(&evidence) * DAY;
@@ -324,10 +354,22 @@ mod tests {
     fn a_change_dated_just_before_the_fetch_means_a_fast_page() {
         let mut dated = ChangeEvidence::default();
         observe(&mut dated, Seen::First { age: None });
-        observe(&mut dated, Seen::Changed { elapsed: 10 * DAY, age: Some(3600) });
+        observe(
+            &mut dated,
+            Seen::Changed {
+                elapsed: 10 * DAY,
+                age: Some(3600),
+            },
+        );
         let mut undated = ChangeEvidence::default();
         observe(&mut undated, Seen::First { age: None });
-        observe(&mut undated, Seen::Changed { elapsed: 10 * DAY, age: None });
+        observe(
+            &mut undated,
+            Seen::Changed {
+                elapsed: 10 * DAY,
+                age: None,
+            },
+        );
         // A change in the last hour of ten days: the page has been unchanged
         // for an hour only, so the evidence for slow rates is weaker.
         assert!(changes_per_day(&dated) <= changes_per_day(&undated) * 4.0);
@@ -339,7 +381,10 @@ mod tests {
         let at = 1_700_000_000;
         let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(at));
         let date = Some(date.as_str());
-        assert_eq!(Seen::of(None, at + 10, false, date), Seen::First { age: None });
+        assert_eq!(
+            Seen::of(None, at + 10, false, date),
+            Seen::First { age: None }
+        );
         assert_eq!(
             Seen::of(None, at + DAY, false, date),
             Seen::First { age: Some(DAY) }
@@ -390,7 +435,12 @@ mod tests {
         assert!((days(2)..=days(3)).contains(&bounded));
         // A longest interval below the period is still kept.
         assert_eq!(
-            interval(&evidence, days(1), Duration::from_secs(60), Duration::from_secs(600)),
+            interval(
+                &evidence,
+                days(1),
+                Duration::from_secs(60),
+                Duration::from_secs(600)
+            ),
             Duration::from_secs(600)
         );
     }
