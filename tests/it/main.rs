@@ -56,6 +56,7 @@ mod shared_startup;
 mod shared_tls;
 mod skips;
 mod state_dir;
+mod state_fs;
 mod support;
 mod tour;
 mod warc;
