@@ -37,6 +37,7 @@ mod requisites;
 mod robots;
 mod seeds;
 mod serve;
+mod serve_page;
 mod shared;
 mod shared_acl;
 mod shared_cluster;
