@@ -201,6 +201,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             | StoreError::Format { .. }
             | StoreError::Busy { .. }
             | StoreError::NotWritable { .. }
+            | StoreError::ReadOnlyFs { .. }
             | StoreError::CannotCreate { .. }
             | StoreError::Mismatch { .. }
             | StoreError::Damaged { .. }
@@ -263,10 +264,15 @@ pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
 
 /// `error` and its causes on one line, as `{:#}` writes them, but without a
 /// cause that a message already shows: an error that names its source in its
-/// own message ("PATH: Permission denied") is not followed by it again.
+/// own message ("PATH: Permission denied") is not followed by it again. sled's
+/// error is never a cause on the line: the [`StoreError`] that holds it says
+/// it in words, and its own display is in debug form (`IO error: Os { .. }`).
 pub fn one_line(error: &anyhow::Error) -> String {
     let mut line = error.to_string();
     for cause in error.chain().skip(1) {
+        if cause.is::<sled::Error>() {
+            break;
+        }
         let text = cause.to_string();
         if !line.contains(&text) {
             line.push_str(": ");
@@ -295,6 +301,23 @@ mod tests {
         let error = anyhow::Error::new(denied()).context("cannot read crawl.toml");
         assert_eq!(one_line(&error), format!("cannot read crawl.toml: {io}"));
         assert_eq!(one_line(&error).matches("os error 13").count(), 1);
+    }
+
+    #[test]
+    fn sled_is_said_in_words_once() {
+        // As sled hands out a kept I/O error: a copy made from its debug text.
+        let kept = std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!("{:?}", std::io::Error::from_raw_os_error(28)),
+        );
+        let store = StoreError::Db {
+            path: PathBuf::from("data/x"),
+            source: sled::Error::Io(kept),
+        };
+        let error = anyhow::Error::new(EngineError::from(store));
+        let line = one_line(&error);
+        let full = std::io::Error::from_raw_os_error(28).to_string();
+        assert_eq!(line, format!("data/x: database error: {full}"));
     }
 
     #[test]

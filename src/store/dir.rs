@@ -57,30 +57,29 @@ fn format_named(text: &str) -> String {
     }
 }
 
-/// Locks `dir` and says whether it holds a state or a state must be created
-/// (only with `create`; the directory is made then). Reads never delete.
-/// Refuses a state directory whose files this user cannot write: the
-/// database writes as it opens, so even reading one needs write access, and
-/// the plain "Permission denied" of the first file that fails says neither.
+/// Refuses a state directory whose files this user cannot write, or that is
+/// on a read-only file system: the database writes as it opens, so even
+/// reading one needs write access, and the plain "Permission denied" or
+/// "Read-only file system" of the first file that fails says neither.
 fn writable(dir: &Path) -> Result<(), StoreError> {
     use rustix::fs::{Access, access};
     let files = [dir.to_owned(), dir.join("db"), dir.join("bloom.bin")];
     for path in files.iter().filter(|path| path.exists()) {
-        if let Err(errno) = access(path.as_path(), Access::WRITE_OK)
-            && matches!(
-                errno,
-                rustix::io::Errno::ACCESS | rustix::io::Errno::PERM | rustix::io::Errno::ROFS
-            )
-        {
-            return Err(StoreError::NotWritable {
-                path: dir.to_owned(),
-                file: path.clone(),
-            });
+        let (path, file) = (dir.to_owned(), path.clone());
+        match access(file.as_path(), Access::WRITE_OK) {
+            // Even root cannot write there: the owner is no help.
+            Err(rustix::io::Errno::ROFS) => return Err(StoreError::ReadOnlyFs { path, file }),
+            Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
+                return Err(StoreError::NotWritable { path, file });
+            }
+            _ => {}
         }
     }
     Ok(())
 }
 
+/// Locks `dir` and says whether it holds a state or a state must be created
+/// (only with `create`; the directory is made then). Reads never delete.
 pub(super) fn prepare(dir: &Path, create: bool) -> Result<(DirLock, Found), StoreError> {
     let io_err = |source| StoreError::Io {
         path: dir.to_owned(),

@@ -1,6 +1,11 @@
 //! The store's errors, at the bottom of the store: every table returns them,
 //! and they depend only on the format constants, [`crate::bloom`]'s error,
 //! sled's and the OS's.
+//!
+//! Every message is words on one line, its cause included: sled's own
+//! messages are not (an I/O error it kept reads `IO error: Os { code: 28,
+//! kind: StorageFull, .. }`), so what sled said is rewritten by [`words`]
+//! wherever it reaches a message.
 
 use std::io;
 use std::path::PathBuf;
@@ -67,6 +72,17 @@ pub enum StoreError {
         path: PathBuf,
         /// What the marker or metadata says.
         found: String,
+    },
+    /// The state's files are on a file system mounted read-only (reading
+    /// needs write access too); no user, root included, can write them there.
+    #[error(
+        "{path}: {file} is on a read-only file system (reading a state needs write access too: its database writes as it opens); remount it read-write, or read a copy (cp -r)"
+    )]
+    ReadOnlyFs {
+        /// The directory.
+        path: PathBuf,
+        /// The first file found on the read-only file system.
+        file: PathBuf,
     },
     /// This user cannot write the state's files (reading needs write access too).
     #[error(
@@ -141,17 +157,18 @@ pub enum StoreError {
     /// from it; handing out item numbers or leases again here could store a
     /// group twice.
     #[error(
-        "{path}: an earlier write to the state failed ({cause}); nothing more is written in this run (the next run resumes from what is on disk)"
+        "{path}: an earlier write to the state failed ({}); nothing more is written in this run (the next run resumes from what is on disk)",
+        words(.cause)
     )]
     Poisoned {
         /// The directory.
         path: PathBuf,
-        /// What the first failure said.
+        /// What the first failure said (shown through [`words`]).
         cause: String,
     },
     /// A thread that writes the state (see `committer`) stopped: a job on it
     /// panicked, or it could not be started.
-    #[error("the state's {what} thread stopped: {reason}")]
+    #[error("the state's {what} thread stopped: {}", words(.reason))]
     ThreadStopped {
         /// Which: `flush` or `checkpoint`.
         what: &'static str,
@@ -166,7 +183,7 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// The database failed.
-    #[error("{path}: database error: {source}")]
+    #[error("{path}: database error: {}", sled_words(.source))]
     Db {
         /// The directory.
         path: PathBuf,
@@ -176,7 +193,8 @@ pub enum StoreError {
     /// The database is damaged: sled failed or panicked while opening or reading it.
     /// Nothing of the state was written.
     #[error(
-        "{path}: damaged database: {reason}; the state was left as it is (restore the directory from a copy)"
+        "{path}: damaged database: {}; the state was left as it is (restore the directory from a copy)",
+        words(.reason)
     )]
     Damaged {
         /// The database directory (`db/`).
@@ -232,4 +250,138 @@ pub enum StoreError {
         /// The OS error.
         source: io::Error,
     },
+}
+
+/// sled's error in words, one line (its own display shows a kept I/O error in
+/// debug form and a corruption with a backtrace field).
+fn sled_words(error: &sled::Error) -> String {
+    match error {
+        sled::Error::Io(io) => words(&io.to_string()),
+        sled::Error::Corruption { at: Some(at), .. } => {
+            format!("sled read corrupted data (at {at})")
+        }
+        sled::Error::Corruption { at: None, .. } => "sled read corrupted data".into(),
+        other => words(&other.to_string()),
+    }
+}
+
+/// `text` with every I/O error written in debug form replaced by its words:
+/// sled keeps the first I/O error it meets and hands out copies whose message
+/// is the original's debug text, `Os { code: 28, kind: StorageFull, message:
+/// "No space left on device" }`, and prefixes it with `IO error: `. An OS
+/// error becomes what the OS says for its code ("No space left on device (os
+/// error 28)"); a message (`Custom { kind: .., error: "text" }`) its text.
+fn words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest
+        .find("Os { code: ")
+        .or_else(|| rest.find("Custom { kind: "))
+    {
+        let (before, debug) = rest.split_at(at);
+        out.push_str(before.strip_suffix("IO error: ").unwrap_or(before));
+        match debug_form(debug) {
+            Some((said, len)) => {
+                out.push_str(&said);
+                rest = &debug[len..];
+            }
+            None => {
+                out.push_str(debug);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    match out.strip_prefix("IO error: ") {
+        Some(plain) => plain.to_owned(),
+        None => out,
+    }
+}
+
+/// The words of the I/O error in debug form at the start of `debug`, and how
+/// many bytes of `debug` that form spans; `None` when it does not parse.
+fn debug_form(debug: &str) -> Option<(String, usize)> {
+    if let Some(rest) = debug.strip_prefix("Os { code: ") {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let code: i32 = rest[..digits].parse().ok()?;
+        let end = debug.find(" }")? + 2;
+        return Some((io::Error::from_raw_os_error(code).to_string(), end));
+    }
+    // `Custom { kind: Other, error: "text" }`: the text is a quoted string.
+    let start = debug.find("error: \"")? + "error: \"".len();
+    let mut said = String::new();
+    let mut chars = debug[start..].char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => said.push(chars.next()?.1),
+            '"' => {
+                let end = start + i + 1;
+                let end = end + debug[end..].find('}')? + 1;
+                return Some((said, end));
+            }
+            c => said.push(c),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An I/O error as sled hands it out: a copy made from its debug text.
+    fn as_sled_keeps_it(error: io::Error) -> sled::Error {
+        sled::Error::Io(io::Error::new(error.kind(), format!("{error:?}")))
+    }
+
+    #[test]
+    fn a_full_disk_is_words_on_one_line() {
+        let full = as_sled_keeps_it(io::Error::from_raw_os_error(28));
+        assert!(full.to_string().contains("Os { code: 28"), "{full}");
+        let error = StoreError::Db {
+            path: PathBuf::from("data/x"),
+            source: full,
+        };
+        let line = error.to_string();
+        assert_eq!(
+            line,
+            format!(
+                "data/x: database error: {}",
+                io::Error::from_raw_os_error(28)
+            )
+        );
+        assert!(!line.contains('{') && !line.contains("kind"), "{line}");
+    }
+
+    #[test]
+    fn a_kept_message_is_its_text() {
+        let other = as_sled_keeps_it(io::Error::other("the \"log\" is gone"));
+        assert_eq!(sled_words(&other), "the \"log\" is gone");
+        let plain = sled::Error::Io(io::Error::from_raw_os_error(5));
+        assert_eq!(
+            sled_words(&plain),
+            io::Error::from_raw_os_error(5).to_string()
+        );
+    }
+
+    #[test]
+    fn a_first_failure_kept_as_text_is_words_too() {
+        let cause = as_sled_keeps_it(io::Error::from_raw_os_error(28)).to_string();
+        let error = StoreError::Poisoned {
+            path: PathBuf::from("d"),
+            cause: format!("d: database error: {cause}"),
+        };
+        let line = error.to_string();
+        assert!(line.contains("No space left on device"), "{line}");
+        assert!(
+            !line.contains("Os {") && !line.contains("IO error"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn text_without_a_debug_form_is_left_as_it_is() {
+        assert_eq!(words("a plain reason"), "a plain reason");
+        assert_eq!(words("half Os { code: x"), "half Os { code: x");
+    }
 }

@@ -38,9 +38,40 @@
     while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
     return (i ? n.toFixed(1) : n) + " " + u[i];
   }
+  // Unix seconds as RFC 3339 UTC, as the server's first paint writes them.
   function when(secs) {
     if (!secs) return "";
-    return new Date(secs * 1000).toISOString().replace("T", " ").slice(0, 19);
+    return new Date(secs * 1000).toISOString().slice(0, 19) + "Z";
+  }
+  // A count with a unit prefix for an axis: 1500 -> "1.5k".
+  function short(n) {
+    if (n >= 1e6) return +(n / 1e6).toFixed(1) + "M";
+    if (n >= 1e3) return +(n / 1e3).toFixed(1) + "k";
+    return String(+n.toFixed(1));
+  }
+  function text(c, x, y, words, anchor, cls) {
+    var t = svg("text", { x: x, y: y, "text-anchor": anchor || "middle", "class": cls || "axis" });
+    t.textContent = words;
+    c.appendChild(t);
+    return t;
+  }
+  // Axes of a chart's plot area: a y axis with `ticks` [[value, y]], its
+  // label, and an x axis line with its label.
+  function axes(c, box, ticks, yLabel, xLabel) {
+    c.appendChild(svg("line", { x1: box.l, y1: box.t, x2: box.l, y2: box.b, "class": "axis-line" }));
+    c.appendChild(svg("line", { x1: box.l, y1: box.b, x2: box.r, y2: box.b, "class": "axis-line" }));
+    ticks.forEach(function (t) {
+      c.appendChild(svg("line", { x1: box.l, y1: t[1], x2: box.r, y2: t[1], "class": "grid" }));
+      text(c, box.l - 6, t[1] + 4, short(t[0]), "end");
+    });
+    var yl = text(c, 14, (box.t + box.b) / 2, yLabel);
+    yl.setAttribute("transform", "rotate(-90 14 " + (box.t + box.b) / 2 + ")");
+    text(c, (box.l + box.r) / 2, box.b + 34, xLabel);
+  }
+  // The pages a run's named outcomes do not count (requests the scope no longer holds, dropped unfetched).
+  function outOfScope(p) {
+    var named = OUTCOMES.reduce(function (sum, o) { return sum + (p[o] || 0); }, 0);
+    return Math.max(0, (p.pages || 0) - named);
   }
   function row(cells) {
     var tr = el("tr");
@@ -64,9 +95,8 @@
     $("c-items").textContent = fmt(d.items_stored);
     $("c-bytes").textContent = bytes(d.bytes);
     $("c-errors").textContent = fmt(d.errors_total);
-    ["new", "changed", "unchanged", "gone", "failed", "blocked"].forEach(function (k) {
-      $("o-" + k).textContent = fmt(d.pages[k]);
-    });
+    OUTCOMES.forEach(function (k) { $("o-" + k).textContent = fmt(d.pages[k]); });
+    $("o-out_of_scope").textContent = fmt(outOfScope(d.pages));
     var kinds = $("error-kinds").tBodies[0];
     clear(kinds);
     Object.keys(d.errors).forEach(function (k) {
@@ -81,19 +111,22 @@
   function rateChart(points) {
     var c = $("rate-chart");
     clear(c);
-    var W = 800, H = 200, pad = 4;
+    var box = { l: 60, r: 790, t: 10, b: 180 };
     if (!points.length) {
       $("rate-note").textContent = "no samples yet";
       return;
     }
     var t0 = points[0][0], t1 = points[points.length - 1][0];
     var max = Math.max.apply(null, points.map(function (p) { return p[1]; }).concat([1]));
+    var ys = function (v) { return box.b - v / max * (box.b - box.t); };
     var xy = points.map(function (p) {
-      var x = t1 > t0 ? (p[0] - t0) / (t1 - t0) * (W - 2 * pad) + pad : W / 2;
-      var y = H - pad - p[1] / max * (H - 2 * pad);
-      return x.toFixed(1) + "," + y.toFixed(1);
+      var x = t1 > t0 ? box.l + (p[0] - t0) / (t1 - t0) * (box.r - box.l) : (box.l + box.r) / 2;
+      return x.toFixed(1) + "," + ys(p[1]).toFixed(1);
     });
-    c.appendChild(svg("polyline", { points: pad + "," + (H - pad) + " " + xy.join(" ") + " " + (W - pad) + "," + (H - pad), "class": "area" }));
+    axes(c, box, [[0, box.b], [max / 2, ys(max / 2)], [max, ys(max)]], "pages/s", "time (UTC)");
+    text(c, box.l, box.b + 16, when(Math.round(t0 / 1000)).slice(11, 19), "start");
+    text(c, box.r, box.b + 16, when(Math.round(t1 / 1000)).slice(11, 19), "end");
+    c.appendChild(svg("polyline", { points: box.l + "," + box.b + " " + xy.join(" ") + " " + box.r + "," + box.b, "class": "area" }));
     c.appendChild(svg("polyline", { points: xy.join(" "), "class": "line" }));
     var secs = Math.round((t1 - t0) / 1000);
     $("rate-note").textContent = "peak " + max + " pages/s · last " +
@@ -129,32 +162,46 @@
     });
   }
 
-  var OUTCOMES = ["new", "changed", "unchanged", "failed"];
+  var OUTCOMES = ["new", "changed", "unchanged", "gone", "failed", "blocked"];
+  // Runs as groups of bars, one per outcome, on a log scale: 5 changed pages
+  // beside 520 unchanged stay visible. Each bar says its number.
   function runs(d) {
     var body = $("runs-table").tBodies[0];
     clear(body);
     d.runs.slice().reverse().forEach(function (r) {
-      body.appendChild(row([r.id, when(r.started_at), r.outcome, fmt(r.pages.pages), fmt(r.pages.new),
-        fmt(r.pages.changed), fmt(r.pages.unchanged), fmt(r.pages.failed), fmt(r.items)]));
+      var cells = [r.id, when(r.started_at), r.outcome, fmt(r.pages.pages)];
+      OUTCOMES.forEach(function (o) { cells.push(fmt(r.pages[o])); });
+      body.appendChild(row(cells.concat([fmt(outOfScope(r.pages)), fmt(r.items)])));
     });
     var c = $("runs-chart");
     clear(c);
-    var W = 800, H = 200, n = d.runs.length;
+    var n = d.runs.length;
     if (!n) return;
+    var box = { l: 60, r: 790, t: 10, b: 195 };
     var max = Math.max.apply(null, d.runs.map(function (r) { return r.pages.pages; }).concat([1]));
-    var bw = W / n;
+    var top = Math.max(1, Math.ceil(Math.log10(max + 1)));
+    // log10(1 + v): 0 at the axis, 1 page above it.
+    var ys = function (v) { return box.b - Math.log10(1 + v) / top * (box.b - box.t); };
+    var ticks = [];
+    for (var k = 0; k <= top; k++) ticks.push([k ? Math.pow(10, k) : 0, ys(k ? Math.pow(10, k) : 0)]);
+    axes(c, box, ticks, "pages (log scale)", "run");
+    var gw = (box.r - box.l) / n, bw = gw * 0.8 / OUTCOMES.length;
+    var every = Math.ceil(n / 20);
     d.runs.forEach(function (r, i) {
-      var y = H;
-      OUTCOMES.forEach(function (o) {
-        var h = r.pages[o] / max * (H - 10);
-        if (h <= 0) return;
-        y -= h;
-        var rect = svg("rect", { x: (i * bw + bw * 0.1).toFixed(1), y: y.toFixed(1), width: (bw * 0.8).toFixed(1), height: h.toFixed(1), "class": "bar " + o });
+      var x0 = box.l + i * gw + gw * 0.1;
+      OUTCOMES.forEach(function (o, j) {
+        var v = r.pages[o] || 0;
+        if (v <= 0) return;
+        var y = ys(v);
+        var rect = svg("rect", { x: (x0 + j * bw).toFixed(1), y: y.toFixed(1), width: Math.max(bw - 1, 1).toFixed(1),
+          height: (box.b - y).toFixed(1), "class": "bar " + o });
         var tip = svg("title", {});
-        tip.textContent = "run " + r.id + ": " + r.pages[o] + " " + o;
+        tip.textContent = "run " + r.id + ": " + fmt(v) + " " + o;
         rect.appendChild(tip);
         c.appendChild(rect);
+        if (n <= 8) text(c, (x0 + j * bw + bw / 2).toFixed(1), (y - 3).toFixed(1), short(v), "middle", "count");
       });
+      if (i % every === 0) text(c, (x0 + gw * 0.4).toFixed(1), box.b + 16, String(r.id));
     });
     var legend = $("runs-legend");
     if (!legend.firstChild) OUTCOMES.forEach(function (o) { legend.appendChild(el("span", o, "key " + o)); });
