@@ -32,6 +32,7 @@ mod private_ca;
 mod proxy;
 mod read_beside;
 mod reparse;
+mod revisit_rate;
 mod replay;
 mod requisites;
 mod robots;
