@@ -40,8 +40,9 @@
 //! [dedup]        # mode = "exact" | "bloom", bloom_bits = 30, bloom_hashes = 6,
 //!                # fingerprint_headers = [..], checkpoint = "30s" (at most this
 //!                # long between two checkpoints of the seen set)
-//! [revisit]      # after = "adaptive" | "never" | "12h" | "0" (every run);
-//!                # initial = "1d", min = "1h", max = "30d" (adaptive);
+//! [revisit]      # after = "estimated" | "adaptive" | "never" | "12h" | "0"
+//!                # (every run); period = "1d" (estimated), initial = "1d"
+//!                # (adaptive), min = "1h", max = "30d" (both);
 //!                # hubs = [regex..] (every run); rules = [{ pattern, after }]
 //! [state]        # cache = "64MiB" (sled's page cache, like --cache-size)
 //! [shared]       # redis = "redis://HOST:PORT/DB", name (like --shared, --name),

@@ -266,7 +266,7 @@ fn bad_revisit_flags_exit_two_with_one_line_and_touch_no_state() {
         ),
         (
             &["--revisit-after", "sometimes"],
-            "expected \"adaptive\", \"never\" or a duration",
+            "expected \"estimated\", \"adaptive\", \"never\" or a duration",
         ),
         (&["--max-duration", "soon"], "--max-duration"),
     ];

@@ -50,7 +50,11 @@ fn a_stable_page_is_asked_less_and_less_and_a_daily_page_every_night() {
         }
         // Each run makes one request a page at most.
         let gaps: Vec<u64> = stable.windows(2).map(|w| w[1] - w[0]).collect();
-        assert_eq!(stable.first(), Some(&0), "{mode:?}: stable asked on {stable:?}");
+        assert_eq!(
+            stable.first(),
+            Some(&0),
+            "{mode:?}: stable asked on {stable:?}"
+        );
         assert!(
             gaps.windows(2).all(|w| w[1] >= w[0]) && gaps.last() > gaps.first(),
             "{mode:?}: the stable page's gaps should grow: asked on nights {stable:?}"
