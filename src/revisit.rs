@@ -538,6 +538,27 @@ pub fn explain(record: &PageRecord) -> String {
     }
 }
 
+/// What decides when `record`'s page is due, in a word (the `dump pages`
+/// table's column; [`explain`] says it in full).
+pub fn why_word(record: &PageRecord) -> &'static str {
+    if record.gone {
+        return "gone";
+    }
+    if record.fetches == 0 {
+        return "failed";
+    }
+    if Schedule::lastmod_settles(record) {
+        return "lastmod";
+    }
+    match record.evidence.why {
+        WHY_EVERY_RUN => "every-run",
+        WHY_ADAPTIVE => "adaptive",
+        WHY_ESTIMATED => "estimated",
+        WHY_NEVER => "never",
+        _ => "fixed",
+    }
+}
+
 /// A rate in changes per day with two significant digits.
 pub fn rate_text(per_day: f64) -> String {
     if per_day >= 10.0 {

@@ -93,8 +93,8 @@ pub(super) fn print_page_rows(
     if !json {
         writeln!(
             out,
-            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:>7}  {:<20}  {:<20}  url  (why)",
-            "status", "fetches", "changes", "ver", "val", "rate/d", "last fetched", "due"
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:>7}  {:<20}  {:<20}  {:<9}  url",
+            "status", "fetches", "changes", "ver", "val", "rate/d", "last fetched", "due", "why"
         )?;
     }
     for (fp, page) in pages {
@@ -131,7 +131,7 @@ pub(super) fn print_page_rows(
         };
         writeln!(
             out,
-            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:>7}  {:<20}  {:<20}  {}  ({})",
+            "{:>6}  {:>7}  {:>7}  {:>4}  {:<4}  {:>7}  {:<20}  {:<20}  {:<9}  {}",
             page.status,
             page.fetches,
             page.changes,
@@ -140,8 +140,8 @@ pub(super) fn print_page_rows(
             rate,
             rfc3339_secs(page.last_fetched),
             due,
-            page.url,
-            legcrawl::revisit::explain(&page)
+            legcrawl::revisit::why_word(&page),
+            page.url
         )?;
     }
     Ok(())

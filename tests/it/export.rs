@@ -689,7 +689,7 @@ fn mistakes_are_one_line_exit_2() {
         ),
         (
             "[revisit]\nafter = \"sometimes\"\n",
-            "expected \"adaptive\", \"never\" or a duration such as",
+            "expected \"estimated\", \"adaptive\", \"never\" or a duration such as",
         ),
     ];
     for (text, message) in cases {

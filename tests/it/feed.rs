@@ -27,7 +27,7 @@ fn revisit_after_zero_is_an_option_of_one_run_shared() {
 
 /// `--revisit-after 0` asks every recorded page again in its run, leaves the
 /// job as it was (no change line, `dump job` without it), and the next plain
-/// run is back on the job's adaptive policy: only the seed is asked.
+/// run is back on the job's default policy: only the seed is asked.
 fn revisit_after_zero_is_an_option_of_one_run(mode: Mode) {
     const N: usize = 12;
     let site = ChangingSite::new(N);
@@ -64,7 +64,7 @@ fn revisit_after_zero_is_an_option_of_one_run(mode: Mode) {
     assert_eq!(
         server.requests() - before,
         1,
-        "{mode:?}: back on the adaptive policy, only the seed: {last}"
+        "{mode:?}: back on the default policy, only the seed: {last}"
     );
     assert_eq!(counter(last, "revisit/due"), 0, "{mode:?}: {last}");
 }

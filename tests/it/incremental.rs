@@ -711,7 +711,7 @@ fn dump_pages_due_and_tables() {
     let data = tempfile::tempdir().unwrap();
     let server = first_crawl(&site, data.path(), &[]);
     let seed = server.url("/");
-    // Default (adaptive, one day): only the seed is due.
+    // Default (estimated, whole days): only the seed is due.
     let due = dump_pages(data.path(), true);
     assert_eq!(due.keys().collect::<Vec<_>>(), ["/"]);
     assert_eq!(due["/"]["url"], seed.as_str());
@@ -737,6 +737,8 @@ fn dump_pages_due_and_tables() {
             "gone",
             "request",
             "fingerprint",
+            "change_rate",
+            "due_why",
         ] {
             assert!(
                 record.get(field).is_some(),
@@ -744,7 +746,16 @@ fn dump_pages_due_and_tables() {
             );
         }
         assert_eq!(record["content_hash"].as_str().unwrap().len(), 40);
-        assert_eq!(record["interval"], 24 * 3600, "{path}");
+        // Whole days: a daily crawl's periods.
+        let interval = record["interval"].as_u64().unwrap();
+        assert!(
+            interval >= 24 * 3600 && interval % (24 * 3600) == 0,
+            "{path}: {record}"
+        );
+        assert!(
+            record["due_why"].as_str().unwrap().starts_with("estimated"),
+            "{path}: {record}"
+        );
     }
     let table = run(legcrawl(data.path(), &["dump", "pages"]), LIMIT);
     assert!(table.status.success());
