@@ -22,7 +22,10 @@
 //!   what the file holds stays, and lines are appended after it.
 //!
 //! Outside the same-file case a last line without its newline is cut off too,
-//! so that the next line starts on a line of its own. The cursor is then
+//! so that the next line starts on a line of its own. A line with a NUL byte
+//! counts as torn, and so do the lines after it: it is what a power cut
+//! leaves where it lost some unsynced pages of the file and kept later ones
+//! (a hole reads as zeros), and no JSON line holds one. The cursor is then
 //! recorded, written and synced, before any line is written (crash points
 //! `output.watermark` for a new path, `output.cursor` otherwise), and the
 //! items committed but not yet written are appended.

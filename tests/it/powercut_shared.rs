@@ -1,8 +1,9 @@
 //! Power cuts under a worker of a shared crawl: its `--output` file and its
 //! `--warc` directory are on the power-cut filesystem, each in a directory of
 //! its own; Redis, the crawl's state, is on a disk of its own and keeps
-//! running. The worker is killed and the power cut at random moments (strict
-//! and torn cuts, both from the printed seed), and started again each time;
+//! running. A sync of a WARC file fails first, then the worker is killed and
+//! the power cut at random moments (strict and torn cuts, both from the
+//! printed seed), and started again each time;
 //! at the end its WARC files hold each page's records once, and its output
 //! file each item once.
 
@@ -24,11 +25,12 @@ const CUTS: u64 = 8;
 
 /// One worker with `--output P/out/w/out.jsonl` and `--warc P/arch/warc` on
 /// the power-cut filesystem P, killed and cut `CUTS` times mid-crawl, then
-/// run to the end; then the power is cut once more, and one more start of the
-/// worker (which writes its output file's missing lines from the crawl's item
-/// stream, as every start does) must leave the WARC files with each page's
-/// response once and its request once (more only with a revisit of a seed),
-/// the output file with each page's item once, and the crawl's items once.
+/// run to the end; then the power is cut once more. The WARC files must hold
+/// each page's response once and its request once, and still do after one
+/// more start of the worker (more requests only with revisits of a seed);
+/// that start writes the output file's missing lines from the crawl's item
+/// stream, as every start does, and then the output file holds each page's
+/// item once, as the crawl does.
 #[test]
 fn power_cuts_under_a_shared_worker_lose_no_record_and_no_line() {
     let _serial = serial();
@@ -68,7 +70,21 @@ fn power_cuts_under_a_shared_worker_lose_no_record_and_no_line() {
         "20KB",
     ]);
     let mut rng = cut_seed();
+    // First a sync of a WARC file fails (EIO, its pages lost: see
+    // `Disk::fail_sync_of`): the worker stops in one line, and the power is
+    // cut.
+    let nth = 1 + splitmix64(&mut rng) % 4;
+    fs.fail_sync_of("legcrawl-*", nth);
     let slot = crawl.spawn(&argv);
+    let status = crawl.wait(slot, LIMIT);
+    let log = crawl.log(slot);
+    eprintln!("sync {nth} of a WARC file fails: {status}: {}", log.trim());
+    assert_eq!(fs.counts().failed_syncs, 1, "the sync did not fail: {log}");
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("Input/output error"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    fs.cut();
+    crawl.respawn(slot, &argv);
     let gap = site.expected().len() as u64 / (CUTS + 2);
     let (mut cuts, mut last) = (0, 0);
     for round in 0..CUTS {
@@ -96,9 +112,11 @@ fn power_cuts_under_a_shared_worker_lose_no_record_and_no_line() {
     }
     crawl.wait_all_ok(LIMIT);
     assert!(cuts >= CUTS / 2, "only {cuts} cuts landed mid-crawl");
-    // The finished worker's WARC records are durable; its output file is
-    // made whole by the next start.
+    // The finished worker's WARC records are durable, with nothing past
+    // them that a start would have to cut off; its output file is made
+    // whole by the next start.
     fs.cut();
+    check_records(&warc_dir, &site);
     let out = cli::run(crawl.crawl_command(&argv), LIMIT);
     assert!(
         out.status.success(),
