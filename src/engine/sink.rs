@@ -22,7 +22,10 @@
 //!   what the file holds stays, and lines are appended after it.
 //!
 //! Outside the same-file case a last line without its newline is cut off too,
-//! so that the next line starts on a line of its own. The cursor is then
+//! so that the next line starts on a line of its own. A line with a NUL byte
+//! counts as torn, and so do the lines after it: it is what a power cut
+//! leaves where it lost some unsynced pages of the file and kept later ones
+//! (a hole reads as zeros), and no JSON line holds one. The cursor is then
 //! recorded, written and synced, before any line is written (crash points
 //! `output.watermark` for a new path, `output.cursor` otherwise), and the
 //! items committed but not yet written are appended.
@@ -335,7 +338,10 @@ fn cut_to(file: &File, len: u64, good_len: u64) -> io::Result<()> {
 }
 
 /// Counts the complete (newline-terminated) lines from byte `from`; returns
-/// them and the byte their end is at.
+/// them and the byte their end is at. A line with a NUL byte ends the count
+/// as a torn line does: no JSON line holds one, and it is what a power cut
+/// leaves where it lost some unsynced pages of a file and kept later ones (a
+/// hole reads as zeros); the lines after it are not trusted either.
 fn count_complete_lines(file: &mut File, from: u64) -> io::Result<(u64, u64)> {
     file.seek(SeekFrom::Start(from))?;
     let mut reader = BufReader::new(file);
@@ -344,7 +350,7 @@ fn count_complete_lines(file: &mut File, from: u64) -> io::Result<(u64, u64)> {
     loop {
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf)?;
-        if n == 0 || buf.last() != Some(&b'\n') {
+        if n == 0 || buf.last() != Some(&b'\n') || buf.contains(&0) {
             return Ok((lines, len));
         }
         lines += 1;
@@ -403,6 +409,14 @@ mod tests {
         assert_eq!(count_complete_lines(&mut file, 8).unwrap(), (1, 16));
         assert_eq!(count_complete_lines(&mut file, 16).unwrap(), (0, 16));
         assert_eq!(count_complete_lines(&mut file, 21).unwrap(), (0, 21));
+    }
+
+    #[test]
+    fn a_line_with_a_hole_ends_the_count() {
+        let (_dir, mut file) = file_with(b"{\"a\":1}\n{\"b\0\0\0\n{\"c\":3}\n");
+        assert_eq!(count_complete_lines(&mut file, 0).unwrap(), (1, 8));
+        let (_dir, mut file) = file_with(b"\0\0\0{\"c\":3}\n");
+        assert_eq!(count_complete_lines(&mut file, 0).unwrap(), (0, 0));
     }
 
     #[test]

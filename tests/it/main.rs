@@ -28,6 +28,7 @@ mod output_cursor;
 mod panics;
 mod polite;
 mod powercut;
+mod powercut_shared;
 mod private_ca;
 mod proxy;
 mod read_beside;

@@ -1,6 +1,9 @@
-//! Power cuts (issue 28): the crawl runs on a filesystem that loses every
-//! write not yet fsynced, and resumes after each cut with nothing lost and
-//! nothing twice.
+//! Power cuts: the crawl runs on a filesystem that loses every write not yet
+//! fsynced (or, in a torn cut, a random share of them), and resumes after
+//! each cut with nothing lost and nothing twice. The state, the output file
+//! and the WARC directory each sit in a directory of their own (`state/`,
+//! `out/a/out.jsonl`, `arch/warc/`), so that no directory sync of one makes
+//! another's names durable by accident.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -80,6 +83,8 @@ const PAGES: usize = 120;
 const CONCURRENCY: u64 = 4;
 /// Cuts that must land in a running crawl, over the whole test.
 const CUTS: u64 = 50;
+/// Torn cuts that must land in a running crawl.
+const TORN_CUTS: u64 = 30;
 /// Crawls (each from a new state, cut until it finishes) at most.
 const CRAWLS: usize = 80;
 /// One crawl run, from start to a clean exit, at most.
@@ -88,7 +93,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 const SEED_VAR: &str = "LEGCRAWL_POWERCUT_SEED";
 
 /// The seed the cut moments derive from: `LEGCRAWL_POWERCUT_SEED`, or the clock.
-fn cut_seed() -> u64 {
+pub(crate) fn cut_seed() -> u64 {
     let seed = match std::env::var(SEED_VAR) {
         Ok(value) => value
             .trim()
@@ -120,26 +125,41 @@ struct Crawl {
 }
 
 impl Crawl {
-    /// Makes the crawl's directory and syncs the filesystem's root (`root`)
-    /// that names it; legcrawl creates the state and WARC directories in it,
-    /// and must make them durable itself.
+    /// Makes the crawl's directory, the output's (`out/a`) and the WARC
+    /// directory's parent (`arch`), and syncs the directories that name them;
+    /// legcrawl creates the state directory, the WARC directory and the
+    /// output file, and must make their names durable itself.
     fn make_dirs(&self, root: &std::path::Path) {
-        std::fs::create_dir(&self.dir).expect("the crawl's directory");
-        std::fs::File::open(root)
-            .and_then(|d| d.sync_all())
-            .unwrap_or_else(|e| panic!("sync {}: {e}", root.display()));
+        for dir in [
+            &self.dir,
+            &self.dir.join("out"),
+            &self.output_dir(),
+            &self.dir.join("arch"),
+        ] {
+            std::fs::create_dir(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        }
+        for dir in [root, &self.dir, &self.dir.join("out")] {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .unwrap_or_else(|e| panic!("sync {}: {e}", dir.display()));
+        }
     }
 
     fn state(&self) -> PathBuf {
         self.dir.join("state")
     }
 
+    /// The output file's directory: nothing else is in it.
+    fn output_dir(&self) -> PathBuf {
+        self.dir.join("out/a")
+    }
+
     fn output(&self) -> PathBuf {
-        self.dir.join("out.jsonl")
+        self.output_dir().join("out.jsonl")
     }
 
     fn warc(&self) -> PathBuf {
-        self.dir.join("warc")
+        self.dir.join("arch/warc")
     }
 
     fn command(&self) -> Command {
@@ -183,24 +203,60 @@ impl Crawl {
 /// `fdatasync` (sled's own `sync_file_range(2)` never reaches FUSE).
 #[test]
 fn power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice() {
-    let Some(mut fs) =
-        PowerCutFs::mount("power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice")
-    else {
+    cut_crawls(
+        "power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice",
+        CUTS,
+        Cut::Strict,
+    );
+}
+
+/// The same with torn cuts ([`PowerCutFs::cut_torn`]): each cut keeps a
+/// random share of what was not synced — some pages of a file and not
+/// others, holes of zeros where the lost ones were, some directories' new
+/// names — as a page cache part written back when the power went leaves
+/// it. The tear of each cut comes from the printed seed too.
+#[test]
+fn torn_power_cuts_lose_nothing_and_store_nothing_twice() {
+    cut_crawls(
+        "torn_power_cuts_lose_nothing_and_store_nothing_twice",
+        TORN_CUTS,
+        Cut::Torn,
+    );
+}
+
+/// How the power goes out.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    /// Everything not synced is lost.
+    Strict,
+    /// A seeded random share of what was not synced survives.
+    Torn,
+}
+
+/// Crawls of [`slow_site`], cut at random moments until `cuts` cuts have
+/// landed in running crawls (see
+/// [`power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice`]).
+fn cut_crawls(test: &str, cuts_wanted: u64, kind: Cut) {
+    let Some(mut fs) = PowerCutFs::mount(test) else {
         return;
     };
     let (site, server) = slow_site();
     let mut rng = cut_seed();
     let started = Instant::now();
     let mut landed = 0;
+    let cut = |fs: &mut PowerCutFs, rng: &mut u64| match kind {
+        Cut::Strict => fs.cut(),
+        Cut::Torn => fs.cut_torn(splitmix64(rng)),
+    };
     // The first crawl runs clean once, to learn how long a crawl lasts here.
     let mut span = Duration::ZERO;
     for round in 0..=CRAWLS {
-        if round > 0 && landed >= CUTS {
+        if round > 0 && landed >= cuts_wanted {
             break;
         }
         assert!(
             round < CRAWLS,
-            "only {landed} of {CUTS} cuts landed in {CRAWLS} crawls"
+            "only {landed} of {cuts_wanted} cuts landed in {CRAWLS} crawls"
         );
         let crawl = Crawl {
             dir: fs.path().join(format!("crawl-{round}")),
@@ -232,7 +288,7 @@ fn power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice() {
             }
             child.kill().expect("SIGKILL the crawl");
             child.wait().expect("reap the crawl");
-            fs.cut();
+            cut(&mut fs, &mut rng);
             cuts += 1;
             landed += 1;
             eprintln!("crawl {round}: cut {cuts} at {moment:?}");
@@ -241,7 +297,7 @@ fn power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice() {
         // of it durable. The state opens and holds every page once, as do the
         // output file and the WARC files; the next run fetches only its seed
         // again (every run does) and nothing else.
-        fs.cut();
+        cut(&mut fs, &mut rng);
         check_exactly_once(&crawl, &site, round);
         let fetches = hits(&site, &server) - hits_before;
         let pages = site.reachable().len() as u64;
@@ -269,6 +325,12 @@ fn power_cuts_mid_crawl_lose_nothing_and_store_nothing_twice() {
     let counts = fs.counts();
     eprintln!("{landed} cuts in {:?}; {counts:?}", started.elapsed());
     assert!(counts.fsyncs > 0 && counts.dir_fsyncs > 0, "{counts:?}");
+    if kind == Cut::Torn {
+        assert!(
+            counts.torn_kept > 0 && counts.torn_lost > 0,
+            "the cuts tore nothing: {counts:?}"
+        );
+    }
 }
 
 /// Strict POSIX, nothing looked past: a crawl that finished cleanly, then a
@@ -299,13 +361,16 @@ fn a_finished_crawl_survives_a_strict_power_cut() {
     check_exactly_once(&crawl, &site, 0);
 }
 
-/// A disk whose `fsync` of sled's log fails once, with `EIO`, and then
-/// loses the failed sync's pages (Linux's "fsyncgate" semantics, see
+/// A disk whose `fsync` of one file fails once, with `EIO`, and then loses
+/// the failed sync's pages (Linux's "fsyncgate" semantics, see
 /// `Disk::fail_sync_of`): the crawl must stop in one line, exit 1, writing
 /// nothing more, since anything it wrote on top of pages the disk never got
 /// would be lost with them, or claimed durable when it is not. Then the
 /// power is cut, and the next run resumes: every page once, in the state,
-/// the output file and the WARC files.
+/// the output file and the WARC files. One round per file that legcrawl
+/// syncs — sled's log, the output file, a WARC file — and per directory
+/// whose sync makes one of their names durable, the failing sync of each
+/// drawn from the printed seed.
 #[test]
 fn a_failed_sync_stops_the_crawl_and_a_power_cut_after_it_loses_nothing() {
     let Some(mut fs) =
@@ -315,35 +380,47 @@ fn a_failed_sync_stops_the_crawl_and_a_power_cut_after_it_loses_nothing() {
     };
     let (site, server) = slow_site();
     let mut rng = cut_seed();
-    for round in 0..3usize {
+    // (name, first sync that may fail, syncs to draw from): sled's log is
+    // synced at open (its name), then after every group; the output file
+    // after each group's lines; a WARC file at each group's mark; `a` (the
+    // output's directory) once, when the file is opened; `warc` whenever a
+    // WARC file is begun; `arch` when legcrawl creates `warc` in it.
+    let targets: [(&str, u64, u64); 6] = [
+        ("db", 3, 10),
+        ("out.jsonl", 1, 4),
+        ("legcrawl-*", 1, 6),
+        ("a", 1, 1),
+        ("warc", 1, 2),
+        ("arch", 1, 1),
+    ];
+    for (round, (name, first, span)) in targets.into_iter().enumerate() {
         let crawl = Crawl {
             dir: fs.path().join(format!("crawl-{round}")),
             seed_url: server.url("/"),
         };
         crawl.make_dirs(fs.path());
-        // sled's log is synced at open (its name), then after every group.
-        let nth = 3 + splitmix64(&mut rng) % 10;
-        fs.fail_sync_of("db", nth);
+        let nth = first + splitmix64(&mut rng) % span;
+        fs.fail_sync_of(name, nth);
         let out = crate::support::cli::run(crawl.command(), LIMIT);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         eprintln!(
-            "round {round}: sync {nth} of db/db fails: {:?} {}",
+            "round {round}: sync {nth} of {name} fails: {:?} {}",
             out.status.code(),
             err.trim()
         );
         assert_eq!(
             fs.counts().failed_syncs,
             round as u64 + 1,
-            "the sync did not fail: {err}"
+            "the sync {nth} of {name} did not fail: {err}"
         );
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains("Input/output error"), "{err}");
-        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains("Input/output error"), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
         fs.cut();
         let out = crate::support::cli::run(crawl.command(), LIMIT);
         assert!(
             out.status.success(),
-            "round {round}: the run after the failed sync and the cut: {}",
+            "round {round}: the run after the failed sync of {name} and the cut: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         fs.cut();

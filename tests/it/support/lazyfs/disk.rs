@@ -8,9 +8,14 @@
 //! an `fsync` of that directory: the strict POSIX rule that a program which
 //! wants a new name to survive must sync the directory that holds it.
 //! [`Disk::cut`] is the power cut: everything current becomes what was
-//! durable. Inodes are never freed, so an unlinked name that was durable comes
-//! back with its file. Depends on nothing but std; the FUSE side is
-//! `super::fs`.
+//! durable. [`Disk::cut_torn`] is the cut LazyFS calls torn: besides what was
+//! durable, a random (seeded) share of what was not survives — some unsynced
+//! pages of a file and not others, a file's unsynced length with holes of
+//! zeros where its lost pages were, a directory's unsynced entries — as the
+//! page cache's writeback may have made any of it durable before the power
+//! went. Inodes are never freed, so an unlinked name that was durable comes
+//! back with its file. Depends on nothing but std and the tests' `splitmix64`;
+//! the FUSE side is `super::fs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -68,6 +73,10 @@ pub struct Counts {
     pub cuts: u64,
     /// Syncs failed on purpose ([`Disk::fail_sync_of`]).
     pub failed_syncs: u64,
+    /// Unsynced pages a torn cut kept ([`Disk::cut_torn`]).
+    pub torn_kept: u64,
+    /// Unsynced pages a torn cut dropped.
+    pub torn_lost: u64,
 }
 
 /// The whole disk: inodes by number, and whether the power is off.
@@ -75,8 +84,8 @@ pub struct Counts {
 pub struct Disk {
     nodes: BTreeMap<u64, Node>,
     next: u64,
-    /// A file name and a count: the count-th `fsync` of a file by that name
-    /// fails (see [`Disk::fail_sync_of`]).
+    /// A name (or a prefix ending in `*`) and a count: the count-th `fsync`
+    /// of a file or directory so named fails (see [`Disk::fail_sync_of`]).
     failing: Option<(OsString, u64)>,
     /// Set at the moment of a cut: from then on a sync changes nothing
     /// durable (the power is already out), until [`Disk::cut`] restores it.
@@ -285,8 +294,9 @@ impl Disk {
         Ok(())
     }
 
-    /// Makes the `nth` (from 1) `fsync` from now of a file named `name`
-    /// fail with `EIO`, as a failing disk does. As Linux does since 4.13,
+    /// Makes the `nth` (from 1) `fsync` from now of a file or directory
+    /// named `name` (or, when `name` ends in `*`, named with the rest as a
+    /// prefix) fail with `EIO`, as a failing disk does. As Linux does since 4.13,
     /// the failed sync's pages are no longer dirty but never became durable
     /// ("fsyncgate"): a later sync succeeds without them, and a power cut
     /// loses them. A program that goes on writing after the error builds on
@@ -300,8 +310,13 @@ impl Disk {
         let Some((name, left)) = &mut self.failing else {
             return false;
         };
+        let pattern = name.as_encoded_bytes();
+        let matches = |entry: &OsStr| match pattern.strip_suffix(b"*") {
+            Some(prefix) => entry.as_encoded_bytes().starts_with(prefix),
+            None => entry.as_encoded_bytes() == pattern,
+        };
         let named = self.nodes.values().any(|node| match &node.body {
-            Body::Dir { entries, .. } => entries.get(name.as_os_str()) == Some(&ino),
+            Body::Dir { entries, .. } => entries.iter().any(|(n, i)| *i == ino && matches(n)),
             Body::File { .. } => false,
         });
         if !named {
@@ -377,6 +392,60 @@ impl Disk {
                 Body::Dir { entries, synced } => entries.clone_from(synced),
             }
         }
+        self.frozen = false;
+        self.counts.cuts += 1;
+    }
+
+    /// A torn power cut: like [`Disk::cut`], but each unsynced page of a
+    /// file survives or not by a coin toss from `seed` (splitmix64), and so
+    /// does each directory's unsynced entries (all of a directory's or none,
+    /// as a journal commits them). A file keeps its unsynced length when a
+    /// toss says so, or as far as a kept page reaches beyond its durable
+    /// length; what lies in that length and was not kept reads as its durable
+    /// bytes, or as zeros past them (a hole). The same seed and the same
+    /// writes tear the same way.
+    pub fn cut_torn(&mut self, seed: u64) {
+        let mut rng = seed;
+        let mut toss = move || crate::support::splitmix64(&mut rng) & 1 == 1;
+        let (mut kept, mut lost) = (0, 0);
+        for node in self.nodes.values_mut() {
+            match &mut node.body {
+                Body::File {
+                    data,
+                    synced,
+                    dirty,
+                } => {
+                    if toss() {
+                        synced.resize(data.len(), 0);
+                    }
+                    for page in std::mem::take(dirty) {
+                        let start = (page * PAGE).min(data.len());
+                        let end = ((page + 1) * PAGE).min(data.len());
+                        if start == end {
+                            continue;
+                        }
+                        if !toss() {
+                            lost += 1;
+                            continue;
+                        }
+                        kept += 1;
+                        if synced.len() < end {
+                            synced.resize(end, 0);
+                        }
+                        synced[start..end].copy_from_slice(&data[start..end]);
+                    }
+                    data.clone_from(synced);
+                }
+                Body::Dir { entries, synced } => {
+                    if entries != synced && toss() {
+                        synced.clone_from(entries);
+                    }
+                    entries.clone_from(synced);
+                }
+            }
+        }
+        self.counts.torn_kept += kept;
+        self.counts.torn_lost += lost;
         self.frozen = false;
         self.counts.cuts += 1;
     }

@@ -1,7 +1,8 @@
 //! A filesystem that loses power: mounted with FUSE on a temp dir, it keeps
 //! every write that was not yet fsynced (and every name not yet made durable
 //! by an fsync of its directory) apart, and [`PowerCutFs::cut`] drops them,
-//! as a power cut would drop the page cache. After Jepsen's LazyFS.
+//! as a power cut would drop the page cache; [`PowerCutFs::cut_torn`] drops a
+//! random, seeded share of them and keeps the rest. After Jepsen's LazyFS.
 //!
 //! - [`disk`]: the model (current and durable contents), plain std.
 //! - [`fs`]: the FUSE request handlers over it (the `fuser` crate).
@@ -76,8 +77,8 @@ impl PowerCutFs {
         self.disk.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Makes the `nth` `fsync` from now of a file named `name` fail with
-    /// `EIO` ([`Disk::fail_sync_of`]).
+    /// Makes the `nth` `fsync` from now of a file or directory named `name`
+    /// (a prefix when it ends in `*`) fail with `EIO` ([`Disk::fail_sync_of`]).
     pub fn fail_sync_of(&self, name: &str, nth: u64) {
         self.lock().fail_sync_of(std::ffi::OsStr::new(name), nth);
     }
@@ -95,6 +96,16 @@ impl PowerCutFs {
         self.freeze();
         self.unmount();
         self.lock().cut();
+        self.start()
+            .expect("mount the filesystem again after the cut");
+    }
+
+    /// A torn power cut ([`Disk::cut_torn`]): as [`PowerCutFs::cut`], but a
+    /// share of the unsynced pages and names, chosen by `seed`, survives.
+    pub fn cut_torn(&mut self, seed: u64) {
+        self.freeze();
+        self.unmount();
+        self.lock().cut_torn(seed);
         self.start()
             .expect("mount the filesystem again after the cut");
     }
