@@ -69,6 +69,50 @@ pub struct Observation {
     /// An error answer (not 2xx, and not a kept status): recorded, but not
     /// the page's content (see [`Schedule::record`]).
     pub error: bool,
+    /// How long the server says the answer stays fresh, in seconds
+    /// ([`fresh_for`]): under the estimated policy the page is not due
+    /// before then.
+    pub fresh_for: Option<u64>,
+}
+
+/// How long an answer stays fresh by its headers, in seconds: `Cache-Control`
+/// `s-maxage` or `max-age`, else `Expires` less `Date` (or less `fetched_at`
+/// without one); `None` when they say nothing, or forbid reuse (`no-cache`,
+/// `no-store`, a zero lifetime).
+pub fn fresh_for(
+    cache_control: Option<&str>,
+    expires: Option<&str>,
+    date: Option<&str>,
+    fetched_at: u64,
+) -> Option<u64> {
+    let mut max_age = None;
+    for directive in cache_control.into_iter().flat_map(|v| v.split(',')) {
+        let directive = directive.trim().to_ascii_lowercase();
+        if directive == "no-cache" || directive == "no-store" {
+            return None;
+        }
+        let value = |name: &str| {
+            directive
+                .strip_prefix(name)
+                .and_then(|rest| rest.trim_start().strip_prefix('='))
+                .and_then(|v| v.trim().trim_matches('"').parse::<u64>().ok())
+        };
+        if let Some(secs) = value("s-maxage") {
+            max_age = Some(secs);
+        } else if let Some(secs) = value("max-age") {
+            max_age = max_age.or(Some(secs));
+        }
+    }
+    let secs = |text: Option<&str>| {
+        text.and_then(|t| httpdate::parse_http_date(t.trim()).ok())
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs())
+    };
+    let lifetime = max_age.or_else(|| {
+        let base = secs(date).unwrap_or(fetched_at);
+        secs(expires).map(|at| at.saturating_sub(base))
+    });
+    lifetime.filter(|&secs| secs > 0)
 }
 
 /// What a fetch found, compared with the page record.
@@ -448,6 +492,18 @@ impl Schedule {
             None => None,
             Some(d) => Some(now.saturating_add(d.as_secs()).saturating_sub(early(d))),
         };
+        // The server's word that the answer stays fresh: not asked before.
+        if let (Revisit::Estimated { max, min, .. }, Some(fresh), Some(due)) =
+            (policy, seen.fresh_for, record.next_due)
+            && !record.gone
+        {
+            let fresh = fresh.min(max.max(min).as_secs());
+            if now.saturating_add(fresh) > due {
+                record.next_due = Some(now.saturating_add(fresh));
+                record.interval = fresh;
+                record.evidence.why = WHY_FRESH;
+            }
+        }
         (record, change)
     }
 }
@@ -500,6 +556,7 @@ const WHY_FIXED: u8 = 2;
 const WHY_ADAPTIVE: u8 = 3;
 const WHY_ESTIMATED: u8 = 4;
 const WHY_NEVER: u8 = 5;
+const WHY_FRESH: u8 = 6;
 
 fn why_code(policy: Revisit) -> u8 {
     match policy {
@@ -534,6 +591,10 @@ pub fn explain(record: &PageRecord) -> String {
             record.changes
         ),
         WHY_NEVER => "never asked again".into(),
+        WHY_FRESH => format!(
+            "fresh for {every} by the server's Cache-Control or Expires (estimated {} changes/day)",
+            rate_text(rate::changes_per_day(&record.evidence))
+        ),
         _ => format!("every {every}"),
     }
 }
@@ -555,6 +616,7 @@ pub fn why_word(record: &PageRecord) -> &'static str {
         WHY_ADAPTIVE => "adaptive",
         WHY_ESTIMATED => "estimated",
         WHY_NEVER => "never",
+        WHY_FRESH => "expires",
         _ => "fixed",
     }
 }

@@ -183,6 +183,13 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> anyhow::Resul
     for (name, value) in rows {
         writeln!(out, "{name:<30} {value}")?;
     }
+    if let Some(due) = s.due_now {
+        writeln!(
+            out,
+            "{:<30} {due} due pages, besides the seeds and the queued (dump pages --due)",
+            "next run asks"
+        )?;
+    }
     match &s.more {
         SummaryMore::State(more) => print_state_rows(out, more),
         SummaryMore::Shared(more) => print_shared_rows(out, more),

@@ -20,6 +20,12 @@
 //! regexes (none) decide. Malformed XML stops the pass at the error; the links found
 //! before it are kept. Emits `Request::follow(&response.request, url)`, duplicates
 //! included (the scheduler deduplicates). Host scope and depth are the engine's.
+//!
+//! An entry's date (Atom `updated`, else `published`; RSS `pubDate`, else
+//! `dc:date`) goes with its links as the sitemap leg's `lastmod`
+//! ([`super::LASTMOD_META`]), so the revisit policy treats it as a sitemap
+//! `lastmod`: a page whose entry is older than its last fetch is not asked
+//! again until a feed dates it newer.
 //! Depends on [`crate::request`], [`crate::response`] and the `xml` helpers.
 //!
 //! # Example
@@ -159,12 +165,16 @@ impl Leg for FeedLinks {
             item_link: false,
             item_guid: None,
             urls: Vec::new(),
+            entry_start: 0,
+            entry_date: (None, None),
         };
         if let Err(error) = xml::walk(&text, &mut feed) {
             tracing::debug!(url = %response.url, %error, "feed: stopped at malformed XML");
         }
-        for url in feed.urls {
-            out.push_request(Request::follow(&response.request, url));
+        for (url, date) in feed.urls {
+            let mut request = Request::follow(&response.request, url);
+            super::sitemap::with_lastmod(&mut request, date);
+            out.push_request(request);
         }
     }
 }
@@ -191,7 +201,12 @@ struct Feed<'a> {
     item_link: bool,
     /// The permalink `guid` of the RSS item being read, if any.
     item_guid: Option<String>,
-    urls: Vec<String>,
+    /// The accepted URLs, each with its entry's date (Unix seconds).
+    urls: Vec<(String, Option<u64>)>,
+    /// Where the entry being read starts in `urls`.
+    entry_start: usize,
+    /// The entry's date: (preferred, fallback).
+    entry_date: (Option<u64>, Option<u64>),
 }
 
 impl Feed<'_> {
@@ -210,8 +225,23 @@ impl Feed<'_> {
         };
         url.set_fragment(None);
         if xml::is_web(&url) && self.leg.filter.accepts(url.as_str()) {
-            self.urls.push(url.into());
+            self.urls.push((url.into(), None));
         }
+    }
+
+    /// An entry (Atom `entry`, RSS `item`) begins.
+    fn begin_entry(&mut self) {
+        self.entry_start = self.urls.len();
+        self.entry_date = (None, None);
+    }
+
+    /// The entry ends: its links get its date.
+    fn end_entry(&mut self) {
+        let date = self.entry_date.0.or(self.entry_date.1);
+        for (_, at) in &mut self.urls[self.entry_start..] {
+            *at = date;
+        }
+        self.entry_start = self.urls.len();
     }
 
     /// True when `path` ends with `parent/child` (local names for Atom).
@@ -241,6 +271,9 @@ impl XmlVisitor for Feed<'_> {
         };
         self.bases.push(base);
         match self.kind {
+            Kind::Atom if path.last().is_some_and(|n| xml::local(n) == "entry") => {
+                self.begin_entry();
+            }
             Kind::Atom if Self::at(path, "entry", "link", true) => {
                 let rel = xml::attr(tag, "rel");
                 let alternate = rel.as_deref().is_none_or(|r| r.trim() == "alternate");
@@ -251,6 +284,7 @@ impl XmlVisitor for Feed<'_> {
             Kind::Rss if path.last().is_some_and(|n| n == "item") => {
                 self.item_link = false;
                 self.item_guid = None;
+                self.begin_entry();
             }
             Kind::Rss if Self::at(path, "item", "guid", false) => {
                 self.guid_permalink = xml::attr(tag, "isPermaLink")
@@ -262,7 +296,21 @@ impl XmlVisitor for Feed<'_> {
     }
 
     fn close(&mut self, path: &[String], text: &str) -> ControlFlow<()> {
+        if self.kind == Kind::Atom {
+            if Self::at(path, "entry", "updated", true) {
+                self.entry_date.0 = super::sitemap::parse_lastmod(text);
+            } else if Self::at(path, "entry", "published", true) {
+                self.entry_date.1 = super::sitemap::parse_lastmod(text);
+            } else if path.last().is_some_and(|n| xml::local(n) == "entry") {
+                self.end_entry();
+            }
+        }
         if self.kind == Kind::Rss {
+            if Self::at(path, "item", "pubDate", false) {
+                self.entry_date.0 = parse_rfc2822(text);
+            } else if Self::at(path, "item", "dc:date", false) {
+                self.entry_date.1 = super::sitemap::parse_lastmod(text);
+            }
             let permalink = self.guid_permalink && Self::at(path, "item", "guid", false);
             let link = Self::at(path, "item", "link", false);
             if permalink {
@@ -282,10 +330,22 @@ impl XmlVisitor for Feed<'_> {
                 // No <link>: the permalink guid is the item's URL.
                 self.push(&guid);
             }
+            if path.last().is_some_and(|n| n == "item") {
+                self.end_entry();
+            }
         }
         self.bases.pop();
         ControlFlow::Continue(())
     }
+}
+
+/// An RSS `pubDate` (RFC 822/2822, `Sat, 07 Sep 2002 00:00:01 GMT` or with a
+/// numeric zone) as Unix seconds; `None` when it is not one, or before 1970.
+fn parse_rfc2822(text: &str) -> Option<u64> {
+    let at =
+        time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc2822)
+            .ok()?;
+    u64::try_from(at.unix_timestamp()).ok()
 }
 
 #[cfg(test)]

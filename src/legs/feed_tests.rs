@@ -282,3 +282,48 @@ fn settings_deserialize_with_defaults() {
     assert!(settings.sniff && settings.guids && settings.allow.is_empty());
     assert!(serde_json::from_str::<FeedSettings>(r#"{"nope": 1}"#).is_err());
 }
+
+/// Each entry's links carry its date as `lastmod`: Atom `updated` before
+/// `published`, RSS `pubDate` (RFC 2822) before `dc:date`; undated entries none.
+#[test]
+fn entry_dates_go_with_their_links_as_lastmod() {
+    let dated = |body: &str, content_type: &str| -> Vec<(String, Option<u64>)> {
+        let response = test_response(
+            "http://e.com/feed",
+            Some(content_type),
+            body.as_bytes().to_vec(),
+        );
+        run(&leg(), &response)
+            .requests
+            .into_iter()
+            .map(|r| (r.url, crate::revisit::lastmod_of(&r.meta)))
+            .collect()
+    };
+    let atom = r#"<feed xmlns="http://www.w3.org/2005/Atom">
+      <entry><updated>2024-05-01T10:00:00Z</updated><link href="http://e.com/a"/>
+        <published>2020-01-01T00:00:00Z</published></entry>
+      <entry><link href="http://e.com/b"/><published>2024-05-02</published></entry>
+      <entry><link href="http://e.com/c"/></entry>
+    </feed>"#;
+    assert_eq!(
+        dated(atom, "application/atom+xml"),
+        [
+            ("http://e.com/a".to_owned(), Some(1_714_557_600)),
+            ("http://e.com/b".to_owned(), Some(1_714_608_000)),
+            ("http://e.com/c".to_owned(), None),
+        ]
+    );
+    let rss = r#"<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/"><channel>
+      <item><link>http://e.com/a</link><pubDate>Wed, 01 May 2024 12:00:00 +0200</pubDate></item>
+      <item><dc:date>2024-05-02</dc:date><link>http://e.com/b</link></item>
+      <item><link>http://e.com/c</link><pubDate>not a date</pubDate></item>
+    </channel></rss>"#;
+    assert_eq!(
+        dated(rss, "application/rss+xml"),
+        [
+            ("http://e.com/a".to_owned(), Some(1_714_557_600)),
+            ("http://e.com/b".to_owned(), Some(1_714_608_000)),
+            ("http://e.com/c".to_owned(), None),
+        ]
+    );
+}

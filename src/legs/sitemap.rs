@@ -308,7 +308,8 @@ fn resolve(base: &Url, value: &str) -> Option<String> {
     xml::is_web(&url).then(|| url.into())
 }
 
-fn with_lastmod(request: &mut Request, lastmod: Option<u64>) {
+/// Puts `lastmod` (Unix seconds) on `request` as [`LASTMOD_META`], if there is one.
+pub(super) fn with_lastmod(request: &mut Request, lastmod: Option<u64>) {
     if let Some(lastmod) = lastmod {
         request
             .meta

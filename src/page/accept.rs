@@ -127,6 +127,7 @@ mod tests {
             content_hash: "0".repeat(40),
             fetched_at: last_fetched,
             error: false,
+            fresh_for: None,
         };
         let (mut record, _) = schedule.record(None, &request, &seen, last_fetched);
         record.next_due = next_due;

@@ -284,14 +284,21 @@ fn observe(response: &Response, content_hash: String) -> Observation {
             .and_then(|v: &http::HeaderValue| v.to_str().ok())
             .map(str::to_owned)
     };
+    let fetched_at = crate::warc::unix_secs(response.fetched_at);
     Observation {
         status: response.status,
         final_url: response.url.to_string(),
         etag: header(http::header::ETAG),
         last_modified: header(http::header::LAST_MODIFIED),
         content_hash,
-        fetched_at: crate::warc::unix_secs(response.fetched_at),
+        fetched_at,
         error: false,
+        fresh_for: revisit::fresh_for(
+            header(http::header::CACHE_CONTROL).as_deref(),
+            header(http::header::EXPIRES).as_deref(),
+            header(http::header::DATE).as_deref(),
+            fetched_at,
+        ),
     }
 }
 

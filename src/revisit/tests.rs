@@ -30,6 +30,7 @@ fn seen(status: u16, body: &str) -> Observation {
         fetched_at: 0,
         // As the fetcher sees it by default: 4xx and 5xx are error answers.
         error: status >= 400,
+        fresh_for: None,
     }
 }
 
@@ -335,4 +336,57 @@ fn a_newer_sitemap_lastmod_makes_a_known_page_due() {
     assert!(!lastmod_makes_due(Some(&record), &request()), "no lastmod");
     let failed = Schedule::failed(&request(), 0, 1_000);
     assert!(!lastmod_makes_due(Some(&failed), &from_sitemap(5_000)));
+}
+
+#[test]
+fn freshness_comes_from_max_age_else_expires_and_not_from_no_cache() {
+    let date = "Wed, 01 May 2024 10:00:00 GMT";
+    let later = "Wed, 01 May 2024 12:00:00 GMT";
+    assert_eq!(
+        fresh_for(Some("public, max-age=600"), None, None, 0),
+        Some(600)
+    );
+    assert_eq!(
+        fresh_for(Some("max-age=600, s-maxage=60"), None, None, 0),
+        Some(60)
+    );
+    assert_eq!(
+        fresh_for(Some("max-age=\"90\""), Some(later), Some(date), 0),
+        Some(90)
+    );
+    assert_eq!(fresh_for(None, Some(later), Some(date), 0), Some(7200));
+    assert_eq!(
+        fresh_for(Some("no-cache, max-age=600"), None, None, 0),
+        None
+    );
+    assert_eq!(
+        fresh_for(Some("no-store"), Some(later), Some(date), 0),
+        None
+    );
+    assert_eq!(fresh_for(Some("max-age=0"), None, None, 0), None);
+    assert_eq!(fresh_for(None, Some("0"), None, 5), None);
+    assert_eq!(fresh_for(None, None, None, 5), None);
+}
+
+#[test]
+fn the_estimated_policy_waits_out_a_long_freshness_lifetime_within_its_maximum() {
+    let s = schedule(Revisit::default(), &[]);
+    let fresh = |secs| Observation {
+        fresh_for: Some(secs),
+        ..seen(200, "a")
+    };
+    let (plain, _) = s.record(None, &request(), &seen(200, "a"), 0);
+    let (long, _) = s.record(None, &request(), &fresh(10 * DAY), 0);
+    assert_eq!(long.next_due, Some(10 * DAY));
+    assert!(plain.next_due < long.next_due);
+    assert_eq!(why_word(&long), "expires");
+    // A short lifetime changes nothing; a year is cut to the policy's 30 days.
+    let (short, _) = s.record(None, &request(), &fresh(600), 0);
+    assert_eq!(short.next_due, plain.next_due);
+    let (year, _) = s.record(None, &request(), &fresh(365 * DAY), 0);
+    assert_eq!(year.next_due, Some(30 * DAY));
+    // Other policies keep their own intervals.
+    let every = schedule(Revisit::EveryRun, &[]);
+    let (r, _) = every.record(None, &request(), &fresh(10 * DAY), 0);
+    assert_eq!(r.next_due, Some(0));
 }

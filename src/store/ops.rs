@@ -346,6 +346,20 @@ impl State {
         self.pages.visit_from(&self.db, from, at_least, f)
     }
 
+    /// How many pages are due at or before `until` (unix seconds): the due
+    /// index's entries, no record read.
+    pub fn count_due(&self, until: u64) -> Result<u64, StoreError> {
+        let (mut from, mut count) = (0, 0u64);
+        while let Some(unit) = self.pages.next_due(&self.db, from, until)? {
+            count += unit.fps.len() as u64;
+            match unit.due.checked_add(1) {
+                Some(next) => from = next,
+                None => break,
+            }
+        }
+        Ok(count)
+    }
+
     /// Visits the page records due at or before `until` (unix seconds), soonest
     /// first; stops early when `f` returns false.
     pub fn for_each_due(

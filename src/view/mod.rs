@@ -160,9 +160,17 @@ impl CrawlView {
     /// Counts of the crawl (`dump summary`).
     pub async fn summary(&self) -> Result<Summary, ViewError> {
         match self {
-            CrawlView::State(state) => Ok(Summary::of_state(state.summary()?, None)),
+            CrawlView::State(state) => {
+                let mut summary = Summary::of_state(state.summary()?, None);
+                summary.due_now = Some(state.count_due(crate::store::records::unix_now())?);
+                Ok(summary)
+            }
             CrawlView::Published(dir) => state::live_summary(dir),
-            CrawlView::Shared(shared) => Ok(Summary::of_shared(shared.summary().await?)),
+            CrawlView::Shared(shared) => {
+                let mut summary = Summary::of_shared(shared.summary().await?);
+                summary.due_now = Some(shared.due_count(crate::store::records::unix_now()).await?);
+                Ok(summary)
+            }
         }
     }
 

@@ -42,6 +42,11 @@ pub struct Summary {
     pub job: Option<u64>,
     /// How the seen set is kept.
     pub dedup: String,
+    /// Recorded pages due now: what the next run asks again besides the
+    /// seeds and the queued requests (`None` in the summary a running crawl
+    /// publishes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_now: Option<u64>,
     /// What only one mode knows.
     #[serde(flatten)]
     pub more: SummaryMore,
@@ -116,6 +121,7 @@ impl Summary {
             runs: s.runs,
             job: s.job,
             dedup: s.dedup,
+            due_now: None,
             more: SummaryMore::State(Box::new(StateSummary {
                 bloom_bits: s.bloom_bits,
                 bloom_sized: s.bloom_sized,
@@ -147,6 +153,7 @@ impl Summary {
             runs: s.runs,
             job: s.job,
             dedup: s.dedup.to_owned(),
+            due_now: None,
             more: SummaryMore::Shared(Box::new(SharedMore {
                 name: s.name,
                 page_records: s.page_records,

@@ -93,5 +93,8 @@ fn a_stable_page_is_asked_less_and_less_and_a_daily_page_every_night() {
             "{mode:?}: estimated rates: stable {stable_rate}, daily {daily_rate} a day"
         );
         assert!(daily_why.ends_with("every 1d"), "{mode:?}: {daily_why}");
+        // Read at the real time, days before the simulated fetches, nothing
+        // is due yet.
+        assert_eq!(crawler.summary()["due_now"], 0, "{mode:?}");
     }
 }

@@ -104,6 +104,18 @@ impl Shared {
             .collect())
     }
 
+    /// How many pages are due at or before `until` (unix seconds).
+    pub async fn due_count(&self, until: u64) -> Result<u64, SharedError> {
+        self.query(
+            "counting the due index",
+            redis::cmd("ZCOUNT")
+                .arg(self.keys.key("due"))
+                .arg("-inf")
+                .arg(until),
+        )
+        .await
+    }
+
     /// Takes `fps` out of the due index.
     pub async fn forget_due(&self, fps: &[[u8; 20]]) -> Result<(), SharedError> {
         if fps.is_empty() {
