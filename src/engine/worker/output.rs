@@ -276,6 +276,7 @@ impl WorkerOutput {
 /// The byte offset where the first `lines` lines of `file` end (its length
 /// when it has fewer).
 fn line_end(file: &mut File, lines: u64) -> io::Result<u64> {
+    file.seek(SeekFrom::Start(0))?;
     let mut reader = BufReader::new(file);
     let (mut at, mut buf) = (0u64, Vec::new());
     for _ in 0..lines {
@@ -353,5 +354,33 @@ impl From<OutputError> for crate::engine::EngineError {
             OutputError::Sink(e) => e.into(),
             OutputError::Shared(e) => e.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_lines_go_to_a_file_named_for_what_they_are() {
+        let dir = std::env::temp_dir().join(format!("legcrawl-lost-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let output = dir.join("out.jsonl");
+        let first = lost_path(&output, 1_796_665_991);
+        let name = first.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            name,
+            "out.jsonl.lost-after-redis-went-back-20261207T175311Z.jsonl"
+        );
+        std::fs::write(&first, "").unwrap();
+        let second = lost_path(&output, 1_796_665_991);
+        assert!(second.to_string_lossy().ends_with("175311Z-1.jsonl"));
+
+        std::fs::write(&output, "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n").unwrap();
+        let mut file = File::open(&output).unwrap();
+        assert_eq!(line_end(&mut file, 0).unwrap(), 0);
+        assert_eq!(line_end(&mut file, 2).unwrap(), 16);
+        assert_eq!(line_end(&mut file, 9).unwrap(), 24);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
