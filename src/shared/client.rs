@@ -359,6 +359,9 @@ pub struct Shared {
     /// The last time this worker saw Redis go back: from which value of the
     /// commit sequence to which.
     went: Mutex<Option<(u64, u64)>>,
+    /// The commit sequence the last completion that committed returned
+    /// (0: none, or its answer did not carry it).
+    last_commit: AtomicU64,
     /// The id of this worker's commit sequence (its field of `commits`):
     /// random, or the one its witness record keeps across runs.
     witness_id: String,
@@ -479,6 +482,7 @@ impl Shared {
             witness: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             went: Mutex::new(None),
+            last_commit: AtomicU64::new(0),
             witness_id: format!("{:016x}", random_u64()),
         })
     }

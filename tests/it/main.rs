@@ -55,6 +55,7 @@ mod shared_output_exact;
 mod shared_parity;
 mod shared_scripts;
 mod shared_secrets;
+mod shared_stall;
 mod shared_startup;
 mod shared_tls;
 mod skips;

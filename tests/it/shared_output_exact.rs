@@ -6,11 +6,11 @@
 //! A real `redis-server` started by the test (skipped loudly when missing,
 //! unless `LEGCRAWL_REQUIRE_REDIS=1`), the real binary as workers.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::support::hosts::{MultiSite, args, fixed};
-use crate::support::redis::{RedisServer, Resp};
+use crate::support::redis::RedisServer;
+use crate::support::stream::{assert_files_equal_the_stream, lines, stream};
 use crate::support::workers::{Crawl, serial};
 use crate::support::{kill_seed, splitmix64};
 
@@ -18,67 +18,6 @@ use crate::support::{kill_seed, splitmix64};
 const LIMIT: Duration = Duration::from_secs(180);
 /// Kills of the one worker.
 const KILLS: usize = 8;
-
-/// One entry of the crawl's item stream: the item and the output id it is
-/// tagged with (empty: none).
-struct Entry {
-    item: String,
-    out: String,
-}
-
-/// Every entry of the crawl's item stream, in stream order.
-fn stream(redis: &RedisServer, crawl: &Crawl) -> Vec<Entry> {
-    let key = format!("{}items", crawl.prefix());
-    let reply = redis.command(&["XRANGE", &key, "-", "+"]).expect("XRANGE");
-    let Resp::Array(Some(entries)) = reply else {
-        panic!("XRANGE answered {reply:?}");
-    };
-    entries
-        .iter()
-        .map(|entry| {
-            let Resp::Array(Some(parts)) = entry else {
-                panic!("a stream entry {entry:?}");
-            };
-            let fields = parts.get(1).map(Resp::texts).unwrap_or_default();
-            let field = |name: &str| {
-                fields
-                    .chunks(2)
-                    .find(|pair| pair[0] == name)
-                    .and_then(|pair| pair.get(1).cloned())
-                    .unwrap_or_default()
-            };
-            Entry {
-                item: field("item"),
-                out: field("out"),
-            }
-        })
-        .collect()
-}
-
-/// The lines of `path` (none when it is missing).
-fn lines(path: &str) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// `(line, count)` for each line whose counts differ between `got` and `want`.
-fn differences(got: &[String], want: &[&String]) -> Vec<(String, i64)> {
-    let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
-    for line in got {
-        *counts.entry(line).or_default() += 1;
-    }
-    for line in want {
-        *counts.entry(line).or_default() -= 1;
-    }
-    counts
-        .into_iter()
-        .filter(|(_, n)| *n != 0)
-        .map(|(line, n)| (line.to_owned(), n))
-        .collect()
-}
 
 #[test]
 fn one_worker_killed_again_and_again_files_equal_the_stream() {
@@ -182,7 +121,7 @@ fn a_second_worker_on_a_file_in_use_is_refused() {
         crawl.spawn(argv);
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    while lines(&outputs[0]).len() < 50 && Instant::now() < deadline {
+    while lines(std::path::Path::new(&outputs[0])).len() < 50 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     let second = crawl.spawn(&argvs[0]);
@@ -196,51 +135,4 @@ fn a_second_worker_on_a_file_in_use_is_refused() {
         "the second worker on {} ended {status}:\n{log}",
         outputs[0]
     );
-}
-
-/// Asserts that the files at `outputs`, joined, hold the crawl's item stream
-/// as a multiset; returns a line per file (its lines against the items tagged
-/// with its id, and where they first differ).
-fn assert_files_equal_the_stream(redis: &RedisServer, crawl: &Crawl, outputs: &[String]) -> String {
-    let entries = stream(redis, crawl);
-    let files: Vec<Vec<String>> = outputs.iter().map(|o| lines(o)).collect();
-    // Each file holds its own id's items, in stream order: where it goes
-    // wrong first says which.
-    let mut ids: Vec<&str> = entries.iter().map(|e| e.out.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let mut report = String::new();
-    for (slot, file) in files.iter().enumerate() {
-        let Some(id) = ids
-            .iter()
-            .find(|id| id.ends_with(&format!("w{slot}.jsonl")))
-        else {
-            continue;
-        };
-        let own: Vec<&String> = entries
-            .iter()
-            .filter(|e| e.out == *id)
-            .map(|e| &e.item)
-            .collect();
-        let first = file.iter().zip(&own).position(|(line, item)| line != *item);
-        report.push_str(&format!(
-            "worker {slot}: {} lines, {} items tagged {id}, first difference at {first:?}; {:?}\n",
-            file.len(),
-            own.len(),
-            differences(file, &own).iter().take(5).collect::<Vec<_>>()
-        ));
-    }
-    let joined: Vec<String> = files.into_iter().flatten().collect();
-    let all: Vec<&String> = entries.iter().map(|e| &e.item).collect();
-    let diff = differences(&joined, &all);
-    assert!(
-        diff.is_empty(),
-        "the workers' files ({} lines) are not the stream ({} items): {} lines differ, \
-         e.g. {:?}\n{report}",
-        joined.len(),
-        all.len(),
-        diff.len(),
-        diff.iter().take(3).collect::<Vec<_>>()
-    );
-    report
 }

@@ -127,31 +127,6 @@ impl Joined {
     }
 }
 
-/// `error`, an output file's refusal to open, named as what it is when the
-/// worker's witness shows that Redis went back while the file was written: a
-/// file holding more lines than the crawl has items for it is then not
-/// another crawl's output.
-fn after_loss(error: EngineError, witness: Option<&Kept>, shared: &Shared) -> EngineError {
-    let (lost, fall) = match witness {
-        Some(witness) => witness.lost(shared),
-        None => return error,
-    };
-    match (error, fall) {
-        (
-            EngineError::Sink(crate::engine::sink::SinkError::Foreign { path, lines, items }),
-            Some((from, to)),
-        ) if lost > 0 => EngineError::OutputAfterLoss {
-            path: path.display().to_string(),
-            lines,
-            items,
-            lost,
-            from,
-            to,
-        },
-        (error, _) => error,
-    }
-}
-
 /// The crawl's pages that answered well so far, summed over its workers.
 async fn answered_well(shared: &Shared) -> Result<u64, SharedError> {
     let names = ["pages/new", "pages/changed", "pages/unchanged"];
@@ -294,12 +269,18 @@ impl Worker {
         }
         active.load_robots(&shared).await?;
         active.load_cookies(&shared).await?;
+        let mut witness = witness;
         let output = match &run.output {
-            Some(path) => Some(
-                WorkerOutput::open(path, &machine_name(), &shared)
-                    .await
-                    .map_err(|error| after_loss(error.into(), witness.as_ref(), &shared))?,
-            ),
+            Some(path) => {
+                // Lines of completions Redis lost, this run or while no
+                // worker ran, are moved aside, not refused.
+                let after_loss = witness.as_ref().is_some_and(|w| w.lost(&shared).0 > 0);
+                let output = WorkerOutput::open(path, &machine_name(), &shared, after_loss).await?;
+                if let Some(witness) = &mut witness {
+                    witness.reconciled(output.losses());
+                }
+                Some(output)
+            }
             None => None,
         };
         let warc = match WarcSettings::of(&active.config) {
@@ -418,6 +399,19 @@ impl Worker {
         Ok(())
     }
 
+    /// Reconciles the output file when Redis went back since it last was
+    /// (see [`output`]), and notes it in the witness record.
+    async fn reconcile_output(&mut self) -> Result<(), EngineError> {
+        let Some(output) = &mut self.output else {
+            return Ok(());
+        };
+        output.after_loss(&self.shared).await?;
+        if let Some(witness) = &mut self.witness {
+            witness.reconciled(output.losses());
+        }
+        Ok(())
+    }
+
     /// Adds `by` to this run's counter `name`.
     fn count(&mut self, name: &'static str, by: u64) {
         *self.counters.entry(name).or_default() += by;
@@ -434,6 +428,9 @@ impl Worker {
     /// run's number. A failure here is logged: the pages are committed already.
     async fn record_run(&mut self, outcome: RunOutcome, elapsed: Duration) -> Option<u64> {
         self.heartbeat.stop();
+        if let Err(error) = self.reconcile_output().await {
+            tracing::warn!(%error, "could not reconcile the output file after Redis went back");
+        }
         if let Some(witness) = &mut self.witness {
             witness.keep(&self.shared, true);
         }
@@ -582,6 +579,7 @@ impl Frontier for Worker {
             .filter(|(_, result)| result.requeued)
             .count();
         self.complete_pages(finished).await?;
+        self.reconcile_output().await?;
         if let Some(witness) = &mut self.witness {
             witness.keep(&self.shared, false);
         }

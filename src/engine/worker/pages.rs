@@ -245,7 +245,10 @@ impl Worker {
                 }
                 self.tally(&completion, queued);
                 if let Some(output) = &mut self.output {
-                    output.append(&completion.items)?;
+                    let kept = self.shared.last_completion_kept();
+                    output
+                        .committed(&self.shared, &completion.items, kept)
+                        .await?;
                 }
             }
             // Committed by the earlier attempt whose answer was lost.
@@ -255,7 +258,8 @@ impl Worker {
                 }
                 self.tally(&completion, Queued::default());
                 if let Some(output) = &mut self.output {
-                    output.catch_up(&self.shared).await?;
+                    let unwritten = completion.items.len() as u64;
+                    output.committed_before(&self.shared, unwritten).await?;
                 }
             }
             Completed::Stale => {

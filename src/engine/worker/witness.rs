@@ -17,8 +17,12 @@ pub(super) struct Kept {
     path: PathBuf,
     /// The record as last written.
     record: WitnessRecord,
-    /// Completions lost before this run (from the record read at start).
+    /// Completions lost before this run and not yet reconciled in the
+    /// output file (from the record read at start).
     lost_before: u64,
+    /// `Shared::lost_completions` when the output file was last reconciled:
+    /// this run's losses after it are counted.
+    reconciled_at: u64,
     /// When the record was last written.
     written_at: Instant,
     /// A write failed and was said once: later ones fail quietly.
@@ -75,6 +79,7 @@ impl Kept {
         let mut kept = Kept {
             path,
             lost_before: record.lost,
+            reconciled_at: 0,
             record,
             written_at: Instant::now(),
             failed: false,
@@ -83,13 +88,22 @@ impl Kept {
         Ok(kept)
     }
 
-    /// Completions lost while the output file was written, this run's and
-    /// earlier runs' (0: none), and the last time Redis went back.
+    /// Completions lost while the output file was written and not yet
+    /// reconciled in it, this run's and earlier runs' (0: none), and the last
+    /// time Redis went back.
     pub(super) fn lost(&self, shared: &Shared) -> (u64, Option<(u64, u64)>) {
+        let this_run = shared.lost_completions().saturating_sub(self.reconciled_at);
         (
-            self.lost_before + shared.lost_completions(),
+            self.lost_before + this_run,
             shared.went_back_last().or(self.record.went_back),
         )
+    }
+
+    /// The output file was reconciled when `Shared::lost_completions` was
+    /// `losses`: the losses up to then are no longer the file's.
+    pub(super) fn reconciled(&mut self, losses: u64) {
+        self.lost_before = 0;
+        self.reconciled_at = losses;
     }
 
     /// Writes the record when it changed, at most every [`KEEP_EVERY`]

@@ -40,6 +40,22 @@ impl Shared {
         self.witness.fetch_max(commits, Ordering::SeqCst);
     }
 
+    /// Notes `commits`, the value this worker's last completion that
+    /// committed returned ([`Shared::last_completion_kept`]).
+    pub(super) fn committed_at(&self, commits: u64) {
+        self.saw_commits(commits);
+        self.last_commit.store(commits, Ordering::SeqCst);
+    }
+
+    /// Whether Redis still holds this worker's last completion that
+    /// committed, as far as this worker has seen: false when Redis was seen
+    /// to go back below it after it committed (its items are lost, its page
+    /// fetched again). The output layer asks it right after that completion
+    /// answered, from the one task that completes pages.
+    pub fn last_completion_kept(&self) -> bool {
+        self.witness.load(Ordering::SeqCst) >= self.last_commit.load(Ordering::SeqCst)
+    }
+
     /// The highest value of this worker's commit sequence it saw
     /// (0: none yet), to be kept in its witness record
     /// ([`crate::shared::witness`]).

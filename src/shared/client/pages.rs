@@ -218,7 +218,7 @@ impl Shared {
             Some(2) => match (Queued::read(parts, 1), count_at(parts, 4)) {
                 (Some(queued), Some(parked)) => {
                     if let Some(commits) = super::commits::commits_at(parts, 5) {
-                        self.saw_commits(commits);
+                        self.committed_at(commits);
                     }
                     Ok(Completed::Done {
                         queued,

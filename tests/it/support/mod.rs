@@ -50,6 +50,7 @@ pub mod serve;
 pub mod server;
 pub mod site;
 pub mod skip;
+pub mod stream;
 pub mod tinyproxy;
 pub mod tls;
 pub mod warc;

@@ -346,6 +346,11 @@ impl RedisServer {
         }
     }
 
+    /// The server process's id (to pause it with `SIGSTOP`).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("the server runs")
+    }
+
     /// The port it listens on (127.0.0.1).
     pub fn port(&self) -> u16 {
         self.port
