@@ -88,26 +88,6 @@ pub enum EngineError {
         /// The seed as given.
         url: String,
     },
-    /// A shared worker's `--output` file holds more lines than the crawl
-    /// has items for it, after Redis went back (its witness record says so):
-    /// lines of completions Redis lost are in it.
-    #[error(
-        "{path}: holds {lines} lines but the shared crawl has only {items} items for it, because Redis went back: the crawl lost {lost} committed completions (from {from} to {to}) after their lines were written; move the file aside and start the worker again (it writes the crawl's items for it anew)"
-    )]
-    OutputAfterLoss {
-        /// The output file.
-        path: String,
-        /// Complete lines in the file.
-        lines: u64,
-        /// Items the crawl has for it.
-        items: u64,
-        /// Completions lost (the witness record's count).
-        lost: u64,
-        /// The last fall of the commit sequence: from.
-        from: u64,
-        /// The last fall of the commit sequence: to.
-        to: u64,
-    },
     /// `legcrawl reparse` of a crawl that kept no responses.
     #[error(
         "{dir}: this crawl wrote no WARC files, so no response is kept to run the legs over; crawl with --warc DIR (or `[output] warc` in the crawl file) to keep them from now on"

@@ -73,7 +73,7 @@ pub(super) fn print_report(config: &CrawlConfig, r: &RunReport, resume: &str) {
     let outcome = match r.lost {
         None => r.outcome.as_str().to_owned(),
         Some((lost, (from, to))) => format!(
-            "{} after a loss (Redis went back from commit {from} to {to} and lost {lost} committed completions: their pages were fetched again, and output files may hold their items twice)",
+            "{} after a loss (Redis went back from commit {from} to {to} and lost {lost} committed completions: their pages were fetched again; an --output file's lines of them are moved aside)",
             r.outcome.as_str()
         ),
     };
