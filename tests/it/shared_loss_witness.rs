@@ -47,7 +47,7 @@ fn incr_file(dir: &Path) -> PathBuf {
 }
 
 #[test]
-fn a_lost_aof_tail_is_named_by_every_worker_and_crawled_again() {
+fn a_lost_aof_tail_is_named_by_each_worker_that_lost_completions_and_crawled_again() {
     let _serial = serial();
     let Some(mut redis) = RedisServer::start_with_config(
         "witness_aof_tail",
@@ -107,11 +107,19 @@ fn a_lost_aof_tail_is_named_by_every_worker_and_crawled_again() {
         let status = crawl.wait(slot, LIMIT);
         let log = crawl.log(slot);
         let said: Vec<&str> = log.lines().filter(|l| l.contains(LOST)).collect();
-        assert_eq!(
-            said.len(),
-            1,
-            "worker {slot}: one line naming the loss\n{log}"
-        );
+        assert!(said.len() <= 1, "worker {slot}: one line at most\n{log}");
+        if said.is_empty() {
+            // A worker witnesses its own completions only: one that made
+            // none in the lost second had nothing lost, and says nothing.
+            assert_eq!(status.code(), Some(0), "worker {slot}\n{log}");
+            assert!(log.contains("drained —"), "worker {slot}\n{log}");
+            assert!(
+                lost_files(crawl.dir(), out).is_empty(),
+                "worker {slot}: nothing to move aside\n{log}"
+            );
+            eprintln!("measured: worker {slot}: none of its completions was lost");
+            continue;
+        }
         assert!(
             said[0].contains(&format!("the shared crawl {:?} lost ", crawl.name)),
             "{log}"
