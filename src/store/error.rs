@@ -163,7 +163,7 @@ pub enum StoreError {
     Poisoned {
         /// The directory.
         path: PathBuf,
-        /// What the first failure said (shown through [`words`]).
+        /// What the first failure said (shown in the OS's words, not sled's debug form).
         cause: String,
     },
     /// A thread that writes the state (see `committer`) stopped: a job on it
