@@ -38,10 +38,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail, ensure};
 use bytes::Bytes;
 use http_body_util::Full;
-use sha1::{Digest, Sha1};
+use legcrawl::revisit::content_hash;
 
 #[path = "support/site.rs"]
 mod site;
+
+use site::splitmix64;
 
 /// Pages on the site, besides the index.
 const PAGES: usize = 1000;
@@ -63,14 +65,6 @@ const DAY: f64 = 86_400.0;
 const TARGET_REQUESTS: f64 = 0.85;
 /// Freshness the default policy may lose against Nutch's.
 const TARGET_FRESHNESS: f64 = 0.005;
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// A uniform draw in (0, 1].
 fn uniform(rng: &mut u64) -> f64 {
@@ -223,13 +217,6 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn sha1_hex(text: &str) -> String {
-    Sha1::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// One variant: the policy given to every night's run, and the site's dates.
 struct Variant {
     name: &'static str,
@@ -337,7 +324,7 @@ fn run(variant: &Variant, pages: usize, nights: u32, seed: u64) -> anyhow::Resul
         let fresh = (0..pages)
             .filter(|&i| {
                 let (version, _) = sim.pages[i].live(now);
-                hashes.get(&i) == Some(&sha1_hex(&Sim::body(i, version)))
+                hashes.get(&i) == Some(&content_hash(Sim::body(i, version).as_bytes()))
             })
             .count();
         freshness.push(fresh as f64 / pages as f64);

@@ -103,16 +103,20 @@ pub fn fresh_for(
             max_age = max_age.or(Some(secs));
         }
     }
-    let secs = |text: Option<&str>| {
-        text.and_then(|t| httpdate::parse_http_date(t.trim()).ok())
-            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_secs())
-    };
     let lifetime = max_age.or_else(|| {
-        let base = secs(date).unwrap_or(fetched_at);
-        secs(expires).map(|at| at.saturating_sub(base))
+        let base = date.and_then(http_date_secs).unwrap_or(fetched_at);
+        expires
+            .and_then(http_date_secs)
+            .map(|at| at.saturating_sub(base))
     });
     lifetime.filter(|&secs| secs > 0)
+}
+
+/// An HTTP date (`Last-Modified`, `Expires`, `Date`) as Unix seconds; `None`
+/// when it is not one, or before 1970.
+pub(crate) fn http_date_secs(text: &str) -> Option<u64> {
+    let at = httpdate::parse_http_date(text.trim()).ok()?;
+    Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
 }
 
 /// What a fetch found, compared with the page record.
@@ -568,56 +572,69 @@ fn why_code(policy: Revisit) -> u8 {
     }
 }
 
+/// What decides when a page is due: the record's state first (gone, never
+/// answered well, settled by its sitemap `lastmod`), else what set its
+/// interval ([`crate::store::ChangeEvidence::why`]).
+#[derive(Clone, Copy)]
+enum Why {
+    Gone,
+    Failed,
+    Lastmod,
+    Code(u8),
+}
+
+impl Why {
+    fn of(record: &PageRecord) -> Why {
+        if record.gone {
+            Why::Gone
+        } else if record.fetches == 0 {
+            Why::Failed
+        } else if Schedule::lastmod_settles(record) {
+            Why::Lastmod
+        } else {
+            Why::Code(record.evidence.why)
+        }
+    }
+}
+
 /// Why `record`'s page is due when it is, in words (`dump pages`).
 pub fn explain(record: &PageRecord) -> String {
     let every = crate::crawlfile::duration_text(Duration::from_secs(record.interval));
-    if record.gone {
-        return "gone: asked again after the longest interval".into();
-    }
-    if record.fetches == 0 {
-        return "no good answer yet: asked again in the next run".into();
-    }
-    if Schedule::lastmod_settles(record) {
-        return "its sitemap lastmod is older than the last fetch: asked when a sitemap lists it as newer".into();
-    }
-    match record.evidence.why {
-        WHY_EVERY_RUN => "every run".into(),
-        WHY_FIXED => format!("every {every}"),
-        WHY_ADAPTIVE => format!("adaptive (Nutch): every {every} since the last fetch"),
-        WHY_ESTIMATED => format!(
+    let rate = || rate_text(rate::changes_per_day(&record.evidence));
+    match Why::of(record) {
+        Why::Gone => "gone: asked again after the longest interval".into(),
+        Why::Failed => "no good answer yet: asked again in the next run".into(),
+        Why::Lastmod => "its sitemap lastmod is older than the last fetch: asked when a sitemap lists it as newer".into(),
+        Why::Code(WHY_EVERY_RUN) => "every run".into(),
+        Why::Code(WHY_ADAPTIVE) => format!("adaptive (Nutch): every {every} since the last fetch"),
+        Why::Code(WHY_ESTIMATED) => format!(
             "estimated {} changes/day from {} fetches, {} changes: every {every}",
-            rate_text(rate::changes_per_day(&record.evidence)),
+            rate(),
             record.fetches,
             record.changes
         ),
-        WHY_NEVER => "never asked again".into(),
-        WHY_FRESH => format!(
+        Why::Code(WHY_NEVER) => "never asked again".into(),
+        Why::Code(WHY_FRESH) => format!(
             "fresh for {every} by the server's Cache-Control or Expires (estimated {} changes/day)",
-            rate_text(rate::changes_per_day(&record.evidence))
+            rate()
         ),
-        _ => format!("every {every}"),
+        Why::Code(_) => format!("every {every}"),
     }
 }
 
 /// What decides when `record`'s page is due, in a word (the `dump pages`
 /// table's column; [`explain`] says it in full).
 pub fn why_word(record: &PageRecord) -> &'static str {
-    if record.gone {
-        return "gone";
-    }
-    if record.fetches == 0 {
-        return "failed";
-    }
-    if Schedule::lastmod_settles(record) {
-        return "lastmod";
-    }
-    match record.evidence.why {
-        WHY_EVERY_RUN => "every-run",
-        WHY_ADAPTIVE => "adaptive",
-        WHY_ESTIMATED => "estimated",
-        WHY_NEVER => "never",
-        WHY_FRESH => "expires",
-        _ => "fixed",
+    match Why::of(record) {
+        Why::Gone => "gone",
+        Why::Failed => "failed",
+        Why::Lastmod => "lastmod",
+        Why::Code(WHY_EVERY_RUN) => "every-run",
+        Why::Code(WHY_ADAPTIVE) => "adaptive",
+        Why::Code(WHY_ESTIMATED) => "estimated",
+        Why::Code(WHY_NEVER) => "never",
+        Why::Code(WHY_FRESH) => "expires",
+        Why::Code(_) => "fixed",
     }
 }
 

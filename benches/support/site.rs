@@ -36,7 +36,8 @@ const FILLER: &str = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, s
     tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud \
     exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. ";
 
-fn splitmix64(state: &mut u64) -> u64 {
+/// The next value of a SplitMix64 generator whose state is `state`.
+pub fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

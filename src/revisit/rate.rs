@@ -98,9 +98,7 @@ impl Seen {
     /// fit the fetch times, is left out.
     pub fn of(before: Option<u64>, now: u64, changed: bool, last_modified: Option<&str>) -> Seen {
         let modified = last_modified
-            .and_then(|text| httpdate::parse_http_date(text).ok())
-            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_secs())
+            .and_then(super::http_date_secs)
             .filter(|&at| at.saturating_add(FRESH_DATE) <= now);
         match before {
             None => Seen::First {

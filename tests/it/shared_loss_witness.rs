@@ -46,18 +46,33 @@ fn incr_file(dir: &Path) -> PathBuf {
     incr.pop().expect("an incr AOF file")
 }
 
-#[test]
-fn a_lost_aof_tail_is_named_by_each_worker_that_lost_completions_and_crawled_again() {
-    let _serial = serial();
-    let Some(mut redis) = RedisServer::start_with_config(
-        "witness_aof_tail",
+/// A Redis that appends to its AOF and syncs it every second, as a machine
+/// crash finds it (`None`: skipped).
+fn aof_redis(name: &str) -> Option<RedisServer> {
+    RedisServer::start_with_config(
+        name,
         &[
             ("appendonly", "yes"),
             ("appendfsync", "everysec"),
             ("save", ""),
             ("aof-load-truncated", "yes"),
         ],
-    ) else {
+    )
+}
+
+/// Cuts the AOF file `incr` back to its first `kept` bytes.
+fn cut_aof(incr: &Path, kept: u64) {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(incr)
+        .expect("open the AOF");
+    file.set_len(kept).expect("cut the AOF's tail");
+}
+
+#[test]
+fn a_lost_aof_tail_is_named_by_each_worker_that_lost_completions_and_crawled_again() {
+    let _serial = serial();
+    let Some(mut redis) = aof_redis("witness_aof_tail") else {
         return;
     };
     let site = MultiSite::start(900, 3, 23, fixed(20));
@@ -88,12 +103,7 @@ fn a_lost_aof_tail_is_named_by_each_worker_that_lost_completions_and_crawled_aga
     std::thread::sleep(Duration::from_secs(1));
     redis.kill();
     let full = std::fs::metadata(&incr).expect("AOF length").len();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&incr)
-        .expect("open the AOF");
-    file.set_len(kept).expect("cut the AOF's tail");
-    drop(file);
+    cut_aof(&incr, kept);
     let requests_lost = site.requests() - requests_then;
     redis.start_again();
     eprintln!(
@@ -214,15 +224,7 @@ fn lost_files(dir: &Path, output: &str) -> Vec<PathBuf> {
 #[test]
 fn a_worker_started_after_a_lost_aof_tail_moves_its_lost_lines_aside() {
     let _serial = serial();
-    let Some(mut redis) = RedisServer::start_with_config(
-        "witness_restart_tail",
-        &[
-            ("appendonly", "yes"),
-            ("appendfsync", "everysec"),
-            ("save", ""),
-            ("aof-load-truncated", "yes"),
-        ],
-    ) else {
+    let Some(mut redis) = aof_redis("witness_restart_tail") else {
         return;
     };
     let site = MultiSite::start(600, 2, 29, fixed(20));
@@ -243,12 +245,7 @@ fn a_worker_started_after_a_lost_aof_tail_moves_its_lost_lines_aside() {
     std::thread::sleep(Duration::from_millis(1500));
     crawl.kill_nine(slot);
     redis.kill();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&incr)
-        .expect("open the AOF");
-    file.set_len(kept).expect("cut the AOF's tail");
-    drop(file);
+    cut_aof(&incr, kept);
     redis.start_again();
 
     crawl.respawn(slot, &argv);
