@@ -2,13 +2,17 @@
 //! page means (new, changed, unchanged, not modified, gone).
 //!
 //! [`Schedule`] holds the revisit policies ([`Revisit`]: every run, a fixed
-//! interval, Nutch's adaptive interval, never), picked per URL by the first
-//! matching rule. [`Schedule::record`] turns the previous [`PageRecord`] and one
-//! [`Observation`] into the next record: validators, content hash, version,
-//! counts, interval and due time. Pure functions of their inputs (time is a
-//! parameter), so every rule is unit-tested here. Depends on [`crate::config`],
-//! [`crate::request`], [`crate::fingerprint`] (hex content hashes), the record
-//! types of [`crate::store`] and the sitemap leg's `lastmod` key.
+//! interval, Nutch's adaptive interval, the estimated change rate of [`rate`],
+//! never), picked per URL by the first matching rule. [`Schedule::record`]
+//! turns the previous [`PageRecord`] and one [`Observation`] into the next
+//! record: validators, content hash, version, counts, change evidence, interval
+//! and due time (under the estimated policy, not before the answer's
+//! `Cache-Control`/`Expires` lifetime ends). [`explain`] says why a page is due
+//! when it is. Pure functions of their inputs (time is a parameter), so every
+//! rule is unit-tested here. Depends on [`crate::config`], [`crate::request`],
+//! [`crate::fingerprint`] (hex content hashes), the record types of
+//! [`crate::store`], [`crate::crawlfile`] (duration text) and the sitemap leg's
+//! `lastmod` key.
 //!
 //! # Sitemap `lastmod`
 //! A page found through a sitemap entry with a `<lastmod>` carries it
