@@ -276,7 +276,9 @@ fn a_browser_shows_the_hosts_and_counts_beside_a_running_crawl() {
     let Some(chromium) = find_browser() else {
         return;
     };
-    let site = slow_site(400, 50);
+    // Far more pages than can be fetched before the browser has read the
+    // page, however loaded the machine: the crawl is stopped right after.
+    let site = slow_site(5000, 200);
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start(dir.path(), &[]);
     let mut crawl = spawn_crawl(dir.path(), &site.url("/"), &["--concurrency", "2"]);
