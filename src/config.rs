@@ -323,6 +323,12 @@ pub struct CrawlConfig {
     /// (`--revisit-after`): an option of one run, never part of the job, so
     /// `--revisit-after 0` asks every recorded page again in its run only.
     pub revisit_this_run: Option<Revisit>,
+    /// The most revisits of stored pages a cycle queues (`--revisit-budget`,
+    /// `[revisit] budget`): the pages whose revisit is worth most, due or not
+    /// (see [`crate::revisit::Schedule::worth`]). Pages under a fixed interval,
+    /// never fetched well, or gone are queued when due, outside it. `None`
+    /// (the default): every due page.
+    pub revisit_budget: Option<u64>,
     /// End the run when nothing is in flight and no queued request may start within
     /// [`IDLE_WAIT`] (hosts backed off or parked); what is left waits for the next run.
     pub until_idle: bool,
@@ -481,6 +487,7 @@ impl Default for CrawlConfig {
             revisit: Revisit::default(),
             revisit_rules: Vec::new(),
             revisit_this_run: None,
+            revisit_budget: None,
             until_idle: false,
             max_duration: None,
             shared: None,

@@ -87,6 +87,10 @@ pub const POINTS: &[Point] = &[
         before: "the batch holding a new cycle's start time is committed",
     },
     Point {
+        name: "cycle.budget",
+        before: "a chunk of the pages a revisit budget chose is committed as queued, with the budget left",
+    },
+    Point {
         name: "warc.append",
         before: "a completed page's WARC records (or a group's robots.txt records) are written to the open WARC file",
     },
@@ -215,6 +219,12 @@ pub fn repair_only(name: &str) -> bool {
 /// at them).
 pub fn growth_only(name: &str) -> bool {
     name.starts_with("bloom.grow")
+}
+
+/// Points only a cycle with a revisit budget reaches: the crash-point suite
+/// has none (`tests/it/revisit_budget.rs` crashes at them).
+pub fn budget_only(name: &str) -> bool {
+    name == "cycle.budget"
 }
 
 /// Points only a page with more than [`crate::store::LINK_CHUNK`] links reaches: the

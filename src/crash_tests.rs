@@ -25,6 +25,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("store/pageids.rs", include_str!("store/pageids.rs")),
     ("store/robots.rs", include_str!("store/robots.rs")),
     ("store/ops.rs", include_str!("store/ops.rs")),
+    ("store/cycle.rs", include_str!("store/cycle.rs")),
     ("store/table.rs", include_str!("store/table.rs")),
     ("status.rs", include_str!("status.rs")),
     ("status/snapshot.rs", include_str!("status/snapshot.rs")),

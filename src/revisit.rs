@@ -8,7 +8,8 @@
 //! record: validators, content hash, version, counts, change evidence, interval
 //! and due time (under the estimated policy, not before the answer's
 //! `Cache-Control`/`Expires` lifetime ends). [`explain`] says why a page is due
-//! when it is. Pure functions of their inputs (time is a parameter), so every
+//! when it is; [`Schedule::worth`] what a revisit is worth to a revisit
+//! budget, which spends a cycle's revisits on the pages worth most. Pure functions of their inputs (time is a parameter), so every
 //! rule is unit-tested here. Depends on [`crate::config`], [`crate::request`],
 //! [`crate::fingerprint`] (hex content hashes), the record types of
 //! [`crate::store`], [`crate::crawlfile`] (duration text) and the sitemap leg's
@@ -31,6 +32,10 @@ use crate::config::{CrawlConfig, Revisit};
 use crate::legs::LASTMOD_META;
 use crate::request::Request;
 use crate::store::{PageRecord, StoredRequest};
+
+/// The period a revisit budget assumes for a page under the adaptive policy,
+/// which has none of its own: a nightly crawl.
+const DAY: Duration = Duration::from_secs(86_400);
 
 /// A page is due this fraction of its interval early (at most [`MAX_EARLY`]), so
 /// that a daily run does not miss a page fetched a few seconds later the day before.
@@ -340,6 +345,28 @@ impl Schedule {
                 .saturating_add(interval.as_secs())
                 .saturating_sub(early(interval)),
         )
+    }
+
+    /// What a revisit of `record`'s page at `at` (unix seconds) is worth to a
+    /// revisit budget ([`rate::worth`]); `None` when the budget does not
+    /// govern it: a page the estimated or adaptive policy does not schedule (a
+    /// rule's fixed interval, "every run", "never" is obeyed as written), one
+    /// never fetched well, or one gone. A page whose sitemap `lastmod` says it
+    /// has not changed is worth nothing.
+    pub fn worth(&self, record: &PageRecord, at: u64) -> Option<f64> {
+        if record.gone || record.fetches == 0 {
+            return None;
+        }
+        let (period, min, max) = match self.policy(&record.url) {
+            Revisit::Estimated { period, min, max } => (period, min, max),
+            Revisit::Adaptive { min, max, .. } => (DAY, min, max),
+            Revisit::EveryRun | Revisit::After(_) | Revisit::Never => return None,
+        };
+        if Schedule::lastmod_settles(record) {
+            return Some(0.0);
+        }
+        let age = at.saturating_sub(record.last_fetched);
+        Some(rate::worth(&record.evidence, age, period, min, max))
     }
 
     /// True when the sitemap `lastmod` kept with `record` is older than its

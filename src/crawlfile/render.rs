@@ -183,6 +183,9 @@ fn revisit(config: &CrawlConfig) -> Table {
         })
         .collect();
     table.insert("rules".into(), Value::Array(rules));
+    if let Some(budget) = config.revisit_budget {
+        table.insert("budget".into(), count(budget));
+    }
     table
 }
 

@@ -129,6 +129,8 @@ struct RevisitSection {
     /// Estimated and adaptive policies: the bounds of the interval.
     min: Option<FileDuration>,
     max: Option<FileDuration>,
+    /// The most revisits a cycle makes of the pages those policies schedule.
+    budget: Option<u64>,
     /// URLs matching these regexes are hubs, fetched every run.
     hubs: Option<Vec<Pattern>>,
     /// Per-URL policies, first match wins (after the hubs).
@@ -393,6 +395,7 @@ impl FileSettings {
         config.bloom_hashes = d.bloom_hashes.or(config.bloom_hashes);
         set(&mut config.fingerprint_headers, d.fingerprint_headers);
         set(&mut config.checkpoint_every, d.checkpoint.map(|d| d.0));
+        config.revisit_budget = self.revisit.budget;
         (config.revisit, config.revisit_rules) = self.revisit.policies();
         set(&mut config.cache_bytes, self.state.cache.map(|s| s.0));
         if let Some(shared) = self.shared {

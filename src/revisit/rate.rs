@@ -232,6 +232,38 @@ pub fn interval(
     (period * best_k).clamp(min, max)
 }
 
+/// What a revisit of a page with `evidence`, `age` seconds after its last
+/// fetch, is worth under a revisit budget: the expected page-runs of
+/// freshness it adds until its next planned visit. The stored copy is stale
+/// with probability `1 - e^(-λ·age)`; a fresh copy stays fresh at the next
+/// `k` runs `S_k` times in expectation (see the module doc), `k` the periods
+/// of the interval [`interval`] chooses. Both in expectation over the
+/// estimate. A page that changes at every run is worth the chance it changed;
+/// a stable page that probably changed is worth the many runs it will then
+/// stay fresh.
+pub fn worth(
+    evidence: &ChangeEvidence,
+    age: u64,
+    period: Duration,
+    min: Duration,
+    max: Duration,
+) -> f64 {
+    let period = period.max(Duration::from_secs(1)).as_secs_f64();
+    let runs = (interval(evidence, Duration::from_secs_f64(period), min, max).as_secs_f64()
+        / period)
+        .max(1.0);
+    let p = posterior(evidence);
+    let mut total = 0.0;
+    for (j, weight) in p.iter().enumerate() {
+        let lambda = rate(j);
+        let stale = -(-lambda * age as f64).exp_m1();
+        // S_k = (1 - q^k) / (1 - q), q = e^(-λ·period), without cancelling.
+        let fresh = (-lambda * period * runs).exp_m1() / (-lambda * period).exp_m1();
+        total += weight * stale * fresh;
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +324,58 @@ mod tests {
             "{}",
             changes_per_day(&evidence)
         );
+    }
+
+    /// Evidence of `nights` nightly fetches that each saw a change, or none.
+    fn nightly(nights: usize, changed: bool) -> ChangeEvidence {
+        let mut evidence = ChangeEvidence::default();
+        observe(&mut evidence, Seen::First { age: None });
+        for _ in 0..nights {
+            let elapsed = DAY;
+            observe(
+                &mut evidence,
+                if changed {
+                    Seen::Changed { elapsed, age: None }
+                } else {
+                    Seen::Unchanged { elapsed }
+                },
+            );
+        }
+        evidence
+    }
+
+    fn worth_at(evidence: &ChangeEvidence, age_days: u64) -> f64 {
+        worth(
+            evidence,
+            age_days * DAY,
+            days(1),
+            Duration::from_secs(3600),
+            days(30),
+        )
+    }
+
+    #[test]
+    fn a_revisit_is_worth_more_the_longer_a_page_waited_and_nothing_at_once() {
+        for evidence in [nightly(6, true), nightly(6, false), nightly(0, false)] {
+            let worths: Vec<f64> = (0..40).map(|d| worth_at(&evidence, d)).collect();
+            assert_eq!(worths[0], 0.0);
+            assert!(worths.windows(2).all(|w| w[1] >= w[0]), "{worths:?}");
+        }
+        // A page that changes every night is worth about the chance it
+        // changed since: it is asked again the next night.
+        let daily = worth_at(&nightly(6, true), 1);
+        assert!((0.5..=1.0).contains(&daily), "{daily}");
+    }
+
+    #[test]
+    fn a_daily_page_due_is_worth_more_than_a_stable_page_asked_yesterday() {
+        let daily = worth_at(&nightly(6, true), 1);
+        let stable = worth_at(&nightly(6, false), 1);
+        assert!(daily > 5.0 * stable, "daily {daily}, stable {stable}");
+        // Left long enough, the stable page overtakes a daily page asked
+        // yesterday: once it has probably changed, a fresh copy lasts.
+        let stable_late = worth_at(&nightly(6, false), 60);
+        assert!(stable_late > stable * 10.0, "{stable_late} vs {stable}");
     }
 
     #[test]

@@ -110,6 +110,7 @@ mod tests {
             runs::COUNTER.ns(),
             runs::SEED.ns(),
             runs::CYCLE.ns(),
+            runs::BUDGET.ns(),
             warc::WARC.ns(),
             warc::FILE.ns(),
             cookies::COOKIES.ns(),

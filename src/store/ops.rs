@@ -1,7 +1,8 @@
 //! What a caller asks of the state, composed over the tables: dedup and
 //! enqueue (seen + frontier + counters), completions (frontier + seen + items +
-//! pages + counters), seeds, page records and cycle starts (runs, pages, seen
-//! and frontier), runs, robots. Each table reads through the state's `Db` and
+//! pages + counters), seeds, page records and the revisit policy's due times
+//! (runs, pages, seen and frontier), runs, robots; cycle starts are in
+//! `cycle`. Each table reads through the state's `Db` and
 //! writes into the open group's `Batch`, and none calls another; the state's
 //! other composing methods are in `commit`, `checkpoint`, `side` and `views`.
 //!
@@ -15,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::StoreError;
-use super::pages::{CycleStart, PageRecord};
+use super::pages::PageRecord;
 use super::records::{RunOutcome, RunRecord};
 use super::{Blocked, Lease, Seen, State, robots};
 use crate::crash;
@@ -389,52 +390,6 @@ impl State {
         Ok(())
     }
 
-    /// Starts a crawl cycle at `now`: queues every stored seed and every page
-    /// due by `now` again (`dont_filter`). A seed whose host still has queued
-    /// requests is skipped (a host held over from the last run finishes first, so
-    /// its seed is not queued twice), and so is a seed whose host is parked at
-    /// `now` after failing on the network run after run. A due page leaves the due index in the batch
-    /// that queues it, so it can never be queued twice, and a cycle start cut
-    /// short by a crash is finished by [`State::resume_cycle`]. Commits.
-    pub fn start_cycle(
-        &mut self,
-        now: u64,
-        fingerprint_headers: &[String],
-    ) -> Result<CycleStart, StoreError> {
-        self.runs.start_cycle(&mut self.group.batch, now);
-        let mut start = CycleStart::default();
-        let mut busy = HashSet::new();
-        let parked: HashSet<String> = super::unreachable::all(&self.db)?
-            .into_iter()
-            .filter(|host| host.parked_at(now))
-            .map(|host| host.host)
-            .collect();
-        for url in self.seeds()? {
-            let request = seed_request(url);
-            let host = super::frontier::host_of(&request.url);
-            if parked.contains(&host) {
-                start.parked += 1;
-                continue;
-            }
-            if let Some(id) = self.frontier.host_id_of(&host)
-                && (busy.contains(&id) || self.frontier.host_has_queued(&self.db, id)?)
-            {
-                busy.insert(id);
-                start.held += 1;
-                continue;
-            }
-            self.enqueue(&request, fingerprint_headers)?;
-            start.seeds += 1;
-        }
-        // The first commit of the cycle (in `queue_due` or below) holds its start.
-        crash::point("cycle.start");
-        start.due = self.queue_due(now, fingerprint_headers)?;
-        self.runs.count("cycle/started", 1);
-        self.runs.count("revisit/seeds", start.seeds);
-        self.commit()?;
-        Ok(start)
-    }
-
     /// Makes the due index follow the revisit policy in force, described by
     /// `policy`: when it differs from the one the index was computed under (or
     /// none was recorded), every page's due time becomes what `due` says for its
@@ -502,60 +457,6 @@ impl State {
         self.runs.count("revisit/rescheduled", moved);
         self.commit()?;
         Ok(moved)
-    }
-
-    /// Resumes the current cycle: queues the pages that were due before the
-    /// second it started and are still in the due index (a crash cut the cycle
-    /// start short). A page fetched in this cycle is due no earlier than that
-    /// second, so nothing is queued twice. Returns how many. Commits.
-    pub fn resume_cycle(&mut self, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
-        let Some(started) = self.runs.cycle_start(&self.db)? else {
-            return Ok(0);
-        };
-        let queued = self.queue_due(started.saturating_sub(1), fingerprint_headers)?;
-        self.commit()?;
-        Ok(queued)
-    }
-
-    /// Queues every page due by `until` that is not a seed (a gone page is due
-    /// only when it is to be asked again, see `Schedule::gone_due`), each in
-    /// the batch that removes its due-index entry. Reads one due second at a
-    /// time (as many pages as were fetched or failed in one second) and
-    /// commits every 1,024 pages, whatever the number due.
-    fn queue_due(&mut self, until: u64, fingerprint_headers: &[String]) -> Result<u64, StoreError> {
-        let seeds: HashSet<Fingerprint> = self
-            .seed_fingerprints(fingerprint_headers)?
-            .into_iter()
-            .collect();
-        let mut queued = 0;
-        let mut waiting = 0;
-        let mut from = 0;
-        while let Some(unit) = self.pages.next_due(&self.db, from, until)? {
-            for fp in unit.fps {
-                // A seed keeps its place: the cycle queued it as a seed.
-                if seeds.contains(&fp) {
-                    continue;
-                }
-                let record = self.page(&fp)?;
-                self.pages.unqueue_due(&mut self.group.batch, unit.due, fp);
-                if let Some(record) = record {
-                    self.enqueue(&record.revisit_request(), fingerprint_headers)?;
-                    queued += 1;
-                }
-                // Long due lists are committed in parts, to keep each batch small.
-                waiting += 1;
-                if waiting == 1024 {
-                    self.commit()?;
-                    waiting = 0;
-                }
-            }
-            match unit.due.checked_add(1) {
-                Some(next) => from = next,
-                None => break,
-            }
-        }
-        self.runs.count("revisit/due", queued);
-        Ok(queued)
     }
 }
 

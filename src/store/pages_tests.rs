@@ -187,7 +187,7 @@ fn a_cycle_queues_seeds_and_due_pages_once_but_not_future_ones() {
         .put_page(fp("http://a.test/never"), never, None)
         .unwrap();
     state.commit().unwrap();
-    let start = state.start_cycle(50, &[]).unwrap();
+    let start = state.start_cycle(50, &[], None).unwrap();
     assert_eq!(
         start,
         CycleStart {
@@ -215,7 +215,7 @@ fn a_host_with_queued_requests_gets_nothing_queued_again() {
     let lease = state.lease().unwrap().unwrap();
     assert_eq!(lease.request.url, "http://a.test/");
     finish(&mut state, lease);
-    let start = state.start_cycle(50, &[]).unwrap();
+    let start = state.start_cycle(50, &[], None).unwrap();
     assert_eq!((start.seeds, start.held), (1, 1));
     let mut urls = drain(&mut state);
     urls.sort();
@@ -255,10 +255,10 @@ fn a_parked_host_gets_its_seeds_queued_only_once_its_park_ends() {
         (3, 10, Some(1000))
     );
     assert!(host.parked_at(999) && !host.parked_at(1000));
-    let start = state.start_cycle(500, &[]).unwrap();
+    let start = state.start_cycle(500, &[], None).unwrap();
     assert_eq!((start.seeds, start.parked), (1, 1));
     assert_eq!(drain(&mut state), vec!["http://a.test/"]);
-    let start = state.start_cycle(1000, &[]).unwrap();
+    let start = state.start_cycle(1000, &[], None).unwrap();
     assert_eq!((start.seeds, start.parked), (2, 0));
     drain(&mut state);
     // An answer forgets the failed runs.
@@ -305,9 +305,9 @@ fn a_queued_due_page_leaves_the_due_index_so_a_second_start_queues_nothing_twice
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
     due_pages(&mut state, 3);
-    assert_eq!(state.start_cycle(50, &[]).unwrap().due, 3);
-    assert_eq!(state.start_cycle(60, &[]).unwrap().due, 0);
-    assert_eq!(state.resume_cycle(&[]).unwrap(), 0);
+    assert_eq!(state.start_cycle(50, &[], None).unwrap().due, 3);
+    assert_eq!(state.start_cycle(60, &[], None).unwrap().due, 0);
+    assert_eq!(state.resume_cycle(&[], None).unwrap(), 0);
     assert_eq!(drain(&mut state).len(), 3);
 }
 
@@ -316,7 +316,7 @@ fn resume_queues_what_a_cut_short_cycle_start_left_and_nothing_due_since() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
     due_pages(&mut state, 2);
-    state.start_cycle(50, &[]).unwrap();
+    state.start_cycle(50, &[], None).unwrap();
     // As if the start had died between chunks: two more pages due before the
     // cycle started are still in the index; one due at its very second and one
     // due later (fetched in this cycle) must wait for the next cycle.
@@ -333,7 +333,7 @@ fn resume_queues_what_a_cut_short_cycle_start_left_and_nothing_due_since() {
     state.commit().unwrap();
     drop(state);
     let mut state = open(dir.path());
-    assert_eq!(state.resume_cycle(&[]).unwrap(), 2);
+    assert_eq!(state.resume_cycle(&[], None).unwrap(), 2);
     let mut urls = drain(&mut state);
     urls.sort();
     assert_eq!(
@@ -347,22 +347,107 @@ fn resume_queues_what_a_cut_short_cycle_start_left_and_nothing_due_since() {
     );
 }
 
+/// Worth under a test budget: the number after `/w/` (pages with no number
+/// are outside the budget).
+fn worth_by_url(record: &PageRecord, _at: u64) -> Option<f64> {
+    record
+        .url
+        .split("/w/")
+        .nth(1)
+        .map(|n| n.parse::<f64>().unwrap())
+}
+
+#[test]
+fn a_budget_queues_the_pages_worth_most_due_or_not_and_the_rest_by_due_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    // Worth 0..=9, half due, half not; one worth 0 (never chosen); one worth
+    // most but fetched at the cycle's start (worth nothing to it).
+    for i in 0..10 {
+        let url = format!("http://a.test/w/{i}");
+        let due = if i % 2 == 0 { 10 } else { 1000 };
+        state
+            .put_page(fp(&url), record(&url, Some(due)), None)
+            .unwrap();
+    }
+    let just = "http://a.test/w/99";
+    let mut fresh = record(just, Some(10));
+    fresh.last_fetched = 50;
+    state.put_page(fp(just), fresh, None).unwrap();
+    // Outside the budget: queued when due, whatever it spends.
+    for (url, due) in [("http://a.test/fixed", 10), ("http://a.test/later", 1000)] {
+        state
+            .put_page(fp(url), record(url, Some(due)), None)
+            .unwrap();
+    }
+    state.commit().unwrap();
+    let budget = crate::store::Budget {
+        revisits: 3,
+        worth: &worth_by_url,
+    };
+    let start = state.start_cycle(50, &[], Some(&budget)).unwrap();
+    assert_eq!(start.due, 4);
+    assert_eq!(
+        drain(&mut state),
+        [
+            "http://a.test/fixed",
+            "http://a.test/w/9",
+            "http://a.test/w/8",
+            "http://a.test/w/7"
+        ]
+    );
+    assert_eq!(state.run_counter("revisit/budgeted"), 3);
+    // The budget is spent: a resumed start queues nothing more.
+    drop(state);
+    let mut state = open(dir.path());
+    assert_eq!(state.resume_cycle(&[], Some(&budget)).unwrap(), 0);
+    // The next cycle spends it again on what is left, the page fetched at
+    // the last cycle's start first.
+    let start = state.start_cycle(60, &[], Some(&budget)).unwrap();
+    assert_eq!(start.due, 3);
+    assert_eq!(
+        drain(&mut state),
+        [
+            "http://a.test/w/99",
+            "http://a.test/w/6",
+            "http://a.test/w/5"
+        ]
+    );
+}
+
+#[test]
+fn top_worth_keeps_the_most_and_breaks_ties_by_fingerprint() {
+    let mut top = crate::store::TopWorth::new(3);
+    for (worth, byte) in [(1.0, 5), (3.0, 9), (2.0, 4), (3.0, 1), (0.5, 0), (2.0, 2)] {
+        top.offer(worth, [byte; 20], byte);
+    }
+    let kept: Vec<u8> = top.into_best().into_iter().map(|(_, b)| b).collect();
+    assert_eq!(kept, [1, 9, 2]);
+    let mut none = crate::store::TopWorth::new(0);
+    none.offer(1.0, [0; 20], ());
+    assert!(none.into_best().is_empty());
+}
+
 #[test]
 fn keep_due_puts_a_failed_revisit_back_for_the_next_cycle() {
     let dir = tempfile::tempdir().unwrap();
     let mut state = open(dir.path());
     due_pages(&mut state, 1);
-    state.start_cycle(50, &[]).unwrap();
+    state.start_cycle(50, &[], None).unwrap();
     let lease = state.lease().unwrap().unwrap();
     finish(&mut state, lease);
     state.keep_due(&fp("http://a.test/d/0"), 55);
     state.commit().unwrap();
     assert_eq!(
-        state.resume_cycle(&[]).unwrap(),
+        state.resume_cycle(&[], None).unwrap(),
         0,
         "not again in this cycle"
     );
-    assert_eq!(state.start_cycle(60, &[]).unwrap().due, 1, "due next cycle");
+    assert_eq!(
+        state.start_cycle(60, &[], None).unwrap().due,
+        1,
+        "due next cycle"
+    );
 }
 
 #[test]
@@ -434,7 +519,7 @@ fn a_new_revisit_policy_moves_due_times_but_not_a_queued_page_and_runs_once() {
         .unwrap();
     state.commit().unwrap();
     // The three due pages are queued by a cycle start: out of the due index.
-    assert_eq!(state.start_cycle(50, &[]).unwrap().due, 3);
+    assert_eq!(state.start_cycle(50, &[], None).unwrap().due, 3);
     // A policy that makes every page due at 7 moves only the one still indexed.
     assert_eq!(
         state
@@ -451,7 +536,7 @@ fn a_new_revisit_policy_moves_due_times_but_not_a_queued_page_and_runs_once() {
     );
     // The queued pages are fetched once; the next cycle asks the moved page.
     assert_eq!(drain(&mut state).len(), 3);
-    assert_eq!(state.start_cycle(60, &[]).unwrap().due, 1);
+    assert_eq!(state.start_cycle(60, &[], None).unwrap().due, 1);
     assert_eq!(drain(&mut state), vec![later]);
     drop(state);
     let mut state = open(dir.path());

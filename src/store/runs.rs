@@ -1,5 +1,6 @@
 //! The runs table: run records (`r`), the global counters (`c`) and the
-//! current run's, the seed list (`d`) and the start of the current cycle (`y`).
+//! current run's, the seed list (`d`), the start of the current cycle (`y`)
+//! and its revisit budget left (`g`).
 //! A run record names the job version it ran under (see `jobs`).
 //!
 //! Counters are kept in memory and the changed ones written into each group's
@@ -19,6 +20,9 @@ use crate::crash;
 
 /// The start of the current crawl cycle: `y` → unix seconds.
 pub(super) const CYCLE: Table<(), U64> = Table::new(b'y', "cycle start");
+/// The revisits the current cycle may still queue under a budget: `g` →
+/// count (absent: the cycle has no budget).
+pub(super) const BUDGET: Table<(), U64> = Table::new(b'g', "cycle revisit budget");
 /// Seeds: `d` · URL → nothing.
 pub(super) const SEED: Table<str, Unit> = Table::new(b'd', "seed");
 /// Global counters: `c` · name → value.
@@ -193,6 +197,20 @@ impl Runs {
     /// Records that the current cycle started at `now` (unix seconds), in the group.
     pub(super) fn start_cycle(&mut self, batch: &mut Batch, now: u64) {
         CYCLE.put(batch, &(), &now);
+    }
+
+    /// Records, in the group, the revisits the current cycle may still queue
+    /// (`None`: it has no budget).
+    pub(super) fn set_budget_left(&mut self, batch: &mut Batch, left: Option<u64>) {
+        match left {
+            Some(left) => BUDGET.put(batch, &(), &left),
+            None => BUDGET.delete(batch, &()),
+        }
+    }
+
+    /// The revisits the current cycle may still queue, if it has a budget.
+    pub(super) fn budget_left(&self, db: &Db) -> Result<Option<u64>, StoreError> {
+        BUDGET.get(db, &())
     }
 
     /// When the current cycle started, if one did.

@@ -31,7 +31,7 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
         assert!(state.enqueue(&Request::get(url(n)), &[]).unwrap());
     }
     state.commit().unwrap();
-    state.start_cycle(1_700_000_000, &[]).unwrap();
+    state.start_cycle(1_700_000_000, &[], None).unwrap();
     let counters = state.counter("seen/unique");
     assert_eq!(counters, 150);
     let hosts: Vec<String> = state
@@ -71,7 +71,7 @@ fn late_versioned_records_carry_their_byte_and_old_ones_still_read() {
         .map(|h| h.name.clone())
         .collect();
     assert_eq!(reread, hosts);
-    state.resume_cycle(&[]).unwrap();
+    state.resume_cycle(&[], None).unwrap();
     // Without its version byte, a journal entry or a host name is damage
     // that the open names (states written before the bytes are not read).
     for (namespace, what) in [

@@ -442,6 +442,7 @@ fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
         .filter(|name| !legcrawl::crash::repair_only(name))
         .filter(|name| !legcrawl::crash::dense_page_only(name))
         .filter(|name| !legcrawl::crash::growth_only(name))
+        .filter(|name| !legcrawl::crash::budget_only(name))
         .filter(|name| !counts.iter().any(|c| c.contains_key(*name)))
         .collect();
     assert!(
@@ -522,6 +523,7 @@ fn every_point_the_scenario_cannot_reach_is_crashed_at_by_another_test() {
             legcrawl::crash::repair_only(name)
                 || legcrawl::crash::dense_page_only(name)
                 || legcrawl::crash::growth_only(name)
+                || legcrawl::crash::budget_only(name)
         })
         .collect();
     assert!(elsewhere.contains(&"repair.trial"), "{elsewhere:?}");

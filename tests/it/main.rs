@@ -35,6 +35,7 @@ mod read_beside;
 mod reparse;
 mod replay;
 mod requisites;
+mod revisit_budget;
 mod revisit_rate;
 mod robots;
 mod seeds;

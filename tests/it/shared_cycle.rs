@@ -182,7 +182,7 @@ fn a_cycle_start_cut_between_seed_chunks_is_completed_by_the_next_worker() {
             .map(|u| (CycleKind::Seed, seed(u)))
             .collect();
         let queued = shared
-            .queue_cycle(1, true, &first)
+            .queue_cycle(1, true, None, &first)
             .await
             .unwrap()
             .map(|q| q.queued);
@@ -260,7 +260,7 @@ fn no_script_call_carries_more_than_one_chunk() {
             seeds.into_iter().map(|s| (CycleKind::Seed, s)).collect();
         // Not drained: a 'more' of a cycle that is not seeding queues
         // nothing, but its calls are chunked all the same.
-        shared.queue_cycle(1, false, &cycle).await.unwrap();
+        shared.queue_cycle(1, false, None, &cycle).await.unwrap();
     });
     let Resp::Array(Some(entries)) = redis.command(&["SLOWLOG", "GET", "-1"]).unwrap() else {
         panic!("SLOWLOG GET");

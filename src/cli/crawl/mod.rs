@@ -184,6 +184,13 @@ pub struct CrawlArgs {
     /// in every run.
     #[arg(long, value_name = "WHEN", value_parser = parse_revisit, help_heading = RUN)]
     revisit_after: Option<Revisit>,
+    /// The most revisits of stored pages one cycle makes: the N whose revisit
+    /// buys the most expected freshness (by each page's estimated change
+    /// rate), due or not, instead of every due page. Pages under a fixed
+    /// interval (hubs, rules) are asked when due, outside the budget
+    /// [default: no budget].
+    #[arg(long, value_name = "N", help_heading = JOB)]
+    revisit_budget: Option<u64>,
     /// Pages whose URL matches this regex are hubs, fetched again in every run
     /// (repeatable; e.g. index pages, feeds).
     #[arg(long = "revisit", value_name = "REGEX", help_heading = JOB)]
@@ -405,6 +412,7 @@ impl CrawlArgs {
             config.obey_robots = false;
         }
         set(&mut config.robots_retry, self.robots_retry);
+        config.revisit_budget = self.revisit_budget.or(config.revisit_budget);
         set(&mut config.allowed_hosts, given(&self.allow_hosts));
         set(&mut config.user_agent, self.user_agent.clone());
         set(&mut config.request_timeout, self.timeout);

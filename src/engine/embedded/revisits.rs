@@ -13,24 +13,31 @@ use crate::item::Item;
 use crate::page::record::{self, PageEnd, PageWrite, page_write};
 use crate::page::scope::Scope;
 use crate::revisit::Schedule;
-use crate::store::Lease;
 use crate::store::State;
 use crate::store::records::{RunOutcome, unix_now};
+use crate::store::{Budget, Lease};
 
 /// Starts a new cycle unless the last run left one to finish: it was interrupted,
 /// killed, failed or stopped by a limit, and requests are still queued.
 /// A new cycle first makes the due index follow the revisit policy in force.
+/// With a revisit budget, the pages it governs are queued by worth (see
+/// [`Budget`]).
 pub(super) fn begin_cycle(
     state: &mut State,
     config: &CrawlConfig,
     schedule: &Schedule,
     scope: &Scope,
 ) -> Result<(), EngineError> {
+    let worth = |record: &crate::store::PageRecord, at: u64| schedule.worth(record, at);
+    let budget = config.revisit_budget.map(|revisits| Budget {
+        revisits,
+        worth: &worth,
+    });
     let previous = state.previous_run()?;
     if let Some(previous) = previous.filter(|run| {
         !matches!(run.outcome, RunOutcome::Drained | RunOutcome::Idle) && state.frontier_len() > 0
     }) {
-        let due = state.resume_cycle(&config.fingerprint_headers)?;
+        let due = state.resume_cycle(&config.fingerprint_headers, budget.as_ref())?;
         tracing::info!(
             queued = state.frontier_len(),
             due,
@@ -48,7 +55,7 @@ pub(super) fn begin_cycle(
         due
     })?;
     crate::engine::say_moved(moved, left.get());
-    let start = state.start_cycle(unix_now(), &config.fingerprint_headers)?;
+    let start = state.start_cycle(unix_now(), &config.fingerprint_headers, budget.as_ref())?;
     tracing::info!(
         seeds = start.seeds,
         due = start.due,

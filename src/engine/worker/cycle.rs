@@ -1,7 +1,8 @@
 //! A new cycle of a shared crawl: when a worker starts on a drained crawl,
 //! its seeds and every page due by now are queued again, by exactly one of
 //! the workers starting together. Depends on [`crate::shared::client`] (the
-//! cycle script and the due index).
+//! cycle script, the due index and the page records) and [`crate::store`]
+//! (a revisit budget's choice).
 
 use super::new_request;
 use crate::config::CrawlConfig;
@@ -13,6 +14,8 @@ use crate::revisit::Schedule;
 use crate::shared::Shared;
 use crate::shared::client::{CycleKind, CycleQueued, Move, NewRequest};
 use crate::store::records::unix_now;
+use crate::store::{TopWorth, seed_request};
+use std::collections::HashSet;
 
 /// Due pages are read in chunks of this many (and queued
 /// [`crate::shared::client::SCRIPT_CHUNK`] per call).
@@ -57,7 +60,10 @@ pub(super) async fn begin_cycle(
                 (CycleKind::Seed, new_request(config, request))
             })
             .collect();
-        match shared.queue_cycle(cycle, drained, &seeds).await? {
+        match shared
+            .queue_cycle(cycle, drained, config.revisit_budget, &seeds)
+            .await?
+        {
             Some(n) => start.queued = start.queued.and(n),
             // Another worker started the cycle, or it moved on: join it.
             None => return Ok(start),
@@ -74,6 +80,27 @@ pub(super) async fn begin_cycle(
     } else {
         state.cycle_started
     };
+    if let Some(budget) = config.revisit_budget {
+        // Ranked at the cycle's start as recorded, the same for every worker.
+        let started = if drained {
+            shared.state().await?.cycle_started
+        } else {
+            state.cycle_started
+        };
+        let cycle = Budgeted {
+            cycle,
+            budget,
+            started,
+            until,
+        };
+        start.queued = start
+            .queued
+            .and(queue_budgeted(shared, config, schedule, &cycle).await?);
+        if start.queued.queued > 0 {
+            tracing::info!(queued = start.queued.queued, "queued for this cycle");
+        }
+        return Ok(start);
+    }
     // The seeds left the due index as they were queued. Whether the due index
     // is exhausted is judged on the chunk as read.
     loop {
@@ -99,7 +126,7 @@ pub(super) async fn begin_cycle(
         // stale, or already taken by another worker), so each pass makes
         // progress and the loop ends.
         if !requests.is_empty() {
-            match shared.queue_cycle(cycle, false, &requests).await? {
+            match shared.queue_cycle(cycle, false, None, &requests).await? {
                 Some(n) => start.queued = start.queued.and(n),
                 // The cycle moved on: nothing of this one is left to queue.
                 None => break,
@@ -113,6 +140,85 @@ pub(super) async fn begin_cycle(
         tracing::info!(queued = start.queued.queued, "queued for this cycle");
     }
     Ok(start)
+}
+
+/// A cycle under a revisit budget.
+struct Budgeted {
+    cycle: u64,
+    budget: u64,
+    /// When the cycle started: pages are ranked at that time.
+    started: u64,
+    /// Pages outside the budget due by then are queued.
+    until: u64,
+}
+
+/// Queues a cycle's pages under a revisit budget (see
+/// [`crate::store::Budget`]): one pass over the page records finds the pages
+/// outside the budget that are due, and the `budget` pages it governs worth
+/// most at the cycle's start that were fetched before it. These are sent
+/// worth most first; the cycle script queues them while the cycle's budget
+/// lasts, so a worker that joins (or starts again after a kill) and sends the
+/// same choice queues only what of it is left.
+async fn queue_budgeted(
+    shared: &Shared,
+    config: &CrawlConfig,
+    schedule: &Schedule,
+    cycle: &Budgeted,
+) -> Result<CycleQueued, EngineError> {
+    let seeds: HashSet<[u8; 20]> = shared
+        .seeds()
+        .await?
+        .into_iter()
+        .map(|url| new_request(config, seed_request(url)).fingerprint)
+        .collect();
+    let mut read = HashSet::new();
+    let mut best = TopWorth::new(cycle.budget);
+    let mut due = Vec::new();
+    let mut cursor = 0;
+    // Bounded: the cursor comes back to 0 after one pass over the records.
+    loop {
+        let (next, pages) = shared.scan_pages(cursor).await?;
+        for (field, _, record) in pages {
+            let Ok(fp) = <[u8; 20]>::try_from(field.as_slice()) else {
+                continue;
+            };
+            // A scan may return a record twice; a seed keeps its place.
+            if seeds.contains(&fp) || !read.insert(fp) {
+                continue;
+            }
+            // Not in the due index: never again, or queued.
+            let Some(at) = record.next_due else {
+                continue;
+            };
+            match schedule.worth(&record, cycle.started) {
+                // Worth nothing, or fetched in this cycle: not chosen.
+                Some(worth) if worth > 0.0 && record.last_fetched < cycle.started => {
+                    best.offer(worth, fp, record.revisit_request());
+                }
+                Some(_) => {}
+                None if at <= cycle.until => {
+                    due.push((
+                        CycleKind::Due,
+                        new_request(config, record.revisit_request()),
+                    ));
+                }
+                None => {}
+            }
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let chosen = best
+        .into_best()
+        .into_iter()
+        .map(|(_, request)| (CycleKind::Budgeted, new_request(config, request)));
+    due.extend(chosen);
+    Ok(shared
+        .queue_cycle(cycle.cycle, false, None, &due)
+        .await?
+        .unwrap_or_default())
 }
 
 /// What [`begin_cycle`] did.

@@ -30,6 +30,9 @@ pub enum CycleKind {
     Seed,
     /// A page due again: queued only if still in the due index.
     Due,
+    /// A page a revisit budget chose: queued only if still in the due index
+    /// and the cycle's budget is not spent.
+    Budgeted,
 }
 
 /// What calls of the cycle script queued.
@@ -136,11 +139,14 @@ impl Shared {
     /// `cycle + 1` if the crawl is still drained on `cycle`, the others queue
     /// more of it; else every call queues more of cycle `cycle`. `None` when
     /// the first call's guard failed (another worker started the cycle, or it
-    /// moved on); a later call's failing guard ends the calls.
+    /// moved on); a later call's failing guard ends the calls. A cycle
+    /// started with a `budget` queues at most that many
+    /// [`CycleKind::Budgeted`] pages, whoever sends them.
     pub async fn queue_cycle(
         &self,
         cycle: u64,
         start: bool,
+        budget: Option<u64>,
         requests: &[(CycleKind, NewRequest)],
     ) -> Result<Option<CycleQueued>, SharedError> {
         let (mut cycle, mut start, mut total) = (cycle, start, CycleQueued::default());
@@ -150,7 +156,7 @@ impl Shared {
         }
         for (i, chunk) in chunks.into_iter().enumerate() {
             let mode: &[u8] = if start { b"start" } else { b"more" };
-            match self.cycle_call(cycle, mode, chunk).await? {
+            match self.cycle_call(cycle, mode, budget, chunk).await? {
                 Some(n) => total = total.and(n),
                 None if i == 0 => return Ok(None),
                 None => break,
@@ -164,7 +170,7 @@ impl Shared {
 
     /// Every seed of cycle `cycle` was sent: the cycle is no longer seeding.
     pub async fn seeded(&self, cycle: u64) -> Result<(), SharedError> {
-        self.cycle_call(cycle, b"seeded", &[]).await.map(drop)
+        self.cycle_call(cycle, b"seeded", None, &[]).await.map(drop)
     }
 
     /// One call of `lua/cycle.lua`.
@@ -172,18 +178,24 @@ impl Shared {
         &self,
         cycle: u64,
         mode: &[u8],
+        budget: Option<u64>,
         requests: &[(CycleKind, NewRequest)],
     ) -> Result<Option<CycleQueued>, SharedError> {
         let mut args = vec![
             cycle.to_string().into_bytes(),
             mode.to_vec(),
             unix_now().to_string().into_bytes(),
+            budget
+                .map(|b| b.to_string())
+                .unwrap_or_default()
+                .into_bytes(),
             requests.len().to_string().into_bytes(),
         ];
         for (kind, r) in requests {
             args.push(match kind {
                 CycleKind::Seed => b"s".to_vec(),
                 CycleKind::Due => b"d".to_vec(),
+                CycleKind::Budgeted => b"b".to_vec(),
             });
             args.push(r.request.url.clone().into_bytes());
             args.push(r.host.clone().into_bytes());

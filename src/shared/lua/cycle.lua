@@ -4,11 +4,13 @@
 --   'start'  starts cycle ARGV[4] + 1 only if the crawl is still on cycle
 --            ARGV[4] and drained (nothing queued, no live lease) — so of
 --            workers starting together exactly one starts it — records its
---            start time ARGV[6] and marks it `seeding`;
+--            start time ARGV[6] and its revisit budget ARGV[7] ('' for none)
+--            and marks it `seeding`;
 --   'more'   only queues, while the crawl is on cycle ARGV[4];
 --   'seeded' says every seed of the cycle was sent: `seeding` ends.
--- Then a count and, per request: kind ('s' seed, 'd' due page), URL, host,
--- fingerprint, request (JSON), host delay ms, priority.
+-- Then a count and, per request: kind ('s' seed, 'd' due page, 'b' a page
+-- chosen by the revisit budget), URL, host, fingerprint, request (JSON), host
+-- delay ms, priority.
 --
 -- A seed is queued while the cycle is `seeding`, once per cycle: the
 -- `seeded` set holds the fingerprints of the seeds queued in this cycle (made
@@ -16,6 +18,9 @@
 -- set, and the next worker that starts sends every seed again: only those not
 -- in `seeded` are queued. A due page is queued only if it is still in the due
 -- index, which it leaves, so no page is queued twice however often this runs.
+-- A budgeted page likewise, and only while the cycle's `budget_left` is above
+-- 0, which it lowers: however many workers send their choice, the cycle
+-- queues at most its budget.
 -- Returns -1 when the guard fails, else {queued, seeds, due pages, new to
 -- the seen set}.
 local cycle, mode, started = tonumber(ARGV[4]), ARGV[5], ARGV[6]
@@ -27,6 +32,11 @@ if mode == 'start' then
   end
   current = cycle + 1
   redis.call('HSET', K('meta'), 'cycle', current, 'cycle_started', started, 'seeding', 1)
+  if ARGV[7] == '' then
+    redis.call('HDEL', K('meta'), 'budget_left')
+  else
+    redis.call('HSET', K('meta'), 'budget_left', ARGV[7])
+  end
   -- UNLINK frees a large set in the background.
   redis.call('UNLINK', K('seeded'))
   count('cycle/started', 1)
@@ -38,10 +48,11 @@ elseif mode == 'seeded' then
   return {0, 0, 0, 0}
 end
 local seeding = redis.call('HGET', K('meta'), 'seeding') == '1'
-local queued, seeds, due, unique = 0, 0, 0, 0
-local n = tonumber(ARGV[7])
+local queued, seeds, due, unique, budgeted = 0, 0, 0, 0, 0
+local left = tonumber(redis.call('HGET', K('meta'), 'budget_left') or '0')
+local n = tonumber(ARGV[8])
 for i = 0, n - 1 do
-  local at = 8 + i * 7
+  local at = 9 + i * 7
   local kind, url, host, fp, body, delay, priority =
     ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
   local go = false
@@ -55,6 +66,13 @@ for i = 0, n - 1 do
       go = true
       seeds = seeds + 1
     end
+  elseif kind == 'b' then
+    if left > 0 and redis.call('ZREM', K('due'), fp) == 1 then
+      left = left - 1
+      go = true
+      due = due + 1
+      budgeted = budgeted + 1
+    end
   elseif redis.call('ZREM', K('due'), fp) == 1 then
     go = true
     due = due + 1
@@ -65,8 +83,12 @@ for i = 0, n - 1 do
     queued = queued + 1
   end
 end
+if budgeted > 0 then
+  redis.call('HSET', K('meta'), 'budget_left', left)
+end
 count('revisit/seeds', seeds)
 count('revisit/due', due)
+count('revisit/budgeted', budgeted)
 count('frontier/enqueued', queued)
 count('seen/unique', unique)
 return {queued, seeds, due, unique}
