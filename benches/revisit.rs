@@ -18,8 +18,9 @@
 //! requests over all of them (the first night's included).
 //!
 //! Variants: `estimated` (the default policy), `adaptive` (Nutch's schedule),
-//! `every night` (`--revisit-after 0`), and `estimated` on a site that sends
-//! no `Last-Modified`.
+//! `every night` (`--revisit-after 0`), `estimated` on a site that sends no
+//! `Last-Modified`, and `estimated` with a revisit budget of 20 % and of 10 %
+//! of the pages a night (`--revisit-budget`).
 //!
 //! The target (issue 45): the default policy keeps Nutch's freshness within
 //! half a point with at least 15 % fewer requests; the bench fails otherwise.
@@ -217,33 +218,51 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// One variant: the policy given to every night's run, and the site's dates.
+/// One variant: the policy given to every night's run, the site's dates,
+/// and a revisit budget (a share of the pages per night).
 struct Variant {
     name: &'static str,
     revisit: &'static str,
     dated: bool,
+    budget: Option<f64>,
 }
 
-const VARIANTS: [Variant; 4] = [
+const VARIANTS: [Variant; 6] = [
     Variant {
         name: "estimated",
         revisit: "estimated",
         dated: true,
+        budget: None,
     },
     Variant {
         name: "adaptive (Nutch)",
         revisit: "adaptive",
         dated: true,
+        budget: None,
     },
     Variant {
         name: "every night",
         revisit: "0",
         dated: true,
+        budget: None,
     },
     Variant {
         name: "estimated, no Last-Modified",
         revisit: "estimated",
         dated: false,
+        budget: None,
+    },
+    Variant {
+        name: "estimated, budget 20 %/night",
+        revisit: "estimated",
+        dated: true,
+        budget: Some(0.20),
+    },
+    Variant {
+        name: "estimated, budget 10 %/night",
+        revisit: "estimated",
+        dated: true,
+        budget: Some(0.10),
     },
 ];
 
@@ -297,8 +316,13 @@ fn run(variant: &Variant, pages: usize, nights: u32, seed: u64) -> anyhow::Resul
     for night in 0..nights {
         let offset = i64::from(night) * 86_400;
         sim.offset.store(offset, Ordering::SeqCst);
-        let status = Command::new(bin())
-            .arg("crawl")
+        let mut command = Command::new(bin());
+        command.arg("crawl");
+        if let Some(share) = variant.budget {
+            let budget = (pages as f64 * share).round() as u64;
+            command.args(["--revisit-budget", &budget.to_string()]);
+        }
+        let status = command
             .arg(format!("http://{addr}/"))
             .arg("--data")
             .arg(&data)

@@ -183,12 +183,18 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> anyhow::Resul
     for (name, value) in rows {
         writeln!(out, "{name:<30} {value}")?;
     }
-    if let Some(due) = s.due_now {
-        writeln!(
+    match (s.due_now, s.revisit_budget) {
+        (Some(due), None) => writeln!(
             out,
             "{:<30} {due} due pages, besides the seeds and the queued (dump pages --due)",
             "next run asks"
-        )?;
+        )?,
+        (Some(due), Some(budget)) => writeln!(
+            out,
+            "{:<30} at most {budget} pages by the revisit budget, due or not (of {due} due pages), besides the seeds, the queued and the pages under a fixed interval",
+            "next run asks"
+        )?,
+        _ => {}
     }
     match &s.more {
         SummaryMore::State(more) => print_state_rows(out, more),

@@ -163,15 +163,25 @@ impl CrawlView {
             CrawlView::State(state) => {
                 let mut summary = Summary::of_state(state.summary()?, None);
                 summary.due_now = Some(state.count_due(crate::store::records::unix_now())?);
+                summary.revisit_budget = self.revisit_budget().await;
                 Ok(summary)
             }
             CrawlView::Published(dir) => state::live_summary(dir),
             CrawlView::Shared(shared) => {
                 let mut summary = Summary::of_shared(shared.summary().await?);
                 summary.due_now = Some(shared.due_count(crate::store::records::unix_now()).await?);
+                summary.revisit_budget = self.revisit_budget().await;
                 Ok(summary)
             }
         }
+    }
+
+    /// The newest job's revisit budget (`[revisit] budget`), if it has one.
+    async fn revisit_budget(&self) -> Option<u64> {
+        let job = self.job(None).await.ok()?;
+        let table: toml::Table = job.text.parse().ok()?;
+        let budget = table.get("revisit")?.get("budget")?.as_integer()?;
+        u64::try_from(budget).ok()
     }
 
     /// The first `limit` queued requests in lease order, host by host.

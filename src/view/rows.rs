@@ -47,6 +47,11 @@ pub struct Summary {
     /// publishes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub due_now: Option<u64>,
+    /// The job's revisit budget, if it has one: the next run asks at most
+    /// this many of the pages it governs, due or not, besides `due_now`'s
+    /// pages outside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revisit_budget: Option<u64>,
     /// What only one mode knows.
     #[serde(flatten)]
     pub more: SummaryMore,
@@ -122,6 +127,7 @@ impl Summary {
             job: s.job,
             dedup: s.dedup,
             due_now: None,
+            revisit_budget: None,
             more: SummaryMore::State(Box::new(StateSummary {
                 bloom_bits: s.bloom_bits,
                 bloom_sized: s.bloom_sized,
@@ -154,6 +160,7 @@ impl Summary {
             job: s.job,
             dedup: s.dedup.to_owned(),
             due_now: None,
+            revisit_budget: None,
             more: SummaryMore::Shared(Box::new(SharedMore {
                 name: s.name,
                 page_records: s.page_records,

@@ -147,6 +147,8 @@ fn a_budget_asks_exactly_its_pages_worth_most(mode: Mode, crash_at: Option<u64>)
         newest_asked <= oldest_left,
         "{what}: a page fetched at {newest_asked:?} was asked before one fetched at {oldest_left:?}"
     );
+    // The summary names the budget the job keeps.
+    assert_eq!(crawler.summary()["revisit_budget"], BUDGET, "{what}");
     // The runs say what the cycle queued, however often it was started.
     let runs = crawler.runs();
     let due: u64 = runs
