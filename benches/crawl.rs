@@ -496,9 +496,31 @@ fn main() -> anyhow::Result<()> {
     }
     let medians = summarize(&variants, &samples);
     verdict(&variants, &medians);
-    scraped::pairs(
-        &variants.iter().map(|v| v.name()).collect::<Vec<_>>(),
-        &samples_rates(&samples),
-    );
+    let names: Vec<String> = variants.iter().map(|v| v.name()).collect();
+    let rates = samples_rates(&samples);
+    warc_pairs(&names, &rates);
+    scraped::pairs(&names, &rates);
     Ok(())
+}
+
+/// Prints the median of the per-round ratios `engine/bloom24+warc` /
+/// `engine/bloom24` when both ran: alternating pairs cancel most of the
+/// drift from other load on the machine.
+fn warc_pairs(names: &[String], rates: &[Vec<f64>]) {
+    let find = |name: &str| names.iter().position(|n| n == name);
+    let (Some(base), Some(warc)) = (find("engine/bloom24"), find("engine/bloom24+warc")) else {
+        return;
+    };
+    let ratios: Vec<f64> = rates[base]
+        .iter()
+        .zip(&rates[warc])
+        .map(|(b, w)| w / b)
+        .collect();
+    let (median, min, max) = spread(&ratios);
+    println!(
+        "\nWARC: median pair ratio (bloom24+warc / bloom24) = {median:.3} over {} pairs \
+         (min {min:.3}, max {max:.3}; target >= 0.8: {})",
+        ratios.len(),
+        if median >= 0.8 { "met" } else { "NOT met" }
+    );
 }

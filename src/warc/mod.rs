@@ -45,7 +45,8 @@
 //! the group sealed after the fetch (embedded), or with the next completion
 //! (shared), so they are exact too.
 //!
-//! Depends on `flate2` and `httparse` (reading records back), [`crate::fetch::Exchange`], [`crate::config`] (the `warcinfo`
+//! Depends on `libdeflater` (writing records), `flate2` and `httparse`
+//! (reading them back), [`crate::fetch::Exchange`], [`crate::config`] (the `warcinfo`
 //! settings), [`crate::store`] (its error type), [`crate::canon`] (credentials
 //! stripped from seeds), [`crate::crash`], [`crate::dirlock`], [`crate::fsync`]
 //! and [`crate::clock`]; knows nothing of legs, the engine or where the marks

@@ -1,13 +1,11 @@
 //! Building WARC 1.1 records, each as its own gzip member.
 //!
 //! A record is the `WARC/1.1` line, its named fields, `Content-Length`, a blank
-//! line, the block and two CRLFs, compressed alone (flate2) so that a reader
-//! can seek to any record and a file cut at a record boundary stays valid.
-//! The gzip framing (RFC 1952: a 10-byte header, raw deflate, CRC-32 and
-//! length) is written here around flate2's raw deflate, so that one
-//! compressor per thread is reset and reused: a fresh compressor per record
-//! (as `GzEncoder` makes) zeroes and frees its large tables every time, which
-//! costs more than the compression itself.
+//! line, the block and two CRLFs, compressed alone so that a reader can seek
+//! to any record and a file cut at a record boundary stays valid. Each record
+//! is put together in a per-thread buffer and compressed in one call by
+//! libdeflate (level 1) into a complete gzip member (RFC 1952), with one
+//! compressor per thread: no streaming state to reset between records.
 //! Digests are SHA-1 in base32 (`sha1:` + RFC 4648), over the whole block
 //! (`WARC-Block-Digest`) and over the HTTP body as received
 //! (`WARC-Payload-Digest`). Record ids are random (v4) `urn:uuid:`s. Pure: no
@@ -17,7 +15,7 @@
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flate2::{Compress, Compression, Crc, FlushCompress, Status};
+use libdeflater::{CompressionLvl, Compressor};
 use sha1::{Digest, Sha1};
 
 use super::{Capture, Profile};
@@ -49,62 +47,57 @@ pub fn unix_secs(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// The gzip header: magic, deflate, no flags, no time, fast (XFL 4), unknown OS.
-const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 0xff];
+/// The deflate level: libdeflate's 1, its fastest that still compresses.
+const LEVEL: i32 = 1;
+
+/// Past this many bytes a thread's scratch buffer is freed after use, so that
+/// one huge record does not keep its size for the rest of the run.
+const SCRATCH_KEEP: usize = 1 << 20;
+
+/// This thread's compressor and the buffer a record is put together in.
+struct Gzip {
+    compressor: Compressor,
+    input: Vec<u8>,
+}
 
 thread_local! {
-    /// This thread's raw-deflate compressor, reset for every member.
-    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::fast(), false));
-}
-
-/// Deflates `input` into `out` (growing it), with `flush`; for `Finish`,
-/// until the stream's end.
-fn deflate(compress: &mut Compress, mut input: &[u8], out: &mut Vec<u8>, flush: FlushCompress) {
-    loop {
-        if out.capacity() - out.len() < 256 {
-            out.reserve(out.capacity().max(4096));
-        }
-        let before = compress.total_in();
-        let status = match compress.compress_vec(input, out, flush) {
-            Ok(status) => status,
-            // Raw deflate into memory has no failure mode but a caller's bug.
-            Err(error) => unreachable!("deflate into memory failed: {error}"),
-        };
-        let used = usize::try_from(compress.total_in() - before).unwrap_or(input.len());
-        input = &input[used.min(input.len())..];
-        let done = match flush {
-            FlushCompress::Finish => status == Status::StreamEnd,
-            _ => input.is_empty(),
-        };
-        if done {
-            return;
-        }
-    }
-}
-
-/// `parts`, concatenated, as one gzip member.
-fn gzip(parts: &[&[u8]]) -> Vec<u8> {
-    let len: usize = parts.iter().map(|part| part.len()).sum();
-    let mut out = Vec::with_capacity(len / 2 + 64);
-    out.extend_from_slice(&GZIP_HEADER);
-    let mut crc = Crc::new();
-    DEFLATE.with(|cell| {
-        let mut compress = cell.borrow_mut();
-        compress.reset();
-        for part in parts {
-            crc.update(part);
-            deflate(&mut compress, part, &mut out, FlushCompress::None);
-        }
-        deflate(&mut compress, &[], &mut out, FlushCompress::Finish);
+    /// Allocated once per thread: libdeflate compresses a whole buffer in one
+    /// call with no state carried between calls, so nothing is reset.
+    static GZIP: RefCell<Gzip> = RefCell::new(Gzip {
+        compressor: Compressor::new(match CompressionLvl::new(LEVEL) {
+            Ok(level) => level,
+            Err(_) => CompressionLvl::fastest(),
+        }),
+        input: Vec::new(),
     });
-    out.extend_from_slice(&crc.sum().to_le_bytes());
-    out.extend_from_slice(&crc.amount().to_le_bytes());
-    out
 }
 
-/// One record as a gzip member: the header `fields` (in order), then
-/// `Content-Length` and the block made of `block`'s parts.
-fn member(fields: &[(&str, &str)], block: &[&[u8]]) -> Vec<u8> {
+/// Appends `parts`, concatenated, to `out` as one gzip member (libdeflate's
+/// header: no name, no time, XFL "fastest", OS unknown).
+fn gzip(parts: &[&[u8]], out: &mut Vec<u8>) {
+    GZIP.with(|cell| {
+        let Gzip { compressor, input } = &mut *cell.borrow_mut();
+        input.clear();
+        for part in parts {
+            input.extend_from_slice(part);
+        }
+        let at = out.len();
+        out.resize(at + compressor.gzip_compress_bound(input.len()), 0);
+        let written = match compressor.gzip_compress(input, &mut out[at..]) {
+            Ok(written) => written,
+            // The bound is libdeflate's own worst case for this input.
+            Err(error) => unreachable!("gzip into a buffer of its bound failed: {error}"),
+        };
+        out.truncate(at + written);
+        if input.capacity() > SCRATCH_KEEP {
+            *input = Vec::new();
+        }
+    });
+}
+
+/// One record as a gzip member appended to `out`: the header `fields` (in
+/// order), then `Content-Length` and the block made of `block`'s parts.
+fn member(fields: &[(&str, &str)], block: &[&[u8]], out: &mut Vec<u8>) {
     let len: usize = block.iter().map(|part| part.len()).sum();
     let mut head = String::with_capacity(512);
     head.push_str("WARC/1.1\r\n");
@@ -119,7 +112,7 @@ fn member(fields: &[(&str, &str)], block: &[&[u8]]) -> Vec<u8> {
     parts.push(head.as_bytes());
     parts.extend_from_slice(block);
     parts.push(b"\r\n\r\n");
-    gzip(&parts)
+    gzip(&parts, out);
 }
 
 /// The `warcinfo` record that opens the file `filename`: the software and the
@@ -134,6 +127,7 @@ pub fn warcinfo(filename: &str, date: SystemTime, info: &[(String, String)]) -> 
         block.push_str("\r\n");
     }
     let digest = sha1_digest(&[block.as_bytes()]);
+    let mut out = Vec::new();
     member(
         &[
             ("WARC-Type", "warcinfo"),
@@ -144,7 +138,9 @@ pub fn warcinfo(filename: &str, date: SystemTime, info: &[(String, String)]) -> 
             ("Content-Type", "application/warc-fields"),
         ],
         &[block.as_bytes()],
-    )
+        &mut out,
+    );
+    out
 }
 
 /// The records of one capture: a `request` record, then a `response` record
@@ -158,7 +154,12 @@ pub fn capture(capture: &Capture) -> (Vec<u8>, usize) {
     let date = warc_date(exchange.date);
     let ip = exchange.ip.map(|ip| ip.to_string());
     let response_id = record_id();
-    let mut out = {
+    let len = exchange.request_head.len()
+        + exchange.request_body.len()
+        + exchange.response_head.len()
+        + exchange.response_body.len();
+    let mut out = Vec::with_capacity(len / 2 + 2048);
+    {
         let block_digest = sha1_digest(&[&exchange.request_head, &exchange.request_body]);
         let payload_digest = sha1_digest(&[&exchange.request_body]);
         let mut fields = vec![
@@ -175,8 +176,12 @@ pub fn capture(capture: &Capture) -> (Vec<u8>, usize) {
         fields.push(("WARC-Block-Digest", &block_digest));
         fields.push(("WARC-Payload-Digest", &payload_digest));
         fields.push(("Content-Type", "application/http; msgtype=request"));
-        member(&fields, &[&exchange.request_head, &exchange.request_body])
-    };
+        member(
+            &fields,
+            &[&exchange.request_head, &exchange.request_body],
+            &mut out,
+        );
+    }
     let payload_digest = sha1_digest(&[&exchange.response_body]);
     let refers_date = capture
         .revisit
@@ -243,7 +248,7 @@ pub fn capture(capture: &Capture) -> (Vec<u8>, usize) {
         fields.push(("Content-Type", "application/http; msgtype=response"));
     }
     let second = out.len();
-    out.extend_from_slice(&member(&fields, &block));
+    member(&fields, &block, &mut out);
     (out, second)
 }
 
@@ -271,12 +276,18 @@ mod tests {
     }
 
     #[test]
-    fn members_are_gzip_and_the_compressor_is_reused() {
+    fn members_are_gzip_appended_and_the_compressor_is_reused() {
         let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
         for data in [&b""[..], b"abc", &big[..], b"again"] {
-            let member = gzip(&[data, b"tail"]);
+            let mut member = b"before".to_vec();
+            gzip(&[data, b"tail"], &mut member);
+            assert!(
+                member.starts_with(b"before"),
+                "appended after what was there"
+            );
+            let member = &member[b"before".len()..];
             let mut back = Vec::new();
-            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&member[..]), &mut back)
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(member), &mut back)
                 .unwrap();
             assert_eq!(&back[..data.len()], data);
             assert_eq!(&back[data.len()..], b"tail");
