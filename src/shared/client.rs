@@ -262,6 +262,7 @@ struct Scripts {
     lease: CrawlScript,
     renew: CrawlScript,
     release: CrawlScript,
+    unlease: CrawlScript,
     beat: CrawlScript,
     complete: CrawlScript,
     policy: CrawlScript,
@@ -300,6 +301,7 @@ impl Scripts {
             lease: script!("lease.lua", &["pages", "leasecalls", "leasecalls_at"]),
             renew: script!("renew.lua", &["workers", "alive", "done"]),
             release: script!("release.lua", &["workers", "alive"]),
+            unlease: script!("unlease.lua", &[]),
             beat: script!("beat.lua", &[]),
             complete: script!(
                 "complete.lua",
@@ -362,6 +364,11 @@ pub struct Shared {
     /// The commit sequence the last completion that committed returned
     /// (0: none, or its answer did not carry it).
     last_commit: AtomicU64,
+    /// The lease tokens of this worker's latest completions that committed,
+    /// with the commit sequence each returned (oldest first, at most
+    /// `commits::KEPT_TOKENS`): when Redis goes back, those above it are
+    /// the lost completions' leases (`commits`).
+    committed: Mutex<commits::Committed>,
     /// The id of this worker's commit sequence (its field of `commits`):
     /// random, or the one its witness record keeps across runs.
     witness_id: String,
@@ -483,6 +490,7 @@ impl Shared {
             lost: AtomicU64::new(0),
             went: Mutex::new(None),
             last_commit: AtomicU64::new(0),
+            committed: Mutex::new(commits::Committed::default()),
             witness_id: format!("{:016x}", random_u64()),
         })
     }
@@ -535,7 +543,8 @@ impl Shared {
                 Err(SharedError::WentBack { from, to, .. })
                     if tries < commits::WENT_BACK_RETRIES =>
                 {
-                    self.went_back(from, to);
+                    let lost = self.went_back(from, to);
+                    self.unlease_lost(&lost).await;
                     tries += 1;
                 }
                 other => return other,

@@ -27,6 +27,19 @@ use super::{Shared, SharedError, int};
 /// call is possible, a third is not expected).
 pub(super) const WENT_BACK_RETRIES: usize = 3;
 
+/// How many of its latest completions' lease tokens a worker keeps, to
+/// return those Redis lost ([`Shared::unlease_lost`]): more than a worker
+/// completes in the seconds a failover or a lost AOF tail goes back.
+pub(super) const KEPT_TOKENS: usize = 16_384;
+
+/// This worker's latest completions that committed: the worker id they were
+/// leased to, and each one's commit sequence and lease token, oldest first.
+#[derive(Default)]
+pub(super) struct Committed {
+    worker: String,
+    kept: std::collections::VecDeque<(u64, u64)>,
+}
+
 impl Shared {
     /// The epoch argument of a script call: `EPOCH:WITNESS_ID:SEEN`.
     pub(super) fn epoch_arg(&self) -> Vec<u8> {
@@ -45,6 +58,54 @@ impl Shared {
     pub(super) fn committed_at(&self, commits: u64) {
         self.saw_commits(commits);
         self.last_commit.store(commits, Ordering::SeqCst);
+    }
+
+    /// Notes that the completion of `worker`'s lease `token` committed with
+    /// the sequence at `commits`.
+    pub(super) fn note_committed(&self, worker: &str, commits: u64, token: u64) {
+        let mut committed = match self.committed.lock() {
+            Ok(committed) => committed,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if committed.worker != worker {
+            worker.clone_into(&mut committed.worker);
+        }
+        if committed.kept.len() >= KEPT_TOKENS {
+            committed.kept.pop_front();
+        }
+        committed.kept.push_back((commits, token));
+    }
+
+    /// Returns to the frontier the leases `tokens` of this worker's
+    /// completions Redis lost, where Redis still holds them as this worker's
+    /// (`lua/unlease.lua`): leased before the point Redis went back to, they
+    /// would otherwise wait for their TTL (the default is a minute), and
+    /// with them their pages and their hosts' in-flight slots. A failure is
+    /// said, not fatal: they then expire on their own.
+    pub(super) async fn unlease_lost(&self, (worker, tokens): &(String, Vec<u64>)) {
+        if tokens.is_empty() {
+            return;
+        }
+        let mut args = vec![worker.as_bytes().to_vec()];
+        args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
+        match self
+            .script_once(
+                "returning leases of lost completions",
+                |s| &s.unlease,
+                tokens,
+                &args,
+            )
+            .await
+        {
+            Ok(value) => {
+                let returned = super::int(&value).unwrap_or(0);
+                tracing::debug!(returned, "returned leases of lost completions");
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                "could not return the leases of lost completions; they expire with their TTL"
+            ),
+        }
     }
 
     /// Whether Redis still holds this worker's last completion that
@@ -122,6 +183,7 @@ impl Shared {
             .await?;
         let now = now.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
         if now < commits {
+            // A new run: its predecessor's leases went with its death.
             self.went_back(commits, now);
         }
         Ok(())
@@ -130,15 +192,28 @@ impl Shared {
     /// Redis answered a call sent with witness `sent` that its sequence is
     /// at `now`, lower: the first call to hear it says so in one line and
     /// takes `now` as the witness; calls that sent the same witness then
-    /// call again without a word.
-    pub(super) fn went_back(&self, sent: u64, now: u64) {
+    /// call again without a word. Returns the lease tokens of the lost
+    /// completions this worker kept, with the worker id they were leased
+    /// to (to the first call only).
+    pub(super) fn went_back(&self, sent: u64, now: u64) -> (String, Vec<u64>) {
         if self
             .witness
             .compare_exchange(sent, now, Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
-            return;
+            return (String::new(), Vec::new());
         }
+        let tokens = {
+            let committed = match self.committed.lock() {
+                Ok(committed) => committed,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let lost = committed.kept.iter().filter(|(commits, _)| *commits > now);
+            (
+                committed.worker.clone(),
+                lost.map(|(_, token)| *token).collect(),
+            )
+        };
         let lost = sent - now;
         self.lost.fetch_add(lost, Ordering::SeqCst);
         match self.went.lock() {
@@ -150,6 +225,7 @@ impl Shared {
             "the shared crawl {:?} lost {lost} committed completions (Redis went back from {sent} to {now}: a lost AOF tail, a failover that lost writes, or evicted keys); going on from what Redis still has: their pages are fetched again",
             self.target.name
         );
+        tokens
     }
 }
 

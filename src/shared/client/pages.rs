@@ -219,6 +219,7 @@ impl Shared {
                 (Some(queued), Some(parked)) => {
                     if let Some(commits) = super::commits::commits_at(parts, 5) {
                         self.committed_at(commits);
+                        self.note_committed(worker, commits, page.token);
                     }
                     Ok(Completed::Done {
                         queued,

@@ -18,6 +18,8 @@
 //!   text parser and headless chromium.
 //! - [`tinyproxy`]: a real `tinyproxy` child on a free port (skipped loudly
 //!   when missing, unless `LEGCRAWL_REQUIRE_PROXY=1`).
+//! - [`tcp_proxy`]: a TCP proxy between workers and Redis that a test can
+//!   re-point (a failover) or black-hole (a network that drops packets).
 //! - [`tls`]: a CA and a server certificate for the `rediss://` and https
 //!   tests (rcgen), and the https server's TLS configuration.
 //! - [`lazyfs`]: a FUSE filesystem that drops what was not fsynced at a
@@ -51,6 +53,7 @@ pub mod server;
 pub mod site;
 pub mod skip;
 pub mod stream;
+pub mod tcp_proxy;
 pub mod tinyproxy;
 pub mod tls;
 pub mod warc;

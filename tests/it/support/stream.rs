@@ -79,7 +79,26 @@ pub fn assert_files_equal_the_stream(
     crawl: &Crawl,
     outputs: &[String],
 ) -> String {
-    let entries = stream(redis, crawl);
+    files_against(redis, crawl, outputs, false)
+}
+
+/// As [`assert_files_equal_the_stream`], against the stream's items that
+/// were written to an output file (tagged with an id): a worker without
+/// `--output` wrote the others to no file.
+pub fn assert_files_equal_the_written_stream(
+    redis: &RedisServer,
+    crawl: &Crawl,
+    outputs: &[String],
+) -> String {
+    files_against(redis, crawl, outputs, true)
+}
+
+/// The check of both: against every entry, or those tagged when `tagged`.
+fn files_against(redis: &RedisServer, crawl: &Crawl, outputs: &[String], tagged: bool) -> String {
+    let mut entries = stream(redis, crawl);
+    if tagged {
+        entries.retain(|e| !e.out.is_empty());
+    }
     let paths: Vec<_> = outputs.iter().map(|o| crawl.dir().join(o)).collect();
     let files: Vec<Vec<String>> = paths.iter().map(|p| lines(p)).collect();
     let mut ids: Vec<&str> = entries.iter().map(|e| e.out.as_str()).collect();

@@ -291,3 +291,25 @@ pub fn wait_for_requests(site: &MultiSite, n: u64, crawl: &mut Crawl) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// For each host of `site`: its requests after `healed` and the longest
+/// time it went without one from `healed` on, up to its last request (after
+/// it the host had nothing left), from the servers' request logs.
+pub fn idle_after(site: &MultiSite, healed: Instant) -> Vec<(usize, Duration)> {
+    site.servers()
+        .iter()
+        .map(|server| {
+            let mut starts: Vec<Instant> = server.log().iter().map(|l| l.start).collect();
+            starts.sort();
+            let mut last = healed;
+            let mut idle = Duration::ZERO;
+            let mut after = 0;
+            for &start in starts.iter().filter(|&&s| s > healed) {
+                idle = idle.max(start.saturating_duration_since(last));
+                last = start;
+                after += 1;
+            }
+            (after, idle)
+        })
+        .collect()
+}
