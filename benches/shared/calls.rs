@@ -274,7 +274,10 @@ pub fn run() -> anyhow::Result<()> {
         let cycle: Vec<(CycleKind, NewRequest)> =
             seeds.into_iter().map(|s| (CycleKind::Seed, s)).collect();
         let started = Instant::now();
-        let queued = shared.queue_cycle(1, true, None, &cycle).await?.map(|q| q.queued);
+        let queued = shared
+            .queue_cycle(1, true, None, &cycle)
+            .await?
+            .map(|q| q.queued);
         shared.seeded(2).await?;
         ensure!(queued == Some(n as u64), "cycle queued {queued:?}");
         row("a cycle's seeds queued", started.elapsed())?;
