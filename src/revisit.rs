@@ -336,7 +336,14 @@ impl Schedule {
                 start.clamp(min, max.max(min))
             }
             Revisit::Estimated { period, min, max } => {
-                rate::interval(&record.evidence, period, min, max)
+                let chosen = rate::interval(&record.evidence, period, min, max);
+                // The server's word that the answer stays fresh, kept with
+                // the record (see `Schedule::record`), holds here too.
+                if record.evidence.why == WHY_FRESH {
+                    chosen.max(Duration::from_secs(record.interval).min(max.max(min)))
+                } else {
+                    chosen
+                }
             }
         };
         Some(

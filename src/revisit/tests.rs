@@ -380,6 +380,10 @@ fn the_estimated_policy_waits_out_a_long_freshness_lifetime_within_its_maximum()
     assert_eq!(long.next_due, Some(10 * DAY));
     assert!(plain.next_due < long.next_due);
     assert_eq!(why_word(&long), "expires");
+    // Worked out again from the record (a new policy moves due times), the
+    // lifetime still holds, as early as any due time may be.
+    let again = s.due(&long).expect("due");
+    assert!((10 * DAY - 3600..=10 * DAY).contains(&again), "{again}");
     // A short lifetime changes nothing; a year is cut to the policy's 30 days.
     let (short, _) = s.record(None, &request(), &fresh(600), 0);
     assert_eq!(short.next_due, plain.next_due);

@@ -1,7 +1,9 @@
 //! The estimated revisit policy (the default) through the binary, over
 //! simulated nights: `LEGCRAWL_CLOCK_OFFSET` moves each night's run a day on.
 //! A page that never changes is asked ever less often; a page that changes
-//! every night is asked every night once its changes are known. Both modes.
+//! every night is asked every night once its changes are known; a page the
+//! server says stays fresh for ten days (`Cache-Control: max-age`) is not
+//! asked before. Both modes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,8 +21,14 @@ fn a_stable_page_is_asked_less_and_less_and_a_daily_page_every_night() {
     let today = Arc::clone(&night);
     let server = TestServer::start(handler(move |request| match request.path() {
         "/" => TestResponse::html(
-            "<title>index</title><a href=/stable>stable</a> <a href=/daily>daily</a>",
+            "<title>index</title><a href=/stable>stable</a> <a href=/daily>daily</a> \
+             <a href=/cached>cached</a>",
         ),
+        "/cached" => TestResponse::html(format!(
+            "<title>cached</title><p>Version of night {}.</p>",
+            today.load(Ordering::SeqCst)
+        ))
+        .header("Cache-Control", "public, max-age=864000"),
         "/stable" => TestResponse::html("<title>stable</title><p>The same every night.</p>"),
         "/daily" => TestResponse::html(format!(
             "<title>daily</title><p>News of night {}.</p>",
@@ -33,10 +41,14 @@ fn a_stable_page_is_asked_less_and_less_and_a_daily_page_every_night() {
         let Some(crawler) = Crawler::start(mode, "revisit_rate") else {
             return;
         };
-        let (mut stable, mut daily) = (Vec::new(), Vec::new());
+        let (mut stable, mut daily, mut cached) = (Vec::new(), Vec::new(), Vec::new());
         for n in 0..NIGHTS {
             night.store(n, Ordering::SeqCst);
-            let before = (server.hits("/stable"), server.hits("/daily"));
+            let before = (
+                server.hits("/stable"),
+                server.hits("/daily"),
+                server.hits("/cached"),
+            );
             let mut command = crawler.command(&[seed.as_str()]);
             command.env("LEGCRAWL_CLOCK_OFFSET", (n * 86_400).to_string());
             let out = cli::run(command, cli::LIMIT);
@@ -47,7 +59,17 @@ fn a_stable_page_is_asked_less_and_less_and_a_daily_page_every_night() {
             if server.hits("/daily") > before.1 {
                 daily.push(n);
             }
+            if server.hits("/cached") > before.2 {
+                cached.push(n);
+            }
         }
+        // It changes every night, but its server says it stays fresh for ten
+        // days: asked on nights 0 and 10 only.
+        assert_eq!(
+            cached,
+            [0, 10],
+            "{mode:?}: the cached page was asked on {cached:?}"
+        );
         // Each run makes one request a page at most.
         let gaps: Vec<u64> = stable.windows(2).map(|w| w[1] - w[0]).collect();
         assert_eq!(
@@ -84,6 +106,11 @@ fn a_stable_page_is_asked_less_and_less_and_a_daily_page_every_night() {
         };
         let (stable_why, stable_rate) = why("/stable");
         let (daily_why, daily_rate) = why("/daily");
+        let (cached_why, _) = why("/cached");
+        assert!(
+            cached_why.starts_with("fresh for 10d by the server's Cache-Control"),
+            "{mode:?}: {cached_why:?}"
+        );
         assert!(
             stable_why.starts_with("estimated") && daily_why.starts_with("estimated"),
             "{mode:?}: {stable_why:?} / {daily_why:?}"
