@@ -364,16 +364,16 @@ impl Schedule {
         if record.gone || record.fetches == 0 {
             return None;
         }
-        let (period, min, max) = match self.policy(&record.url) {
-            Revisit::Estimated { period, min, max } => (period, min, max),
-            Revisit::Adaptive { min, max, .. } => (DAY, min, max),
+        let period = match self.policy(&record.url) {
+            Revisit::Estimated { period, .. } => period,
+            Revisit::Adaptive { .. } => DAY,
             Revisit::EveryRun | Revisit::After(_) | Revisit::Never => return None,
         };
         if Schedule::lastmod_settles(record) {
             return Some(0.0);
         }
         let age = at.saturating_sub(record.last_fetched);
-        Some(rate::worth(&record.evidence, age, period, min, max))
+        Some(rate::worth(&record.evidence, age, period))
     }
 
     /// True when the sitemap `lastmod` kept with `record` is older than its

@@ -233,35 +233,28 @@ pub fn interval(
 }
 
 /// What a revisit of a page with `evidence`, `age` seconds after its last
-/// fetch, is worth under a revisit budget: the expected page-runs of
-/// freshness it adds until its next planned visit. The stored copy is stale
-/// with probability `1 - e^(-λ·age)`; a fresh copy stays fresh at the next
-/// `k` runs `S_k` times in expectation (see the module doc), `k` the periods
-/// of the interval [`interval`] chooses. Both in expectation over the
-/// estimate. A page that changes at every run is worth the chance it changed;
-/// a stable page that probably changed is worth the many runs it will then
-/// stay fresh.
-pub fn worth(
-    evidence: &ChangeEvidence,
-    age: u64,
-    period: Duration,
-    min: Duration,
-    max: Duration,
-) -> f64 {
+/// fetch, is worth under a revisit budget: the price of a request at which
+/// asking it now breaks even with asking it a period later. Asked every `a`
+/// periods a page is fresh `S_a` runs per request (see the module doc); the
+/// choice of [`interval`] moves from `a` to `a + 1` periods at the price
+/// `S_a - a·q^a` (Whittle's index for this problem), in expectation over the
+/// estimate. It is 0 at once and grows with the age. The due times ask a page
+/// once its worth reaches [`PRICE`]; a budget of `N` asks the `N` worth most,
+/// as if the price rose until only `N` pages were worth it. A page that
+/// changes at every run is worth about the chance it changed; a stable page
+/// little until it has waited long.
+pub fn worth(evidence: &ChangeEvidence, age: u64, period: Duration) -> f64 {
     let period = period.max(Duration::from_secs(1)).as_secs_f64();
-    let runs = (interval(evidence, Duration::from_secs_f64(period), min, max).as_secs_f64()
-        / period)
-        .max(1.0);
+    let periods = age as f64 / period;
     let p = posterior(evidence);
     let mut total = 0.0;
     for (j, weight) in p.iter().enumerate() {
-        let lambda = rate(j);
-        let stale = -(-lambda * age as f64).exp_m1();
-        // S_k = (1 - q^k) / (1 - q), q = e^(-λ·period), without cancelling.
-        let fresh = (-lambda * period * runs).exp_m1() / (-lambda * period).exp_m1();
-        total += weight * stale * fresh;
+        let x = rate(j) * period;
+        // S_a = (1 - q^a) / (1 - q), q = e^(-x), without cancelling.
+        let fresh = (-x * periods).exp_m1() / (-x).exp_m1();
+        total += weight * (fresh - periods * (-x * periods).exp());
     }
-    total
+    total.max(0.0)
 }
 
 #[cfg(test)]
@@ -345,13 +338,7 @@ mod tests {
     }
 
     fn worth_at(evidence: &ChangeEvidence, age_days: u64) -> f64 {
-        worth(
-            evidence,
-            age_days * DAY,
-            days(1),
-            Duration::from_secs(3600),
-            days(30),
-        )
+        worth(evidence, age_days * DAY, days(1))
     }
 
     #[test]
@@ -372,10 +359,13 @@ mod tests {
         let daily = worth_at(&nightly(6, true), 1);
         let stable = worth_at(&nightly(6, false), 1);
         assert!(daily > 5.0 * stable, "daily {daily}, stable {stable}");
-        // Left long enough, the stable page overtakes a daily page asked
-        // yesterday: once it has probably changed, a fresh copy lasts.
-        let stable_late = worth_at(&nightly(6, false), 60);
-        assert!(stable_late > stable * 10.0, "{stable_late} vs {stable}");
+        // Left long enough, the stable page is worth a request at the
+        // policy's own price: when the interval the policy chose for it is up.
+        let stable = nightly(6, false);
+        let chosen = choose(&stable);
+        assert!((2..30).contains(&chosen), "{chosen}");
+        assert!(worth_at(&stable, chosen - 1) < PRICE, "{chosen}");
+        assert!(worth_at(&stable, chosen) >= PRICE, "{chosen}");
     }
 
     #[test]
