@@ -80,6 +80,20 @@ pub enum SinkError {
         /// Items the state has for it.
         items: u64,
     },
+    /// A shared worker's file holds more lines than the shared crawl has
+    /// items for it: Redis went back further than the worker's witness
+    /// record says, or the file is another crawl's.
+    #[error(
+        "{path}: holds {lines} lines but the shared crawl has only {items} items for it: Redis lost its latest completions (a lost AOF tail or a failover, in the second before this worker's last record of them) or the file is another crawl's output; move it aside and start the worker again (Redis's items are written to a new file, and lost pages are fetched again)"
+    )]
+    AheadOfRedis {
+        /// The output file.
+        path: PathBuf,
+        /// Complete lines found.
+        lines: u64,
+        /// Items the shared crawl has for it.
+        items: u64,
+    },
     /// The state's cursor for the file counts more items written than the
     /// state holds.
     #[error(

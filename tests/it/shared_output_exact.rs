@@ -136,3 +136,44 @@ fn a_second_worker_on_a_file_in_use_is_refused() {
         outputs[0]
     );
 }
+
+/// A worker's file that holds more lines than the shared crawl has items
+/// for it (here a line appended by hand; in the field, completions Redis lost
+/// in the second before the worker's last witness record) is refused in one
+/// line that names both causes, exit 1, and the file is left as it was.
+#[test]
+fn a_file_ahead_of_redis_is_refused_naming_a_loss_or_another_crawl() {
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("shared_output_ahead") else {
+        return;
+    };
+    let site = MultiSite::start(40, 1, 48, fixed(0));
+    let mut crawl = Crawl::new(&redis.url(), "ahead");
+    let crawl_args = site.crawl_args();
+    let output = crawl.dir().join("w.jsonl").display().to_string();
+    let mut argv = args(&crawl_args, &[]);
+    argv.extend(["--output", output.as_str()]);
+    let first = crawl.spawn(&argv);
+    assert!(crawl.wait(first, LIMIT).success(), "{}", crawl.log(first));
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&output)
+        .expect("the worker's output");
+    std::io::Write::write_all(&mut file, b"{\"url\":\"http://elsewhere.test/\"}\n")
+        .expect("append");
+    drop(file);
+    let before = std::fs::read(&output).expect("read the output");
+    let second = crawl.spawn(&argv);
+    let status = crawl.wait(second, LIMIT);
+    let log = crawl.log(second);
+    assert_eq!(status.code(), Some(1), "{log}");
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("holds")).collect();
+    assert_eq!(said.len(), 1, "{log}");
+    assert!(
+        said[0].contains("Redis lost its latest completions")
+            && said[0].contains("another crawl's output")
+            && said[0].contains("move it aside"),
+        "{log}"
+    );
+    assert_eq!(std::fs::read(&output).expect("read the output"), before);
+}

@@ -239,7 +239,7 @@ impl WorkerOutput {
             return Err(self.io(source));
         }
         if seen < lines {
-            return Err(SinkError::Foreign {
+            return Err(SinkError::AheadOfRedis {
                 path: self.path.clone(),
                 lines,
                 items: seen,
