@@ -653,3 +653,73 @@ fn each_runs_records_follow_a_warcinfo_record_of_its_job() {
     }
     warc::warcio_check(&files);
 }
+
+#[test]
+fn each_runs_warcinfo_names_its_run_and_job_embedded() {
+    each_runs_warcinfo_names_its_run_and_job(Mode::Embedded);
+}
+
+#[test]
+fn each_runs_warcinfo_names_its_run_and_job_shared() {
+    each_runs_warcinfo_names_its_run_and_job(Mode::Shared);
+}
+
+/// Issue 43: a shared worker's run is described in its WARC as an embedded
+/// run is. Two runs into one file, the job changed between them; warcio reads
+/// one `warcinfo` record per run with the job version it ran and its settings,
+/// and the run: its number (embedded), or the worker and start time of its
+/// record in the crawl's runs (shared: a run is numbered when it ends).
+fn each_runs_warcinfo_names_its_run_and_job(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "each_runs_warcinfo_names_its_run_and_job") else {
+        return;
+    };
+    let server = small_site();
+    let dir = crawler.dir().join("warc");
+    let seed = server.url("/");
+    let base = [
+        seed.as_str(),
+        "--warc",
+        dir.to_str().unwrap(),
+        "--revisit-after",
+        "0",
+    ];
+    crawler.crawl_ok(&[&base[..], &["--delay", "0.01"]].concat());
+    crawler.crawl_ok(&[&base[..], &["--delay", "0.02"]].concat());
+    let files = warc::files(&dir);
+    assert_eq!(files.len(), 1, "one file: {files:?}");
+    let Some(infos) = warc::warcio_warcinfo(&files) else {
+        return;
+    };
+    let jobs: Vec<(&str, Option<&str>)> = infos
+        .iter()
+        .map(|info| {
+            (
+                info["job-version"].as_str(),
+                info.get("job.politeness.delay").map(String::as_str),
+            )
+        })
+        .collect();
+    assert_eq!(
+        jobs,
+        [("1", Some("10ms")), ("2", Some("20ms"))],
+        "{mode:?}: one warcinfo per run, with its job: {infos:#?}"
+    );
+    let runs = crawler.runs();
+    assert_eq!(runs.len(), 2, "{mode:?}: {runs:?}");
+    for (info, run) in infos.iter().zip(&runs) {
+        assert!(info["software"].starts_with("legcrawl/"), "{info:?}");
+        match mode {
+            Mode::Embedded => assert_eq!(info["run"], run["id"].to_string(), "{run}"),
+            Mode::Shared => {
+                assert_eq!(info.get("run"), None, "{info:?}");
+                assert_eq!(info["worker"], run["worker"].as_str().unwrap(), "{run}");
+                assert_eq!(
+                    info["run-started-at"],
+                    run["started_at"].to_string(),
+                    "{run}"
+                );
+            }
+        }
+    }
+    warc::warcio_check(&files);
+}
