@@ -262,10 +262,22 @@ fn end_run(
         state.note_run_peak(crate::store::PEAK_RSS, kib);
     }
     if let Err(error) = state.end_run(outcome) {
-        if result.is_ok() {
-            return Err(error.into());
+        match &result {
+            Ok(_) => return Err(error.into()),
+            // A write (of the state, the WARC or the output, which the
+            // state's flush waits for) failed the run and the state writes
+            // nothing more since: the run's error line says it (a full disk
+            // once, not twice).
+            Err(
+                EngineError::Store(_)
+                | EngineError::Warc(_)
+                | EngineError::Sink(_)
+                | EngineError::FlushTask { .. },
+            ) if matches!(error, StoreError::Poisoned { .. }) => {
+                tracing::debug!(%error, "the failed run could not be recorded as failed");
+            }
+            Err(_) => tracing::warn!(%error, "the failed run could not be recorded as failed"),
         }
-        tracing::warn!(%error, "the failed run could not be recorded as failed");
     }
     embedded::progress::publish_end(state, outcome);
     result

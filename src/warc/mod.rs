@@ -10,7 +10,9 @@
 //! last found new or changed). Each file opens with a `warcinfo` record
 //! (software, the crawl's settings), and so do a run's first records in a
 //! file it goes on with (an embedded run's with its number and its job's
-//! settings, [`WarcSettings::describe_run`]). A fetch without a response
+//! settings, [`WarcSettings::describe_run`]; a shared worker's run with the
+//! worker and the time it started, which name its record in the crawl's
+//! runs, and its job's settings, [`WarcSettings::describe_worker_run`]). A fetch without a response
 //! writes nothing.
 //!
 //! # Revisits that replay
@@ -230,6 +232,30 @@ impl WarcSettings {
     /// credentials as `***`), as Heritrix writes its job into every file.
     pub fn describe_run(mut self, run: u64, job_version: u64, job_text: &str) -> WarcSettings {
         self.info.push(("run".to_owned(), run.to_string()));
+        self.describe_job(job_version, job_text)
+    }
+
+    /// Adds a shared worker's run to the `warcinfo` fields: `worker`
+    /// (`HOST:PID`) and `run-started-at` (Unix seconds), the `worker` and
+    /// `started_at` of the run's record in the crawl's runs (a shared run is
+    /// numbered when it ends, by its place there, after its first records are
+    /// written: these two name it), then the job version it runs and that
+    /// version's settings, as [`WarcSettings::describe_run`] writes them.
+    pub fn describe_worker_run(
+        mut self,
+        worker: &str,
+        started_at: u64,
+        job_version: u64,
+        job_text: &str,
+    ) -> WarcSettings {
+        self.info.push(("worker".to_owned(), worker.to_owned()));
+        self.info
+            .push(("run-started-at".to_owned(), started_at.to_string()));
+        self.describe_job(job_version, job_text)
+    }
+
+    /// The job version and its settings (`job.KEY: value`).
+    fn describe_job(mut self, job_version: u64, job_text: &str) -> WarcSettings {
         self.info
             .push(("job-version".to_owned(), job_version.to_string()));
         for (key, value) in crate::job::fields(job_text) {

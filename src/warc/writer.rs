@@ -190,18 +190,31 @@ impl WarcWriter {
         let lock = crate::dirlock::lock(&dir)
             .map_err(io(&dir))?
             .ok_or_else(|| WarcError::Busy { dir: dir.clone() })?;
-        let mut newest: Option<(u32, PathBuf, u64)> = None;
+        // The newest registered file, and whether it is there.
+        let mut newest: Option<(u32, PathBuf, u64, bool)> = None;
         let mut next_serial = 0;
         for (path, mark) in marks {
             let serial = serial_of(&path).unwrap_or(0);
             next_serial = next_serial.max(serial.saturating_add(1));
             let present = cut_back(&path, mark)?;
-            if newest.as_ref().is_none_or(|(s, _, _)| serial >= *s) {
-                newest = present.then_some((serial, path, mark));
+            if newest.as_ref().is_none_or(|(s, ..)| serial >= *s) {
+                newest = Some((serial, path, mark, present));
             }
         }
+        // The file the crawl would go on with is gone: say so once (the next
+        // run goes on with the new file). An older file moved away (archived,
+        // full) is the owner's business; a file registered but never begun
+        // held nothing. A new file never takes a registered file's name.
+        if let Some((_, path, mark, false)) = &newest
+            && *mark > 0
+        {
+            tracing::warn!(
+                "{}: this crawl's WARC file is missing (deleted or moved away?): the records it held ({mark} bytes) are not in the archive directory any more; the crawl goes on with a new file",
+                path.display()
+            );
+        }
         let current = match newest {
-            Some((_, path, mark)) if mark < settings.max_size => {
+            Some((_, path, mark, true)) if mark < settings.max_size => {
                 let file = OpenOptions::new()
                     .append(true)
                     .open(&path)

@@ -113,4 +113,9 @@ fn a_full_state_disk_is_one_line_of_words() {
         lines[0].contains(&state.display().to_string()),
         "names the state: {err}"
     );
+    // The run's end not recorded for the same full disk is not said twice.
+    assert!(
+        !err.contains("could not be recorded as failed"),
+        "one cause, one line: {err}"
+    );
 }

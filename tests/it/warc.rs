@@ -653,3 +653,143 @@ fn each_runs_records_follow_a_warcinfo_record_of_its_job() {
     }
     warc::warcio_check(&files);
 }
+
+#[test]
+fn each_runs_warcinfo_names_its_run_and_job_embedded() {
+    each_runs_warcinfo_names_its_run_and_job(Mode::Embedded);
+}
+
+#[test]
+fn each_runs_warcinfo_names_its_run_and_job_shared() {
+    each_runs_warcinfo_names_its_run_and_job(Mode::Shared);
+}
+
+/// Issue 43: a shared worker's run is described in its WARC as an embedded
+/// run is. Two runs into one file, the job changed between them; warcio reads
+/// one `warcinfo` record per run with the job version it ran and its settings,
+/// and the run: its number (embedded), or the worker and start time of its
+/// record in the crawl's runs (shared: a run is numbered when it ends).
+fn each_runs_warcinfo_names_its_run_and_job(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "each_runs_warcinfo_names_its_run_and_job") else {
+        return;
+    };
+    let server = small_site();
+    let dir = crawler.dir().join("warc");
+    let seed = server.url("/");
+    let base = [
+        seed.as_str(),
+        "--warc",
+        dir.to_str().unwrap(),
+        "--revisit-after",
+        "0",
+    ];
+    crawler.crawl_ok(&[&base[..], &["--delay", "0.01"]].concat());
+    crawler.crawl_ok(&[&base[..], &["--delay", "0.02"]].concat());
+    let files = warc::files(&dir);
+    assert_eq!(files.len(), 1, "one file: {files:?}");
+    let Some(infos) = warc::warcio_warcinfo(&files) else {
+        return;
+    };
+    let jobs: Vec<(&str, Option<&str>)> = infos
+        .iter()
+        .map(|info| {
+            (
+                info["job-version"].as_str(),
+                info.get("job.politeness.delay").map(String::as_str),
+            )
+        })
+        .collect();
+    assert_eq!(
+        jobs,
+        [("1", Some("10ms")), ("2", Some("20ms"))],
+        "{mode:?}: one warcinfo per run, with its job: {infos:#?}"
+    );
+    let runs = crawler.runs();
+    assert_eq!(runs.len(), 2, "{mode:?}: {runs:?}");
+    for (info, run) in infos.iter().zip(&runs) {
+        assert!(info["software"].starts_with("legcrawl/"), "{info:?}");
+        match mode {
+            Mode::Embedded => assert_eq!(info["run"], run["id"].to_string(), "{run}"),
+            Mode::Shared => {
+                assert_eq!(info.get("run"), None, "{info:?}");
+                assert_eq!(info["worker"], run["worker"].as_str().unwrap(), "{run}");
+                assert_eq!(
+                    info["run-started-at"],
+                    run["started_at"].to_string(),
+                    "{run}"
+                );
+            }
+        }
+    }
+    warc::warcio_check(&files);
+}
+
+#[test]
+fn a_missing_warc_file_is_one_warning_and_a_new_file_embedded() {
+    a_missing_warc_file_is_one_warning_and_a_new_file(Mode::Embedded);
+}
+
+#[test]
+fn a_missing_warc_file_is_one_warning_and_a_new_file_shared() {
+    a_missing_warc_file_is_one_warning_and_a_new_file(Mode::Shared);
+}
+
+/// Issue 43: the crawl's WARC file deleted between runs. The next run says so
+/// in one WARN line naming the file, goes on with a new file of another name
+/// (valid for warcio) and succeeds; the run after it says nothing more.
+fn a_missing_warc_file_is_one_warning_and_a_new_file(mode: Mode) {
+    let Some(crawler) = Crawler::start(mode, "a_missing_warc_file_is_one_warning") else {
+        return;
+    };
+    let server = small_site();
+    let dir = crawler.dir().join("warc");
+    let seed = server.url("/");
+    let args = [
+        seed.as_str(),
+        "--warc",
+        dir.to_str().unwrap(),
+        "--revisit-after",
+        "0",
+    ];
+    crawler.crawl_ok(&args);
+    let first = warc::files(&dir);
+    assert_eq!(first.len(), 1, "{first:?}");
+    std::fs::remove_file(&first[0]).unwrap();
+    let warned = |out: &std::process::Output| -> Vec<String> {
+        cli::stderr(out)
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("WARC file is missing"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let run_warn = || {
+        let mut command = crawler.command(&args);
+        command.env("RUST_LOG", "warn");
+        let out = cli::run(command, LIMIT);
+        cli::assert_ok(&format!("{mode:?} crawl after the file went"), &out);
+        out
+    };
+    let out = run_warn();
+    let lines = warned(&out);
+    assert_eq!(
+        lines.len(),
+        1,
+        "{mode:?}: one warning: {}",
+        cli::stderr(&out)
+    );
+    let name = first[0].file_name().unwrap().to_str().unwrap();
+    assert!(lines[0].contains(name), "names the file: {}", lines[0]);
+    assert!(lines[0].contains("new file"), "{}", lines[0]);
+    let files = warc::files(&dir);
+    assert_eq!(files.len(), 1, "{mode:?}: a new file: {files:?}");
+    assert_ne!(files[0], first[0], "a new name, not the missing file's");
+    let records = warc::read(&files[0]);
+    assert_eq!(records[0].kind(), "warcinfo");
+    assert!(records.iter().any(|r| r.kind() == "request"), "{mode:?}");
+    warc::warcio_check(&files);
+    // Said once: the next run goes on with the new file.
+    let out = run_warn();
+    assert!(warned(&out).is_empty(), "{mode:?}: {}", cli::stderr(&out));
+    assert_eq!(warc::files(&dir), files);
+    warc::warcio_check(&files);
+}

@@ -283,15 +283,23 @@ impl Worker {
             }
             None => None,
         };
+        let id = worker_id();
+        let started_at = unix_now();
         let warc = match WarcSettings::of(&active.config) {
-            Some(settings) => Some(WorkerWarc::open(settings, &machine_name(), &shared).await?),
+            Some(settings) => {
+                // The run's records follow a `warcinfo` record of its job,
+                // naming the run as its record in the crawl's runs will.
+                let job = shared.job(version).await?;
+                let text = job.as_ref().map_or("", |job| job.text.as_str());
+                let settings = settings.describe_worker_run(&id, started_at, version, text);
+                Some(WorkerWarc::open(settings, &machine_name(), &shared).await?)
+            }
             None => None,
         };
         let items_after = shared.last_item_id().await?;
         let fetched_before = shared.crawl_counter(FETCHED).await?;
         let answered_well_before = answered_well(&shared).await?;
         // Listed as beating before its first lease; beating from here on.
-        let id = worker_id();
         shared.beat(&id).await?;
         let shared = Arc::new(shared);
         let heartbeat = Heartbeat::start(Arc::clone(&shared), id.clone());
@@ -317,7 +325,7 @@ impl Worker {
             leased: 0,
             frontier: 0,
             counters,
-            started_at: unix_now(),
+            started_at,
             items_after,
             fetched_before,
             answered_well_before,

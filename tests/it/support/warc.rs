@@ -283,3 +283,54 @@ pub fn warcio_index(files: &[PathBuf]) -> Option<Vec<BTreeMap<String, String>>> 
     }
     Some(rows)
 }
+
+/// The `warcinfo` records of every file as warcio reads them (`warcio index`
+/// for their offsets, `warcio extract --payload` for their blocks): per
+/// record its `name: value` fields, in file order (a name given twice keeps
+/// its last value); `None` when warcio is missing.
+pub fn warcio_warcinfo(files: &[PathBuf]) -> Option<Vec<BTreeMap<String, String>>> {
+    let warcio = warcio()?;
+    let mut infos = Vec::new();
+    for file in files {
+        let out = Command::new(&warcio)
+            .args(["index", "-f", "warc-type,offset"])
+            .arg(file)
+            .output()
+            .expect("run warcio index");
+        assert!(
+            out.status.success(),
+            "warcio index {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let row: serde_json::Value = serde_json::from_str(line).expect("warcio index JSON");
+            if row["warc-type"] != "warcinfo" {
+                continue;
+            }
+            let offset = match &row["offset"] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let out = Command::new(&warcio)
+                .args(["extract", "--payload"])
+                .arg(file)
+                .arg(&offset)
+                .output()
+                .expect("run warcio extract");
+            assert!(
+                out.status.success(),
+                "warcio extract {} {offset}: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let fields = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|line| line.split_once(": "))
+                .map(|(name, value)| (name.to_owned(), value.trim().to_owned()))
+                .collect();
+            infos.push(fields);
+        }
+    }
+    Some(infos)
+}
