@@ -4,8 +4,11 @@
 //! the same history, the ones fetched longest ago). In the embedded state the
 //! cycle start is aborted at crash point `cycle.budget` (before its first and
 //! its second chunk is committed) and resumed: the resume queues the rest of
-//! the same choice, not a new one. In shared mode two workers start the cycle
-//! together, and both send their choice.
+//! the same choice, not a new one. In shared mode two workers start together:
+//! one starts the cycle, and the other either loses that race or joins the
+//! cycle and sends its own choice, which the cycle script caps
+//! (`shared_cycle::a_cycle_queues_at_most_its_budget_whatever_the_workers_send`
+//! tests the cap itself).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -101,8 +104,8 @@ fn a_budget_asks_exactly_its_pages_worth_most(mode: Mode, crash_at: Option<u64>)
             cli::assert_ok(&format!("{what}: resumed"), &out);
         }
         (Mode::Shared, _) => {
-            // Two workers start together: one starts the cycle, the other
-            // joins it, and both send the pages they chose.
+            // Two workers start together: one starts the cycle; the other
+            // loses that race, or joins it and sends its own choice.
             let mut workers: Vec<_> = (0..2)
                 .map(|_| {
                     next_day(&crawler, &seed)

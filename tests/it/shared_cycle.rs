@@ -304,3 +304,39 @@ fn no_script_call_carries_more_than_one_chunk() {
     );
     assert!(calls >= 3 * N / SCRIPT_CHUNK, "{calls} calls");
 }
+
+/// A revisit budget in the cycle script: a cycle started with a budget of 3
+/// queues at most 3 pages sent as budgeted, however many calls send them and
+/// whatever they send (as workers that join the cycle send their own
+/// choice), each page once.
+#[test]
+fn a_cycle_queues_at_most_its_budget_whatever_the_workers_send() {
+    const N: usize = 20;
+    let _serial = serial();
+    let Some(redis) = RedisServer::start("a_cycle_queues_at_most_its_budget") else {
+        return;
+    };
+    let (_server, urls) = seed_host(N);
+    let mut crawl = Crawl::new(&redis.url(), "budget");
+    let mut argv: Vec<&str> = urls.iter().map(String::as_str).collect();
+    argv.extend(WORKER_OPTIONS);
+    crawl.spawn(&argv);
+    crawl.wait_all_ok(LIMIT);
+    let target = SharedTarget::new(&redis.url(), "budget").expect("target");
+    runtime().block_on(async {
+        let shared = Shared::connect(&target, 32).await.expect("connect");
+        let started = shared.queue_cycle(1, true, Some(3), &[]).await.unwrap();
+        assert!(started.is_some(), "cycle 2 started");
+        let budgeted = |urls: &[String]| -> Vec<(CycleKind, NewRequest)> {
+            urls.iter()
+                .map(|u| (CycleKind::Budgeted, seed(u)))
+                .collect()
+        };
+        let mut queued = 0;
+        for chosen in [&urls[..5], &urls[..5], &urls[5..], &urls[..]] {
+            let n = shared.queue_cycle(2, false, None, &budgeted(chosen)).await;
+            queued += n.unwrap().map_or(0, |q| q.queued);
+        }
+        assert_eq!(queued, 3, "queued under a budget of 3");
+    });
+}
