@@ -262,7 +262,6 @@ struct Scripts {
     lease: CrawlScript,
     renew: CrawlScript,
     release: CrawlScript,
-    unlease: CrawlScript,
     beat: CrawlScript,
     complete: CrawlScript,
     policy: CrawlScript,
@@ -301,7 +300,6 @@ impl Scripts {
             lease: script!("lease.lua", &["pages", "leasecalls", "leasecalls_at"]),
             renew: script!("renew.lua", &["workers", "alive", "done"]),
             release: script!("release.lua", &["workers", "alive"]),
-            unlease: script!("unlease.lua", &[]),
             beat: script!("beat.lua", &[]),
             complete: script!(
                 "complete.lua",
@@ -753,7 +751,7 @@ impl Shared {
     /// of their hosts' queues in the order they were leased, and unlists the
     /// worker. Returns how many were returned.
     pub async fn release(&self, worker: &str, tokens: &[u64]) -> Result<u64, SharedError> {
-        let mut args = vec![worker.as_bytes().to_vec()];
+        let mut args = vec![worker.as_bytes().to_vec(), b"stop".to_vec()];
         args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
         let value = self
             .script("returning leases", |s| &s.release, tokens, &args)

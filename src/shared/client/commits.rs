@@ -78,7 +78,7 @@ impl Shared {
 
     /// Returns to the frontier the leases `tokens` of this worker's
     /// completions Redis lost, where Redis still holds them as this worker's
-    /// (`lua/unlease.lua`): leased before the point Redis went back to, they
+    /// (`lua/release.lua`, kept listed): leased before the point Redis went back to, they
     /// would otherwise wait for their TTL (the default is a minute), and
     /// with them their pages and their hosts' in-flight slots. A failure is
     /// said, not fatal: they then expire on their own.
@@ -86,12 +86,12 @@ impl Shared {
         if tokens.is_empty() {
             return;
         }
-        let mut args = vec![worker.as_bytes().to_vec()];
+        let mut args = vec![worker.as_bytes().to_vec(), b"lost".to_vec()];
         args.extend(tokens.iter().map(|t| t.to_string().into_bytes()));
         match self
             .script_once(
                 "returning leases of lost completions",
-                |s| &s.unlease,
+                |s| &s.release,
                 tokens,
                 &args,
             )

@@ -21,7 +21,6 @@ fn call_sites(s: &Scripts) -> Vec<(&'static str, &CrawlScript, bool)> {
         ("lease", &s.lease, false),
         ("renew", &s.renew, true),
         ("release", &s.release, true),
-        ("unlease", &s.unlease, true),
         ("beat", &s.beat, false),
         ("complete", &s.complete, true),
         ("links", &s.links, true),

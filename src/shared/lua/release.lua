@@ -1,10 +1,16 @@
--- Worker ARGV[4] stops: each of its leases named from ARGV[5] on goes back to
--- the frontier at once, at the head of its priority (in lease order), and
--- the worker is no longer listed (nor beating).
+-- Worker ARGV[4]'s leases named from ARGV[6] on go back to the frontier at
+-- once, at the head of their priority (in lease order), where Redis still
+-- holds them as this worker's. ARGV[5] says why:
+--   'stop'  the worker stops: it is no longer listed (nor beating);
+--   'lost'  the worker saw Redis go back: these are the leases of its
+--           completions Redis lost (leased before the point it went back
+--           to). The worker holds them no more, so nothing would renew or
+--           complete them, and they would stall their pages, and their
+--           hosts' in-flight counts, until their TTL. It stays listed.
 -- Returns how many leases were returned.
-local worker = ARGV[4]
+local worker, why = ARGV[4], ARGV[5]
 local mine = {}
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   local token = ARGV[i]
   if redis.call('HGET', K('lease:' .. token), 'worker') == worker then
     mine[#mine + 1] = token
@@ -12,7 +18,9 @@ for i = 5, #ARGV do
 end
 local n = unlease_all(mine)
 count('leases/returned', n)
-redis.call('HDEL', K('workers'), worker)
-redis.call('HDEL', K('alive'), worker)
-redis.call('ZREM', K('beats'), worker)
+if why == 'stop' then
+  redis.call('HDEL', K('workers'), worker)
+  redis.call('HDEL', K('alive'), worker)
+  redis.call('ZREM', K('beats'), worker)
+end
 return n
