@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::hosts::{MultiSite, args, fixed, no_delay};
 use crate::support::redis::{RedisServer, Resp};
-use crate::support::stream::{assert_files_equal_the_stream, lines};
+use crate::support::stream::{assert_files_equal_the_stream, lines, lost_count, lost_files};
 use crate::support::workers::{Crawl, assert_items_once, serial, wait_for_requests};
 
 /// Longest a worker may take to finish.
@@ -196,29 +196,6 @@ fn a_lost_aof_tail_is_named_by_each_worker_that_lost_completions_and_crawled_aga
         assert!(lost_files(crawl.dir(), &outputs[slot]).len() <= 1, "{log}");
     }
     assert_files_equal_the_stream(&redis, &crawl, &outputs);
-}
-
-/// N in a line `… lost N committed completions …`.
-fn lost_count(line: &str) -> u64 {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let at = words
-        .iter()
-        .position(|w| *w == "committed")
-        .expect("the word committed");
-    words[at - 1].parse().expect("a count before committed")
-}
-
-/// The files the lines of lost completions of `output` were moved into.
-fn lost_files(dir: &Path, output: &str) -> Vec<PathBuf> {
-    let prefix = format!("{output}.lost-after-redis-went-back-");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the crawl's directory")
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect();
-    found.sort();
-    found
 }
 
 #[test]

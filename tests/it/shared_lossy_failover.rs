@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use crate::support::hosts::{MultiSite, args, fixed};
 use crate::support::redis::{RedisServer, Resp};
-use crate::support::stream::{assert_files_equal_the_written_stream, lines, stream};
+use crate::support::stream::{
+    assert_files_equal_the_written_stream, lines, lost_count, lost_files, stream,
+};
 use crate::support::tcp_proxy::TcpProxy;
 use crate::support::workers::{Crawl, assert_items_once, idle_after, serial, wait_for_requests};
 
@@ -146,7 +148,7 @@ fn a_promoted_replica_behind_its_primary_is_named_by_each_worker_and_the_crawl_e
         assert!(run.contains("after a loss"), "{run}");
         if has_output {
             let out = &outputs[slot];
-            let aside = lost_files(&crawl, out);
+            let aside = lost_files(crawl.dir(), out);
             let moved: usize = aside.iter().map(|p| lines(p).len()).sum();
             eprintln!("measured: worker {slot}: {moved} lines moved aside in {aside:?}");
             assert_eq!(aside.len(), 1, "worker {slot}\n{log}");
@@ -195,27 +197,4 @@ fn a_promoted_replica_behind_its_primary_is_named_by_each_worker_and_the_crawl_e
         site.total_fetches(),
         site.expected().len()
     );
-}
-
-/// N in a line `… lost N committed completions …`.
-fn lost_count(line: &str) -> u64 {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let at = words
-        .iter()
-        .position(|w| *w == "committed")
-        .expect("the word committed");
-    words[at - 1].parse().expect("a count before committed")
-}
-
-/// The files the lines of lost completions of `output` were moved into.
-fn lost_files(crawl: &Crawl, output: &str) -> Vec<std::path::PathBuf> {
-    let prefix = format!("{output}.lost-after-redis-went-back-");
-    let mut found: Vec<_> = std::fs::read_dir(crawl.dir())
-        .expect("the crawl's directory")
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect();
-    found.sort();
-    found
 }

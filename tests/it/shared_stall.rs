@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::support::cli::signal;
 use crate::support::hosts::{MultiSite, args, fixed};
 use crate::support::redis::RedisServer;
-use crate::support::workers::{Crawl, assert_items_once, serial, wait_for_requests};
+use crate::support::workers::{Crawl, assert_items_once, idle_after, serial, wait_for_requests};
 use crate::support::{kill_seed, splitmix64};
 
 /// The longest a host may go without a request once the fault healed.
@@ -56,16 +56,7 @@ fn a_paused_redis_stalls_no_host_after_it_resumes() {
     // On every host: the longest time without a request from the heal on,
     // up to its last request (after it the host had nothing left).
     let mut worst = Duration::ZERO;
-    for (h, server) in site.servers().iter().enumerate() {
-        let mut starts: Vec<Instant> = server.log().iter().map(|l| l.start).collect();
-        starts.sort();
-        let mut last = healed;
-        let mut idle = Duration::ZERO;
-        for &start in starts.iter().filter(|&&s| s > healed) {
-            idle = idle.max(start.saturating_duration_since(last));
-            last = start;
-        }
-        let after = starts.iter().filter(|&&s| s > healed).count();
+    for (h, (after, idle)) in idle_after(&site, healed).into_iter().enumerate() {
         eprintln!(
             "measured: host {h}: {after} requests after the heal, longest idle {idle:?}, \
              crawl ended {:?} after the heal",

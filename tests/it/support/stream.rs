@@ -2,7 +2,7 @@
 //! check that the workers' `--output` files, joined, hold exactly it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::support::redis::{RedisServer, Resp};
 use crate::support::workers::Crawl;
@@ -141,4 +141,28 @@ fn files_against(redis: &RedisServer, crawl: &Crawl, outputs: &[String], tagged:
         diff.iter().take(3).collect::<Vec<_>>()
     );
     report
+}
+
+/// N in a line `… lost N committed completions …`.
+pub fn lost_count(line: &str) -> u64 {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "committed")
+        .expect("the word committed");
+    words[at - 1].parse().expect("a count before committed")
+}
+
+/// The files in `dir` the lines of lost completions of `output` were moved
+/// into, in name order.
+pub fn lost_files(dir: &Path, output: &str) -> Vec<PathBuf> {
+    let prefix = format!("{output}.lost-after-redis-went-back-");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the crawl's directory")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
 }
