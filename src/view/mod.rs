@@ -178,10 +178,20 @@ impl CrawlView {
 
     /// The newest job's revisit budget (`[revisit] budget`), if it has one.
     async fn revisit_budget(&self) -> Option<u64> {
-        let job = self.job(None).await.ok()?;
-        let table: toml::Table = job.text.parse().ok()?;
-        let budget = table.get("revisit")?.get("budget")?.as_integer()?;
-        u64::try_from(budget).ok()
+        self.job_file().await.ok()??.config.revisit_budget
+    }
+
+    /// The newest job, read as the crawl file it is stored as; `None` for a
+    /// crawl without a job.
+    async fn job_file(&self) -> Result<Option<crate::crawlfile::CrawlFile>, ViewError> {
+        let job = match self.job(None).await {
+            Ok(job) => job,
+            Err(ViewError::NoAnswer(_)) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        crate::crawlfile::parse(&job.text, Path::new("the stored job"))
+            .map(Some)
+            .map_err(|e| ViewError::NoAnswer(e.to_string()))
     }
 
     /// The first `limit` queued requests in lease order, host by host.
@@ -244,13 +254,9 @@ impl CrawlView {
     /// The field the newest job's items are known by (its `item_id` leg's
     /// `id_field`), if it has one; `None` too for a crawl without a job.
     pub async fn identity_field(&self) -> Result<Option<String>, ViewError> {
-        let job = match self.job(None).await {
-            Ok(job) => job,
-            Err(ViewError::NoAnswer(_)) => return Ok(None),
-            Err(error) => return Err(error),
+        let Some(file) = self.job_file().await? else {
+            return Ok(None);
         };
-        let file = crate::crawlfile::parse(&job.text, Path::new("the stored job"))
-            .map_err(|e| ViewError::NoAnswer(e.to_string()))?;
         Ok(file
             .legs
             .as_ref()
