@@ -195,6 +195,10 @@ pub const POINTS: &[Point] = &[
         before: "a copy of db/ is made and opened, to check a database whose files changed since the last clean close while no process of ours had it open (another program's write, a copy put back)",
     },
     Point {
+        name: "repair.snapshot",
+        before: "a snapshot file sled was writing when its process died (`db/snap.LSN.generating`, never renamed) is removed before sled opens (only a process that died inside sled's open leaves one)",
+    },
+    Point {
         name: "repair.bloom",
         before: "a damaged bloom.bin's replacement is built under a temporary name (exact mode; only a damaged state or `repair` reaches it)",
     },

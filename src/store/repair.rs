@@ -1,5 +1,8 @@
 //! Damage: what the state does when its files are not what it wrote.
 //!
+//! Before them, a snapshot sled was writing when its process died is removed
+//! (`drop_unpublished_snapshots`): sled would take it for the newest.
+//!
 //! Three defences, each ending in either an exact repair or one clear error
 //! that leaves the state as it is:
 //! - **sled panics.** sled 0.34 panics on some corrupt input (while it recovers
@@ -54,6 +57,43 @@ const TRIAL_DIR: &str = ".db-trial";
 /// Name of a Bloom file being rebuilt.
 const REBUILD_FILE: &str = "bloom.bin.rebuild";
 
+/// Removes what sled 0.34 left of a snapshot it was writing when its process
+/// died, `db/snap.LSN.generating`. sled writes a snapshot only while it opens:
+/// under that name, synced, then renamed to `snap.LSN`. Its next open takes
+/// the newest `snap.*` file, a `.generating` one included, and refuses a torn
+/// one as corrupt (spacejam/sled#1527; the torn power-cut test found it).
+/// Until the rename, the published snapshot and the log are as they were, so
+/// without the file sled opens from them, as if the process had died just
+/// before it began the snapshot.
+fn drop_unpublished_snapshots(db: &Path) -> Result<(), StoreError> {
+    let io_err = |source| StoreError::Io {
+        path: db.to_owned(),
+        source,
+    };
+    let mut dropped = 0;
+    for entry in std::fs::read_dir(db).map_err(io_err)? {
+        let path = entry.map_err(io_err)?.path();
+        let unpublished = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|name| name.starts_with("snap.") && name.ends_with(".generating"));
+        if unpublished {
+            crash::point("repair.snapshot");
+            std::fs::remove_file(&path).map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            dropped += 1;
+        }
+    }
+    if dropped > 0 {
+        // crash point: repair.snapshot (the removals')
+        crate::fsync::sync_dir(db).map_err(io_err)?;
+        tracing::info!(db = %db.display(), dropped, "removed the snapshot sled was writing when its process died");
+    }
+    Ok(())
+}
+
 /// Before sled opens `dir/db` (and, on a damaged log, rewrites its tail as if
 /// it were a torn write, losing what follows), makes sure the state can be
 /// opened whole, so that a refusal leaves every byte as it was:
@@ -76,6 +116,7 @@ pub(super) fn before_open(dir: &Path, cache: u64) -> Result<Option<BloomFile>, S
     if !db_dir.exists() {
         return Ok(None);
     }
+    drop_unpublished_snapshots(&db_dir)?;
     let opened = BloomFile::open(&dir.join("bloom.bin"));
     let bloom_damage = match &opened {
         Ok(bloom) => bloom.lost_bits().map(|(had, has)| {
