@@ -417,6 +417,10 @@ fn check_warc(scenario: &Scenario, point: &str, expected: &std::collections::BTr
     assert!(counts.is_empty(), "{point}: unexpected records {counts:?}");
 }
 
+/// Points a run reaches about once a second, whatever it does: the status
+/// file (`status.json`) and the serve snapshot.
+const CLOCK_PACED: &[&str] = &["status.write", "snapshot.write"];
+
 #[test]
 fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
     let counts = probe();
@@ -476,6 +480,15 @@ fn every_crash_point_at_its_first_and_a_later_hit_resumes_exactly() {
                     }
                     match crashed {
                         true => eprintln!("crash at {point}:{hit} (phase {phase}): exact"),
+                        // A point paced by the clock (once a second) has a later
+                        // hit only in a run that lasts long enough; under load the
+                        // probe's run can be slower than this one. Its first hit
+                        // crashed above, and every hit runs the same code.
+                        false if hit > 1 && CLOCK_PACED.contains(&point) => {
+                            eprintln!(
+                                "crash at {point}:{hit} (phase {phase}): not reached, the run was shorter than the probe's"
+                            );
+                        }
                         false if hit > 1 => {
                             eprintln!(
                                 "crash at {point}:{hit} (phase {phase}): not reached this time"

@@ -102,6 +102,14 @@ fn a_promoted_replica_behind_its_primary_is_named_by_each_worker_and_the_crawl_e
     );
     let requests_then = site.requests();
     std::thread::sleep(SPLIT);
+    // P takes no more writes from here (they wait, and die with it), so that
+    // its stream, read now, holds every completion it acknowledged alone.
+    assert_eq!(
+        primary
+            .command(&["CLIENT", "PAUSE", "60000", "WRITE"])
+            .unwrap(),
+        Resp::Simple("OK".into())
+    );
     let entries_on_p = stream(&primary, &crawl).len();
     primary.kill();
     proxy.point_to(replica.port());

@@ -37,7 +37,7 @@ pub struct Crawler {
     /// Shared mode: the server, stopped when its last crawler drops.
     redis: Option<Rc<RedisServer>>,
     /// Shared mode: held so that shared tests do not share the cores.
-    _serial: Option<Rc<std::sync::MutexGuard<'static, ()>>>,
+    _serial: Option<Rc<workers::Serial>>,
 }
 
 impl Crawler {

@@ -238,14 +238,46 @@ impl Drop for Crawl {
     }
 }
 
-/// Held by each shared-crawl test that runs workers, so that two of them do not
-/// share the machine's cores (their timings and kill moments mean more alone).
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL
+/// How many shared-crawl tests run their workers at once. Each runs a
+/// redis-server and up to three workers; the suite uses about a third of one
+/// core on 2 cores, so two at a time keep their timings and kill moments
+/// meaningful while they no longer run one after another.
+const SHARED_AT_ONCE: usize = 2;
+
+/// Held by each shared-crawl test that runs workers, so that at most
+/// [`SHARED_AT_ONCE`] of them share the machine's cores.
+pub struct Serial(());
+
+/// Waits for a place among the [`SHARED_AT_ONCE`] shared-crawl tests.
+pub fn serial() -> Serial {
+    let mut running = SHARED
+        .0
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    while *running >= SHARED_AT_ONCE {
+        running = SHARED
+            .1
+            .wait(running)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+    }
+    *running += 1;
+    Serial(())
 }
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        let mut running = SHARED
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *running -= 1;
+        SHARED.1.notify_one();
+    }
+}
+
+/// The shared-crawl tests running, and their wake-up.
+static SHARED: (std::sync::Mutex<usize>, std::sync::Condvar) =
+    (std::sync::Mutex::new(0), std::sync::Condvar::new());
 
 /// Asserts that `dump --shared items` has each page of `site` exactly once.
 pub fn assert_items_once(crawl: &Crawl, site: &MultiSite) {
