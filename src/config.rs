@@ -329,6 +329,10 @@ pub struct CrawlConfig {
     /// never fetched well, or gone are queued when due, outside it. `None`
     /// (the default): every due page.
     pub revisit_budget: Option<u64>,
+    /// Render new and changed HTML pages in headless Chromium before the legs
+    /// read them (`--render`, `[render]`); `None` (the default): the legs read
+    /// the HTML the server sent.
+    pub render: Option<crate::render::RenderSettings>,
     /// End the run when nothing is in flight and no queued request may start within
     /// [`IDLE_WAIT`] (hosts backed off or parked); what is left waits for the next run.
     pub until_idle: bool,
@@ -488,6 +492,7 @@ impl Default for CrawlConfig {
             revisit_rules: Vec::new(),
             revisit_this_run: None,
             revisit_budget: None,
+            render: None,
             until_idle: false,
             max_duration: None,
             shared: None,

@@ -17,7 +17,8 @@
 //! - Parts of a page: [`fetch`] (the hyper fetcher), [`robots`] (RFC 9309
 //!   rules and the per-origin cache), [`legs`] (the `Leg` trait, stacks and the
 //!   bundled legs), [`warc`] (WARC 1.1 files), [`revisit`] (revisit policies,
-//!   change detection, versions).
+//!   change detection, versions), [`render`] (headless Chromium for pages
+//!   built by JavaScript).
 //! - The job: [`job`] (a crawl is a stored job), [`crawlfile`] (the TOML crawl
 //!   file), [`config`] (the one [`config::CrawlConfig`]), [`shared_target`]
 //!   (where a shared crawl lives).
@@ -58,6 +59,7 @@ pub mod item;
 pub mod job;
 pub mod legs;
 pub mod page;
+pub mod render;
 pub mod request;
 pub mod response;
 pub mod revisit;

@@ -185,6 +185,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
                 | EngineError::NothingStored { .. }
                 | EngineError::Leg(_)
                 | EngineError::Revisit(_)
+                // --render and no Chromium.
+                | EngineError::Render(_)
                 // A host's password variable unset, a CA file unreadable.
                 | EngineError::Fetch(legcrawl::fetch::FetchError::InvalidSetting { .. })
         )

@@ -121,6 +121,14 @@ pub fn job_text(config: &CrawlConfig, legs: Option<&Value>, seeds: &[String]) ->
     root.insert("dedup".into(), Value::Table(dedup));
 
     root.insert("revisit".into(), Value::Table(revisit(config)));
+    if let Some(settings) = &config.render {
+        let mut render = Table::new();
+        render.insert("hosts".into(), strings(&settings.hosts));
+        render.insert("idle".into(), duration(settings.idle));
+        render.insert("timeout".into(), duration(settings.timeout));
+        render.insert("tabs".into(), count(settings.tabs as u64));
+        root.insert("render".into(), Value::Table(render));
+    }
     if let Some(legs) = legs {
         root.insert("legs".into(), legs.clone());
     }

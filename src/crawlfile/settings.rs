@@ -41,8 +41,35 @@ pub(super) struct FileSettings {
     hosts: BTreeMap<String, super::access::HostSection>,
     dedup: Dedup,
     revisit: RevisitSection,
+    /// `[render]`: new and changed HTML pages go through headless Chromium.
+    render: Option<RenderSection>,
     state: StateSection,
     shared: Option<SharedSection>,
+}
+
+/// `[render]`: its presence turns rendering on (like `--render`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RenderSection {
+    /// Render only these hosts' pages (default: every host of the job).
+    hosts: Option<Vec<String>>,
+    /// A loaded page is done once no request of it has been open this long.
+    idle: Option<FileDuration>,
+    /// A page is done at this time.
+    timeout: Option<FileDuration>,
+    /// Pages rendered at once.
+    tabs: Option<usize>,
+}
+
+impl RenderSection {
+    fn settings(self) -> crate::render::RenderSettings {
+        let mut settings = crate::render::RenderSettings::default();
+        set(&mut settings.hosts, self.hosts);
+        set(&mut settings.idle, self.idle.map(|d| d.0));
+        set(&mut settings.timeout, self.timeout.map(|d| d.0));
+        set(&mut settings.tabs, self.tabs);
+        settings
+    }
 }
 
 /// `[shared]`: the crawl is shared by workers through Redis (like `--shared`
@@ -396,6 +423,7 @@ impl FileSettings {
         set(&mut config.fingerprint_headers, d.fingerprint_headers);
         set(&mut config.checkpoint_every, d.checkpoint.map(|d| d.0));
         config.revisit_budget = self.revisit.budget;
+        config.render = self.render.map(RenderSection::settings);
         (config.revisit, config.revisit_rules) = self.revisit.policies();
         set(&mut config.cache_bytes, self.state.cache.map(|s| s.0));
         if let Some(shared) = self.shared {

@@ -264,6 +264,7 @@ impl<F: Frontier> Crawl<F> {
             prior: prior.filter(|_| request.dont_filter),
             parts: Parts::new(F::token(&lease), self.parts_tx.clone()),
             stored: active.stored.clone(),
+            render: active.render.clone(),
         };
         let tx = self.results_tx.clone();
         self.tasks.spawn(async move {

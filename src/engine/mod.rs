@@ -58,6 +58,9 @@ pub enum EngineError {
     /// A revisit rule is not a valid regex.
     #[error(transparent)]
     Revisit(#[from] RuleError),
+    /// `--render` without a browser on the machine.
+    #[error(transparent)]
+    Render(#[from] crate::render::RenderError),
     /// No seed was given and the state has none stored.
     #[error("no seeds: give URLs to crawl (the state in {dir} has none stored)")]
     NoSeeds {

@@ -116,6 +116,7 @@ impl RetryPolicy {
 
 /// Fetches `request` (conditionally when `prior`, its page record, is given) and
 /// runs the legs on the response when it is new or changed.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn process(
     fetcher: &Fetcher,
     legs: &Arc<dyn Leg>,
@@ -124,6 +125,7 @@ pub(crate) async fn process(
     robots: Option<&RobotsCache>,
     prior: Option<PageRecord>,
     parts: Option<&Parts>,
+    render: Option<&Render>,
 ) -> PageResult {
     let mut result = PageResult {
         prior,
@@ -213,11 +215,76 @@ pub(crate) async fn process(
         }
         return result;
     }
-    extract(legs, request, &response, retry, parts, &mut result);
+    let rendered = match render {
+        Some(render) if render.renderer.wants(&response) => {
+            rendered(render, fetcher, robots, &response, &mut result).await
+        }
+        _ => None,
+    };
+    extract(
+        legs,
+        request,
+        rendered.as_ref().unwrap_or(&response),
+        retry,
+        parts,
+        &mut result,
+    );
     if response.truncated {
         result.counters.push(("fetch/truncated", 1));
     }
     result
+}
+
+/// What rendering needs of the job: the renderer, and the hosts and delay
+/// its subresources obey.
+#[derive(Clone)]
+pub(crate) struct Render {
+    /// The job's renderer.
+    pub renderer: crate::render::Renderer,
+    /// The job's allowed hosts (a page's own host is always allowed).
+    pub allowed_hosts: Vec<String>,
+    /// The job's delay between requests to a host.
+    pub delay: Duration,
+}
+
+/// `response` as the browser built it (the DOM in place of the body), or
+/// `None` when rendering failed: the legs then read the HTML the server
+/// sent, and the run counts the failure.
+async fn rendered(
+    render: &Render,
+    fetcher: &Fetcher,
+    robots: Option<&RobotsCache>,
+    response: &Response,
+    result: &mut PageResult,
+) -> Option<Response> {
+    let context = crate::render::Context {
+        fetcher,
+        robots,
+        allowed_hosts: &render.allowed_hosts,
+        delay: render.delay,
+    };
+    match render.renderer.render(response, &context).await {
+        Ok(done) => {
+            result.counters.push(("render/pages", 1));
+            result.counters.push(("render/fetched", done.fetched));
+            result.counters.push(("render/blocked", done.blocked));
+            if done.timed_out {
+                result.counters.push(("render/timeouts", 1));
+            }
+            let mut page = response.clone();
+            page.headers.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            page.body = done.dom.into();
+            Some(page)
+        }
+        Err(error) => {
+            tracing::warn!(url = %response.url, %error, "could not render the page; its links and items are the HTML's");
+            result.counters.push(("render/failed", 1));
+            None
+        }
+    }
 }
 
 /// Runs the legs over a new or changed page's `response` (a page requisite

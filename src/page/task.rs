@@ -43,6 +43,8 @@ pub(crate) struct Job {
     /// Set for `legcrawl reparse`: the legs run over the page's stored
     /// response, nothing is fetched.
     pub stored: Option<Arc<StoredResponses>>,
+    /// `--render`: new and changed HTML pages go through the browser.
+    pub render: Option<page::Render>,
 }
 
 impl Job {
@@ -57,6 +59,7 @@ impl Job {
             parts,
             out_of_scope,
             stored,
+            render,
         } = self;
         if out_of_scope {
             return PageResult {
@@ -84,6 +87,7 @@ impl Job {
                         robots.as_ref(),
                         prior,
                         parts.as_ref(),
+                        render.as_ref(),
                     )
                     .await
                 }

@@ -357,6 +357,7 @@ fn every_key_and_leg_kind_the_parser_accepts_is_in_the_reference() {
             "[revisit]\nrules = [{ pattern = \"a\", after = \"1d\", zzz = 1 }]\n".into(),
             vec![],
         ),
+        ("## `[render]`".into(), "[render]\nzzz = 1\n".into(), vec![]),
         ("## `[state]`".into(), "[state]\nzzz = 1\n".into(), vec![]),
         (
             "## `[shared]`".into(),

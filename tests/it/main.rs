@@ -32,6 +32,7 @@ mod powercut_shared;
 mod private_ca;
 mod proxy;
 mod read_beside;
+mod render;
 mod reparse;
 mod replay;
 mod requisites;

@@ -191,6 +191,12 @@ pub struct CrawlArgs {
     /// [default: no budget].
     #[arg(long, value_name = "N", help_heading = JOB)]
     revisit_budget: Option<u64>,
+    /// Render new and changed HTML pages in headless Chromium (the machine's
+    /// chromium; `[render]` narrows it to hosts and sets its limits): the
+    /// legs read the DOM the page's scripts built. The page's own requests
+    /// obey robots.txt and stay on its host.
+    #[arg(long, help_heading = JOB)]
+    render: bool,
     /// Pages whose URL matches this regex are hubs, fetched again in every run
     /// (repeatable; e.g. index pages, feeds).
     #[arg(long = "revisit", value_name = "REGEX", help_heading = JOB)]
@@ -413,6 +419,9 @@ impl CrawlArgs {
         }
         set(&mut config.robots_retry, self.robots_retry);
         config.revisit_budget = self.revisit_budget.or(config.revisit_budget);
+        if self.render && config.render.is_none() {
+            config.render = Some(legcrawl::render::RenderSettings::default());
+        }
         set(&mut config.allowed_hosts, given(&self.allow_hosts));
         set(&mut config.user_agent, self.user_agent.clone());
         set(&mut config.request_timeout, self.timeout);

@@ -161,6 +161,7 @@ impl<'a> Embedded<'a> {
             schedule,
             retry: RetryPolicy::of(config),
             stored: None,
+            render: crate::engine::active::render_of(config)?,
         };
         let mut frontier = Embedded::open(state, active, politeness)?;
         frontier.warc = warc;
@@ -192,6 +193,7 @@ impl<'a> Embedded<'a> {
             schedule: Schedule::new(config)?,
             retry: RetryPolicy::of(config),
             stored: Some(std::sync::Arc::new(stored)),
+            render: None,
         };
         let mut frontier = Embedded::open(state, active, Politeness::new(config))?;
         frontier.reparse = Some(reparse::Visit::new(legs_since));
