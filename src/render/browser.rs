@@ -92,21 +92,28 @@ impl Browser {
                     .map_err(std::io::Error::from)
             });
         }
-        let mut child = command.spawn().map_err(|e| {
-            RenderError::Missing(format!("cannot start {}: {e}", program.display()))
-        })?;
-        let group = Pid::from_child(&child);
-        let stderr = child.stderr.take();
         let (tx, rx) = mpsc::channel();
-        // The keeper reads the browser's stderr for its socket, drains the
+        let name = program.display().to_string();
+        // The keeper starts the browser and lives as long as it: the
+        // parent-death signal follows the thread that forked, not the
+        // process. It reads the browser's stderr for its socket, drains the
         // rest (a full pipe would stop the browser), and reaps it.
         std::thread::Builder::new()
             .name("chromium".into())
             .spawn(move || {
-                if let Some(stderr) = stderr {
+                let mut child = match command.spawn() {
+                    Ok(child) => child,
+                    Err(e) => {
+                        let why = format!("cannot start {name}: {e}");
+                        let _ = tx.send(Started::Failed(RenderError::Missing(why)));
+                        return;
+                    }
+                };
+                let _ = tx.send(Started::Group(Pid::from_child(&child)));
+                if let Some(stderr) = child.stderr.take() {
                     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                         if let Some(at) = line.find("ws://") {
-                            let _ = tx.send(line[at..].trim().to_owned());
+                            let _ = tx.send(Started::Socket(line[at..].trim().to_owned()));
                         } else {
                             tracing::debug!(target: "legcrawl::render::chromium", "{line}");
                         }
@@ -114,21 +121,40 @@ impl Browser {
                 }
                 let _ = child.wait();
             })
-            .map_err(|e| RenderError::Browser(format!("no thread to watch it: {e}")))?;
+            .map_err(|e| RenderError::Browser(format!("no thread to run it: {e}")))?;
+        let no_socket = || {
+            RenderError::Browser(format!(
+                "{} opened no DevTools socket within {START_LIMIT:?}",
+                program.display()
+            ))
+        };
+        let group = match rx.recv_timeout(START_LIMIT) {
+            Ok(Started::Group(group)) => group,
+            Ok(Started::Failed(error)) => return Err(error),
+            Ok(Started::Socket(_)) | Err(_) => return Err(no_socket()),
+        };
         // Dropped (the group killed) if the socket never comes.
         let mut browser = Browser {
             group,
             socket: String::new(),
             _profile: profile,
         };
-        browser.socket = rx.recv_timeout(START_LIMIT).map_err(|_| {
-            RenderError::Browser(format!(
-                "{} opened no DevTools socket within {START_LIMIT:?}",
-                program.display()
-            ))
-        })?;
+        match rx.recv_timeout(START_LIMIT) {
+            Ok(Started::Socket(socket)) => browser.socket = socket,
+            _ => return Err(no_socket()),
+        }
         Ok(browser)
     }
+}
+
+/// What the keeper thread reports.
+enum Started {
+    /// The browser runs, leading this process group.
+    Group(Pid),
+    /// Its DevTools socket.
+    Socket(String),
+    /// It could not be started.
+    Failed(RenderError),
 }
 
 impl Drop for Browser {

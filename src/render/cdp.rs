@@ -31,7 +31,13 @@ type Replies = HashMap<u64, oneshot::Sender<Result<Value, String>>>;
 struct Routes {
     replies: Mutex<Replies>,
     sessions: Mutex<HashMap<String, mpsc::UnboundedSender<Event>>>,
+    /// The socket ended: nothing will be answered.
+    closed: std::sync::atomic::AtomicBool,
 }
+
+/// The longest a command may wait for its answer: past it, the browser is
+/// taken for stuck.
+const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// One WebSocket connection to the browser.
 pub(super) struct Cdp {
@@ -58,12 +64,18 @@ impl Cdp {
         let routes = Arc::new(Routes::default());
         let reader = Arc::clone(&routes);
         tokio::spawn(async move {
-            while let Some(Ok(message)) = stream.next().await {
-                if let Message::Text(text) = message {
-                    reader.route(text.as_str());
+            let why = loop {
+                match stream.next().await {
+                    Some(Ok(Message::Text(text))) => reader.route(text.as_str()),
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => break error.to_string(),
+                    None => break "it closed the socket".to_owned(),
                 }
-            }
-            // The browser went away: every waiting call ends with an error.
+            };
+            tracing::debug!(%why, "the browser's DevTools socket ended");
+            // The browser went away: every waiting call ends with an error,
+            // and every later one at once.
+            reader.closed.store(true, Ordering::SeqCst);
             lock(&reader.replies).clear();
             lock(&reader.sessions).clear();
         });
@@ -90,13 +102,23 @@ impl Cdp {
         let (tx, rx) = oneshot::channel();
         lock(&self.routes.replies).insert(id, tx);
         let closed = || RenderError::Browser(format!("it closed its DevTools socket ({method})"));
+        if self.routes.closed.load(Ordering::SeqCst) {
+            lock(&self.routes.replies).remove(&id);
+            return Err(closed());
+        }
         self.out
             .send(Message::text(message.to_string()))
             .map_err(|_| closed())?;
-        match rx.await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(error)) => Err(RenderError::Protocol(format!("{method}: {error}"))),
-            Err(_) => Err(closed()),
+        match tokio::time::timeout(ANSWER_LIMIT, rx).await {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(RenderError::Protocol(format!("{method}: {error}"))),
+            Ok(Err(_)) => Err(closed()),
+            Err(_) => {
+                lock(&self.routes.replies).remove(&id);
+                Err(RenderError::Browser(format!(
+                    "no answer to {method} within {ANSWER_LIMIT:?}"
+                )))
+            }
         }
     }
 
