@@ -192,6 +192,30 @@ impl HostRule {
     }
 }
 
+/// Which pages `--render` renders, and how (`[render]`; see [`crate::render`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderSettings {
+    /// The hosts whose pages are rendered; empty: every host of the job.
+    pub hosts: Vec<String>,
+    /// A loaded page is done once no request of it has been open this long.
+    pub idle: Duration,
+    /// A page is done at this time, whatever it still loads.
+    pub timeout: Duration,
+    /// Pages rendered at once (browser tabs).
+    pub tabs: usize,
+}
+
+impl Default for RenderSettings {
+    fn default() -> RenderSettings {
+        RenderSettings {
+            hosts: Vec::new(),
+            idle: Duration::from_millis(500),
+            timeout: Duration::from_secs(15),
+            tabs: 2,
+        }
+    }
+}
+
 /// Everything a crawl run is configured with.
 #[derive(Clone, Debug)]
 pub struct CrawlConfig {
@@ -332,7 +356,7 @@ pub struct CrawlConfig {
     /// Render new and changed HTML pages in headless Chromium before the legs
     /// read them (`--render`, `[render]`); `None` (the default): the legs read
     /// the HTML the server sent.
-    pub render: Option<crate::render::RenderSettings>,
+    pub render: Option<RenderSettings>,
     /// End the run when nothing is in flight and no queued request may start within
     /// [`IDLE_WAIT`] (hosts backed off or parked); what is left waits for the next run.
     pub until_idle: bool,

@@ -19,8 +19,8 @@
 //! [`RenderSettings::tabs`] pages render at once. The browser starts with the
 //! first page to render and is killed with its process group when the last
 //! [`Renderer`] of the run is dropped (see `browser`). Depends on
-//! [`crate::fetch`], [`crate::robots`], [`crate::response`] and
-//! [`crate::request`].
+//! [`crate::config`] (the settings), [`crate::fetch`], [`crate::robots`],
+//! [`crate::response`] and [`crate::request`].
 
 pub mod browser;
 mod cdp;
@@ -33,36 +33,13 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 
+pub use crate::config::RenderSettings;
 use crate::fetch::Fetcher;
 use crate::request::Request;
 use crate::response::Response;
 use crate::robots::{RobotsCache, Verdict};
 use browser::Browser;
 use cdp::{Cdp, Event};
-
-/// Which pages are rendered, and how (`[render]`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RenderSettings {
-    /// The hosts whose pages are rendered; empty: every host of the job.
-    pub hosts: Vec<String>,
-    /// A loaded page is done once no request of it has been open this long.
-    pub idle: Duration,
-    /// A page is done at this time, whatever it still loads.
-    pub timeout: Duration,
-    /// Pages rendered at once (browser tabs).
-    pub tabs: usize,
-}
-
-impl Default for RenderSettings {
-    fn default() -> RenderSettings {
-        RenderSettings {
-            hosts: Vec::new(),
-            idle: Duration::from_millis(500),
-            timeout: Duration::from_secs(15),
-            tabs: 2,
-        }
-    }
-}
 
 /// Why a page could not be rendered.
 #[derive(Debug)]

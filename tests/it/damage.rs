@@ -410,20 +410,32 @@ fn repair_rebuilds_the_bloom_filter_and_a_crash_inside_it_loses_nothing() {
         "{err}"
     );
     for point in ["repair.bloom:1", "repair.switch:1"] {
-        let mut cmd = legcrawl(&c.state, &["repair"]);
-        cmd.env(legcrawl::crash::CRASH_AT_ENV, point);
-        let out = cli::run(cmd, LIMIT);
-        assert!(
-            stderr(&out).contains(&format!("legcrawl: crash point {point}")),
-            "{point}: the crash happened there: {}",
-            stderr(&out)
-        );
-        let requests = c.server.requests();
-        let out = cli::run(legcrawl(&c.state, &["crawl", &c.seed]), LIMIT);
-        assert!(out.status.success(), "{point}: {}", stderr(&out));
-        assert!(c.server.requests() - requests <= 2, "{point}");
-        assert_items_whole(&c.state, &c.site, point);
+        crash_at(&c, &["repair"], point);
+        crawl_again_whole(&c, point);
     }
+}
+
+/// Runs `args` on `c`'s state with an abort at crash point `point`, and
+/// checks that it aborted there.
+fn crash_at(c: &Crawled, args: &[&str], point: &str) {
+    let mut cmd = legcrawl(&c.state, args);
+    cmd.env(legcrawl::crash::CRASH_AT_ENV, point);
+    let out = cli::run(cmd, LIMIT);
+    assert!(
+        stderr(&out).contains(&format!("legcrawl: crash point {point}")),
+        "{point}: the crash happened there: {}",
+        stderr(&out)
+    );
+}
+
+/// Crawls `c`'s site again: the run succeeds, asks for little more than the
+/// seed (and robots.txt), and the state holds every page's item once.
+fn crawl_again_whole(c: &Crawled, what: &str) {
+    let requests = c.server.requests();
+    let out = cli::run(legcrawl(&c.state, &["crawl", &c.seed]), LIMIT);
+    assert!(out.status.success(), "{what}: {}", stderr(&out));
+    assert!(c.server.requests() - requests <= 2, "{what}");
+    assert_items_whole(&c.state, &c.site, what);
 }
 
 /// A process that dies while sled writes its snapshot (only sled's open
@@ -443,21 +455,10 @@ fn a_snapshot_sled_was_writing_when_its_process_died_is_dropped_and_nothing_is_l
             .collect();
         std::fs::write(&leftover, torn).expect("write the torn snapshot");
         if let Some(point) = point {
-            let mut cmd = legcrawl(&c.state, &["crawl", &c.seed]);
-            cmd.env(legcrawl::crash::CRASH_AT_ENV, point);
-            let out = cli::run(cmd, LIMIT);
-            assert!(
-                stderr(&out).contains(&format!("legcrawl: crash point {point}")),
-                "{point}: the crash happened there: {}",
-                stderr(&out)
-            );
+            crash_at(&c, &["crawl", &c.seed], point);
         }
-        let requests = c.server.requests();
-        let out = cli::run(legcrawl(&c.state, &["crawl", &c.seed]), LIMIT);
-        assert!(out.status.success(), "{point:?}: {}", stderr(&out));
+        crawl_again_whole(&c, &format!("{point:?}"));
         assert!(!leftover.exists(), "{point:?}: the torn snapshot is gone");
-        assert!(c.server.requests() - requests <= 2, "{point:?}");
-        assert_items_whole(&c.state, &c.site, &format!("{point:?}"));
     }
 }
 
