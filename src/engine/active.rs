@@ -40,21 +40,6 @@ pub(crate) struct Active {
     /// Set for `legcrawl reparse`: where the pages' stored responses are;
     /// the legs run over them and nothing is fetched.
     pub stored: Option<Arc<StoredResponses>>,
-    /// `--render`: the job's renderer, with what its pages' requests obey.
-    pub render: Option<crate::page::Render>,
-}
-
-/// The renderer `config` asks for (`--render`, `[render]`), or `None`; an
-/// error when the machine has no browser.
-pub(crate) fn render_of(
-    config: &CrawlConfig,
-) -> Result<Option<crate::page::Render>, crate::render::RenderError> {
-    let Some(settings) = &config.render else {
-        return Ok(None);
-    };
-    Ok(Some(crate::page::Render {
-        renderer: crate::render::Renderer::new(settings.clone())?,
-        allowed_hosts: config.allowed_hosts.clone(),
-        delay: config.delay.unwrap_or_default(),
-    }))
+    /// `--render`: the job's renderer.
+    pub render: Option<crate::render::Renderer>,
 }

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use crate::fetch::{FetchError, Fetcher};
 use crate::legs::{self, Leg};
+use crate::render::Renderer;
 use crate::request::Request;
 use crate::response::Response;
 use crate::revisit::{self, Change, Observation};
@@ -125,7 +126,7 @@ pub(crate) async fn process(
     robots: Option<&RobotsCache>,
     prior: Option<PageRecord>,
     parts: Option<&Parts>,
-    render: Option<&Render>,
+    renderer: Option<&Renderer>,
 ) -> PageResult {
     let mut result = PageResult {
         prior,
@@ -215,9 +216,9 @@ pub(crate) async fn process(
         }
         return result;
     }
-    let rendered = match render {
-        Some(render) if render.renderer.wants(&response) => {
-            rendered(render, fetcher, robots, &response, &mut result).await
+    let rendered = match renderer {
+        Some(renderer) if renderer.wants(&response) => {
+            rendered(renderer, fetcher, robots, &response, &mut result).await
         }
         _ => None,
     };
@@ -235,35 +236,17 @@ pub(crate) async fn process(
     result
 }
 
-/// What rendering needs of the job: the renderer, and the hosts and delay
-/// its subresources obey.
-#[derive(Clone)]
-pub(crate) struct Render {
-    /// The job's renderer.
-    pub renderer: crate::render::Renderer,
-    /// The job's allowed hosts (a page's own host is always allowed).
-    pub allowed_hosts: Vec<String>,
-    /// The job's delay between requests to a host.
-    pub delay: Duration,
-}
-
 /// `response` as the browser built it (the DOM in place of the body), or
 /// `None` when rendering failed: the legs then read the HTML the server
 /// sent, and the run counts the failure.
 async fn rendered(
-    render: &Render,
+    renderer: &Renderer,
     fetcher: &Fetcher,
     robots: Option<&RobotsCache>,
     response: &Response,
     result: &mut PageResult,
 ) -> Option<Response> {
-    let context = crate::render::Context {
-        fetcher,
-        robots,
-        allowed_hosts: &render.allowed_hosts,
-        delay: render.delay,
-    };
-    match render.renderer.render(response, &context).await {
+    match renderer.render(response, fetcher, robots).await {
         Ok(done) => {
             result.counters.push(("render/pages", 1));
             result.counters.push(("render/fetched", done.fetched));

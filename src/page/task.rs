@@ -44,7 +44,7 @@ pub(crate) struct Job {
     /// response, nothing is fetched.
     pub stored: Option<Arc<StoredResponses>>,
     /// `--render`: new and changed HTML pages go through the browser.
-    pub render: Option<page::Render>,
+    pub render: Option<crate::render::Renderer>,
 }
 
 impl Job {

@@ -33,6 +33,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 
+use crate::config::CrawlConfig;
 pub use crate::config::RenderSettings;
 use crate::fetch::Fetcher;
 use crate::request::Request;
@@ -86,6 +87,11 @@ pub struct Renderer {
 
 struct Inner {
     settings: RenderSettings,
+    /// The job's allowed hosts: their requests are fetched besides those of
+    /// the page's own host.
+    allowed_hosts: Vec<String>,
+    /// The job's delay between requests to a host.
+    delay: Duration,
     program: PathBuf,
     /// The running browser, once started; cleared when it fails, so that the
     /// next page starts another.
@@ -99,32 +105,37 @@ struct Live {
     _browser: Browser,
 }
 
-/// What a page's render needs from its job.
-pub struct Context<'a> {
+/// What one page's render needs from its job.
+struct Context<'a> {
     /// The job's fetcher.
-    pub fetcher: &'a Fetcher,
+    fetcher: &'a Fetcher,
     /// robots.txt answers (`None` when the job ignores robots.txt).
-    pub robots: Option<&'a RobotsCache>,
+    robots: Option<&'a RobotsCache>,
     /// Hosts besides the page's whose requests are fetched.
-    pub allowed_hosts: &'a [String],
+    allowed_hosts: &'a [String],
     /// The job's delay between requests to a host.
-    pub delay: Duration,
+    delay: Duration,
 }
 
 impl Renderer {
-    /// A renderer for `settings`; the browser must be on this machine (it
-    /// starts with the first page).
-    pub fn new(settings: RenderSettings) -> Result<Renderer, RenderError> {
+    /// The renderer `config` asks for (`--render`, `[render]`), or `None`;
+    /// the browser must be on this machine (it starts with the first page).
+    pub fn of(config: &CrawlConfig) -> Result<Option<Renderer>, RenderError> {
+        let Some(settings) = &config.render else {
+            return Ok(None);
+        };
         let program = browser::find()?;
         let tabs = Semaphore::new(settings.tabs.max(1));
-        Ok(Renderer {
+        Ok(Some(Renderer {
             inner: Arc::new(Inner {
-                settings,
+                settings: settings.clone(),
+                allowed_hosts: config.allowed_hosts.clone(),
+                delay: config.delay.unwrap_or_default(),
                 program,
                 live: Mutex::new(None),
                 tabs,
             }),
-        })
+        }))
     }
 
     /// True when `response` is a page this job renders: an HTML 2xx answer
@@ -140,12 +151,20 @@ impl Renderer {
                     .is_some_and(|host| hosts.iter().any(|h| h.eq_ignore_ascii_case(host))))
     }
 
-    /// Loads `page` in a tab and returns the DOM its scripts built.
+    /// Loads `page` in a tab and returns the DOM its scripts built; its
+    /// requests go through `fetcher` and obey `robots`.
     pub async fn render(
         &self,
         page: &Response,
-        job: &Context<'_>,
+        fetcher: &Fetcher,
+        robots: Option<&RobotsCache>,
     ) -> Result<Rendered, RenderError> {
+        let job = &Context {
+            fetcher,
+            robots,
+            allowed_hosts: &self.inner.allowed_hosts,
+            delay: self.inner.delay,
+        };
         let _tab = self
             .inner
             .tabs

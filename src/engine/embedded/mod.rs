@@ -161,7 +161,7 @@ impl<'a> Embedded<'a> {
             schedule,
             retry: RetryPolicy::of(config),
             stored: None,
-            render: crate::engine::active::render_of(config)?,
+            render: crate::render::Renderer::of(config)?,
         };
         let mut frontier = Embedded::open(state, active, politeness)?;
         frontier.warc = warc;

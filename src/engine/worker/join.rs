@@ -295,7 +295,7 @@ impl Active {
             .then(|| RobotsCache::new(fetcher.clone(), RobotsSettings::from_config(&config)));
         Ok(Active {
             version: 0,
-            render: super::super::active::render_of(&config)?,
+            render: crate::render::Renderer::of(&config)?,
             scope,
             legs: Arc::new(stack),
             schedule: Schedule::new(&config)?,
